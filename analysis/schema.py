@@ -1,0 +1,171 @@
+"""The trace schema: the one contract between the load generator and the analysis.
+
+Columns are declared once here as plain Python; `arrow_schema()` (used by the
+trace writer in loadgen) and `spark_schema()` (used by the analysis job and the
+Spark tests) are derived from the same declaration, so the two halves can not
+drift apart. Times are integer nanoseconds of the wall clock (`time.time_ns`).
+"""
+from __future__ import annotations
+
+from typing import Literal, NamedTuple
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "Column",
+    "KINDS",
+    "PUBLISH",
+    "DELIVERY",
+    "EVENT",
+    "LEFTOVER",
+    "PUBLISH_OUTCOMES",
+    "DELIVERY_OUTCOMES",
+    "EVENT_KINDS",
+    "columns",
+    "column_names",
+    "arrow_schema",
+    "spark_schema",
+]
+
+SCHEMA_VERSION = 1
+
+ColumnType = Literal["string", "int32", "int64", "float64", "bool"]
+
+
+class Column(NamedTuple):
+    name: str
+    type: ColumnType
+    nullable: bool
+    doc: str
+
+
+def _c(name: str, type_: ColumnType, doc: str, nullable: bool = False) -> Column:
+    return Column(name, type_, nullable, doc)
+
+
+_COMMON = (
+    _c("schema_version", "int32", "trace schema version (this file's SCHEMA_VERSION)"),
+    _c("run_id", "string", "id of the run, the same in every file of one run"),
+    _c("worker", "string", "process that wrote the row: host:pid"),
+)
+
+PUBLISH = _COMMON + (
+    _c("message_id", "string", "unique message id, also sent in the `sojourn-id` header"),
+    _c("producer", "string", "producer instance (group/worker/slot)"),
+    _c("producer_group", "string", "producer group name from the scenario"),
+    _c("seq", "int64", "per-producer sequence number, from 0"),
+    _c("phase", "string", "timeline phase at the intended send time ('base' outside any phase)"),
+    _c("intended_ns", "int64", "when the arrival schedule wanted the message sent"),
+    _c("publish_ns", "int64", "when basic.publish was called (actual send time)"),
+    _c("size_bytes", "int32", "body size in bytes"),
+    _c("routing_key", "string", "routing key used"),
+    _c("persistent", "bool", "delivery_mode 2"),
+    _c("confirm_ns", "int64", "when the broker's confirm (ack or nack) arrived", nullable=True),
+    _c("outcome", "string", "one of PUBLISH_OUTCOMES"),
+)
+
+DELIVERY = _COMMON + (
+    _c("message_id", "string", "from the `sojourn-id` header; null for a foreign message", nullable=True),
+    _c("consumer", "string", "consumer instance (group/worker/slot)"),
+    _c("consumer_group", "string", "consumer group name from the scenario"),
+    _c("phase", "string", "timeline phase at receive time"),
+    _c("delivery_tag", "int64", "AMQP delivery tag on the consumer's channel"),
+    _c("redelivered", "bool", "the broker's redelivered flag"),
+    _c("publish_ns", "int64", "publish time carried in the `sojourn-pub-ns` header", nullable=True),
+    _c("receive_ns", "int64", "when the delivery was read off the socket into the client buffer"),
+    _c("start_ns", "int64", "when processing started (left the client buffer)", nullable=True),
+    _c("end_ns", "int64", "when processing ended", nullable=True),
+    _c("settle_ns", "int64", "when the ack or nack was sent; receive time for auto-ack", nullable=True),
+    _c("outcome", "string", "one of DELIVERY_OUTCOMES"),
+    _c("prefetch", "int32", "prefetch count in force at receive time (0 = unlimited)"),
+    _c("buffer_len", "int32", "deliveries already waiting in the client buffer when this one arrived"),
+    _c("size_bytes", "int32", "body size in bytes"),
+    _c("processing_ms", "float64", "simulated processing time drawn for this delivery", nullable=True),
+)
+
+EVENT = _COMMON + (
+    _c("ts_ns", "int64", "when the event happened"),
+    _c("kind", "string", "one of EVENT_KINDS"),
+    _c("source", "string", "who recorded it: a user instance, 'runner' or 'census'"),
+    _c("name", "string", "phase name, consumer name, queue name ... depending on kind"),
+    _c("value", "float64", "numeric payload (e.g. queue depth), if any", nullable=True),
+    _c("detail", "string", "JSON object with anything else", nullable=True),
+)
+
+LEFTOVER = _COMMON + (
+    _c("message_id", "string", "id of a message still in the broker's queue after the drain", nullable=True),
+    _c("queue", "string", "queue it was found in"),
+    _c("observed_ns", "int64", "when the census saw it"),
+    _c("redelivered", "bool", "the broker's redelivered flag at census time"),
+)
+
+KINDS: dict[str, tuple[Column, ...]] = {
+    "publish": PUBLISH,
+    "delivery": DELIVERY,
+    "event": EVENT,
+    "leftover": LEFTOVER,
+}
+
+PUBLISH_OUTCOMES = {
+    "confirmed": "the broker acked the publish (publisher confirms on)",
+    "sent": "written to the socket; confirms off, so no broker answer is expected",
+    "nacked": "the broker nacked the publish: discarded, reason publish_nacked",
+    "unconfirmed": "confirms on, but no answer before the connection closed or the run ended",
+    "failed": "basic.publish raised (connection gone); never reached the socket",
+}
+
+DELIVERY_OUTCOMES = {
+    "ack": "processed and acked",
+    "auto_ack": "auto-ack mode: the broker counted it delivered when it sent it; processed",
+    "nack_requeue": "nacked with requeue=true: back to the queue",
+    "nack_discard": "nacked with requeue=false: discarded (dead-lettered if the queue has a DLX)",
+    "unsettled": "the channel closed before it was settled; the broker requeues it",
+}
+
+EVENT_KINDS = {
+    "run_start": "a worker process started its part of the run (t0)",
+    "warmup_end": "end of the warm-up period",
+    "phase_start": "a timeline phase began (name = phase)",
+    "phase_end": "a timeline phase ended (name = phase)",
+    "consumer_join": "a consumer connected and started consuming (name = consumer)",
+    "consumer_leave": "a consumer stopped consuming (name = consumer)",
+    "producer_join": "a producer started publishing (name = producer)",
+    "producer_leave": "a producer stopped publishing (name = producer)",
+    "connection_lost": "a connection closed unexpectedly (detail has the reason)",
+    "drain_start": "publishing stopped; consumers drain what is left",
+    "drain_end": "drain finished or timed out (detail says which)",
+    "broker_depth": "messages ready in the queue (name = queue, value = depth)",
+    "run_end": "a worker process finished its part of the run",
+}
+
+
+def columns(kind: str) -> tuple[Column, ...]:
+    try:
+        return KINDS[kind]
+    except KeyError:
+        raise ValueError(f"unknown trace kind {kind!r}; known: {', '.join(KINDS)}") from None
+
+
+def column_names(kind: str) -> list[str]:
+    return [c.name for c in columns(kind)]
+
+
+def arrow_schema(kind: str):
+    """pyarrow schema for one trace kind, with the schema version in its metadata."""
+    import pyarrow as pa
+
+    types = {"string": pa.string(), "int32": pa.int32(), "int64": pa.int64(),
+             "float64": pa.float64(), "bool": pa.bool_()}
+    return pa.schema(
+        [pa.field(c.name, types[c.type], nullable=c.nullable) for c in columns(kind)],
+        metadata={b"sojourn.schema_version": str(SCHEMA_VERSION).encode(),
+                  b"sojourn.kind": kind.encode()},
+    )
+
+
+def spark_schema(kind: str):
+    """Spark StructType for one trace kind (Spark reads all fields as nullable)."""
+    from pyspark.sql import types as T
+
+    types = {"string": T.StringType(), "int32": T.IntegerType(), "int64": T.LongType(),
+             "float64": T.DoubleType(), "bool": T.BooleanType()}
+    return T.StructType([T.StructField(c.name, types[c.type], True) for c in columns(kind)])
