@@ -1,0 +1,30 @@
+"""Mask passwords in broker URLs before they reach a log line, trace, report or run.json."""
+from __future__ import annotations
+
+import re
+from urllib.parse import urlsplit, urlunsplit
+
+__all__ = ["mask_url", "mask_text"]
+
+_URL_IN_TEXT = re.compile(r"(amqps?://[^:/@\s]*:)([^@\s]*)(@)")
+
+
+def mask_url(url: str) -> str:
+    """`amqp://user:secret@host/` -> `amqp://user:****@host/`; URLs without a password are unchanged."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return _URL_IN_TEXT.sub(r"\1****\3", url)
+    if parts.password is None:
+        return url
+    userinfo = f"{parts.username or ''}:****"
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    netloc = f"{userinfo}@{host}" + (f":{parts.port}" if parts.port else "")
+    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+
+
+def mask_text(text: str) -> str:
+    """Mask every amqp(s) URL password that appears anywhere in free text."""
+    return _URL_IN_TEXT.sub(r"\1****\3", text)
