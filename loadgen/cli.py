@@ -1,0 +1,237 @@
+"""The `sojourn` command: run, analyze and validate scenarios.
+
+Exit status: 0 success, 1 an SLO failed, 2 bad input, 3 broker unreachable,
+130 interrupted. Loaders raise; only `main` turns errors into messages and exit
+codes. The analysis (PySpark) is imported lazily, and never into the process
+that runs Locust.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from loadgen import __version__
+
+__all__ = ["main"]
+
+EXIT_OK, EXIT_SLO, EXIT_INPUT, EXIT_BROKER, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+
+LOCUSTFILE = Path(__file__).with_name("locustfile.py")
+
+BROKER_HELP = """\
+Start a local RabbitMQ and try again:
+  rabbitmq-server -detached            # installed but stopped
+  apt-get install -y rabbitmq-server   # not installed (Debian/Ubuntu)
+or point sojourn at another broker with SOJOURN_AMQP_URL=amqp://user:pass@host:5672/ (amqps:// for TLS)."""
+
+
+class CliError(Exception):
+    def __init__(self, message: str, code: int):
+        super().__init__(message)
+        self.code = code
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="sojourn",
+        description="Trace-replay load testing for RabbitMQ: what prefetch, processing time and "
+                    "network conditions do to per-message buffer sojourn and latency.")
+    p.add_argument("--version", action="version", version=f"sojourn {__version__}")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+
+    run = sub.add_parser("run", help="run a scenario headless, then analyze it and write the report",
+                         description="Run SCENARIO through Locust (headless), analyze the traces with "
+                                     "Spark and write RUN_DIR/summary.json and RUN_DIR/report.html.")
+    run.add_argument("scenario", help="scenario YAML file")
+    run.add_argument("--out", metavar="RUN_DIR", help="run directory (default runs/<UTC time>-<name>)")
+    _add_set(run)
+    run.add_argument("--processes", type=int, default=0, metavar="N",
+                     help="Locust worker processes (default: one process)")
+    run.add_argument("--master", dest="spark_master", metavar="URL",
+                     help="Spark master for the analysis (default local[*] or SPARK_MASTER)")
+    run.add_argument("--no-analyze", action="store_true", help="only run the load; analyze later")
+
+    ana = sub.add_parser("analyze", help="analyze a run directory: summary.json and report.html",
+                         description="Run the PySpark analysis over RUN_DIR/traces.")
+    ana.add_argument("run_dir", metavar="RUN_DIR")
+    ana.add_argument("--master", dest="spark_master", metavar="URL",
+                     help="Spark master URL (default local[*] or SPARK_MASTER)")
+
+    val = sub.add_parser("validate", help="check a scenario file without running it")
+    val.add_argument("scenario", help="scenario YAML file")
+    _add_set(val)
+    return p
+
+
+def _add_set(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--set", action="append", default=[], dest="overrides", metavar="PATH=VALUE",
+                   help="override a scenario field, e.g. --set consumers.main.prefetch=51 (repeatable)")
+
+
+def _load(path: str, overrides: list[str]):
+    from loadgen.scenario import ScenarioError, load_scenario
+
+    try:
+        return load_scenario(path, overrides)
+    except ScenarioError as exc:
+        raise CliError(str(exc), EXIT_INPUT) from None
+
+
+# -- validate -----------------------------------------------------------------
+def cmd_validate(args) -> int:
+    from loadgen.redact import mask_url
+
+    s = _load(args.scenario, args.overrides)
+    print(f"{s.source_path}: ok — scenario {s.name!r}, {s.run.duration_s:g} s "
+          f"(warm-up {s.run.warmup_s:g} s, drain up to {s.run.drain_timeout_s:g} s), "
+          f"broker {mask_url(s.broker.url)}, queue {s.queue.name!r}")
+    for g in s.producers:
+        print(f"  producer {g.name}: {g.count} x {g.rate:g} msg/s {g.arrival}, {g.size_bytes} B, "
+              f"confirms {'window ' + str(g.confirm_window) if g.confirms else 'off'}")
+    for g in s.consumers:
+        print(f"  consumer {g.name}: {g.count} x prefetch {g.prefetch} ({g.prefetch_scope}), "
+              f"{g.ack_mode} ack, processing mean {g.processing.mean_ms:g} ms ({g.processing.distribution})")
+    for name, start, end in s.phase_windows():
+        print(f"  phase {name}: {start:g}–{end:g} s")
+    for slo in s.slo:
+        print(f"  slo: {slo}")
+    return EXIT_OK
+
+
+# -- run ----------------------------------------------------------------------
+def cmd_run(args) -> int:
+    from loadgen.amqp.connection import probe
+    from loadgen.errors import BrokerUnreachable
+    from loadgen.runinfo import default_run_dir
+
+    scenario = _load(args.scenario, args.overrides)
+    try:
+        probe(scenario.broker.url, timeout_s=scenario.broker.connect_timeout_s)
+    except BrokerUnreachable as exc:
+        raise CliError(f"{exc}\n{BROKER_HELP}", EXIT_BROKER) from None
+    run_dir = args.out or default_run_dir(scenario.name)
+    if os.path.exists(os.path.join(run_dir, "traces")):
+        raise CliError(f"{run_dir}: already holds a run's traces; choose another --out", EXIT_INPUT)
+    os.makedirs(run_dir, exist_ok=True)
+    interrupted = _run_locust(args, run_dir)
+    if args.no_analyze:
+        print(f"traces written to {run_dir}; analyze with: sojourn analyze {run_dir}")
+        return EXIT_INTERRUPTED if interrupted else EXIT_OK
+    code = _analyze(run_dir, args.spark_master)
+    return EXIT_INTERRUPTED if interrupted else code
+
+
+def _run_locust(args, run_dir: str) -> bool:
+    """Run Locust headless in a child process; return True if it was interrupted."""
+    cmd = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--headless", "--only-summary",
+           "--scenario", args.scenario, "--run-dir", run_dir,
+           "--html", os.path.join(run_dir, "locust.html"),
+           "--csv", os.path.join(run_dir, "locust"),
+           "--exit-code-on-error", "0", "--loglevel", "WARNING"]
+    for override in args.overrides:
+        cmd += ["--set", override]
+    if args.processes:
+        cmd += ["--processes", str(args.processes)]
+    print(f"sojourn: running {args.scenario} -> {run_dir}", file=sys.stderr)
+    with open(os.path.join(run_dir, "locust.log"), "w") as log_file:
+        child = subprocess.Popen(cmd, stdout=log_file, stderr=None)
+        interrupted = False
+        while True:
+            try:
+                code = child.wait()
+                break
+            except KeyboardInterrupt:
+                # The child got the same SIGINT and is flushing its traces; wait for it.
+                interrupted = True
+                print("sojourn: interrupted; waiting for the load generator to flush its traces "
+                      "(Ctrl-C again to force)", file=sys.stderr)
+                try:
+                    code = child.wait()
+                    break
+                except KeyboardInterrupt:
+                    child.send_signal(signal.SIGTERM)
+    if code == EXIT_BROKER:
+        raise CliError("the load generator could not reach the broker (see above)\n" + BROKER_HELP, EXIT_BROKER)
+    if code == EXIT_INPUT:
+        raise CliError("the load generator rejected the scenario (see above)", EXIT_INPUT)
+    if code not in (0, 1) and not interrupted:
+        print(f"sojourn: locust exited with status {code}; see {run_dir}/locust.log", file=sys.stderr)
+    return interrupted
+
+
+# -- analyze ------------------------------------------------------------------
+def cmd_analyze(args) -> int:
+    if not os.path.isfile(os.path.join(args.run_dir, "run.json")):
+        raise CliError(f"{args.run_dir}: not a run directory (no run.json)", EXIT_INPUT)
+    return _analyze(args.run_dir, args.spark_master)
+
+
+def _analyze(run_dir: str, master: str | None) -> int:
+    from analysis.errors import AnalysisError
+    from analysis.job import analyze
+
+    print(f"sojourn: analyzing {run_dir} with Spark", file=sys.stderr)
+    try:
+        summary = analyze(run_dir, master=master,
+                          progress=lambda msg: print(f"  {msg}", file=sys.stderr))
+    except AnalysisError as exc:
+        raise CliError(str(exc), EXIT_INPUT) from None
+    print(format_summary(summary, run_dir))
+    failed = [s for s in summary.get("slo", []) if not s.get("passed")]
+    return EXIT_SLO if failed else EXIT_OK
+
+
+def format_summary(summary: dict, run_dir: str) -> str:
+    m = summary.get("messages", {})
+    t = summary.get("throughput", {})
+    sj = summary.get("sojourn_ms", {})
+    e2e = summary.get("latency_ms", {}).get("end_to_end", {})
+
+    def ms(v):
+        return "–" if v is None else f"{v:,.1f}"
+
+    lines = [
+        f"run {summary.get('run', {}).get('run_id', '?')}  ({summary.get('run', {}).get('status', '?')})",
+        f"  messages   published {m.get('published', 0):,}  acked {m.get('acked', 0):,}  "
+        f"discarded {m.get('discarded_total', 0):,}  left in broker {m.get('left_in_broker', 0):,}  "
+        f"unaccounted {m.get('unaccounted', 0):,}",
+        f"  throughput publish {t.get('publish_per_s', 0) or 0:,.1f}/s  deliver {t.get('deliver_per_s', 0) or 0:,.1f}/s  "
+        f"ack {t.get('ack_per_s', 0) or 0:,.1f}/s",
+        f"  sojourn ms p50 {ms(sj.get('p50'))}  p95 {ms(sj.get('p95'))}  p99 {ms(sj.get('p99'))}  "
+        f"max {ms(sj.get('max'))}",
+        f"  e2e ms     p50 {ms(e2e.get('p50'))}  p99 {ms(e2e.get('p99'))}",
+    ]
+    for phase in summary.get("phases", []):
+        psj = phase.get("sojourn_ms", {})
+        lines.append(f"  phase {phase.get('phase')}: sojourn p50 {ms(psj.get('p50'))} p99 {ms(psj.get('p99'))}")
+    for s in summary.get("slo", []):
+        lines.append(f"  SLO {'PASS' if s.get('passed') else 'FAIL'}  {s.get('expr')}  (value {s.get('value')})")
+    if m.get("unaccounted"):
+        lines.append(f"  WARNING: {m['unaccounted']} messages unaccounted for, e.g. {m.get('unaccounted_ids', [])[:5]}")
+    lines.append(f"  report: {os.path.join(run_dir, 'report.html')}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    commands = {"run": cmd_run, "analyze": cmd_analyze, "validate": cmd_validate}
+    if args.command is None:
+        parser.print_help()
+        return EXIT_INPUT
+    try:
+        return commands[args.command](args)
+    except CliError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.code
+    except KeyboardInterrupt:
+        print("sojourn: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,203 @@
+"""Consuming: client-side buffer, simulated processing, ack; every delivery traced.
+
+pika's gevent adapter runs `_on_message` in the hub as soon as a frame is read:
+it only stamps the receive time and appends to the client buffer. Processing
+runs in the consumer's own greenlet, in arrival order, sleeping cooperatively, so
+the I/O loop keeps reading deliveries and sending acks meanwhile and a consumer
+with prefetch N really holds up to N deliveries in its buffer.
+"""
+from __future__ import annotations
+
+import logging
+import random
+import time
+from collections import deque
+from typing import NamedTuple
+
+import gevent
+from gevent.event import Event
+
+from loadgen.amqp import connection as amqp
+from loadgen.producer import Report, hash_seed
+
+__all__ = ["Consumer"]
+
+log = logging.getLogger("sojourn")
+
+CLOSE_WAIT_S = 5.0
+
+
+class Delivery(NamedTuple):
+    receive_ns: int
+    tag: int
+    redelivered: bool
+    message_id: str | None
+    publish_ns: int | None
+    size: int
+    prefetch: int
+    buffer_len: int
+    phase: str
+    channel: object
+
+
+class Consumer:
+    def __init__(self, ctx, group: str, slot: int, report: Report):
+        self.ctx = ctx
+        self.group = group
+        self.slot = slot
+        self.name = f"{group}/{ctx.worker}/{slot}"
+        self.report = report
+        self._buffer: deque[Delivery] = deque()
+        self._has_work = Event()
+        self._busy = False
+        self._conn = None
+        self._channel = None
+        self._prefetch = 0
+        self._leaving = False
+        self._rng = random.Random(hash_seed(f"{ctx.run_id}/{self.name}"))
+        self._request_name = f"consume:{ctx.scenario.queue.name}"
+
+    # -- Participant --------------------------------------------------------
+    def idle(self) -> bool:
+        return not self._buffer and not self._busy
+
+    def buffered(self) -> int:
+        return len(self._buffer)
+
+    # -- main loop ----------------------------------------------------------
+    def run(self) -> None:
+        ctx, scenario = self.ctx, self.ctx.scenario
+        last_moment = scenario.run.duration_s - 1e-9  # the drain keeps the run's final conditions
+        clean = False
+        try:
+            while not ctx.drained.is_set() and not ctx.stopping.is_set():
+                t = ctx.elapsed_s()
+                settings = scenario.at(min(t, last_moment)).consumer(self.group)
+                if self.slot >= settings.count:
+                    if self._channel is not None:
+                        self._leave(clean=True)
+                    self._wait_for_change(t)
+                    continue
+                if self._channel is None:
+                    self._join(settings)
+                elif settings.prefetch != self._prefetch:
+                    self._set_prefetch(settings)
+                if self._buffer:
+                    self._process_one(settings)
+                else:
+                    self._has_work.clear()
+                    self._has_work.wait(0.05)
+            clean = not ctx.stopping.is_set()
+        finally:
+            self._leave(clean=clean)
+            ctx.participant_finished(self)
+
+    def _wait_for_change(self, t: float) -> None:
+        upcoming = [c for c in self.ctx.scenario.change_times() if c > t]
+        until = upcoming[0] if upcoming else self.ctx.scenario.run.duration_s + 1e6
+        self.ctx.sleep_until(until, self.ctx.drained)
+
+    # -- connection ---------------------------------------------------------
+    def _join(self, settings) -> None:
+        b = self.ctx.scenario.broker
+        self._leaving = False
+        self._conn = amqp.connect(b.url, heartbeat_s=b.heartbeat_s, connect_timeout_s=b.connect_timeout_s,
+                                  name=f"sojourn-consumer-{self.name}", on_close=self._on_connection_closed)
+        channel = amqp.open_channel(self._conn)
+        self._channel = channel
+        self._set_prefetch(settings)
+        channel.basic_consume(self.ctx.scenario.queue.name, self._on_message,
+                              auto_ack=settings.ack_mode == "auto")
+        self.ctx.event("consumer_join", self.name, self.name,
+                       detail={"prefetch": settings.prefetch, "ack_mode": settings.ack_mode})
+
+    def _set_prefetch(self, settings) -> None:
+        channel = self._channel
+        amqp.wait_for(lambda cb: channel.basic_qos(prefetch_count=settings.prefetch,
+                                                   global_qos=settings.prefetch_scope == "channel",
+                                                   callback=cb), "basic.qos", channel=channel)
+        self._prefetch = settings.prefetch
+
+    def _leave(self, clean: bool) -> None:
+        """Stop consuming. Clean: cancel, then process and ack what is buffered.
+        Otherwise (interrupt): buffered deliveries are traced unsettled; the broker requeues them."""
+        if self._channel is None:
+            self._trace_unsettled_buffer()
+            return
+        self._leaving = True
+        channel, conn = self._channel, self._conn
+        if clean and channel.is_open:
+            try:
+                amqp.wait_for(lambda cb: channel.basic_cancel(callback=cb) if channel.consumer_tags else cb(None),
+                              "basic.cancel", CLOSE_WAIT_S, channel=channel)
+                settings = self.ctx.scenario.at(min(self.ctx.elapsed_s(),
+                                                    self.ctx.scenario.run.duration_s - 1e-9)).consumer(self.group)
+                while self._buffer and channel.is_open:
+                    self._process_one(settings)
+            except Exception as exc:  # noqa: BLE001
+                log.warning("consumer %s: clean leave failed: %s", self.name, exc)
+        self._trace_unsettled_buffer()
+        try:
+            if conn.is_open:
+                conn.close()
+            deadline = time.monotonic() + CLOSE_WAIT_S
+            while not conn.is_closed and time.monotonic() < deadline:
+                gevent.sleep(0.01)
+        except Exception:  # noqa: BLE001
+            pass
+        self._channel = None
+        self.ctx.event("consumer_leave", self.name, self.name, detail={"clean": clean})
+
+    def _on_connection_closed(self, _conn, exc) -> None:
+        if self._leaving:
+            return
+        self.ctx.event("connection_lost", self.name, self.name, detail={"reason": str(exc)})
+        log.warning("consumer %s lost its connection: %s", self.name, exc)
+        self._channel = None
+        self._trace_unsettled_buffer()
+
+    # -- the hot path -------------------------------------------------------
+    def _on_message(self, channel, method, props, body) -> None:
+        """Runs in the hub, right after the frame was read: stamp and buffer, nothing else."""
+        receive_ns = time.time_ns()
+        headers = props.headers or {}
+        self._buffer.append(Delivery(
+            receive_ns, method.delivery_tag, method.redelivered, headers.get("sojourn-id"),
+            headers.get("sojourn-pub-ns"), len(body), self._prefetch, len(self._buffer),
+            self.ctx.scenario.phase_at(self.ctx.elapsed_s()), channel))
+        self.ctx.counters["delivered"] += 1
+        self._has_work.set()
+
+    def _process_one(self, settings) -> None:
+        d = self._buffer.popleft()
+        self._busy = True
+        start_ns = time.time_ns()
+        processing_ms = settings.processing.sample_ms(self._rng)
+        end_ns = settle_ns = None
+        outcome = "unsettled"
+        try:
+            if processing_ms > 0:
+                gevent.sleep(processing_ms / 1000.0)
+            end_ns = time.time_ns()
+            if settings.ack_mode == "auto":
+                settle_ns, outcome = d.receive_ns, "auto_ack"
+            elif d.channel is self._channel and d.channel.is_open:
+                d.channel.basic_ack(d.tag)
+                settle_ns, outcome = time.time_ns(), "ack"
+        finally:
+            self._busy = False
+            self._trace(d, start_ns, end_ns, settle_ns, outcome, processing_ms)
+        if outcome in ("ack", "auto_ack"):
+            self.ctx.counters["acked"] += 1
+            latency_ms = (end_ns - d.publish_ns) / 1e6 if d.publish_ns else 0.0
+            self.report("consume", self._request_name, latency_ms, d.size, None)
+
+    def _trace_unsettled_buffer(self) -> None:
+        while self._buffer:
+            self._trace(self._buffer.popleft(), None, None, None, "unsettled", None)
+
+    def _trace(self, d: Delivery, start_ns, end_ns, settle_ns, outcome: str, processing_ms) -> None:
+        self.ctx.writer.append("delivery", (
+            d.message_id, self.name, self.group, d.phase, d.tag, d.redelivered, d.publish_ns,
+            d.receive_ns, start_ns, end_ns, settle_ns, outcome, d.prefetch, d.buffer_len, d.size,
+            processing_ms))

@@ -1,0 +1,146 @@
+"""Locust entry point: `locust -f loadgen/locustfile.py --scenario scenarios/quickstart.yaml`.
+
+Each producer and consumer of the scenario is one Locust user that runs its own
+publish or consume loop (Locust schedules users, not messages); every message
+still reaches Locust's statistics through the `request` event. The scenario's
+duration, timeline and drain drive the run through a LoadTestShape. Works with
+the web UI, `--headless`, `--processes N` and `--master`/`--worker`.
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import re
+import sys
+
+# Locust loads this file by path; make the package importable from a plain checkout too.
+_REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if _REPO not in sys.path:
+    sys.path.insert(0, _REPO)
+
+from locust import LoadTestShape, User, events, task  # noqa: E402
+
+from loadgen import session  # noqa: E402
+from loadgen.consumer import Consumer  # noqa: E402
+from loadgen.producer import Producer  # noqa: E402
+from loadgen.scenario import ScenarioError, load_scenario  # noqa: E402
+
+log = logging.getLogger("sojourn")
+
+
+def _early_options(argv: list[str]) -> argparse.Namespace:
+    """Locust imports this file before it parses options, but the User classes depend
+    on the scenario, so --scenario and --set are read from the command line here."""
+    parser = argparse.ArgumentParser(add_help=False)
+    parser.add_argument("--scenario", default=os.environ.get("SOJOURN_SCENARIO"))
+    parser.add_argument("--set", action="append", default=[], dest="overrides")
+    opts, _ = parser.parse_known_args(argv)
+    return opts
+
+
+_HELP = any(a in ("-h", "--help", "-V", "--version") for a in sys.argv[1:])
+_OPTS = _early_options(sys.argv[1:])
+SCENARIO = None
+if _OPTS.scenario:
+    try:
+        SCENARIO = load_scenario(_OPTS.scenario, _OPTS.overrides)
+    except ScenarioError as exc:
+        sys.stderr.write(f"error: {exc}\n")
+        sys.exit(2)
+elif not _HELP:
+    sys.stderr.write("error: --scenario FILE is required (or set SOJOURN_SCENARIO), "
+                     "e.g. locust -f loadgen/locustfile.py --scenario scenarios/quickstart.yaml\n")
+    sys.exit(2)
+
+
+@events.init_command_line_parser.add_listener
+def _add_options(parser, **_kwargs):
+    group = parser.add_argument_group("sojourn")
+    group.add_argument("--scenario", default=os.environ.get("SOJOURN_SCENARIO"),
+                       help="sojourn scenario YAML file (required)")
+    group.add_argument("--set", action="append", default=[], dest="overrides", metavar="PATH=VALUE",
+                       help="override a scenario field, e.g. --set consumers.main.prefetch=51 (repeatable)")
+    group.add_argument("--run-dir", default="", help="where traces and run.json go (default runs/<time>-<name>)")
+    group.add_argument("--run-id", default="", help="run id (default: the run directory's name)")
+
+
+class SojournUser(User):
+    """One producer or consumer instance; the subclasses are generated from the scenario."""
+
+    abstract = True
+    kind = ""
+    group = ""
+
+    @task
+    def run_participant(self):
+        ctx = session.context()
+        max_count = SCENARIO.max_count(self.kind, self.group)
+        slot = ctx.claim_slot(self.kind, self.group, max_count)
+        cls = Producer if self.kind == "producers" else Consumer
+        participant = cls(ctx, self.group, slot, session.reporter(self.environment))
+        ctx.participants.append(participant)
+        try:
+            participant.run()
+        finally:
+            if participant in ctx.participants:
+                ctx.participant_finished(participant)
+        ctx.stopping.wait()  # done: idle until Locust stops the run
+
+
+def _class_name(kind: str, group: str) -> str:
+    return ("Producer_" if kind == "producers" else "Consumer_") + re.sub(r"\W", "_", group)
+
+
+USER_COUNT = 0
+if SCENARIO is not None:
+    for _kind, _groups in (("producers", SCENARIO.producers), ("consumers", SCENARIO.consumers)):
+        for _g in _groups:
+            _n = SCENARIO.max_count(_kind, _g.name)
+            if _n <= 0:
+                continue
+            globals()[_class_name(_kind, _g.name)] = type(
+                _class_name(_kind, _g.name), (SojournUser,),
+                {"fixed_count": _n, "kind": _kind, "group": _g.name, "abstract": False,
+                 "__module__": __name__})
+            USER_COUNT += _n
+
+
+class SojournShape(LoadTestShape):
+    """Holds every user for the run, then ends once each process has drained."""
+
+    def tick(self):
+        if SCENARIO is None or USER_COUNT == 0:
+            return None
+        run = SCENARIO.run
+        if session.all_finished(self.runner):
+            return None
+        if self.get_run_time() > run.duration_s + run.drain_timeout_s + session.FINISH_GRACE_S:
+            log.warning("sojourn: the run did not finish draining in time; stopping")
+            return None
+        return USER_COUNT, max(USER_COUNT, 1)
+
+
+@events.init.add_listener
+def _on_init(environment, **_kwargs):
+    if SCENARIO is None:
+        return
+    session.init(environment, SCENARIO, _OPTS.scenario, _OPTS.overrides)
+
+
+@events.test_start.add_listener
+def _on_test_start(environment, **_kwargs):
+    if SCENARIO is not None:
+        session.start(environment)
+
+
+@events.test_stop.add_listener
+def _on_test_stop(environment, **_kwargs):
+    if SCENARIO is not None:
+        session.stop(environment)
+
+
+@events.quitting.add_listener
+def _on_quitting(environment, **_kwargs):
+    if SCENARIO is not None:
+        session.quit(environment)

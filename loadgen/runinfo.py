@@ -1,0 +1,74 @@
+"""RUN_DIR/run.json: the resolved scenario, code version, t0 and how the run ended."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+from loadgen import __version__
+from loadgen.redact import mask_url
+
+__all__ = ["default_run_dir", "code_version", "write_run_json", "update_run_json", "read_run_json"]
+
+RUN_JSON_VERSION = 1
+
+
+def default_run_dir(scenario_name: str, root: str = "runs") -> str:
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    return os.path.join(root, f"{stamp}-{scenario_name}")
+
+
+def code_version() -> dict[str, str]:
+    repo = Path(__file__).resolve().parent.parent
+    try:
+        sha = subprocess.run(["git", "-C", str(repo), "rev-parse", "--short", "HEAD"],
+                             capture_output=True, text=True, timeout=5).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        sha = ""
+    return {"sojourn": __version__, "git": sha or "unknown"}
+
+
+def write_run_json(run_dir: str, scenario, *, run_id: str, t0_ns: int, status: str) -> None:
+    data: dict[str, Any] = {
+        "schema_version": RUN_JSON_VERSION,
+        "run_id": run_id,
+        "scenario_path": scenario.source_path,
+        "overrides": list(scenario.overrides),
+        "scenario": scenario.to_dict(mask_password=True),
+        "broker_url": mask_url(scenario.broker.url),
+        "code_version": code_version(),
+        "t0_ns": t0_ns,
+        "duration_s": scenario.run.duration_s,
+        "warmup_s": scenario.run.warmup_s,
+        "drain_timeout_s": scenario.run.drain_timeout_s,
+        "phases": [{"name": n, "start_s": s, "end_s": e} for n, s, e in scenario.phase_windows()],
+        "queue": scenario.queue.name,
+        "broker_depth_at_end": None,
+        "ended_ns": None,
+        "status": status,
+    }
+    _write(run_dir, data)
+
+
+def read_run_json(run_dir: str) -> dict[str, Any]:
+    with open(os.path.join(run_dir, "run.json"), encoding="utf-8") as f:
+        return json.load(f)
+
+
+def update_run_json(run_dir: str, **fields: Any) -> None:
+    data = read_run_json(run_dir)
+    data.update(fields)
+    _write(run_dir, data)
+
+
+def _write(run_dir: str, data: dict[str, Any]) -> None:
+    os.makedirs(run_dir, exist_ok=True)
+    path = os.path.join(run_dir, "run.json")
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(data, f, indent=2, sort_keys=False)
+        f.write("\n")
+    os.replace(tmp, path)

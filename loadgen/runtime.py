@@ -1,0 +1,209 @@
+"""Per-process run state: the clock, the trace writer, the control connection and the drain.
+
+One RunContext lives in every process that takes part in a run (the local runner,
+the master, each worker). It owns what the users share: t0, the scenario, the
+trace writer, a control connection for topology and queue-depth checks, and the
+events that say when publishing stops (`draining`) and consumers may leave
+(`drained`).
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+import time
+from typing import Any, Protocol
+
+import gevent
+from gevent.event import Event
+from gevent.lock import RLock
+
+from loadgen.amqp import connection as amqp
+from loadgen.amqp import topology
+from loadgen.errors import BrokerOperationFailed
+from loadgen.trace import TraceWriter
+
+__all__ = ["RunContext", "Participant", "worker_name"]
+
+log = logging.getLogger("sojourn")
+
+DRAIN_POLL_S = 0.25
+DRAIN_STABLE_CHECKS = 3
+
+
+class Participant(Protocol):
+    """A producer or consumer as the drain monitor sees it."""
+
+    name: str
+
+    def idle(self) -> bool: ...
+
+
+def worker_name() -> str:
+    return f"{socket.gethostname()}-{os.getpid()}"
+
+
+class RunContext:
+    def __init__(self, scenario, run_dir: str, run_id: str, role: str, t0_ns: int | None = None):
+        self.scenario = scenario
+        self.run_dir = run_dir
+        self.run_id = run_id
+        self.role = role  # local | master | worker
+        self.worker = worker_name()
+        self.t0_ns = t0_ns or time.time_ns()
+        self._t0_mono = time.monotonic() - (time.time_ns() - self.t0_ns) / 1e9
+        self.writer = TraceWriter(run_dir, run_id, self.worker)
+        self.draining = Event()   # publishing must stop
+        self.drained = Event()    # consumers may leave
+        self.finished = Event()   # every local participant has left
+        self.stopping = Event()   # the run is being torn down (normal end or interrupt)
+        self.participants: list[Participant] = []
+        self.counters = {"published": 0, "confirmed": 0, "delivered": 0, "acked": 0}
+        self._claimed: set[tuple[str, str, int]] = set()
+        self._control = None
+        self._control_conn = None
+        self._control_lock = RLock()
+        self._greenlets: list[gevent.Greenlet] = []
+        self.event("run_start", "runner", self.role, detail={"t0_ns": self.t0_ns})
+
+    # -- time ---------------------------------------------------------------
+    def elapsed_s(self) -> float:
+        """Seconds since t0 on the monotonic clock (durations inside this process)."""
+        return time.monotonic() - self._t0_mono
+
+    def sleep_until(self, t_s: float, interrupt: Event | None = None) -> bool:
+        """Sleep until elapsed time t_s; return False if `interrupt` fired first."""
+        delay = t_s - self.elapsed_s()
+        if delay <= 0:
+            return True
+        if interrupt is None:
+            gevent.sleep(delay)
+            return True
+        return not interrupt.wait(delay)
+
+    # -- traces -------------------------------------------------------------
+    def event(self, kind: str, source: str, name: str, value: float | None = None,
+              detail: dict[str, Any] | None = None) -> None:
+        self.writer.append("event", (time.time_ns(), kind, source, name, value,
+                                     json.dumps(detail, sort_keys=True) if detail else None))
+
+    def flush_traces(self) -> None:
+        """Write buffered rows from a thread so the gevent loop keeps running."""
+        pool = gevent.get_hub().threadpool
+        self.writer.flush(run_in=pool.apply)
+
+    # -- broker control -----------------------------------------------------
+    def control(self):
+        """The process's control channel (topology, depth checks, slot claims, census)."""
+        with self._control_lock:
+            if self._control is None or not self._control.is_open:
+                b = self.scenario.broker
+                conn = amqp.connect(b.url, heartbeat_s=b.heartbeat_s, connect_timeout_s=b.connect_timeout_s,
+                                    name=f"sojourn-control-{self.worker}")
+                self._control_conn = conn
+                self._control = amqp.open_channel(conn)
+            return self._control
+
+    def new_channel(self):
+        """A fresh channel on the control connection (closing it does not disturb others)."""
+        with self._control_lock:
+            self.control()
+            return amqp.open_channel(self._control_conn)
+
+    def declare_topology(self, purge: bool) -> int:
+        q = self.scenario.queue
+        with self._control_lock:
+            depth = topology.declare_queue(self.control(), q.name, durable=q.durable,
+                                           auto_delete=q.auto_delete, arguments=dict(q.arguments))
+            if purge and q.purge_on_start and depth:
+                topology.purge_queue(self.control(), q.name)
+                self.event("broker_depth", "runner", q.name, float(depth), {"purged": True})
+                depth = 0
+        return depth
+
+    def queue_depth(self) -> int | None:
+        try:
+            with self._control_lock:
+                return topology.queue_depth(self.control(), self.scenario.queue.name)
+        except Exception as exc:  # noqa: BLE001 - a failed probe must not kill the drain
+            log.warning("queue depth check failed: %s", exc)
+            with self._control_lock:
+                self._control = None
+            return None
+
+    def claim_slot(self, kind: str, group: str, max_count: int) -> int:
+        """A slot number unique across every process of the run.
+
+        Slots are claimed with exclusive, auto-deleting marker queues on the
+        control connection, so workers on other processes or hosts never get the
+        same slot; a slot decides when its user is active on the timeline.
+        """
+        for i in range(max_count):
+            key = (kind, group, i)
+            if key in self._claimed:
+                continue
+            name = f"{self.scenario.queue.name}.sojourn-slot.{kind}.{group}.{i}"
+            with self._control_lock:
+                channel = self.new_channel()
+                try:
+                    amqp.wait_for(
+                        lambda cb: channel.queue_declare(name, exclusive=True, auto_delete=True, callback=cb),
+                        f"queue.declare {name!r}", 10.0, channel=channel)
+                except BrokerOperationFailed as exc:
+                    if exc.reply_code == 405:  # RESOURCE_LOCKED: another process holds it
+                        continue
+                    raise
+                finally:
+                    if channel.is_open:
+                        channel.close()
+            self._claimed.add(key)
+            return i
+        raise RuntimeError(f"no free {kind} slot in group {group!r} (max {max_count})")
+
+    # -- drain --------------------------------------------------------------
+    def start_drain_monitor(self) -> None:
+        self._greenlets.append(gevent.spawn(self._drain_monitor))
+
+    def _drain_monitor(self) -> None:
+        run = self.scenario.run
+        self.sleep_until(run.duration_s, self.stopping)
+        self.draining.set()
+        self.event("drain_start", "runner", self.worker)
+        deadline = run.duration_s + run.drain_timeout_s
+        stable = 0
+        reason = "timeout"
+        while self.elapsed_s() < deadline and not self.stopping.is_set():
+            idle = all(p.idle() for p in self.participants)
+            depth = self.queue_depth() if idle else None
+            stable = stable + 1 if idle and depth == 0 else 0
+            if stable >= DRAIN_STABLE_CHECKS:
+                reason = "empty"
+                break
+            gevent.sleep(DRAIN_POLL_S)
+        if self.stopping.is_set():
+            reason = "interrupted"
+        self.event("drain_end", "runner", self.worker, detail={"reason": reason})
+        if reason == "timeout":
+            log.warning("drain timed out after %.0f s; what is left is counted as left in the broker",
+                        run.drain_timeout_s)
+        self.drained.set()
+
+    def participant_finished(self, participant: Participant) -> None:
+        if participant in self.participants:
+            self.participants.remove(participant)
+        if not self.participants and self.drained.is_set():
+            self.finished.set()
+
+    # -- teardown -----------------------------------------------------------
+    def close(self) -> None:
+        self.stopping.set()
+        for g in self._greenlets:
+            g.kill(block=False)
+        try:
+            if self._control is not None and self._control_conn.is_open:
+                self._control_conn.close()
+        except Exception:  # noqa: BLE001
+            pass
+        self.event("run_end", "runner", self.role)
+        self.writer.close()

@@ -1,0 +1,197 @@
+"""Glue between Locust's runner events and the sojourn run in this process.
+
+Locust fires init, test_start, test_stop and quitting in every process (local,
+master, each worker); this module keeps one RunContext per process and does
+each role's part: the local runner or master owns run.json, the timeline events,
+warm-up and the final census; the local runner and each worker run the drain.
+"""
+from __future__ import annotations
+
+import logging
+import sys
+import time
+from typing import Any
+
+import gevent
+from locust.runners import MasterRunner, WorkerRunner
+
+from loadgen.census import take_census
+from loadgen.errors import BrokerOperationFailed, BrokerUnreachable
+from loadgen.redact import mask_text
+from loadgen.runinfo import default_run_dir, update_run_json, write_run_json
+from loadgen.runtime import RunContext
+
+__all__ = ["init", "start", "stop", "quit", "context", "reporter", "all_finished", "FINISH_GRACE_S"]
+
+log = logging.getLogger("sojourn")
+
+FINISH_GRACE_S = 30.0
+PROGRESS_EVERY_S = 5.0
+_FINISHED_MSG = "sojourn_finished"
+
+
+class _State:
+    environment: Any = None
+    scenario: Any = None
+    ctx: RunContext | None = None
+    role = "local"
+    finished_workers: set[str] = set()
+    ended = False
+
+
+def _role(runner) -> str:
+    if isinstance(runner, MasterRunner):
+        return "master"
+    if isinstance(runner, WorkerRunner):
+        return "worker"
+    return "local"
+
+
+def init(environment, scenario, scenario_path: str, overrides: list[str]) -> None:
+    _State.environment = environment
+    _State.scenario = scenario
+    _State.role = _role(environment.runner)
+    if _State.role == "master":
+        environment.runner.register_message(
+            _FINISHED_MSG, lambda msg, **_kw: _State.finished_workers.add(str(msg.data)))
+
+
+def context() -> RunContext:
+    if _State.ctx is None:
+        raise RuntimeError("the sojourn run has not started in this process")
+    return _State.ctx
+
+
+def reporter(environment):
+    fire = environment.events.request.fire
+
+    def report(request_type: str, name: str, response_time_ms: float, length: int,
+               exception: BaseException | None) -> None:
+        fire(request_type=request_type, name=name, response_time=response_time_ms,
+             response_length=length, exception=exception, context={})
+    return report
+
+
+def all_finished(runner) -> bool:
+    ctx = _State.ctx
+    if _State.role == "master":
+        return runner is not None and 0 < runner.worker_count <= len(_State.finished_workers)
+    return ctx is not None and ctx.finished.is_set()
+
+
+def start(environment) -> None:
+    opts = environment.parsed_options
+    scenario = _State.scenario
+    role = _State.role
+    if role != "worker":
+        run_dir = getattr(opts, "run_dir", "") or default_run_dir(scenario.name)
+        run_id = getattr(opts, "run_id", "") or run_dir.rstrip("/").split("/")[-1]
+        t0_ns = time.time_ns()
+        if opts is not None:  # parsed_options travel to the workers with the spawn message
+            opts.run_dir, opts.run_id, opts.sojourn_t0_ns = run_dir, run_id, t0_ns
+        _State.finished_workers = set()
+    else:
+        run_dir, run_id = opts.run_dir, opts.run_id
+        t0_ns = getattr(opts, "sojourn_t0_ns", None)
+    _State.ended = False
+    ctx = _State.ctx = RunContext(scenario, run_dir, run_id, role, t0_ns)
+    if role != "worker":
+        write_run_json(run_dir, scenario, run_id=run_id, t0_ns=ctx.t0_ns, status="running")
+        sys.stderr.write(f"[sojourn] run {run_id}: traces in {run_dir}/traces\n")
+    try:
+        ctx.declare_topology(purge=role != "worker")
+    except (BrokerUnreachable, BrokerOperationFailed) as exc:
+        _fail(environment, exc)
+        return
+    if role != "master":
+        ctx.start_drain_monitor()
+    if role == "worker":
+        gevent.spawn(_report_finished, environment, ctx)
+    else:
+        gevent.spawn(_timeline, environment, ctx)
+        gevent.spawn(_progress, environment, ctx)
+
+
+def _fail(environment, exc: Exception) -> None:
+    code = 3 if isinstance(exc, BrokerUnreachable) else 2
+    sys.stderr.write(f"error: {mask_text(str(exc))}\n")
+    environment.process_exit_code = code
+    if _State.role != "worker" and _State.ctx is not None:
+        update_run_json(_State.ctx.run_dir, status="failed", error=mask_text(str(exc)))
+    gevent.spawn_later(0, environment.runner.quit)
+
+
+def _report_finished(environment, ctx: RunContext) -> None:
+    ctx.finished.wait()
+    environment.runner.send_message(_FINISHED_MSG, ctx.worker)
+
+
+def _timeline(environment, ctx: RunContext) -> None:
+    """Record warm-up end and phase boundaries as events; reset Locust's stats after warm-up."""
+    scenario = ctx.scenario
+    marks: list[tuple[float, str, str]] = []
+    if scenario.run.warmup_s > 0:
+        marks.append((scenario.run.warmup_s, "warmup_end", "warmup"))
+    for name, start_s, end_s in scenario.phase_windows():
+        marks.append((start_s, "phase_start", name))
+        marks.append((end_s, "phase_end", name))
+    for at_s, kind, name in sorted(marks, key=lambda m: (m[0], m[1] != "phase_end")):
+        if not ctx.sleep_until(at_s, ctx.stopping):
+            return
+        ctx.event(kind, "runner", name)
+        if kind == "warmup_end":
+            environment.runner.stats.reset_all()
+        sys.stderr.write(f"[sojourn] t={at_s:.0f}s {kind.replace('_', ' ')}: {name}\n")
+
+
+def _progress(environment, ctx: RunContext) -> None:
+    duration = ctx.scenario.run.duration_s
+    while not ctx.stopping.wait(PROGRESS_EVERY_S):
+        t = ctx.elapsed_s()
+        stats = environment.runner.stats
+        by_type: dict[str, int] = {}
+        for (_name, method), entry in stats.entries.items():
+            by_type[method] = by_type.get(method, 0) + entry.num_requests
+        where = f"{t:5.0f}s/{duration:.0f}s phase={ctx.scenario.phase_at(min(t, duration - 1e-9))}"
+        if ctx.draining.is_set() or t >= duration:
+            where = f"{t:5.0f}s draining"
+        c = ctx.counters
+        buffered = sum(getattr(p, "buffered", lambda: 0)() for p in ctx.participants)
+        local = (f" published={c['published']} acked={c['acked']} buffered={buffered}"
+                 if _State.role == "local" else "")
+        sys.stderr.write(f"[sojourn] {where} publish={by_type.get('publish', 0)} "
+                         f"consume={by_type.get('consume', 0)} (since warm-up){local}\n")
+
+
+def stop(environment) -> None:
+    """test_stop: users have stopped; the local runner or master takes the census."""
+    ctx = _State.ctx
+    if ctx is None or _State.ended:
+        return
+    _State.ended = True
+    drained = ctx.finished.is_set() or (_State.role == "master" and all_finished(environment.runner))
+    ctx.stopping.set()
+    if _State.role == "worker":
+        ctx.flush_traces()
+        return
+    depth = None
+    try:
+        depth = take_census(ctx)
+    except Exception as exc:  # noqa: BLE001 - a lost broker must not lose the traces
+        log.error("sojourn: census failed, messages left in the broker are not known by id: %s",
+                  mask_text(str(exc)))
+    status = "completed" if drained else "interrupted"
+    update_run_json(ctx.run_dir, status=status, broker_depth_at_end=depth, ended_ns=time.time_ns())
+    ctx.flush_traces()
+
+
+def quit(environment) -> None:  # noqa: A001 - mirrors Locust's event name
+    ctx = _State.ctx
+    if ctx is None:
+        return
+    if not _State.ended and _State.role != "worker":
+        try:
+            update_run_json(ctx.run_dir, status="interrupted", ended_ns=time.time_ns())
+        except OSError:
+            pass
+    ctx.close()
