@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# Set up everything sojourn needs on this machine: a virtualenv with the package,
+# Java for PySpark, and a running RabbitMQ on 127.0.0.1:5672.
+#   scripts/setup.sh                    # install into .venv; start RabbitMQ if it is installed but stopped
+#   scripts/setup.sh --install-broker   # also apt-get install RabbitMQ / Java when missing (CI does this)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+install_missing=0
+[ "${1:-}" = "--install-broker" ] && install_missing=1
+
+say() { printf '[setup] %s\n' "$*" >&2; }
+
+apt_install() {
+  if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then
+    return 1
+  fi
+  if [ -z "${_APT_UPDATED:-}" ]; then apt-get update -qq >/dev/null; _APT_UPDATED=1; fi
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
+}
+
+# 1. Python environment
+PY=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  say "creating .venv"
+  "$PY" -m venv .venv
+fi
+say "installing sojourn and its dependencies into .venv (first time takes a few minutes: PySpark is large)"
+.venv/bin/python -m pip install -q --upgrade pip >/dev/null
+.venv/bin/python -m pip install -q -e ".[dev]"
+
+# 2. Java for PySpark
+if ! command -v java >/dev/null; then
+  if [ "$install_missing" = 1 ] && apt_install openjdk-17-jre-headless; then
+    say "installed Java 17"
+  else
+    say "Java is missing: PySpark needs it. Install it with: apt-get install -y openjdk-17-jre-headless"
+    exit 3
+  fi
+fi
+
+# 3. RabbitMQ on 127.0.0.1:5672 (or wherever SOJOURN_AMQP_URL points: then we leave it alone)
+broker_up() { .venv/bin/python - <<'PY'
+import socket, sys
+try:
+    socket.create_connection(("127.0.0.1", 5672), timeout=2).close()
+except OSError:
+    sys.exit(1)
+PY
+}
+if [ -n "${SOJOURN_AMQP_URL:-}" ]; then
+  say "SOJOURN_AMQP_URL is set: using that broker"
+elif broker_up; then
+  say "RabbitMQ is answering on 127.0.0.1:5672"
+else
+  if ! command -v rabbitmq-server >/dev/null && [ ! -x /usr/sbin/rabbitmq-server ]; then
+    if [ "$install_missing" = 1 ] && apt_install rabbitmq-server; then
+      say "installed RabbitMQ"
+    else
+      say "RabbitMQ is not installed. Install it with: sudo apt-get install -y rabbitmq-server"
+      say "(or point sojourn at a broker: export SOJOURN_AMQP_URL=amqp://user:pass@host:5672/)"
+      exit 3
+    fi
+  fi
+  say "starting RabbitMQ (rabbitmq-server -detached)"
+  PATH="$PATH:/usr/sbin" rabbitmq-server -detached >/dev/null 2>&1 || true
+  for _ in $(seq 1 90); do
+    broker_up && break
+    sleep 1
+  done
+  if ! broker_up; then
+    say "RabbitMQ did not come up on 127.0.0.1:5672 within 90 s; see /var/log/rabbitmq/"
+    exit 3
+  fi
+  PATH="$PATH:/usr/sbin" rabbitmqctl await_startup >/dev/null 2>&1 || true
+  say "RabbitMQ is up"
+fi
