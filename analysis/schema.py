@@ -24,6 +24,7 @@ __all__ = [
     "column_names",
     "arrow_schema",
     "spark_schema",
+    "markdown_tables",
 ]
 
 SCHEMA_VERSION = 1
@@ -169,3 +170,26 @@ def spark_schema(kind: str):
     types = {"string": T.StringType(), "int32": T.IntegerType(), "int64": T.LongType(),
              "float64": T.DoubleType(), "bool": T.BooleanType()}
     return T.StructType([T.StructField(c.name, types[c.type], True) for c in columns(kind)])
+
+
+def markdown_tables() -> str:
+    """The column tables of docs/traces.md, generated so the doc can not drift from the code."""
+    out: list[str] = []
+    for kind, cols in KINDS.items():
+        out.append(f"### `{kind}` — `traces/{kind}/*.parquet`\n")
+        out.append("| column | type | nullable | meaning |")
+        out.append("|---|---|---|---|")
+        out.extend(f"| `{c.name}` | {c.type} | {'yes' if c.nullable else 'no'} | {c.doc} |" for c in cols)
+        out.append("")
+    for title, table in (("publish outcomes", PUBLISH_OUTCOMES), ("delivery outcomes", DELIVERY_OUTCOMES),
+                         ("event kinds", EVENT_KINDS)):
+        out.append(f"### {title}\n")
+        out.append("| value | meaning |")
+        out.append("|---|---|")
+        out.extend(f"| `{k}` | {v} |" for k, v in table.items())
+        out.append("")
+    return "\n".join(out)
+
+
+if __name__ == "__main__":
+    print(markdown_tables())

@@ -1,0 +1,46 @@
+"""Integration tests: real RabbitMQ on 127.0.0.1 (or SOJOURN_AMQP_URL), real Locust, real Spark."""
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+
+
+def _broker_up() -> bool:
+    try:
+        socket.create_connection(("127.0.0.1", 5672), timeout=2).close()
+        return True
+    except OSError:
+        return False
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if "integration" in str(item.fspath):
+            item.add_marker(pytest.mark.integration)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _require_broker():
+    if not os.environ.get("SOJOURN_AMQP_URL") and not _broker_up():
+        pytest.fail("RabbitMQ is not answering on 127.0.0.1:5672: run scripts/setup.sh "
+                    "(or rabbitmq-server -detached) before the integration tests")
+
+
+def sojourn(*args: str, timeout: float = 240, env: dict | None = None) -> subprocess.CompletedProcess:
+    """Run the `sojourn` console script as a user would."""
+    full_env = {**os.environ, **(env or {})}
+    return subprocess.run([str(BIN / "sojourn"), *args], cwd=REPO, capture_output=True, text=True,
+                          timeout=timeout, env=full_env)
+
+
+def write_scenario(path: Path, text: str) -> str:
+    path.write_text(text)
+    return str(path)

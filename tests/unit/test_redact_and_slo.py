@@ -1,0 +1,39 @@
+"""Passwords never leave in URLs; SLO expressions parse and evaluate as written."""
+import pytest
+
+from analysis.slo import SloError, evaluate_slos, parse_slo
+from loadgen.redact import mask_text, mask_url
+
+
+@pytest.mark.parametrize("url, masked", [
+    ("amqp://guest:guest@127.0.0.1:5672/", "amqp://guest:****@127.0.0.1:5672/"),
+    ("amqps://app:p%40ss@broker.example:5671/vhost", "amqps://app:****@broker.example:5671/vhost"),
+    ("amqp://localhost/", "amqp://localhost/"),
+])
+def test_mask_url_hides_only_the_password(url, masked):
+    assert mask_url(url) == masked
+
+
+def test_mask_text_masks_urls_inside_messages():
+    text = "cannot reach amqp://u:topsecret@h:5672/ (refused); also amqps://x:y@z/"
+    assert mask_text(text) == "cannot reach amqp://u:****@h:5672/ (refused); also amqps://x:****@z/"
+
+
+def test_slo_parses_metric_operator_and_threshold():
+    slo = parse_slo("sojourn_ms.p99 <= 250.5")
+    assert (slo.metric, slo.op, slo.threshold) == ("sojourn_ms.p99", "<=", 250.5)
+
+
+@pytest.mark.parametrize("bad", ["sojourn_ms.p99 << 3", "p99 < fast", "< 3", ""])
+def test_slo_rejects_malformed_expressions(bad):
+    with pytest.raises(SloError):
+        parse_slo(bad)
+
+
+def test_slo_evaluation_against_a_summary():
+    summary = {"sojourn_ms": {"p99": 180.0}, "messages": {"unaccounted": 2}, "latency_ms": {"x": None}}
+    results = evaluate_slos(summary, ["sojourn_ms.p99 < 200", "messages.unaccounted == 0",
+                                      "latency_ms.x < 1", "nope.p50 > 1"])
+    assert [r["passed"] for r in results] == [True, False, False, False]
+    assert results[1]["value"] == 2
+    assert "no numeric value" in results[3]["reason"]
