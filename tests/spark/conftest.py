@@ -1,0 +1,83 @@
+"""One Spark session for the whole tests/spark suite, and a builder for tiny trace frames."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from analysis.schema import SCHEMA_VERSION, column_names, spark_schema
+
+_HERE = Path(__file__).parent
+
+# Values for the columns a test does not care about; a test names every column
+# its assertion depends on.
+_DEFAULTS = {
+    "publish": dict(producer="p/w:1/0", producer_group="p", seq=0, phase="base",
+                    size_bytes=100, routing_key="rk", persistent=False, confirm_ns=None,
+                    outcome="confirmed"),
+    "delivery": dict(consumer="c/w:1/0", consumer_group="c", phase="base", delivery_tag=1,
+                     redelivered=False, publish_ns=None, start_ns=None, end_ns=None,
+                     settle_ns=None, outcome="ack", prefetch=10, buffer_len=0, size_bytes=100,
+                     processing_ms=None),
+    "event": dict(source="runner", name="", value=None, detail=None),
+    "leftover": dict(queue="q", observed_ns=0, redelivered=False),
+}
+
+
+def trace_rows(kind: str, *rows: dict) -> list[tuple]:
+    """Rows as tuples in schema order: the common columns, the kind's defaults, then `rows`."""
+    names = column_names(kind)
+    out = []
+    for row in rows:
+        values = {"schema_version": SCHEMA_VERSION, "run_id": "run-1", "worker": "w:1",
+                  **_DEFAULTS[kind], **row}
+        unknown = set(values) - set(names)
+        if unknown:
+            raise KeyError(f"not {kind} columns: {sorted(unknown)}")
+        out.append(tuple(values.get(n) for n in names))
+    return out
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if _HERE in Path(str(item.fspath)).parents:
+            item.add_marker(pytest.mark.spark)
+
+
+@pytest.fixture(scope="session")
+def spark():
+    from analysis.session import get_spark
+
+    session = get_spark("local[1]", app_name="sojourn-tests")
+    session.conf.set("spark.sql.shuffle.partitions", "1")
+    yield session
+    session.stop()
+
+
+@pytest.fixture(scope="session")
+def frame(spark):
+    """frame("delivery", {"message_id": "m1", "receive_ns": 10}, ...) -> DataFrame."""
+    def _frame(kind: str, *rows: dict):
+        return spark.createDataFrame(trace_rows(kind, *rows), spark_schema(kind))
+    return _frame
+
+
+@pytest.fixture(scope="session")
+def write_trace():
+    """write_trace(run_dir, "publish", [{...}, ...]) -> the Parquet part file written with pyarrow."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from analysis.schema import arrow_schema
+
+    def _write(run_dir: Path, kind: str, rows: list[dict], name: str = "part-0.parquet",
+               schema=None) -> Path:
+        names = column_names(kind)
+        dicts = [dict(zip(names, values)) for values in trace_rows(kind, *rows)]
+        directory = Path(run_dir) / "traces" / kind
+        directory.mkdir(parents=True, exist_ok=True)
+        path = directory / name
+        pq.write_table(pa.Table.from_pylist(dicts, schema=schema or arrow_schema(kind)), path)
+        return path
+
+    return _write
