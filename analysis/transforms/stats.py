@@ -1,0 +1,61 @@
+"""Stats blocks: count, mean, exact percentiles (linear interpolation) and max, in one pass.
+
+Spark's `percentile` aggregate is exact and interpolates linearly between ranks,
+like numpy's default; `percentile_approx` is never used. Nulls are ignored, so a
+metric can be restricted to some rows with `F.when(condition, value)`.
+"""
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from ._common import Transform
+
+__all__ = ["STAT_FIELDS", "PERCENTILES", "stats_struct", "stats_by", "stats_block"]
+
+PERCENTILES = {"p50": 0.5, "p95": 0.95, "p99": 0.99}
+STAT_FIELDS = ("count", "mean", *PERCENTILES, "max")
+
+MetricSpec = Mapping[str, "str | Column"]
+"""Output struct name -> value column (a name or an expression; nulls skipped)."""
+
+
+def stats_struct(value: str | Column, fields: Sequence[str] = STAT_FIELDS) -> Column:
+    """An aggregate struct column with the requested stats fields of `value`."""
+    col = F.col(value) if isinstance(value, str) else value
+    pcts = F.percentile(col, list(PERCENTILES.values()))
+    exprs = {
+        "count": F.count(col),
+        "mean": F.avg(col),
+        **{name: pcts[i] for i, name in enumerate(PERCENTILES)},
+        "max": F.max(col),
+    }
+    unknown = [f for f in fields if f not in exprs]
+    if unknown:
+        raise ValueError(f"unknown stats fields {unknown}; known: {', '.join(exprs)}")
+    return F.struct(*[exprs[f].alias(f) for f in fields])
+
+
+def stats_by(keys: Sequence[str], metrics: MetricSpec, fields: Sequence[str] = STAT_FIELDS) -> Transform:
+    """Group by `keys` (none = one row) and add one stats struct per metric."""
+    def _stats(df: DataFrame) -> DataFrame:
+        aggs = [stats_struct(value, fields).alias(name) for name, value in metrics.items()]
+        return df.groupBy(*keys).agg(*aggs)
+    return _stats
+
+
+def stats_block(struct: Any, fields: Sequence[str] = STAT_FIELDS) -> dict:
+    """A collected stats struct (Row or None) as the summary's plain dict.
+
+    Every value but `count` is null when the count is 0; a missing struct (no
+    rows at all in the group) is an empty block.
+    """
+    values = struct.asDict() if struct is not None else {}
+    block = {f: values.get(f) for f in fields}
+    if "count" in block:
+        block["count"] = int(block["count"] or 0)
+        if block["count"] == 0:
+            block.update({f: None for f in fields if f != "count"})
+    return block

@@ -1,0 +1,59 @@
+"""Consumer utilisation: busy time over wall time, and the per-consumer summary rows."""
+from __future__ import annotations
+
+from typing import Sequence
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from ._common import Transform, is_acked
+from .stats import stats_struct
+
+__all__ = ["busy_ns", "wall_ns", "utilisation_by", "consumer_summary"]
+
+
+def busy_ns() -> Column:
+    """Aggregate: summed processing time (end - start) of the group's deliveries."""
+    return F.sum(F.col("end_ns") - F.col("start_ns"))
+
+
+def wall_ns() -> Column:
+    """Aggregate: first receive to last settle. A consumer that never settled anything
+    (it died first) is measured up to the last time it recorded at all."""
+    last = F.coalesce(F.max("settle_ns"), F.max(F.greatest("receive_ns", "start_ns", "end_ns")))
+    return last - F.min("receive_ns")
+
+
+def _utilisation(busy: Column, wall: Column) -> Column:
+    return F.when(wall > 0, F.coalesce(busy, F.lit(0)) / wall)
+
+
+def utilisation_by(keys: Sequence[str]) -> Transform:
+    """Group deliveries by `keys`; add busy_ms, wall_ms and utilisation (null for zero wall time)."""
+    def _by(deliveries: DataFrame) -> DataFrame:
+        return (
+            deliveries.groupBy(*keys).agg(busy_ns().alias("_busy"), wall_ns().alias("_wall"))
+            .select(*keys,
+                    (F.coalesce("_busy", F.lit(0)) / F.lit(1e6)).alias("busy_ms"),
+                    (F.col("_wall") / F.lit(1e6)).alias("wall_ms"),
+                    _utilisation(F.col("_busy"), F.col("_wall")).alias("utilisation"))
+        )
+    return _by
+
+
+def consumer_summary(deliveries: DataFrame) -> DataFrame:
+    """One row per consumer: delivered, acked, utilisation, and (over `measured`
+    deliveries only) sojourn and end-to-end stats structs. Needs the columns added
+    by latency.with_delivery_latencies and warmup.mark_measured."""
+    measured = F.col("measured")
+    return (
+        deliveries.groupBy("consumer").agg(
+            F.first("consumer_group", ignorenulls=True).alias("group"),
+            F.count(F.lit(1)).alias("delivered"),
+            F.count_if(is_acked()).alias("acked"),
+            _utilisation(busy_ns(), wall_ns()).alias("utilisation"),
+            stats_struct(F.when(measured, F.col("sojourn_ms"))).alias("sojourn_ms"),
+            stats_struct(F.when(measured, F.col("end_to_end_ms"))).alias("end_to_end_ms"),
+        )
+        .orderBy("consumer")
+    )
