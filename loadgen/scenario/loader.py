@@ -1,0 +1,398 @@
+"""Read a scenario YAML file, apply `--set` overrides and the environment, validate, build the model.
+
+Every problem raises ScenarioError naming the file, the YAML path, the bad value and a close
+match; nothing here prints or exits. The schema is documented in docs/scenarios.md.
+"""
+from __future__ import annotations
+
+import math
+import os
+import re
+from typing import Any, Callable, Mapping, NoReturn, Sequence
+from urllib.parse import urlsplit
+
+import yaml
+
+from analysis.slo import SloError, parse_slo
+from loadgen.scenario.errors import (
+    Invalid, ScenarioError, did_you_mean, join_path as _join, located, mask_passwords, show,
+)
+from loadgen.scenario.model import (
+    BASE_PHASE, PHASE_SETTABLE, PROCESSING_PARAMS, YAML_LAYOUT, Broker, ConsumerGroup,
+    FrozenMapping, Phase, Processing, ProducerGroup, QueueSpec, RunSpec, Scenario,
+)
+from loadgen.scenario.overrides import (
+    PathError, apply_overrides, blame_override, parse_group_path, resolve_group,
+)
+
+__all__ = ["load_scenario", "ENV_URL", "DEFAULT_URL", "MAX_SIZE_BYTES"]
+
+ENV_URL = "SOJOURN_AMQP_URL"
+DEFAULT_URL = "amqp://guest:guest@127.0.0.1:5672/"
+MAX_SIZE_BYTES = 128 * 1024 * 1024
+_NAME = re.compile(r"[A-Za-z0-9._-]+\Z")
+_REQUIRED: Any = object()
+
+Check = Callable[[Any], Any]
+
+
+def load_scenario(path: str | os.PathLike, overrides: Sequence[str] = (),
+                  env: Mapping[str, str] | None = None) -> Scenario:
+    """Load and validate a scenario. Broker URL precedence: `--set broker.url` >
+    `$SOJOURN_AMQP_URL` (when non-empty) > the file's `broker.url` > the default."""
+    source = os.fspath(path)
+    env = os.environ if env is None else env
+    overrides = (overrides,) if isinstance(overrides, str) else tuple(overrides)
+    tree, origins = apply_overrides(_read(source), overrides, source)
+    env_url = env.get(ENV_URL) or ""
+    broker = tree.get("broker")
+    url_set = "broker.url" in origins or ("broker" in origins and isinstance(broker, dict) and "url" in broker)
+    use_env = bool(env_url) and not url_set and (broker is None or isinstance(broker, dict))
+    if use_env:
+        tree["broker"] = {**(broker or {}), "url": env_url}
+    try:
+        return _build(tree, source, overrides)
+    except ScenarioError as err:  # point it at the --set or variable that put the bad value there
+        err = blame_override(err, origins)
+        if use_env and err.override is None and err.yaml_path == "broker.url":
+            err = ScenarioError(err.path, err.yaml_path, err.value, f"{err.message} (from ${ENV_URL})")
+        raise err from None
+
+
+def _read(source: str) -> dict:
+    try:
+        with open(source, encoding="utf-8") as handle:
+            text = handle.read()
+    except FileNotFoundError:
+        raise ScenarioError(source, "", None, "no such file") from None
+    except (OSError, UnicodeDecodeError) as err:
+        reason = getattr(err, "strerror", None) or str(err)
+        raise ScenarioError(source, "", None, f"can not read the file: {reason}") from None
+    try:
+        data = yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - a SafeLoader subclass
+    except yaml.MarkedYAMLError as err:
+        mark = err.problem_mark or err.context_mark
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
+        problem = " ".join(filter(None, [err.context, err.problem]))
+        raise ScenarioError(source, "", None, f"{where}invalid YAML: {problem}") from None
+    except yaml.YAMLError as err:
+        raise ScenarioError(source, "", None, f"invalid YAML: {err}") from None
+    if data is None:
+        raise ScenarioError(source, "", None, "the file is empty; a scenario needs at least name, queue and run")
+    if not isinstance(data, dict):
+        raise ScenarioError(source, "", data, f"expected a mapping at the top level, got {show(data)}")
+    return data
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """SafeLoader that rejects duplicate keys (PyYAML silently keeps the last one)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
+        seen: set = set()
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            key = self.construct_object(key_node, deep=deep)
+            if not isinstance(key, (str, int, float, bool)):
+                continue  # unhashable keys are left to SafeLoader to reject
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    "while constructing a mapping", node.start_mark,
+                    f"found duplicate key {key!r}", key_node.start_mark)
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
+# ---- checks: each returns the validated value or raises Invalid (the caller adds file and path)
+
+def _fail(source: str, yaml_path: str, value: Any, message: str) -> NoReturn:
+    raise ScenarioError(source, yaml_path, value, message)
+
+
+def _hint(value: Any) -> str:
+    """Why a number may have arrived as text: quoted, or PyYAML reading `1e3` as a string."""
+    numeric = isinstance(value, str) and re.fullmatch(r"\s*[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?\s*", value)
+    return " (that is text, not a number: drop the quotes; write 1e3 as 1000 or 1.0e+3)" if numeric else ""
+
+
+def _integer(low: int, high: int | None = None) -> Check:
+    wanted = f"an integer >= {low}" if high is None else f"an integer between {low} and {high}"
+
+    def check(value: Any) -> int:
+        if not isinstance(value, int) or isinstance(value, bool) or value < low \
+                or (high is not None and value > high):
+            raise Invalid(f"expected {wanted}, got {show(value)}{_hint(value)}")
+        return value
+    return check
+
+
+def _number(low: float, strict: bool = False) -> Check:
+    wanted = f"a number {'>' if strict else '>='} {low:g}"
+
+    def check(value: Any) -> float:
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value) \
+                or value < low or (strict and value == low):
+            raise Invalid(f"expected {wanted}, got {show(value)}{_hint(value)}")
+        return float(value)
+    return check
+
+
+def _boolean(value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise Invalid(f"expected true or false, got {show(value)}")
+    return value
+
+
+def _choice(*options: str) -> Check:
+    def check(value: Any) -> str:
+        if value not in options or not isinstance(value, str):
+            raise Invalid(f"expected one of {', '.join(options)}, got {show(value)}{did_you_mean(value, options)}")
+        return value
+    return check
+
+
+def _name(value: Any) -> str:
+    if not isinstance(value, str) or not _NAME.match(value):
+        raise Invalid(f"expected a name made of letters, digits, '.', '_' or '-', got {show(value)}")
+    return value
+
+
+def _text(nonempty: bool = False, nullable: bool = False) -> Check:
+    def check(value: Any) -> str | None:
+        if value is None and nullable:
+            return None
+        if not isinstance(value, str) or (nonempty and not value):
+            raise Invalid(f"expected a {'non-empty ' if nonempty else ''}string, got {show(value)}")
+        return value
+    return check
+
+
+def _url(value: Any) -> str:
+    wanted = "expected an amqp:// or amqps:// URL with a host, e.g. amqp://127.0.0.1:5672/"
+    if not isinstance(value, str):
+        raise Invalid(f"{wanted}, got {show(value)}")
+    masked = mask_passwords(value)  # not redact.mask_url: it raises on a malformed port
+    try:
+        parts = urlsplit(value)
+        parts.port  # noqa: B018 - raises ValueError on a port that is not a number in range
+    except ValueError as err:
+        raise Invalid(f"{wanted}, got {show(masked)} ({err})", masked) from None
+    if parts.scheme not in ("amqp", "amqps") or not parts.hostname:
+        raise Invalid(f"{wanted}, got {show(masked)}", masked)
+    return value
+
+
+def _arguments(value: Any) -> FrozenMapping:
+    if value is None:
+        return FrozenMapping()
+    if not isinstance(value, dict):
+        raise Invalid(f"expected a mapping of argument name to value, got {show(value)}")
+    for key, item in value.items():
+        if not isinstance(key, str):
+            raise Invalid(f"expected argument names to be strings, got {show(key)}", key, str(key))
+        if not isinstance(item, (str, int, float, bool)):
+            raise Invalid(f"expected a string, number or boolean, got {show(item)}", item, key)
+    return FrozenMapping(value)
+
+
+def _processing(value: Any) -> Processing:
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return Processing.fixed(_number(0)(value))
+    if not isinstance(value, dict):
+        raise Invalid("expected a number of milliseconds >= 0 or a mapping such as "
+                   f"{{distribution: exponential, mean_ms: 4}}, got {show(value)}")
+    if "distribution" not in value:
+        raise Invalid("missing required key", None, "distribution")
+    distribution = _sub(value, "distribution", _choice(*PROCESSING_PARAMS))
+    allowed = ("distribution", *PROCESSING_PARAMS[distribution])
+    for key in value:
+        if key not in allowed:
+            hint = did_you_mean(key, allowed) or f" (expected: {', '.join(allowed)})"
+            raise Invalid(f"unknown key for distribution {distribution}{hint}", value[key], str(key))
+    params = {}
+    for key in PROCESSING_PARAMS[distribution]:
+        if key not in value:
+            raise Invalid("missing required key", None, key)
+        params[key] = _sub(value, key, _number(0, strict=(key == "sigma")))
+    if distribution == "uniform" and params["min_ms"] > params["max_ms"]:
+        raise Invalid(f"expected max_ms >= min_ms ({params['min_ms']:g}), got {show(value['max_ms'])}",
+                   value["max_ms"], "max_ms")
+    return Processing(distribution, tuple(params.items()))
+
+
+def _sub(mapping: dict, key: str, check: Check) -> Any:
+    try:
+        return check(mapping[key])
+    except Invalid as bad:
+        raise bad.within(key, mapping[key]) from None
+
+
+# (check, default) per field, in dataclass order; phases reuse the same checks.
+_PRODUCER_FIELDS: dict[str, tuple[Check, Any]] = {
+    "count": (_integer(0), 1), "rate": (_number(0), _REQUIRED),
+    "arrival": (_choice("constant", "poisson"), "constant"),
+    "size_bytes": (_integer(0, MAX_SIZE_BYTES), 100), "persistent": (_boolean, False),
+    "confirms": (_boolean, True), "confirm_window": (_integer(1), 100),
+    "exchange": (_text(), ""), "routing_key": (_text(nullable=True), None),
+}
+_CONSUMER_FIELDS: dict[str, tuple[Check, Any]] = {
+    "count": (_integer(0), 1), "prefetch": (_integer(0, 65535), 100),
+    "prefetch_scope": (_choice("consumer", "channel"), "consumer"),
+    "ack_mode": (_choice("manual", "auto"), "manual"),
+    "processing_ms": (_processing, Processing.fixed(0.0)),
+}
+
+
+# ---- sections
+
+class _Reader:
+    """One YAML mapping at a known path: rejects unknown keys, fetches checked fields."""
+
+    def __init__(self, source: str, raw: Any, yaml_path: str, section: str) -> None:
+        self.source, self.yaml_path = source, yaml_path
+        if not isinstance(raw, dict):
+            _fail(source, yaml_path, raw, f"expected a mapping, got {show(raw)}")
+        allowed = YAML_LAYOUT[section]
+        for key, value in raw.items():
+            if key not in allowed:
+                hint = did_you_mean(key, allowed) or f" (expected one of: {', '.join(allowed)})"
+                _fail(source, _join(yaml_path, key), value, f"unknown key{hint}")
+        self.raw = raw
+
+    def get(self, key: str, check: Check, default: Any = _REQUIRED) -> Any:
+        path = _join(self.yaml_path, key)
+        if key not in self.raw:
+            if default is _REQUIRED:
+                _fail(self.source, path, None, "missing required key")
+            return default
+        return located(self.source, path, self.raw[key], check)
+
+    def section(self, key: str, section: str, required: bool = False) -> _Reader:
+        if key not in self.raw and required:
+            _fail(self.source, _join(self.yaml_path, key), None, "missing required key")
+        raw = self.raw.get(key)
+        return _Reader(self.source, {} if raw is None and not required else raw, _join(self.yaml_path, key), section)
+
+    def items(self, key: str) -> list:
+        raw = self.raw.get(key)
+        if raw is not None and not isinstance(raw, list):
+            _fail(self.source, _join(self.yaml_path, key), raw, f"expected a list, got {show(raw)}")
+        return raw or []
+
+
+def _build(tree: dict, source: str, overrides: tuple[str, ...]) -> Scenario:
+    top = _Reader(source, tree, "", "scenario")
+    name = top.get("name", _name)
+    description = top.get("description", _text(nullable=True), "") or ""
+    b = top.section("broker", "broker")
+    broker = Broker(b.get("url", _url, DEFAULT_URL), b.get("heartbeat_s", _integer(0), 30),
+                    b.get("connect_timeout_s", _number(0, strict=True), 5.0))
+    q = top.section("queue", "queue", required=True)
+    queue = QueueSpec(q.get("name", _text(nonempty=True)), q.get("durable", _boolean, False),
+                      q.get("auto_delete", _boolean, False), q.get("arguments", _arguments, FrozenMapping()),
+                      q.get("purge_on_start", _boolean, True), q.get("delete_on_end", _boolean, False))
+    r = top.section("run", "run", required=True)
+    duration = r.get("duration_s", _number(0, strict=True))
+    warmup = r.get("warmup_s", _number(0), 0.0)
+    if warmup >= duration:
+        _fail(source, "run.warmup_s", warmup, f"expected a number >= 0 and < run.duration_s ({duration:g}), got {warmup:g}")
+    run = RunSpec(duration, warmup, r.get("drain_timeout_s", _number(0), 30.0))
+    producers = tuple(_groups(top, "producers", "producer", _PRODUCER_FIELDS, ProducerGroup, queue.name))
+    consumers = tuple(_groups(top, "consumers", "consumer", _CONSUMER_FIELDS, ConsumerGroup, queue.name))
+    timeline = _timeline(top, run, producers, consumers)
+    slo = tuple(located(source, f"slo[{i}]", expr, _slo) for i, expr in enumerate(top.items("slo")))
+    return Scenario(name, description, source, overrides, broker, queue, run,
+                    producers, consumers, timeline, slo)
+
+
+def _slo(value: Any) -> str:
+    try:
+        parse_slo(value)
+    except SloError as err:
+        raise Invalid(str(err)) from None
+    return value
+
+
+def _groups(top: _Reader, key: str, section: str, spec: dict[str, tuple[Check, Any]],
+            make: Callable[..., Any], queue_name: str) -> list:
+    groups, seen = [], {}
+    for i, raw in enumerate(top.items(key)):
+        reader = _Reader(top.source, raw, f"{key}[{i}]", section)
+        name = reader.get("name", _name)
+        if name in seen:
+            _fail(top.source, f"{key}[{i}].name", name, f"duplicate name: {key}[{seen[name]}] is also called {name!r}")
+        seen[name] = i
+        values = {field: reader.get(field, check, default) for field, (check, default) in spec.items()}
+        if "routing_key" in values and values["routing_key"] is None:
+            values["routing_key"] = queue_name
+        if "processing_ms" in values:
+            values["processing"] = values.pop("processing_ms")
+        groups.append(make(name=name, **values))
+    return groups
+
+
+def _timeline(top: _Reader, run: RunSpec, producers: Sequence[ProducerGroup],
+              consumers: Sequence[ConsumerGroup]) -> tuple[Phase, ...]:
+    source, duration = top.source, run.duration_s
+    entries, seen = [], {}
+    for i, raw in enumerate(top.items("timeline")):
+        reader = _Reader(source, raw, f"timeline[{i}]", "phase")
+        name = reader.get("name", _name)
+        if name == BASE_PHASE:
+            _fail(source, f"timeline[{i}].name", name, "'base' is reserved for the time outside every phase")
+        if name in seen:
+            _fail(source, f"timeline[{i}].name", name, f"duplicate name: timeline[{seen[name]}] is also called {name!r}")
+        seen[name] = i
+        start = reader.get("start_s", _number(0))
+        if start >= duration:
+            _fail(source, f"timeline[{i}].start_s", start,
+                  f"expected a number >= 0 and < run.duration_s ({duration:g}), got {start:g}")
+        end = reader.get("end_s", _number(0), None)
+        if end is not None and not start < end <= duration:
+            _fail(source, f"timeline[{i}].end_s", end,
+                  f"expected a number > start_s ({start:g}) and <= run.duration_s ({duration:g}), got {end:g}")
+        settings = _phase_set(reader, f"timeline[{i}].set", producers, consumers)
+        entries.append((start, i, name, end, settings))
+    entries.sort(key=lambda entry: (entry[0], entry[1]))
+    phases = []
+    for k, (start, i, name, end, settings) in enumerate(entries):
+        following = entries[k + 1] if k + 1 < len(entries) else None
+        if following and (following[0] == start or (end is not None and end > following[0])):
+            other_end = f"{end:g}" if end is not None else "?"
+            _fail(source, f"timeline[{following[1]}].start_s", following[0],
+                  f"phase {following[2]!r} (starting at {following[0]:g}) overlaps phase {name!r} "
+                  f"(timeline[{i}], {start:g}-{other_end} s)")
+        resolved_end = end if end is not None else (following[0] if following else duration)
+        phases.append(Phase(name, start, resolved_end, settings))
+    return tuple(phases)
+
+
+def _phase_set(reader: _Reader, yaml_path: str, producers: Sequence[ProducerGroup],
+               consumers: Sequence[ConsumerGroup]) -> tuple[tuple[str, Any], ...]:
+    source, raw = reader.source, reader.raw.get("set")
+    if raw is None:
+        return ()
+    if not isinstance(raw, dict):
+        _fail(source, yaml_path, raw, f"expected a mapping of path to value, got {show(raw)}")
+    out: dict[str, Any] = {}
+    written: dict[str, str] = {}
+    for key, value in raw.items():
+        key_path = _join(yaml_path, key)
+        try:
+            kind, ref, field = parse_group_path(str(key))
+            groups = producers if kind == "producers" else consumers
+            group = groups[resolve_group(ref, [g.name for g in groups], kind)]
+        except (PathError, ValueError) as err:
+            _fail(source, key_path, value, str(err))
+        settable = PHASE_SETTABLE[kind]
+        if field not in settable:
+            every = YAML_LAYOUT[kind[:-1]]
+            reason = "can not be changed by a phase" if field in every else "unknown key" + did_you_mean(field, every)
+            _fail(source, key_path, value, f"{reason} (a phase may set {kind}.<group>.{{{', '.join(settable)}}})")
+        canonical = f"{kind}.{group.name}.{field}"
+        if canonical in out:
+            _fail(source, key_path, value, f"sets the same field as {written[canonical]!r}")
+        spec = _PRODUCER_FIELDS if kind == "producers" else _CONSUMER_FIELDS
+        out[canonical] = located(source, key_path, value, spec[field][0])
+        written[canonical] = str(key)
+    return tuple(sorted(out.items()))

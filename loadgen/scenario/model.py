@@ -1,0 +1,322 @@
+"""The scenario as frozen, typed objects, already validated by the loader; plus the YAML layout.
+
+A `Scenario` is the base configuration and its timeline; `Scenario.at(t)` gives the effective
+settings at elapsed time `t` (base plus the active phase's `set`). Nothing here does I/O.
+"""
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any, Iterator, Literal, Mapping
+
+from loadgen.redact import mask_url
+
+__all__ = [
+    "BASE_PHASE", "YAML_LAYOUT", "PROCESSING_PARAMS", "PHASE_SETTABLE", "LEAF",
+    "FrozenMapping", "Processing", "Broker", "QueueSpec", "RunSpec",
+    "ProducerGroup", "ConsumerGroup", "Phase", "Scenario",
+]
+
+BASE_PHASE = "base"
+"""The name of the implicit phase: time not covered by any timeline phase."""
+
+LEAF = "leaf"
+# Which keys each YAML section allows and what lies below each key: LEAF (a value),
+# another section's name (a mapping), "[section]" (a list of named groups), "[]" (a list
+# of values), "{}" (a free mapping) or "{set}" (a phase's path -> value mapping).
+YAML_LAYOUT: dict[str, dict[str, str]] = {
+    "scenario": {"name": LEAF, "description": LEAF, "broker": "broker", "queue": "queue",
+                 "run": "run", "producers": "[producer]", "consumers": "[consumer]",
+                 "timeline": "[phase]", "slo": "[]"},
+    "broker": {"url": LEAF, "heartbeat_s": LEAF, "connect_timeout_s": LEAF},
+    "queue": {"name": LEAF, "durable": LEAF, "auto_delete": LEAF, "arguments": "{}",
+              "purge_on_start": LEAF, "delete_on_end": LEAF},
+    "run": {"duration_s": LEAF, "warmup_s": LEAF, "drain_timeout_s": LEAF},
+    "producer": {"name": LEAF, "count": LEAF, "rate": LEAF, "arrival": LEAF, "size_bytes": LEAF,
+                 "persistent": LEAF, "confirms": LEAF, "confirm_window": LEAF,
+                 "exchange": LEAF, "routing_key": LEAF},
+    "consumer": {"name": LEAF, "count": LEAF, "prefetch": LEAF, "prefetch_scope": LEAF,
+                 "ack_mode": LEAF, "processing_ms": "processing"},
+    "phase": {"name": LEAF, "start_s": LEAF, "end_s": LEAF, "set": "{set}"},
+    "processing": {"distribution": LEAF, "ms": LEAF, "mean_ms": LEAF, "median_ms": LEAF,
+                   "sigma": LEAF, "min_ms": LEAF, "max_ms": LEAF},
+}
+
+PROCESSING_PARAMS: dict[str, tuple[str, ...]] = {
+    "fixed": ("ms",), "exponential": ("mean_ms",),
+    "lognormal": ("median_ms", "sigma"), "uniform": ("min_ms", "max_ms"),
+}
+
+# The only fields a timeline phase may change, per group kind (YAML names).
+PHASE_SETTABLE: dict[str, tuple[str, ...]] = {
+    "producers": ("rate", "count", "size_bytes", "arrival"),
+    "consumers": ("count", "processing_ms", "prefetch"),
+}
+
+GroupKind = Literal["producers", "consumers"]
+
+
+class FrozenMapping(Mapping[str, Any]):
+    """A read-only, hashable dict (queue arguments); `dict(m)` gives a plain copy."""
+
+    __slots__ = ("_data",)
+
+    def __init__(self, data: Mapping[str, Any] | None = None) -> None:
+        self._data = dict(data or {})
+
+    def __getitem__(self, key: str) -> Any:
+        return self._data[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._data)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def __hash__(self) -> int:
+        return hash(frozenset(self._data.items()))
+
+    def __repr__(self) -> str:
+        return f"FrozenMapping({self._data!r})"
+
+
+@dataclass(frozen=True)
+class Processing:
+    """Simulated processing time per message: a distribution and its parameters in ms."""
+
+    distribution: str
+    params: tuple[tuple[str, float], ...]
+
+    @classmethod
+    def fixed(cls, ms: float) -> Processing:
+        return cls("fixed", (("ms", float(ms)),))
+
+    @classmethod
+    def exponential(cls, mean_ms: float) -> Processing:
+        return cls("exponential", (("mean_ms", float(mean_ms)),))
+
+    @classmethod
+    def lognormal(cls, median_ms: float, sigma: float) -> Processing:
+        return cls("lognormal", (("median_ms", float(median_ms)), ("sigma", float(sigma))))
+
+    @classmethod
+    def uniform(cls, min_ms: float, max_ms: float) -> Processing:
+        return cls("uniform", (("min_ms", float(min_ms)), ("max_ms", float(max_ms))))
+
+    def param(self, name: str) -> float:
+        return dict(self.params)[name]
+
+    @property
+    def mean_ms(self) -> float:
+        """The exact mean of the distribution (not a sample mean)."""
+        p = dict(self.params)
+        if self.distribution == "fixed":
+            return p["ms"]
+        if self.distribution == "exponential":
+            return p["mean_ms"]
+        if self.distribution == "lognormal":
+            return p["median_ms"] * math.exp(p["sigma"] ** 2 / 2)
+        if self.distribution == "uniform":
+            return (p["min_ms"] + p["max_ms"]) / 2
+        raise ValueError(f"unknown processing distribution {self.distribution!r}")
+
+    def sample_ms(self, rng: random.Random) -> float:
+        """One processing time in ms, drawn from `rng`; never negative."""
+        p = dict(self.params)
+        if self.distribution == "fixed":
+            return p["ms"]
+        if self.distribution == "exponential":
+            return rng.expovariate(1.0 / p["mean_ms"]) if p["mean_ms"] > 0 else 0.0
+        if self.distribution == "lognormal":
+            if p["median_ms"] <= 0:
+                return 0.0
+            return rng.lognormvariate(math.log(p["median_ms"]), p["sigma"])
+        if self.distribution == "uniform":
+            return rng.uniform(p["min_ms"], p["max_ms"])
+        raise ValueError(f"unknown processing distribution {self.distribution!r}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"distribution": self.distribution, **dict(self.params)}
+
+
+@dataclass(frozen=True)
+class Broker:
+    url: str
+    heartbeat_s: int
+    connect_timeout_s: float
+
+
+@dataclass(frozen=True)
+class QueueSpec:
+    name: str
+    durable: bool
+    auto_delete: bool
+    arguments: FrozenMapping
+    purge_on_start: bool
+    delete_on_end: bool
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    duration_s: float
+    warmup_s: float
+    drain_timeout_s: float
+
+
+@dataclass(frozen=True)
+class ProducerGroup:
+    """`count` producers, each publishing at `rate` msg/s (per producer, not per group)."""
+
+    name: str
+    count: int
+    rate: float
+    arrival: str
+    size_bytes: int
+    persistent: bool
+    confirms: bool
+    confirm_window: int
+    exchange: str
+    routing_key: str
+
+
+@dataclass(frozen=True)
+class ConsumerGroup:
+    name: str
+    count: int
+    prefetch: int
+    prefetch_scope: str
+    ack_mode: str
+    processing: Processing
+
+
+@dataclass(frozen=True)
+class Phase:
+    """A window [start_s, end_s) whose `set` replaces base fields.
+
+    `set` holds (canonical path, validated value) pairs sorted by path; paths read
+    `producers.<group name>.<field>` with YAML field names (`processing_ms` -> Processing).
+    """
+
+    name: str
+    start_s: float
+    end_s: float
+    set: tuple[tuple[str, Any], ...]
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """A resolved scenario. Equality ignores `source_path` and `overrides` (where it came from).
+
+    `overrides` are the `--set` texts as given; they may hold a broker password, so mask
+    them (`loadgen.redact.mask_text`) before writing them anywhere.
+    """
+
+    name: str
+    description: str
+    source_path: str = field(compare=False)
+    overrides: tuple[str, ...] = field(compare=False)
+    broker: Broker
+    queue: QueueSpec
+    run: RunSpec
+    producers: tuple[ProducerGroup, ...]
+    consumers: tuple[ConsumerGroup, ...]
+    timeline: tuple[Phase, ...]
+    slo: tuple[str, ...]
+
+    def __post_init__(self) -> None:
+        # Not dataclass fields: a per-phase memo, and (on effective copies) the base scenario.
+        object.__setattr__(self, "_effective", {})
+        object.__setattr__(self, "_base", None)
+
+    def phase_at(self, t_s: float) -> str:
+        """The name of the phase active at elapsed time `t_s`, or `"base"`."""
+        for phase in self.timeline:
+            if phase.start_s <= t_s < phase.end_s:
+                return phase.name
+        return BASE_PHASE
+
+    def at(self, t_s: float) -> Scenario:
+        """The effective settings at elapsed time `t_s`: the base plus the active phase's set."""
+        base: Scenario = self._base or self  # type: ignore[attr-defined]
+        name = base.phase_at(t_s)
+        if name == BASE_PHASE:
+            return base
+        memo: dict[str, Scenario] = base._effective  # type: ignore[attr-defined]
+        if name not in memo:
+            phase = next(p for p in base.timeline if p.name == name)
+            effective = base._with_phase(phase)
+            object.__setattr__(effective, "_base", base)
+            memo[name] = effective
+        return memo[name]
+
+    def _with_phase(self, phase: Phase) -> Scenario:
+        changes: dict[tuple[str, str], dict[str, Any]] = {}
+        for path, value in phase.set:
+            kind, _, rest = path.partition(".")
+            group, _, fieldname = rest.rpartition(".")
+            attr = "processing" if fieldname == "processing_ms" else fieldname
+            changes.setdefault((kind, group), {})[attr] = value
+        producers = tuple(replace(g, **changes.get(("producers", g.name), {})) for g in self.producers)
+        consumers = tuple(replace(g, **changes.get(("consumers", g.name), {})) for g in self.consumers)
+        return replace(self, producers=producers, consumers=consumers)
+
+    def producer(self, name: str) -> ProducerGroup:
+        for group in self.producers:
+            if group.name == name:
+                return group
+        raise KeyError(f"no producer group {name!r}; groups: {[g.name for g in self.producers]}")
+
+    def consumer(self, name: str) -> ConsumerGroup:
+        for group in self.consumers:
+            if group.name == name:
+                return group
+        raise KeyError(f"no consumer group {name!r}; groups: {[g.name for g in self.consumers]}")
+
+    def max_count(self, kind: GroupKind, group: str) -> int:
+        """The largest `count` of a group over the base and every phase (how many to start)."""
+        base = self.producer(group) if kind == "producers" else self.consumer(group)
+        counts = [base.count]
+        for phase in self.timeline:
+            counts += [value for path, value in phase.set if path == f"{kind}.{group}.count"]
+        return max(counts)
+
+    def phase_windows(self) -> list[tuple[str, float, float]]:
+        return [(p.name, p.start_s, p.end_s) for p in self.timeline]
+
+    def change_times(self) -> list[float]:
+        """Sorted distinct times strictly inside (0, duration) where a phase starts or ends."""
+        times = {t for p in self.timeline for t in (p.start_s, p.end_s)}
+        return sorted(t for t in times if 0 < t < self.run.duration_s)
+
+    def to_dict(self, mask_password: bool = True) -> dict[str, Any]:
+        """The resolved scenario as plain data in the YAML layout (loadable again)."""
+        url = mask_url(self.broker.url) if mask_password else self.broker.url
+        return {
+            "name": self.name,
+            "description": self.description,
+            "broker": {"url": url, "heartbeat_s": self.broker.heartbeat_s,
+                       "connect_timeout_s": self.broker.connect_timeout_s},
+            "queue": {"name": self.queue.name, "durable": self.queue.durable,
+                      "auto_delete": self.queue.auto_delete, "arguments": dict(self.queue.arguments),
+                      "purge_on_start": self.queue.purge_on_start,
+                      "delete_on_end": self.queue.delete_on_end},
+            "run": {"duration_s": self.run.duration_s, "warmup_s": self.run.warmup_s,
+                    "drain_timeout_s": self.run.drain_timeout_s},
+            "producers": [asdict(g) for g in self.producers],
+            "consumers": [{"name": g.name, "count": g.count, "prefetch": g.prefetch,
+                           "prefetch_scope": g.prefetch_scope, "ack_mode": g.ack_mode,
+                           "processing_ms": g.processing.to_dict()} for g in self.consumers],
+            "timeline": [{"name": p.name, "start_s": p.start_s, "end_s": p.end_s,
+                          "set": {path: _plain(value) for path, value in p.set}}
+                         for p in self.timeline],
+            "slo": list(self.slo),
+        }
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Processing):
+        return value.to_dict()
+    if isinstance(value, Mapping):
+        return {key: _plain(item) for key, item in value.items()}
+    return value
