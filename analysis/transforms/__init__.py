@@ -1,0 +1,31 @@
+"""Pure DataFrame -> DataFrame steps of the analysis, chained with `df.transform(...)`.
+
+Nothing here reads or writes files; `analysis.job` does that and composes these.
+"""
+from ._common import ACKED_OUTCOMES, Transform
+from .accounting import (ACCOUNT_CLASSES, DISCARD_CLASSES, accounting_totals, classify_messages,
+                         delivery_counts, unaccounted_ids)
+from .events import timeline_events
+from .histogram import histogram_counts, histogram_edges
+from .latency import with_confirm_latency, with_delivery_latencies
+from .phases import BASE, Segment, assign_phase, phase_summary, timeline_segments
+from .stats import STAT_FIELDS, stats_block, stats_by, stats_struct
+from .throughput import in_window, measurement_window_ns, throughput
+from .utilisation import consumer_summary, utilisation_by
+from .warmup import attach_intended_ns, mark_measured
+from .windows import per_second_windows, second_since
+
+__all__ = [
+    "ACKED_OUTCOMES", "Transform",
+    "ACCOUNT_CLASSES", "DISCARD_CLASSES", "accounting_totals", "classify_messages",
+    "delivery_counts", "unaccounted_ids",
+    "timeline_events",
+    "histogram_counts", "histogram_edges",
+    "with_confirm_latency", "with_delivery_latencies",
+    "BASE", "Segment", "assign_phase", "phase_summary", "timeline_segments",
+    "STAT_FIELDS", "stats_block", "stats_by", "stats_struct",
+    "in_window", "measurement_window_ns", "throughput",
+    "consumer_summary", "utilisation_by",
+    "attach_intended_ns", "mark_measured",
+    "per_second_windows", "second_since",
+]

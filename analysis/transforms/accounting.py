@@ -1,0 +1,91 @@
+"""Message accounting: every published message id ends in exactly one class.
+
+First match wins, in this order (docs/summary.md): acked, consumer_nack_discard,
+publish_nacked, publish_failed, left_in_broker, unaccounted. All counts are
+exact (`count`, never an approximate distinct count).
+"""
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from ._common import Transform, is_acked
+
+__all__ = ["ACCOUNT_CLASSES", "DISCARD_CLASSES", "classify_messages", "accounting_totals",
+           "delivery_counts", "unaccounted_ids"]
+
+ACCOUNT_CLASSES = ("acked", "consumer_nack_discard", "publish_nacked", "publish_failed",
+                   "left_in_broker", "unaccounted")
+DISCARD_CLASSES = ("publish_nacked", "publish_failed", "consumer_nack_discard")
+
+_REACHED_BROKER = ("confirmed", "sent", "unconfirmed")
+
+
+def _flag(condition: Column) -> Column:
+    return F.coalesce(F.bool_or(condition), F.lit(False))
+
+
+def classify_messages(deliveries: DataFrame, leftovers: DataFrame) -> Transform:
+    """Applied to publishes: one row per published message id with its `account`
+    class and whether any of its publishes was `confirmed`.
+
+    Ids are unique per publish; should an id still have several publish rows (a
+    retried publish), it counts as nacked or failed only if no attempt of it
+    reached the broker un-nacked, so a retried message that was then lost shows up
+    as unaccounted instead of hiding behind its first failure.
+    """
+    def _classify(publishes: DataFrame) -> DataFrame:
+        outcome = F.col("outcome")
+        published = publishes.where(F.col("message_id").isNotNull()).groupBy("message_id").agg(
+            _flag(outcome == "confirmed").alias("confirmed"),
+            _flag(outcome == "nacked").alias("_nacked"),
+            _flag(outcome == "failed").alias("_failed"),
+            _flag(outcome.isin(*_REACHED_BROKER)).alias("_reached"),
+        )
+        delivered = deliveries.where(F.col("message_id").isNotNull()).groupBy("message_id").agg(
+            _flag(is_acked()).alias("_acked"),
+            _flag(outcome == "nack_discard").alias("_nack_discard"),
+        )
+        left = (leftovers.where(F.col("message_id").isNotNull())
+                .select("message_id").distinct().withColumn("_left", F.lit(True)))
+        j = published.join(delivered, "message_id", "left").join(left, "message_id", "left")
+        flag = lambda name: F.coalesce(F.col(name), F.lit(False))  # noqa: E731
+        account = (
+            F.when(flag("_acked"), "acked")
+            .when(flag("_nack_discard"), "consumer_nack_discard")
+            .when(flag("_nacked") & ~flag("_reached"), "publish_nacked")
+            .when(flag("_failed") & ~flag("_reached"), "publish_failed")
+            .when(flag("_left"), "left_in_broker")
+            .otherwise("unaccounted")
+        )
+        return j.select("message_id", account.alias("account"), "confirmed")
+
+    return _classify
+
+
+def accounting_totals(classified: DataFrame) -> DataFrame:
+    """One row: published, confirmed and one count column per account class."""
+    return classified.agg(
+        F.count(F.lit(1)).alias("published"),
+        F.count_if(F.col("confirmed")).alias("confirmed"),
+        *[F.count_if(F.col("account") == c).alias(c) for c in ACCOUNT_CLASSES],
+    )
+
+
+def delivery_counts(deliveries: DataFrame) -> DataFrame:
+    """One row: redelivered (delivery rows with the flag) and duplicates (ids acked more than once)."""
+    redelivered = deliveries.agg(F.count_if(F.col("redelivered")).alias("redelivered"))
+    duplicates = (
+        deliveries.where(is_acked() & F.col("message_id").isNotNull())
+        .groupBy("message_id").agg(F.count(F.lit(1)).alias("acks"))
+        .agg(F.count_if(F.col("acks") > 1).alias("duplicates"))
+    )
+    return redelivered.crossJoin(duplicates)
+
+
+def unaccounted_ids(limit: int = 100) -> Transform:
+    """Applied to classified messages: the first `limit` unaccounted ids, sorted."""
+    def _ids(classified: DataFrame) -> DataFrame:
+        return (classified.where(F.col("account") == "unaccounted")
+                .select("message_id").orderBy("message_id").limit(limit))
+    return _ids

@@ -1,0 +1,80 @@
+from analysis.transforms import (ACCOUNT_CLASSES, accounting_totals, classify_messages,
+                                 delivery_counts, unaccounted_ids)
+
+
+def _publish(m, outcome="confirmed"):
+    return dict(message_id=m, intended_ns=0, publish_ns=0, outcome=outcome)
+
+
+def _delivery(m, outcome, redelivered=False):
+    return dict(message_id=m, receive_ns=0, outcome=outcome, redelivered=redelivered)
+
+
+def _run(frame):
+    publishes = frame(
+        "publish",
+        _publish("m01"), _publish("m02"), _publish("m03"), _publish("m04", "nacked"),
+        _publish("m05", "failed"), _publish("m06"), _publish("m07"), _publish("m08", "sent"),
+        _publish("m09"), _publish("m10", "nacked"), _publish("m11", "unconfirmed"),
+    )
+    deliveries = frame(
+        "delivery",
+        _delivery("m01", "ack"),
+        _delivery("m02", "nack_requeue"), _delivery("m02", "ack", redelivered=True),
+        _delivery("m03", "nack_discard"),
+        _delivery("m08", "unsettled"),
+        _delivery("m09", "ack"), _delivery("m09", "auto_ack", redelivered=True),
+        _delivery("m10", "ack"),
+        _delivery("m11", "nack_requeue"),
+        _delivery(None, "ack"),  # a foreign message: not ours to account for
+    )
+    leftovers = frame("leftover", dict(message_id="m06"), dict(message_id="m11"),
+                      dict(message_id="zz"), dict(message_id=None))
+    return publishes.transform(classify_messages(deliveries, leftovers)), deliveries
+
+
+def test_every_published_id_lands_in_exactly_one_class_first_match_wins(frame):
+    classified, _ = _run(frame)
+    got = {r.message_id: r.account for r in classified.collect()}
+    assert got == {
+        "m01": "acked",
+        "m02": "acked",                  # requeued, then acked on redelivery
+        "m03": "consumer_nack_discard",
+        "m04": "publish_nacked",
+        "m05": "publish_failed",
+        "m06": "left_in_broker",
+        "m07": "unaccounted",            # confirmed, never seen again
+        "m08": "unaccounted",            # delivered, never settled, not in the census
+        "m09": "acked",
+        "m10": "acked",                  # the broker nacked it, yet it was acked: acked wins
+        "m11": "left_in_broker",         # requeued and still in the queue
+    }
+
+
+def test_totals_satisfy_the_accounting_identity(frame):
+    classified, _ = _run(frame)
+    totals = accounting_totals(classified).first().asDict()
+    # confirmed: m01 m02 m03 m06 m07 m09 = 6
+    assert totals == {"published": 11, "confirmed": 6, "acked": 4, "consumer_nack_discard": 1,
+                      "publish_nacked": 1, "publish_failed": 1, "left_in_broker": 2,
+                      "unaccounted": 2}
+    # published = acked + discarded_total + left_in_broker + unaccounted: 11 = 4 + 3 + 2 + 2
+    assert totals["published"] == sum(totals[c] for c in ACCOUNT_CLASSES)
+
+
+def test_redeliveries_and_duplicate_acks_are_counted(frame):
+    _, deliveries = _run(frame)
+    # redelivered rows: m02's second delivery and m09's second; m09 was acked twice
+    assert delivery_counts(deliveries).first().asDict() == {"redelivered": 2, "duplicates": 1}
+
+
+def test_unaccounted_ids_are_sorted_and_capped(frame):
+    classified, _ = _run(frame)
+    assert [r.message_id for r in classified.transform(unaccounted_ids()).collect()] == ["m07", "m08"]
+    assert [r.message_id for r in classified.transform(unaccounted_ids(limit=1)).collect()] == ["m07"]
+
+
+def test_a_retried_publish_that_failed_once_but_then_got_lost_is_unaccounted(frame):
+    publishes = frame("publish", _publish("r", "failed"), _publish("r", "confirmed"))
+    got = publishes.transform(classify_messages(frame("delivery"), frame("leftover"))).collect()
+    assert [(r.message_id, r.account) for r in got] == [("r", "unaccounted")]
