@@ -224,3 +224,21 @@ def test_scenario_is_exported_with_the_documented_fields():
     names = [f.name for f in dataclasses.fields(Scenario)]
     assert names == ["name", "description", "source_path", "overrides", "broker", "queue", "run",
                      "producers", "consumers", "timeline", "slo"]
+
+
+# ---- the documentation stays true
+
+DOCS = (REPO / "docs" / "scenarios.md").read_text()
+
+
+def test_the_documented_complete_example_loads(tmp_path):
+    example = DOCS.split("## A complete example", 1)[1].split("```yaml\n", 1)[1].split("```", 1)[0]
+    s = load_scenario(write(tmp_path, example), env={})
+    assert s.name == "prefetch-51"
+
+
+def test_every_schema_key_is_documented():
+    from loadgen.scenario.model import YAML_LAYOUT
+    missing = [f"{section}.{key}" for section, keys in YAML_LAYOUT.items() for key in keys
+               if f"`{key}`" not in DOCS]
+    assert missing == []
