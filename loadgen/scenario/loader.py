@@ -42,7 +42,7 @@ def load_scenario(path: str | os.PathLike, overrides: Sequence[str] = (),
     `$SOJOURN_AMQP_URL` (when non-empty) > the file's `broker.url` > the default."""
     source = os.fspath(path)
     env = os.environ if env is None else env
-    overrides = (overrides,) if isinstance(overrides, str) else tuple(overrides)
+    overrides = (overrides,) if isinstance(overrides, str) else tuple(overrides or ())
     tree, origins = apply_overrides(_read(source), overrides, source)
     env_url = env.get(ENV_URL) or ""
     broker = tree.get("broker")
@@ -347,7 +347,7 @@ def _timeline(top: _Reader, run: RunSpec, producers: Sequence[ProducerGroup],
         if start >= duration:
             _fail(source, f"timeline[{i}].start_s", start,
                   f"expected a number >= 0 and < run.duration_s ({duration:g}), got {start:g}")
-        end = reader.get("end_s", _number(0), None)
+        end = reader.get("end_s", lambda v: None if v is None else _number(0)(v), None)  # null: default
         if end is not None and not start < end <= duration:
             _fail(source, f"timeline[{i}].end_s", end,
                   f"expected a number > start_s ({start:g}) and <= run.duration_s ({duration:g}), got {end:g}")

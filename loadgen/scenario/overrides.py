@@ -130,7 +130,7 @@ def resolve_group(ref: Token, names: Sequence[Any], kind: str) -> int:
         index = int(ref)
         if index < len(names):
             return index
-        raise ValueError(f"index {index} is out of range: there are {len(names)} {kind}")
+        raise ValueError(f"index {index} is out of range: {kind} has {len(names)} entries")
     known = ", ".join(str(n) for n in names) or "none"
     hint = did_you_mean(ref, names) or f" (known: {known})"
     raise ValueError(f"no {_ITEM_WORDS.get(kind, 'item')} named {ref!r}{hint}")

@@ -114,7 +114,7 @@ def test_a_nested_mapping_can_be_edited_in_place(scenario_file):
     (["consumers.mian.prefetch=3"], "--set consumers.mian.prefetch=3: no consumer group named 'mian' (did you mean 'main'?)"),
     (["consumers.nobody.prefetch=3"],
      "--set consumers.nobody.prefetch=3: no consumer group named 'nobody' (known: main, eu.west)"),
-    (["consumers[5].prefetch=3"], "--set consumers[5].prefetch=3: index 5 is out of range: there are 2 consumers"),
+    (["consumers[5].prefetch=3"], "--set consumers[5].prefetch=3: index 5 is out of range: consumers has 2 entries"),
     (["consumers.main.prefetch"], "--set consumers.main.prefetch: expected PATH=VALUE, e.g. consumers.main.prefetch=50"),
     (["=3"], "--set =3: the path before '=' is empty, e.g. consumers.main.prefetch=50"),
     (["consumers.main.prefetch=-3"], "--set consumers.main.prefetch=-3: expected an integer between 0 and 65535, got -3"),

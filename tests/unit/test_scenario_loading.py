@@ -4,6 +4,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import pathlib
+import pickle
 import random
 import textwrap
 
@@ -55,6 +56,14 @@ def test_the_model_is_frozen_and_uses_tuples(tmp_path):
     assert isinstance(s.producers, tuple) and isinstance(s.consumers, tuple)
     with pytest.raises(dataclasses.FrozenInstanceError):
         s.run.duration_s = 5  # type: ignore[misc]
+
+
+def test_a_scenario_survives_pickling_for_worker_processes(tmp_path):
+    s = load_scenario(REPO / "scenarios" / "slow-processing.yaml", env={})
+    s.at(25)  # fill the per-phase memo first
+    again = pickle.loads(pickle.dumps(s))
+    assert again == s
+    assert again.at(25).producer("main").rate == 30.0 and again.at(40).producer("main").rate == 100.0
 
 
 def test_source_path_is_recorded_and_path_like_accepted(tmp_path):

@@ -178,3 +178,8 @@ def test_bad_timelines_are_rejected_naming_the_phases(tmp_path, timeline, expect
 def test_phases_that_touch_do_not_overlap(tmp_path):
     s = load(tmp_path, HEAD + "timeline:\n  - {name: a, start_s: 10, end_s: 20}\n  - {name: b, start_s: 20, end_s: 30}\n")
     assert s.phase_windows() == [("a", 10.0, 20.0), ("b", 20.0, 30.0)]
+
+
+def test_end_s_null_means_the_default_end(tmp_path):
+    s = load(tmp_path, HEAD + "timeline:\n  - {name: a, start_s: 10, end_s: null}\n  - {name: b, start_s: 40}\n")
+    assert s.phase_windows() == [("a", 10.0, 40.0), ("b", 40.0, 60.0)]
