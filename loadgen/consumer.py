@@ -53,6 +53,7 @@ class Consumer:
         self._conn = None
         self._channel = None
         self._prefetch = 0
+        self._consumer_tag = None
         self._leaving = False
         self._rng = random.Random(hash_seed(f"{ctx.run_id}/{self.name}"))
         self._request_name = f"consume:{ctx.scenario.queue.name}"
@@ -106,8 +107,8 @@ class Consumer:
         channel = amqp.open_channel(self._conn)
         self._channel = channel
         self._set_prefetch(settings)
-        channel.basic_consume(self.ctx.scenario.queue.name, self._on_message,
-                              auto_ack=settings.ack_mode == "auto")
+        self._consumer_tag = channel.basic_consume(self.ctx.scenario.queue.name, self._on_message,
+                                                   auto_ack=settings.ack_mode == "auto")
         self.ctx.event("consumer_join", self.name, self.name,
                        detail={"prefetch": settings.prefetch, "ack_mode": settings.ack_mode})
 
@@ -128,7 +129,7 @@ class Consumer:
         channel, conn = self._channel, self._conn
         if clean and channel.is_open:
             try:
-                amqp.wait_for(lambda cb: channel.basic_cancel(callback=cb) if channel.consumer_tags else cb(None),
+                amqp.wait_for(lambda cb: channel.basic_cancel(self._consumer_tag, callback=cb),
                               "basic.cancel", CLOSE_WAIT_S, channel=channel)
                 settings = self.ctx.scenario.at(min(self.ctx.elapsed_s(),
                                                     self.ctx.scenario.run.duration_s - 1e-9)).consumer(self.group)

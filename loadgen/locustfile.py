@@ -27,6 +27,7 @@ from loadgen.producer import Producer  # noqa: E402
 from loadgen.scenario import ScenarioError, load_scenario  # noqa: E402
 
 log = logging.getLogger("sojourn")
+logging.getLogger("pika").setLevel(logging.WARNING)  # pika logs every channel open/close at INFO
 
 
 def _early_options(argv: list[str]) -> argparse.Namespace:

@@ -39,6 +39,7 @@ class Producer:
         self._seq = 0
         self._conn = None
         self._channel = None
+        self._leaving = False
         self._pending: dict[int, list] = {}   # delivery tag -> publish row (confirms on)
         self._next_tag = 1
         self._window_open = Event()
@@ -67,8 +68,10 @@ class Producer:
                     self.ctx.sleep_until(end, self.ctx.stopping)
                     continue
                 self._join(settings)
+                # Open loop: the schedule starts at the segment's start whatever the time now;
+                # a late start (connecting) shows as lateness in the trace, not as missing messages.
                 schedule = ArrivalSchedule(settings.arrival, lambda _t, r=settings.rate: r, self._rng,
-                                           start_s=max(start, self.ctx.elapsed_s()), end_s=end)
+                                           start_s=start, end_s=end)
                 phase = scenario.phase_at(start)
                 for intended_s in schedule:
                     if not self.ctx.sleep_until(intended_s, self.ctx.stopping):
@@ -81,6 +84,7 @@ class Producer:
         if self._channel is not None and self._channel.is_open:
             return
         b = self.ctx.scenario.broker
+        self._leaving = False
         self._conn = amqp.connect(b.url, heartbeat_s=b.heartbeat_s, connect_timeout_s=b.connect_timeout_s,
                                   name=f"sojourn-producer-{self.name}", on_close=self._on_connection_closed)
         self._channel = amqp.open_channel(self._conn)
@@ -97,6 +101,7 @@ class Producer:
         while self._pending and time.monotonic() < deadline and self._conn.is_open:
             gevent.sleep(0.01)
         self._give_up_pending("unconfirmed")
+        self._leaving = True
         try:
             if self._conn.is_open:
                 self._conn.close()
@@ -163,7 +168,7 @@ class Producer:
         self._window_open.set()
 
     def _on_connection_closed(self, _conn, exc) -> None:
-        if not self.ctx.stopping.is_set():
+        if not self._leaving:
             self.ctx.event("connection_lost", self.name, self.name, detail={"reason": str(exc)})
             log.warning("producer %s lost its connection: %s", self.name, exc)
         self._give_up_pending("unconfirmed")

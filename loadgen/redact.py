@@ -13,15 +13,14 @@ def mask_url(url: str) -> str:
     """`amqp://user:secret@host/` -> `amqp://user:****@host/`; URLs without a password are unchanged."""
     try:
         parts = urlsplit(url)
-    except ValueError:
-        return _URL_IN_TEXT.sub(r"\1****\3", url)
-    if parts.password is None:
-        return url
-    userinfo = f"{parts.username or ''}:****"
-    host = parts.hostname or ""
-    if ":" in host:
-        host = f"[{host}]"
-    netloc = f"{userinfo}@{host}" + (f":{parts.port}" if parts.port else "")
+        if parts.password is None:
+            return url
+        host = parts.hostname or ""
+        if ":" in host:
+            host = f"[{host}]"
+        netloc = f"{parts.username or ''}:****@{host}" + (f":{parts.port}" if parts.port else "")
+    except ValueError:  # e.g. a non-numeric port: fall back to masking by pattern
+        return mask_text(url)
     return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from loadgen import __version__
-from loadgen.redact import mask_url
+from loadgen.redact import mask_text, mask_url
 
 __all__ = ["default_run_dir", "code_version", "write_run_json", "update_run_json", "read_run_json"]
 
@@ -36,7 +36,7 @@ def write_run_json(run_dir: str, scenario, *, run_id: str, t0_ns: int, status: s
         "schema_version": RUN_JSON_VERSION,
         "run_id": run_id,
         "scenario_path": scenario.source_path,
-        "overrides": list(scenario.overrides),
+        "overrides": [mask_text(o) for o in scenario.overrides],
         "scenario": scenario.to_dict(mask_password=True),
         "broker_url": mask_url(scenario.broker.url),
         "code_version": code_version(),

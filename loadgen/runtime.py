@@ -29,6 +29,7 @@ __all__ = ["RunContext", "Participant", "worker_name"]
 log = logging.getLogger("sojourn")
 
 DRAIN_POLL_S = 0.25
+FLUSH_EVERY_S = 1.0
 DRAIN_STABLE_CHECKS = 3
 
 
@@ -66,6 +67,7 @@ class RunContext:
         self._control_lock = RLock()
         self._greenlets: list[gevent.Greenlet] = []
         self.event("run_start", "runner", self.role, detail={"t0_ns": self.t0_ns})
+        self._greenlets.append(gevent.spawn(self._flush_loop))
 
     # -- time ---------------------------------------------------------------
     def elapsed_s(self) -> float:
@@ -92,6 +94,13 @@ class RunContext:
         """Write buffered rows from a thread so the gevent loop keeps running."""
         pool = gevent.get_hub().threadpool
         self.writer.flush(run_in=pool.apply)
+
+    def _flush_loop(self) -> None:
+        while not self.stopping.wait(FLUSH_EVERY_S):
+            try:
+                self.flush_traces()
+            except Exception:  # noqa: BLE001 - keep the rows in memory; the final flush retries
+                log.exception("trace flush failed")
 
     # -- broker control -----------------------------------------------------
     def control(self):

@@ -9,6 +9,7 @@ from loadgen.redact import mask_text, mask_url
     ("amqp://guest:guest@127.0.0.1:5672/", "amqp://guest:****@127.0.0.1:5672/"),
     ("amqps://app:p%40ss@broker.example:5671/vhost", "amqps://app:****@broker.example:5671/vhost"),
     ("amqp://localhost/", "amqp://localhost/"),
+    ("amqp://u:pw@h:notaport/", "amqp://u:****@h:notaport/"),
 ])
 def test_mask_url_hides_only_the_password(url, masked):
     assert mask_url(url) == masked
