@@ -31,6 +31,7 @@ def stats_struct(value: str | Column, fields: Sequence[str] = STAT_FIELDS) -> Co
         "mean": F.avg(col),
         **{name: pcts[i] for i, name in enumerate(PERCENTILES)},
         "max": F.max(col),
+        "min": F.min(col),  # not in a summary block; the histogram needs it
     }
     unknown = [f for f in fields if f not in exprs]
     if unknown:

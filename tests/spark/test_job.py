@@ -1,0 +1,151 @@
+import json
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from pytest import approx
+
+from analysis.errors import AnalysisError, RunFileError, SchemaVersionError, TraceColumnsError
+from analysis.job import analyze
+from analysis.schema import arrow_schema
+
+T0 = 1_763_733_600_000_000_000
+MS = 1_000_000
+S = 1_000_000_000
+
+
+def _run_json(run_dir, **overrides):
+    run = {
+        "schema_version": 1, "run_id": "run-1", "scenario_path": "scenarios/tiny.yaml",
+        "scenario": {"name": "tiny", "slo": ["sojourn_ms.p99 < 200", "messages.unaccounted == 0"]},
+        "broker_url": "amqp://guest:****@127.0.0.1:5672/", "code_version": {"sojourn": "0.1.0"},
+        "t0_ns": T0, "duration_s": 4, "warmup_s": 1, "drain_timeout_s": 5,
+        "phases": [{"name": "slow", "start_s": 2.0, "end_s": 4.0}],
+        "queue": "q", "broker_depth_at_end": 1, "ended_ns": T0 + 5 * S, "status": "completed",
+        **overrides,
+    }
+    (run_dir / "run.json").write_text(json.dumps(run))
+
+
+def _publish(m, intended_ms, outcome="confirmed"):
+    publish = T0 + (intended_ms + 1) * MS
+    return dict(message_id=m, intended_ns=T0 + intended_ms * MS, publish_ns=publish,
+                confirm_ns=publish + 2 * MS if outcome == "confirmed" else None, outcome=outcome)
+
+
+def _delivery(m, intended_ms, sojourn_ms):
+    receive = T0 + (intended_ms + 6) * MS  # published at +1 ms, received 5 ms later
+    start = receive + sojourn_ms * MS
+    return dict(message_id=m, publish_ns=T0 + (intended_ms + 1) * MS, receive_ns=receive,
+                start_ns=start, end_ns=start + 20 * MS, settle_ns=start + 21 * MS, outcome="ack")
+
+
+@pytest.fixture(scope="module")
+def analysed(tmp_path_factory, spark, write_trace):
+    run_dir = tmp_path_factory.mktemp("run")
+    _run_json(run_dir)
+    write_trace(run_dir, "publish", [_publish("a", 500), _publish("b", 1500)], name="part-0.parquet")
+    write_trace(run_dir, "publish", [_publish("c", 2500), _publish("d", 3500, "failed"),
+                                     _publish("e", 3600)], name="part-1.parquet")
+    write_trace(run_dir, "delivery", [_delivery("a", 500, 10), _delivery("b", 1500, 20),
+                                      _delivery("c", 2500, 40)])
+    write_trace(run_dir, "leftover", [dict(message_id="e", observed_ns=T0 + 5 * S)])
+    write_trace(run_dir, "event", [dict(ts_ns=T0 + 2 * S, kind="phase_start", name="slow")])
+    messages = []
+    summary = analyze(run_dir, spark=spark, progress=messages.append)
+    return run_dir, summary, messages
+
+
+def test_summary_json_is_written_and_equals_the_returned_summary(analysed):
+    run_dir, summary, messages = analysed
+    assert json.loads((run_dir / "summary.json").read_text()) == summary
+    assert summary["run"]["scenario"] == "tiny" and summary["run"]["status"] == "completed"
+    assert "reading traces" in messages and "computing accounting" in messages
+
+
+def test_every_message_is_accounted_for(analysed):
+    m = analysed[1]["messages"]
+    # a b c acked; d failed to publish; e still in the queue
+    assert m == {"published": 5, "confirmed": 4, "acked": 3,
+                 "discarded": {"publish_nacked": 0, "publish_failed": 1, "consumer_nack_discard": 0},
+                 "discarded_total": 1, "left_in_broker": 1, "unaccounted": 0,
+                 "unaccounted_ids": [], "redelivered": 0, "duplicates": 0}
+
+
+def test_latency_statistics_exclude_the_warmup(analysed):
+    summary = analysed[1]
+    # a was intended at 0.5 s, inside the 1 s warm-up: only b (20 ms) and c (40 ms) count
+    assert summary["sojourn_ms"] == {"count": 2, "mean": 30.0, "p50": 30.0, "p95": approx(39.0),
+                                     "p99": approx(39.8), "max": 40.0}
+    # p95: rank 0.95 between 20 and 40 -> 20 + 0.95 * 20 = 39; p99 -> 39.8
+    lat = summary["latency_ms"]
+    assert lat["broker_network"]["mean"] == 5.0
+    assert lat["processing"]["max"] == 20.0
+    assert lat["ack_delay"]["p50"] == 1.0
+    # end to end = received +5, sojourn, processing 20: b 45, c 65
+    assert (lat["end_to_end"]["count"], lat["end_to_end"]["mean"]) == (2, 55.0)
+    # confirms: b c e after warm-up, 2 ms each; d failed and has none
+    assert (lat["confirm"]["count"], lat["confirm"]["max"]) == (3, 2.0)
+
+
+def test_throughput_is_over_the_measurement_window(analysed):
+    # window [1 s, 4 s) = 3 s: publishes b c d e = 4; receives b c = 2; acks b c = 2
+    assert analysed[1]["throughput"] == {"publish_per_s": approx(4 / 3),
+                                         "deliver_per_s": approx(2 / 3), "ack_per_s": approx(2 / 3)}
+
+
+def test_phases_windows_histogram_consumers_events_and_slos(analysed):
+    summary = analysed[1]
+    assert [(p["phase"], p["start_s"], p["end_s"], p["published"], p["acked"])
+            for p in summary["phases"]] == [("base", 0.0, 2.0, 2, 2), ("slow", 2.0, 4.0, 3, 1)]
+    assert [p["sojourn_ms"]["count"] for p in summary["phases"]] == [1, 1]  # a is warm-up
+    assert [w["t_s"] for w in summary["windows"]] == [0, 1, 2, 3]
+    assert [w["published"] for w in summary["windows"]] == [1, 1, 1, 2]
+    hist = summary["sojourn_histogram"]
+    assert sum(hist["counts"]) == 2 and len(hist["edges_ms"]) == len(hist["counts"]) + 1
+    assert hist["edges_ms"][0] == 0.0 and hist["edges_ms"][-1] >= 40.0
+    [consumer] = summary["consumers"]
+    assert (consumer["delivered"], consumer["acked"]) == (3, 3)
+    assert summary["events"] == [{"t_s": 2.0, "kind": "phase_start", "name": "slow",
+                                  "source": "runner", "value": None, "detail": None}]
+    assert [(s["expr"], s["passed"]) for s in summary["slo"]] == [
+        ("sojourn_ms.p99 < 200", True), ("messages.unaccounted == 0", True)]
+
+
+def test_a_run_without_traces_gives_empty_blocks_not_an_error(tmp_path, spark):
+    _run_json(tmp_path, phases=[])
+    summary = analyze(tmp_path, spark=spark)
+    assert summary["messages"]["published"] == 0
+    assert summary["sojourn_ms"] == {"count": 0, "mean": None, "p50": None, "p95": None,
+                                     "p99": None, "max": None}
+    assert summary["windows"] == [] and summary["sojourn_histogram"]["counts"] == [0]
+    assert "NaN" not in (tmp_path / "summary.json").read_text()
+
+
+def test_a_trace_missing_columns_is_named_with_missing_and_present_columns(tmp_path, spark):
+    _run_json(tmp_path)
+    # a writer that forgot two columns: the schema without confirm_ns and outcome
+    short = pa.schema([f for f in arrow_schema("publish") if f.name not in ("confirm_ns", "outcome")])
+    path = tmp_path / "traces" / "publish" / "part-0.parquet"
+    path.parent.mkdir(parents=True)
+    pq.write_table(short.empty_table(), path)
+    with pytest.raises(TraceColumnsError) as err:
+        analyze(tmp_path, spark=spark)
+    assert err.value.path == str(path) and err.value.missing == ["confirm_ns", "outcome"]
+    assert "message_id" in err.value.present
+    assert str(path) in str(err.value) and "confirm_ns, outcome" in str(err.value)
+    assert isinstance(err.value, AnalysisError)
+    assert not (tmp_path / "summary.json").exists()
+
+
+def test_rows_of_another_schema_version_are_refused(tmp_path, spark, write_trace):
+    _run_json(tmp_path)
+    path = write_trace(tmp_path, "delivery", [dict(schema_version=99, message_id="x", receive_ns=T0)])
+    with pytest.raises(SchemaVersionError, match="schema_version 99") as err:
+        analyze(tmp_path, spark=spark)
+    assert err.value.path == str(path)
+
+
+def test_a_directory_without_run_json_is_refused(tmp_path, spark):
+    with pytest.raises(RunFileError, match="run.json not found"):
+        analyze(tmp_path, spark=spark)
