@@ -6,6 +6,7 @@ writes `RUN_DIR/summary.json` (and `report.html` when the report renderer exists
 """
 from __future__ import annotations
 
+import inspect
 import json
 import math
 import os
@@ -55,20 +56,26 @@ def analyze(run_dir: str | Path, master: str | None = None, spark: SparkSession 
     """Analyse one run directory; write and return its summary.
 
     `spark` wins over `master`; without either the session comes from
-    `analysis.session.get_spark` (argument > SPARK_MASTER > local[*]).
+    `analysis.session.get_spark` (argument > SPARK_MASTER > local[*]), and is
+    stopped at the end if this call started it.
     Raises AnalysisError for bad inputs; nothing is written then.
     """
     say: Progress = progress or (lambda _message: None)
     run_dir = Path(run_dir)
     run = load_run_json(run_dir)
     slo_exprs = _slo_expressions(run, run_dir)
+    own_session = spark is None and SparkSession.getActiveSession() is None
     if spark is None:
         from analysis.session import get_spark
         say("starting Spark")
         spark = get_spark(master)
-    say("reading traces")
-    traces = read_traces(spark, run_dir)
-    summary = summarize(traces, run, say)
+    try:
+        say("reading traces")
+        traces = read_traces(spark, run_dir)
+        summary = summarize(traces, run, say)
+    finally:
+        if own_session:
+            spark.stop()
     summary["slo"] = evaluate_slos(summary, slo_exprs)
 
     say("writing summary.json")
@@ -95,6 +102,7 @@ def load_run_json(run_dir: Path) -> dict:
         value = run.get(key)
         if isinstance(value, bool) or not isinstance(value, types):
             raise RunFileError(f"{path}: {key} must be a number, got {value!r}", path=path, key=key)
+    _check_phases(run.get("phases"), path)
     version = run.get("schema_version", schema.SCHEMA_VERSION)
     if version != schema.SCHEMA_VERSION:
         raise SchemaVersionError(
@@ -102,6 +110,20 @@ def load_run_json(run_dir: Path) -> dict:
             f"{schema.SCHEMA_VERSION}; analyse it with the sojourn version that recorded it",
             path=path, found=version, expected=schema.SCHEMA_VERSION)
     return run
+
+
+def _check_phases(phases: Any, path: Path) -> None:
+    if phases is None:
+        return
+    if not isinstance(phases, list):
+        raise RunFileError(f"{path}: phases must be a list, got {phases!r}", path=path, key="phases")
+    for i, phase in enumerate(phases):
+        ok = (isinstance(phase, dict) and isinstance(phase.get("name"), str)
+              and all(isinstance(phase.get(k), (int, float)) and not isinstance(phase.get(k), bool)
+                      for k in ("start_s", "end_s")))
+        if not ok:
+            raise RunFileError(f"{path}: phases[{i}] must be {{name, start_s, end_s}}, got {phase!r}",
+                               path=path, key=f"phases[{i}]")
 
 
 def _slo_expressions(run: dict, run_dir: Path) -> list:
@@ -353,7 +375,10 @@ def _write_atomically(path: Path, text: str) -> None:
 
 
 def _write_report(run_dir: Path, summary: dict, say: Progress) -> None:
-    """Render report.html when analysis.report provides render_report; skip it otherwise."""
+    """Render report.html when analysis.report provides render_report; skip it otherwise.
+
+    The Locust report next to it, when the run left one, is linked from the header.
+    """
     try:
         from analysis import report
     except ImportError as exc:
@@ -363,5 +388,8 @@ def _write_report(run_dir: Path, summary: dict, say: Progress) -> None:
     if render is None:
         say("report skipped: analysis.report has no render_report yet")
         return
+    kwargs = {}
+    if (run_dir / "locust.html").is_file() and "links" in inspect.signature(render).parameters:
+        kwargs["links"] = {"Locust report": "locust.html"}
     say("writing report.html")
-    _write_atomically(run_dir / "report.html", render(summary))
+    _write_atomically(run_dir / "report.html", render(summary, **kwargs))

@@ -149,3 +149,20 @@ def test_rows_of_another_schema_version_are_refused(tmp_path, spark, write_trace
 def test_a_directory_without_run_json_is_refused(tmp_path, spark):
     with pytest.raises(RunFileError, match="run.json not found"):
         analyze(tmp_path, spark=spark)
+
+
+def test_a_phase_without_an_end_in_run_json_is_refused(tmp_path, spark):
+    _run_json(tmp_path, phases=[{"name": "slow", "start_s": 2.0}])
+    with pytest.raises(RunFileError, match=r"phases\[0\]"):
+        analyze(tmp_path, spark=spark)
+
+
+def test_the_report_is_rendered_from_the_summary_when_the_renderer_exists(analysed):
+    run_dir, _, messages = analysed
+    from analysis import report
+
+    if getattr(report, "render_report", None) is None:
+        assert any(m.startswith("report skipped") for m in messages)
+    else:
+        assert "writing report.html" in messages
+        assert (run_dir / "report.html").read_text().lstrip().lower().startswith("<!doctype html")
