@@ -79,7 +79,8 @@ def analyze(run_dir: str | Path, master: str | None = None, spark: SparkSession 
     summary["slo"] = evaluate_slos(summary, slo_exprs)
 
     say("writing summary.json")
-    text = json.dumps(_json_safe(summary), indent=2, allow_nan=False) + "\n"
+    summary = _json_safe(summary)  # what is returned is exactly what the file holds
+    text = json.dumps(summary, indent=2, allow_nan=False) + "\n"
     _write_atomically(run_dir / "summary.json", text)
     _write_report(run_dir, json.loads(text), say)
     return summary
