@@ -148,12 +148,12 @@ class RunContext:
         control connection, so workers on other processes or hosts never get the
         same slot; a slot decides when its user is active on the timeline.
         """
-        for i in range(max_count):
-            key = (kind, group, i)
-            if key in self._claimed:
-                continue
-            name = f"{self.scenario.queue.name}.sojourn-slot.{kind}.{group}.{i}"
-            with self._control_lock:
+        with self._control_lock:  # held across the broker round trip: users of this process claim in turn
+            for i in range(max_count):
+                key = (kind, group, i)
+                if key in self._claimed:
+                    continue
+                name = f"{self.scenario.queue.name}.sojourn-slot.{kind}.{group}.{i}"
                 channel = self.new_channel()
                 try:
                     amqp.wait_for(
@@ -166,8 +166,8 @@ class RunContext:
                 finally:
                     if channel.is_open:
                         channel.close()
-            self._claimed.add(key)
-            return i
+                self._claimed.add(key)
+                return i
         raise RuntimeError(f"no free {kind} slot in group {group!r} (max {max_count})")
 
     # -- drain --------------------------------------------------------------
@@ -197,6 +197,8 @@ class RunContext:
             log.warning("drain timed out after %.0f s; what is left is counted as left in the broker",
                         run.drain_timeout_s)
         self.drained.set()
+        if not self.participants:  # everyone here had already left (e.g. a producer-only worker)
+            self.finished.set()
 
     def participant_finished(self, participant: Participant) -> None:
         if participant in self.participants:
