@@ -30,6 +30,10 @@ def get_spark(master: str | None = None, app_name: str = "sojourn",
         .config("spark.sql.session.timeZone", "UTC")
     )
     if resolved.startswith("local"):
+        # A local run needs no network: bind the driver to loopback (this also stops
+        # Spark warning that the host name resolves to a loopback address).
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        builder = builder.config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
         # Traces of one run are small: Spark's default 200 shuffle partitions would
         # spend more time scheduling empty tasks than computing. On a cluster the
         # default stands and adaptive execution coalesces partitions.
