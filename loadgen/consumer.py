@@ -9,7 +9,6 @@ with prefetch N really holds up to N deliveries in its buffer.
 from __future__ import annotations
 
 import logging
-import random
 import time
 from collections import deque
 from typing import NamedTuple
@@ -18,7 +17,8 @@ import gevent
 from gevent.event import Event
 
 from loadgen.amqp import connection as amqp
-from loadgen.producer import Report, hash_seed
+from loadgen.producer import Report
+from loadgen.runtime import Participant
 
 __all__ = ["Consumer"]
 
@@ -40,13 +40,9 @@ class Delivery(NamedTuple):
     channel: object
 
 
-class Consumer:
+class Consumer(Participant):
     def __init__(self, ctx, group: str, slot: int, report: Report):
-        self.ctx = ctx
-        self.group = group
-        self.slot = slot
-        self.name = f"{group}/{ctx.worker}/{slot}"
-        self.report = report
+        super().__init__(ctx, group, slot, report)
         self._buffer: deque[Delivery] = deque()
         self._has_work = Event()
         self._busy = False
@@ -55,7 +51,6 @@ class Consumer:
         self._prefetch = 0
         self._consumer_tag = None
         self._leaving = False
-        self._rng = random.Random(hash_seed(f"{ctx.run_id}/{self.name}"))
         self._overshoot_s = 0.0  # running mean of how late gevent's timer wakes us
         self._request_name = f"consume:{ctx.scenario.queue.name}"
 
@@ -101,10 +96,8 @@ class Consumer:
 
     # -- connection ---------------------------------------------------------
     def _join(self, settings) -> None:
-        b = self.ctx.scenario.broker
         self._leaving = False
-        self._conn = amqp.connect(b.url, heartbeat_s=b.heartbeat_s, connect_timeout_s=b.connect_timeout_s,
-                                  name=f"sojourn-consumer-{self.name}", on_close=self._on_connection_closed)
+        self._conn = self.ctx.connect(f"sojourn-consumer-{self.name}", on_close=self._on_connection_closed)
         channel = amqp.open_channel(self._conn)
         self._channel = channel
         self._set_prefetch(settings)
@@ -174,7 +167,7 @@ class Consumer:
         d = self._buffer.popleft()
         self._busy = True
         start_ns = time.time_ns()
-        processing_ms = settings.processing.sample_ms(self._rng)
+        processing_ms = settings.processing.sample_ms(self.rng)
         end_ns = settle_ns = None
         outcome = "unsettled"
         try:

@@ -16,7 +16,8 @@ import pika
 from gevent.event import Event
 
 from loadgen.amqp import connection as amqp
-from loadgen.schedule import ArrivalSchedule, producer_rng
+from loadgen.runtime import Participant
+from loadgen.schedule import ArrivalSchedule
 
 __all__ = ["Producer", "Report"]
 
@@ -29,13 +30,9 @@ WRITE_BUFFER_LIMIT = 256 * 1024  # bytes queued in pika before the loop waits fo
 CONFIRM_GRACE_S = 5.0            # how long to wait for outstanding confirms at the end
 
 
-class Producer:
+class Producer(Participant):
     def __init__(self, ctx, group: str, slot: int, report: Report):
-        self.ctx = ctx
-        self.group = group
-        self.slot = slot
-        self.name = f"{group}/{ctx.worker}/{slot}"
-        self.report = report
+        super().__init__(ctx, group, slot, report)
         self._seq = 0
         self._conn = None
         self._channel = None
@@ -45,7 +42,6 @@ class Producer:
         self._window_open = Event()
         self._window_open.set()
         self._bodies: dict[int, bytes] = {}
-        self._rng = producer_rng(hash_seed(ctx.run_id), self.name)
 
     # -- Participant --------------------------------------------------------
     def idle(self) -> bool:
@@ -70,7 +66,7 @@ class Producer:
                 self._join(settings)
                 # Open loop: the schedule starts at the segment's start whatever the time now;
                 # a late start (connecting) shows as lateness in the trace, not as missing messages.
-                schedule = ArrivalSchedule(settings.arrival, lambda _t, r=settings.rate: r, self._rng,
+                schedule = ArrivalSchedule(settings.arrival, lambda _t, r=settings.rate: r, self.rng,
                                            start_s=start, end_s=end)
                 phase = scenario.phase_at(start)
                 for intended_s in schedule:
@@ -83,10 +79,8 @@ class Producer:
     def _join(self, settings) -> None:
         if self._channel is not None and self._channel.is_open:
             return
-        b = self.ctx.scenario.broker
         self._leaving = False
-        self._conn = amqp.connect(b.url, heartbeat_s=b.heartbeat_s, connect_timeout_s=b.connect_timeout_s,
-                                  name=f"sojourn-producer-{self.name}", on_close=self._on_connection_closed)
+        self._conn = self.ctx.connect(f"sojourn-producer-{self.name}", on_close=self._on_connection_closed)
         self._channel = amqp.open_channel(self._conn)
         self._next_tag = 1
         if settings.confirms:
@@ -205,8 +199,3 @@ class Producer:
     def _request_name(settings) -> str:
         return f"publish:{settings.exchange or '(default)'}:{settings.routing_key}"
 
-
-def hash_seed(run_id: str) -> int:
-    import hashlib
-
-    return int.from_bytes(hashlib.sha256(run_id.encode()).digest()[:8], "big")

@@ -8,12 +8,13 @@ events that say when publishing stops (`draining`) and consumers may leave
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
 import socket
 import time
-from typing import Any, Protocol
+from typing import Any
 
 import gevent
 from gevent.event import Event
@@ -22,6 +23,7 @@ from gevent.lock import RLock
 from loadgen.amqp import connection as amqp
 from loadgen.amqp import topology
 from loadgen.errors import BrokerOperationFailed
+from loadgen.schedule import producer_rng
 from loadgen.trace import TraceWriter
 
 __all__ = ["RunContext", "Participant", "worker_name"]
@@ -33,12 +35,25 @@ FLUSH_EVERY_S = 1.0
 DRAIN_STABLE_CHECKS = 3
 
 
-class Participant(Protocol):
-    """A producer or consumer as the drain monitor sees it."""
+class Participant:
+    """Base of producers and consumers: who they are in the run, and what the drain asks."""
 
-    name: str
+    def __init__(self, ctx: "RunContext", group: str, slot: int, report):
+        self.ctx = ctx
+        self.group = group
+        self.slot = slot
+        self.name = f"{group}/{ctx.worker}/{slot}"
+        self.report = report  # report(request_type, name, response_time_ms, length, exception)
+        # The same seed in every process and every rerun of this run id.
+        self.rng = producer_rng(_seed(ctx.run_id), self.name)
 
-    def idle(self) -> bool: ...
+    def idle(self) -> bool:
+        """True when nothing of this participant's is still in flight."""
+        return True
+
+
+def _seed(run_id: str) -> int:
+    return int.from_bytes(hashlib.sha256(run_id.encode()).digest()[:8], "big")
 
 
 def worker_name() -> str:
@@ -107,12 +122,16 @@ class RunContext:
         """The process's control channel (topology, depth checks, slot claims, census)."""
         with self._control_lock:
             if self._control is None or not self._control.is_open:
-                b = self.scenario.broker
-                conn = amqp.connect(b.url, heartbeat_s=b.heartbeat_s, connect_timeout_s=b.connect_timeout_s,
-                                    name=f"sojourn-control-{self.worker}")
+                conn = self.connect(f"sojourn-control-{self.worker}")
                 self._control_conn = conn
                 self._control = amqp.open_channel(conn)
             return self._control
+
+    def connect(self, name: str, on_close=None):
+        """A new connection to the scenario's broker, open when this returns."""
+        b = self.scenario.broker
+        return amqp.connect(b.url, heartbeat_s=b.heartbeat_s, connect_timeout_s=b.connect_timeout_s,
+                            name=name, on_close=on_close)
 
     def new_channel(self):
         """A fresh channel on the control connection (closing it does not disturb others)."""

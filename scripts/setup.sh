@@ -26,8 +26,10 @@ if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
 say "installing sojourn and its dependencies into .venv (first time takes a few minutes: PySpark is large)"
-.venv/bin/python -m pip install -q --upgrade pip >/dev/null
-.venv/bin/python -m pip install -q -e ".[dev]"
+# (pip's and setuptools' chatter about local index locations and editable installs is filtered out)
+quiet() { "$@" 2>&1 | grep -vE "Location 'file:|^\s*$|BuildBackendWarning|Editable installation|take precedence|^\s*!!|\*{8}|Please be careful|name as your package|wheel_obj" || true; return "${PIPESTATUS[0]}"; }
+quiet .venv/bin/python -m pip install -q --upgrade pip
+quiet .venv/bin/python -m pip install -q -e ".[dev]"
 
 # 2. Java for PySpark
 if ! command -v java >/dev/null; then
