@@ -27,7 +27,12 @@ if [ ! -x .venv/bin/python ]; then
 fi
 say "installing sojourn and its dependencies into .venv (first time takes a few minutes: PySpark is large)"
 # (pip's and setuptools' chatter about local index locations and editable installs is filtered out)
-quiet() { "$@" 2>&1 | grep -vE "Location 'file:|^\s*$|BuildBackendWarning|Editable installation|take precedence|^\s*!!|\*{8}|Please be careful|name as your package|wheel_obj" || true; return "${PIPESTATUS[0]}"; }
+quiet() {
+  local out rc=0
+  out=$("$@" 2>&1) || rc=$?
+  printf '%s\n' "$out" | grep -vE "Location 'file:|^\s*$|BuildBackendWarning|Editable installation|take precedence|^\s*!!|\*{8}|Please be careful|name as your package|wheel_obj" >&2 || true
+  return $rc
+}
 quiet .venv/bin/python -m pip install -q --upgrade pip
 quiet .venv/bin/python -m pip install -q -e ".[dev]"
 
