@@ -87,7 +87,6 @@ class Consumer(Participant):
             clean = not ctx.stopping.is_set()
         finally:
             self._leave(clean=clean)
-            ctx.participant_finished(self)
 
     def _wait_for_change(self, t: float) -> None:
         upcoming = [c for c in self.ctx.scenario.change_times() if c > t]

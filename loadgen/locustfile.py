@@ -24,9 +24,11 @@ from locust import LoadTestShape, User, events, task  # noqa: E402
 from loadgen import session  # noqa: E402
 from loadgen.consumer import Consumer  # noqa: E402
 from loadgen.producer import Producer  # noqa: E402
+from loadgen.redact import mask_text  # noqa: E402
 from loadgen.scenario import ScenarioError, load_scenario  # noqa: E402
 
 log = logging.getLogger("sojourn")
+RETRY_AFTER_S = 1.0
 logging.getLogger("pika").setLevel(logging.WARNING)  # pika logs every channel open/close at INFO
 
 
@@ -73,19 +75,28 @@ class SojournUser(User):
     kind = ""
     group = ""
 
+    participant = None
+
     @task
     def run_participant(self):
         ctx = session.context()
-        max_count = SCENARIO.max_count(self.kind, self.group)
-        slot = ctx.claim_slot(self.kind, self.group, max_count)
-        cls = Producer if self.kind == "producers" else Consumer
-        participant = cls(ctx, self.group, slot, session.reporter(self.environment))
+        if self.participant is None or self.participant.ctx is not ctx:
+            slot = ctx.claim_slot(self.kind, self.group, SCENARIO.max_count(self.kind, self.group))
+            cls = Producer if self.kind == "producers" else Consumer
+            self.participant = cls(ctx, self.group, slot, session.reporter(self.environment))
+        participant = self.participant
         ctx.participants.append(participant)
         try:
             participant.run()
+        except Exception as exc:  # noqa: BLE001 - trace it, back off, and let Locust call us again
+            ctx.event("participant_error", participant.name, participant.name,
+                      detail={"error": mask_text(f"{type(exc).__name__}: {exc}")})
+            log.error("sojourn: %s failed: %s; retrying in %.0f s", participant.name,
+                      mask_text(str(exc)), RETRY_AFTER_S)
+            ctx.stopping.wait(RETRY_AFTER_S)
+            return
         finally:
-            if participant in ctx.participants:
-                ctx.participant_finished(participant)
+            ctx.participant_finished(participant)
         ctx.stopping.wait()  # done: idle until Locust stops the run
 
 

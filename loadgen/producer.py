@@ -34,6 +34,7 @@ class Producer(Participant):
     def __init__(self, ctx, group: str, slot: int, report: Report):
         super().__init__(ctx, group, slot, report)
         self._seq = 0
+        self._entered = False
         self._conn = None
         self._channel = None
         self._leaving = False
@@ -52,6 +53,9 @@ class Producer(Participant):
         scenario = self.ctx.scenario
         duration = scenario.run.duration_s
         bounds = [0.0, *scenario.change_times(), duration]
+        # Re-entered after an error: resume from now rather than bursting to catch up.
+        resume_s = self.ctx.elapsed_s() if self._entered else 0.0
+        self._entered = True
         try:
             for start, end in zip(bounds, bounds[1:]):
                 if self.ctx.draining.is_set() or self.ctx.stopping.is_set():
@@ -67,7 +71,7 @@ class Producer(Participant):
                 # Open loop: the schedule starts at the segment's start whatever the time now;
                 # a late start (connecting) shows as lateness in the trace, not as missing messages.
                 schedule = ArrivalSchedule(settings.arrival, lambda _t, r=settings.rate: r, self.rng,
-                                           start_s=start, end_s=end)
+                                           start_s=max(start, resume_s), end_s=end)
                 phase = scenario.phase_at(start)
                 for intended_s in schedule:
                     if not self.ctx.sleep_until(intended_s, self.ctx.stopping):

@@ -220,7 +220,7 @@ class RunContext:
             self.finished.set()
 
     def participant_finished(self, participant: Participant) -> None:
-        if participant in self.participants:
+        while participant in self.participants:
             self.participants.remove(participant)
         if not self.participants and self.drained.is_set():
             self.finished.set()
