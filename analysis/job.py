@@ -21,7 +21,7 @@ from analysis import schema
 from analysis.errors import AnalysisError, RunFileError, SchemaVersionError, TraceColumnsError
 from analysis.slo import SloError, evaluate_slos, parse_slo
 from analysis.transforms import (
-    accounting_totals, attach_intended_ns, classify_messages, consumer_summary, delivery_counts,
+    DISCARD_CLASSES, accounting_totals, attach_intended_ns, classify_messages, consumer_summary, delivery_counts,
     histogram_counts, histogram_edges, mark_measured, measurement_window_ns, per_second_windows,
     phase_summary, stats_block, stats_by, throughput, timeline_events, timeline_segments,
     unaccounted_ids, with_confirm_latency, with_delivery_latencies,
@@ -250,7 +250,8 @@ def summarize(traces: Traces, run: Mapping[str, Any], progress: Progress | None 
     cached = [publishes, deliveries]
     try:
         say("computing accounting")
-        classified = publishes.transform(classify_messages(deliveries, traces["leftover"])).cache()
+        classified = publishes.transform(
+            classify_messages(deliveries, traces["leftover"], traces["event"])).cache()
         cached.append(classified)
         messages = _messages_block(
             accounting_totals(classified).crossJoin(delivery_counts(deliveries)).first(),
@@ -323,7 +324,7 @@ def _run_block(run: Mapping[str, Any]) -> dict:
 
 
 def _messages_block(totals, ids: list[str]) -> dict:
-    discarded = {c: int(totals[c]) for c in ("publish_nacked", "publish_failed", "consumer_nack_discard")}
+    discarded = {c: int(totals[c]) for c in DISCARD_CLASSES}
     return {
         "published": int(totals["published"]), "confirmed": int(totals["confirmed"]),
         "acked": int(totals["acked"]), "discarded": discarded,

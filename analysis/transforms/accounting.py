@@ -1,7 +1,7 @@
 """Message accounting: every published message id ends in exactly one class.
 
 First match wins, in this order (docs/summary.md): acked, consumer_nack_discard,
-publish_nacked, publish_failed, left_in_broker, unaccounted. All counts are
+publish_nacked, publish_failed, left_in_broker, connection_lost, unaccounted. All counts are
 exact (`count`, never an approximate distinct count).
 """
 from __future__ import annotations
@@ -15,8 +15,11 @@ __all__ = ["ACCOUNT_CLASSES", "DISCARD_CLASSES", "classify_messages", "accountin
            "delivery_counts", "unaccounted_ids"]
 
 ACCOUNT_CLASSES = ("acked", "consumer_nack_discard", "publish_nacked", "publish_failed",
-                   "left_in_broker", "unaccounted")
-DISCARD_CLASSES = ("publish_nacked", "publish_failed", "consumer_nack_discard")
+                   "left_in_broker", "connection_lost", "unaccounted")
+DISCARD_CLASSES = ("publish_nacked", "publish_failed", "consumer_nack_discard", "connection_lost")
+
+# Written to the socket but never confirmed: lost if the producer's connection died afterwards.
+_UNCONFIRMED = ("unconfirmed", "sent")
 
 _REACHED_BROKER = ("confirmed", "sent", "unconfirmed")
 
@@ -25,7 +28,8 @@ def _flag(condition: Column) -> Column:
     return F.coalesce(F.bool_or(condition), F.lit(False))
 
 
-def classify_messages(deliveries: DataFrame, leftovers: DataFrame) -> Transform:
+def classify_messages(deliveries: DataFrame, leftovers: DataFrame,
+                      events: DataFrame | None = None) -> Transform:
     """Applied to publishes: one row per published message id with its `account`
     class and whether any of its publishes was `confirmed`.
 
@@ -33,6 +37,11 @@ def classify_messages(deliveries: DataFrame, leftovers: DataFrame) -> Transform:
     retried publish), it counts as nacked or failed only if no attempt of it
     reached the broker un-nacked, so a retried message that was then lost shows up
     as unaccounted instead of hiding behind its first failure.
+
+    `connection_lost`: a publish the broker never confirmed (outcome unconfirmed,
+    or sent with confirms off), found nowhere afterwards, whose producer traced a
+    `connection_lost` event at or after its publish time: the broker dropped it
+    with the connection. Without such an event it stays unaccounted.
     """
     def _classify(publishes: DataFrame) -> DataFrame:
         outcome = F.col("outcome")
@@ -41,7 +50,15 @@ def classify_messages(deliveries: DataFrame, leftovers: DataFrame) -> Transform:
             _flag(outcome == "nacked").alias("_nacked"),
             _flag(outcome == "failed").alias("_failed"),
             _flag(outcome.isin(*_REACHED_BROKER)).alias("_reached"),
+            F.max(F.when(outcome.isin(*_UNCONFIRMED), F.col("publish_ns"))).alias("_unconfirmed_ns"),
+            F.first("producer", ignorenulls=True).alias("_producer"),
         )
+        if events is not None:
+            lost = (events.where(F.col("kind") == "connection_lost")
+                    .groupBy(F.col("source").alias("_producer")).agg(F.max("ts_ns").alias("_lost_ns")))
+            published = published.join(lost, "_producer", "left")
+        else:
+            published = published.withColumn("_lost_ns", F.lit(None).cast("long"))
         delivered = deliveries.where(F.col("message_id").isNotNull()).groupBy("message_id").agg(
             _flag(is_acked()).alias("_acked"),
             _flag(outcome == "nack_discard").alias("_nack_discard"),
@@ -56,6 +73,7 @@ def classify_messages(deliveries: DataFrame, leftovers: DataFrame) -> Transform:
             .when(flag("_nacked") & ~flag("_reached"), "publish_nacked")
             .when(flag("_failed") & ~flag("_reached"), "publish_failed")
             .when(flag("_left"), "left_in_broker")
+            .when(F.coalesce(F.col("_lost_ns") >= F.col("_unconfirmed_ns"), F.lit(False)), "connection_lost")
             .otherwise("unaccounted")
         )
         return j.select("message_id", account.alias("account"), "confirmed")

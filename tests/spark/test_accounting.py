@@ -57,7 +57,7 @@ def test_totals_satisfy_the_accounting_identity(frame):
     # confirmed: m01 m02 m03 m06 m07 m09 = 6
     assert totals == {"published": 11, "confirmed": 6, "acked": 4, "consumer_nack_discard": 1,
                       "publish_nacked": 1, "publish_failed": 1, "left_in_broker": 2,
-                      "unaccounted": 2}
+                      "connection_lost": 0, "unaccounted": 2}
     # published = acked + discarded_total + left_in_broker + unaccounted: 11 = 4 + 3 + 2 + 2
     assert totals["published"] == sum(totals[c] for c in ACCOUNT_CLASSES)
 
@@ -78,3 +78,39 @@ def test_a_retried_publish_that_failed_once_but_then_got_lost_is_unaccounted(fra
     publishes = frame("publish", _publish("r", "failed"), _publish("r", "confirmed"))
     got = publishes.transform(classify_messages(frame("delivery"), frame("leftover"))).collect()
     assert [(r.message_id, r.account) for r in got] == [("r", "unaccounted")]
+
+
+def _lost_frames(frame):
+    # producer p lost its connection at t=100; producer q never did.
+    publishes = frame(
+        "publish",
+        dict(message_id="a", producer="p", publish_ns=90, outcome="unconfirmed"),   # before the loss
+        dict(message_id="b", producer="p", publish_ns=95, outcome="sent"),          # confirms off
+        dict(message_id="c", producer="p", publish_ns=110, outcome="unconfirmed"),  # after the loss
+        dict(message_id="d", producer="q", publish_ns=90, outcome="unconfirmed"),   # no loss at all
+        dict(message_id="e", producer="p", publish_ns=80, outcome="unconfirmed"),   # found in the queue
+        dict(message_id="f", producer="p", publish_ns=85, outcome="confirmed"),     # confirmed, then gone
+    )
+    events = frame("event", dict(ts_ns=100, kind="connection_lost", source="p", name="p"),
+                   dict(ts_ns=100, kind="consumer_leave", source="q", name="q"))
+    leftovers = frame("leftover", dict(message_id="e"))
+    return publishes.transform(classify_messages(frame("delivery"), leftovers, events))
+
+
+def test_an_unconfirmed_publish_lost_with_its_connection_is_discarded_with_that_reason(frame):
+    got = {r.message_id: r.account for r in _lost_frames(frame).collect()}
+    assert got == {
+        "a": "connection_lost",   # written at 90, connection died at 100, found nowhere
+        "b": "connection_lost",   # the same with confirms off
+        "c": "unaccounted",       # published after the only loss: nothing explains it
+        "d": "unaccounted",       # its producer never lost a connection
+        "e": "left_in_broker",    # the census found it: not lost
+        "f": "unaccounted",       # the broker confirmed it: a connection loss does not explain it
+    }
+
+
+def test_connection_lost_counts_in_the_identity(frame):
+    totals = accounting_totals(_lost_frames(frame)).first().asDict()
+    # 6 published = 0 acked + 2 discarded (connection_lost) + 1 left + 3 unaccounted
+    assert totals["connection_lost"] == 2 and totals["left_in_broker"] == 1 and totals["unaccounted"] == 3
+    assert totals["published"] == sum(totals[c] for c in ACCOUNT_CLASSES)
