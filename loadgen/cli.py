@@ -207,9 +207,13 @@ def format_summary(summary: dict, run_dir: str) -> str:
     ]
     for phase in summary.get("phases", []):
         psj = phase.get("sojourn_ms", {})
-        lines.append(f"  phase {phase.get('phase')}: sojourn p50 {ms(psj.get('p50'))} p99 {ms(psj.get('p99'))}")
+        span = f"{phase.get('start_s', 0):g}–{phase.get('end_s', 0):g} s"
+        lines.append(f"  phase {phase.get('phase')} ({span}): sojourn p50 {ms(psj.get('p50'))} "
+                     f"p99 {ms(psj.get('p99'))}")
     for s in summary.get("slo", []):
-        lines.append(f"  SLO {'PASS' if s.get('passed') else 'FAIL'}  {s.get('expr')}  (value {s.get('value')})")
+        value = s.get("value")
+        shown = "none" if value is None else f"{value:,.6g}"
+        lines.append(f"  SLO {'PASS' if s.get('passed') else 'FAIL'}  {s.get('expr')}  (value {shown})")
     if m.get("unaccounted"):
         lines.append(f"  WARNING: {m['unaccounted']} messages unaccounted for, e.g. {m.get('unaccounted_ids', [])[:5]}")
     lines.append(f"  report: {os.path.join(run_dir, 'report.html')}")

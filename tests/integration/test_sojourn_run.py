@@ -36,6 +36,7 @@ timeline:
       consumers.c.count: 2
 slo:
   - "messages.unaccounted == 0"
+  - "throughput.publish_per_s > 1000"   # fails on purpose: ~80/s are sent
 """
 
 
@@ -43,7 +44,9 @@ def test_every_published_message_is_acked_and_reported(tmp_path: Path):
     scenario = write_scenario(tmp_path / "short.yaml", SHORT)
     run_dir = tmp_path / "run"
     result = sojourn("run", scenario, "--out", str(run_dir))
-    assert result.returncode == 0, result.stderr[-3000:]
+    # exit 1: the run and the analysis worked, and one SLO failed
+    assert result.returncode == 1, result.stderr[-3000:]
+    assert "SLO FAIL  throughput.publish_per_s > 1000" in result.stdout
 
     publishes = read_rows(run_dir, "publish")
     deliveries = read_rows(run_dir, "delivery")
@@ -58,7 +61,7 @@ def test_every_published_message_is_acked_and_reported(tmp_path: Path):
     assert summary["messages"]["published"] == len(publishes)
     assert summary["messages"]["acked"] == len(publishes)
     assert summary["messages"]["unaccounted"] == 0
-    assert [s["passed"] for s in summary["slo"]] == [True]
+    assert [s["passed"] for s in summary["slo"]] == [True, False]
     # the second consumer joined at t=4 s: two consumers appear in the per-consumer block
     assert len(summary["consumers"]) == 2
 
