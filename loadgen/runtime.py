@@ -69,7 +69,8 @@ class RunContext:
         self.worker = worker_name()
         self.t0_ns = t0_ns or time.time_ns()
         self._t0_mono = time.monotonic() - (time.time_ns() - self.t0_ns) / 1e9
-        self.writer = TraceWriter(run_dir, run_id, self.worker)
+        self.writer = TraceWriter(run_dir, run_id, self.worker,
+                                  offload=lambda fn: gevent.get_hub().threadpool.spawn(fn))
         self.draining = Event()   # publishing must stop
         self.drained = Event()    # consumers may leave
         self.finished = Event()   # every local participant has left

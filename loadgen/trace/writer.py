@@ -26,11 +26,15 @@ _COMMON = 3  # schema_version, run_id, worker
 
 class TraceWriter:
     def __init__(self, run_dir: str | os.PathLike, run_id: str, worker: str, *,
-                 max_rows: int = 50_000):
+                 max_rows: int = 50_000, offload: Callable[[Callable[[], Any]], Any] | None = None):
+        """`offload(fn)` runs a full batch's write without blocking the caller (e.g. a
+        thread pool's spawn); appends may come from the I/O loop itself, which must
+        never wait for a file write. Without it, full batches are written inline."""
         self.root = Path(run_dir) / "traces"
         self.run_id = run_id
         self.worker = worker
         self.max_rows = max_rows
+        self._offload = offload
         self._rows: dict[str, list[tuple]] = {kind: [] for kind in KINDS}
         self._seq = 0
         self._lock = threading.Lock()  # serialises part numbering and file writes
@@ -44,7 +48,7 @@ class TraceWriter:
         rows = self._rows[kind]
         rows.append(row)
         if len(rows) >= self.max_rows:
-            self.flush_kind(kind)
+            self.flush_kind(kind, self._offload)
 
     def pending(self) -> int:
         return sum(len(r) for r in self._rows.values())
@@ -90,4 +94,4 @@ class TraceWriter:
             tmp = self.root / kind / f".{name}.tmp"
             pq.write_table(table, tmp)
             os.replace(tmp, self.root / kind / name)
-        self.rows_written[kind] += n
+            self.rows_written[kind] += n

@@ -49,3 +49,14 @@ def test_flush_can_run_the_write_elsewhere(tmp_path: Path):
     w.append("event", _event(0))
     w.flush(run_in=lambda fn: ran.append(fn()))
     assert len(ran) == 1 and w.rows_written["event"] == 1
+
+
+def test_a_full_batch_is_handed_to_the_offload_instead_of_written_by_the_appender(tmp_path: Path):
+    handed: list = []
+    w = TraceWriter(tmp_path, "r", "w", max_rows=2, offload=handed.append)
+    w.append("event", _event(0))
+    w.append("event", _event(1))  # full: handed off, the appender does not write
+    assert len(handed) == 1 and list((tmp_path / "traces" / "event").glob("*.parquet")) == []
+    handed[0]()  # the thread pool runs it
+    (part,) = (tmp_path / "traces" / "event").glob("*.parquet")
+    assert pq.read_table(part).num_rows == 2
