@@ -136,6 +136,7 @@ EVENT_KINDS = {
     "drain_start": "publishing stopped; consumers drain what is left",
     "drain_end": "drain finished or timed out (detail says which)",
     "broker_depth": "messages ready in the queue (name = queue, value = depth)",
+    "queue_deleted": "queue.delete_on_end: the queue was deleted after the census (name = queue)",
     "run_end": "a worker process finished its part of the run",
 }
 

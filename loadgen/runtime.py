@@ -151,6 +151,12 @@ class RunContext:
                 depth = 0
         return depth
 
+    def delete_queue(self) -> None:
+        """queue.delete_on_end: remove the queue (and what the census counted in it)."""
+        with self._control_lock:
+            topology.delete_queue(self.control(), self.scenario.queue.name)
+        self.event("queue_deleted", "runner", self.scenario.queue.name)
+
     def queue_depth(self) -> int | None:
         try:
             with self._control_lock:

@@ -177,6 +177,8 @@ def stop(environment) -> None:
     depth = None
     try:
         depth = take_census(ctx)
+        if ctx.scenario.queue.delete_on_end:
+            ctx.delete_queue()
     except Exception as exc:  # noqa: BLE001 - a lost broker must not lose the traces
         log.error("sojourn: census failed, messages left in the broker are not known by id: %s",
                   mask_text(str(exc)))

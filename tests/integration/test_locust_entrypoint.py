@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from collections import Counter
@@ -14,6 +15,7 @@ SCENARIO = """
 name: it-locust
 queue:
   name: sojourn.it.locust-{tag}
+  delete_on_end: true
 run:
   duration_s: 5
   warmup_s: 0
@@ -47,6 +49,23 @@ def _check_accounted(run_dir: Path) -> tuple[list[dict], list[dict]]:
     return publishes, deliveries
 
 
+def _queue_exists(name: str) -> bool:
+    import pika
+    import pika.exceptions
+
+    conn = pika.BlockingConnection(pika.URLParameters(
+        os.environ.get("SOJOURN_AMQP_URL") or "amqp://guest:guest@127.0.0.1:5672/"))
+    try:
+        conn.channel().queue_declare(name, passive=True)
+        return True
+    except pika.exceptions.ChannelClosedByBroker as exc:
+        assert exc.reply_code == 404
+        return False
+    finally:
+        if conn.is_open:
+            conn.close()
+
+
 def test_headless_locust_run_writes_traces_and_reports_rows(tmp_path: Path):
     scenario = write_scenario(tmp_path / "s.yaml", SCENARIO.format(tag="single", producers=1, consumers=1))
     result = _locust(scenario, tmp_path / "run", "--csv", str(tmp_path / "stats"))
@@ -54,6 +73,7 @@ def test_headless_locust_run_writes_traces_and_reports_rows(tmp_path: Path):
     publishes, _ = _check_accounted(tmp_path / "run")
     # 50 msg/s constant for 5 s: arrivals at 0, 20 ms, ..., 4.98 s = 250 messages
     assert len(publishes) == 250
+    assert not _queue_exists("sojourn.it.locust-single")  # delete_on_end, after the census
     stats = (tmp_path / "stats_stats.csv").read_text()
     assert "publish:(default):sojourn.it.locust-single" in stats
     assert "consume:sojourn.it.locust-single" in stats
