@@ -27,7 +27,7 @@ __all__ = [
     "markdown_tables",
 ]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: CoDel state on deliveries; network events
 
 ColumnType = Literal["string", "int32", "int64", "float64", "bool"]
 
@@ -81,6 +81,12 @@ DELIVERY = _COMMON + (
     _c("buffer_len", "int32", "deliveries already waiting in the client buffer when this one arrived"),
     _c("size_bytes", "int32", "body size in bytes"),
     _c("processing_ms", "float64", "simulated processing time drawn for this delivery", nullable=True),
+    _c("codel_dropping", "bool", "CoDel: in the dropping state after deciding on this delivery (null: CoDel off)",
+       nullable=True),
+    _c("codel_count", "int32", "CoDel: drop count after deciding on this delivery", nullable=True),
+    _c("codel_first_above_ns", "int64", "CoDel: first-above-target deadline (0 = not above target)",
+       nullable=True),
+    _c("codel_drop_next_ns", "int64", "CoDel: when the next drop is due while dropping", nullable=True),
 )
 
 EVENT = _COMMON + (
@@ -117,8 +123,8 @@ PUBLISH_OUTCOMES = {
 DELIVERY_OUTCOMES = {
     "ack": "processed and acked",
     "auto_ack": "auto-ack mode: the broker counted it delivered when it sent it; processed",
-    "nack_requeue": "nacked with requeue=true: back to the queue",
-    "nack_discard": "nacked with requeue=false: discarded (dead-lettered if the queue has a DLX)",
+    "nack_requeue": "nacked with requeue=true (CoDel): back to the queue, redelivered later",
+    "nack_discard": "nacked with requeue=false (CoDel): discarded (dead-lettered if the queue has a DLX)",
     "unsettled": "the channel closed before it was settled; the broker requeues it",
 }
 
@@ -136,6 +142,12 @@ EVENT_KINDS = {
     "drain_start": "publishing stopped; consumers drain what is left",
     "drain_end": "drain finished or timed out (detail says which)",
     "broker_depth": "messages ready in the queue (name = queue, value = depth)",
+    "network_change": "the network impairment changed (name = phase; detail = the settings now in force)",
+    "network_down": "network outage began: connections cut, new ones refused (name = phase)",
+    "network_up": "network outage ended (name = phase)",
+    "network_reset": "established connections were reset (name = phase)",
+    "proxy_stats": "delay-line self-measurement for one direction (name = direction; value = p99 error ms; "
+                   "detail = count, p50/p99/max error, bytes)",
     "queue_deleted": "queue.delete_on_end: the queue was deleted after the census (name = queue)",
     "run_end": "a worker process finished its part of the run",
 }

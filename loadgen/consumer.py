@@ -208,4 +208,4 @@ class Consumer(Participant):
         self.ctx.writer.append("delivery", (
             d.message_id, self.name, self.group, d.phase, d.tag, d.redelivered, d.publish_ns,
             d.receive_ns, start_ns, end_ns, settle_ns, outcome, d.prefetch, d.buffer_len, d.size,
-            processing_ms))
+            processing_ms, None, None, None, None))

@@ -8,13 +8,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+from analysis.schema import SCHEMA_VERSION
 from loadgen import __version__
 from loadgen.redact import mask_text, mask_url
 
 __all__ = ["default_run_dir", "code_version", "write_run_json", "update_run_json", "read_run_json"]
-
-RUN_JSON_VERSION = 1
-
 
 def default_run_dir(scenario_name: str, root: str = "runs") -> str:
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
@@ -33,7 +31,7 @@ def code_version() -> dict[str, str]:
 
 def write_run_json(run_dir: str, scenario, *, run_id: str, t0_ns: int, status: str) -> None:
     data: dict[str, Any] = {
-        "schema_version": RUN_JSON_VERSION,
+        "schema_version": SCHEMA_VERSION,  # run.json and traces share one contract version
         "run_id": run_id,
         "scenario_path": scenario.source_path,
         "overrides": [mask_text(o) for o in scenario.overrides],

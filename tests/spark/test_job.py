@@ -7,7 +7,7 @@ from pytest import approx
 
 from analysis.errors import AnalysisError, RunFileError, SchemaVersionError, TraceColumnsError
 from analysis.job import analyze
-from analysis.schema import arrow_schema
+from analysis.schema import SCHEMA_VERSION, arrow_schema
 
 T0 = 1_763_733_600_000_000_000
 MS = 1_000_000
@@ -16,7 +16,7 @@ S = 1_000_000_000
 
 def _run_json(run_dir, **overrides):
     run = {
-        "schema_version": 1, "run_id": "run-1", "scenario_path": "scenarios/tiny.yaml",
+        "schema_version": SCHEMA_VERSION, "run_id": "run-1", "scenario_path": "scenarios/tiny.yaml",
         "scenario": {"name": "tiny", "slo": ["sojourn_ms.p99 < 200", "messages.unaccounted == 0"]},
         "broker_url": "amqp://guest:****@127.0.0.1:5672/", "code_version": {"sojourn": "0.1.0"},
         "t0_ns": T0, "duration_s": 4, "warmup_s": 1, "drain_timeout_s": 5,
