@@ -5,15 +5,17 @@ match; nothing here prints or exits. The schema is documented in docs/scenarios.
 """
 from __future__ import annotations
 
-import math
 import os
-import re
-from typing import Any, Callable, Mapping, NoReturn, Sequence
+from typing import Any, Callable, Mapping, Sequence
 from urllib.parse import urlsplit
 
 import yaml
 
 from analysis.slo import SloError, parse_slo
+from loadgen.scenario.checks import (
+    REQUIRED as _REQUIRED, Check, Reader as _Reader, boolean as _boolean, choice as _choice,
+    fail as _fail, identifier as _name, integer as _integer, number as _number, sub as _sub, text as _text,
+)
 from loadgen.scenario.errors import (
     Invalid, ScenarioError, did_you_mean, join_path as _join, located, mask_passwords, show,
 )
@@ -30,10 +32,6 @@ __all__ = ["load_scenario", "ENV_URL", "DEFAULT_URL", "MAX_SIZE_BYTES"]
 ENV_URL = "SOJOURN_AMQP_URL"
 DEFAULT_URL = "amqp://guest:guest@127.0.0.1:5672/"
 MAX_SIZE_BYTES = 128 * 1024 * 1024
-_NAME = re.compile(r"[A-Za-z0-9._-]+\Z")
-_REQUIRED: Any = object()
-
-Check = Callable[[Any], Any]
 
 
 def load_scenario(path: str | os.PathLike, overrides: Sequence[str] = (),
@@ -103,69 +101,7 @@ class _StrictLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep=deep)
 
 
-# ---- checks: each returns the validated value or raises Invalid (the caller adds file and path)
-
-def _fail(source: str, yaml_path: str, value: Any, message: str) -> NoReturn:
-    raise ScenarioError(source, yaml_path, value, message)
-
-
-def _hint(value: Any) -> str:
-    """Why a number may have arrived as text: quoted, or PyYAML reading `1e3` as a string."""
-    numeric = isinstance(value, str) and re.fullmatch(r"\s*[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?\s*", value)
-    return " (that is text, not a number: drop the quotes; write 1e3 as 1000 or 1.0e+3)" if numeric else ""
-
-
-def _integer(low: int, high: int | None = None) -> Check:
-    wanted = f"an integer >= {low}" if high is None else f"an integer between {low} and {high}"
-
-    def check(value: Any) -> int:
-        if not isinstance(value, int) or isinstance(value, bool) or value < low \
-                or (high is not None and value > high):
-            raise Invalid(f"expected {wanted}, got {show(value)}{_hint(value)}")
-        return value
-    return check
-
-
-def _number(low: float, strict: bool = False) -> Check:
-    wanted = f"a number {'>' if strict else '>='} {low:g}"
-
-    def check(value: Any) -> float:
-        if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value) \
-                or value < low or (strict and value == low):
-            raise Invalid(f"expected {wanted}, got {show(value)}{_hint(value)}")
-        return float(value)
-    return check
-
-
-def _boolean(value: Any) -> bool:
-    if not isinstance(value, bool):
-        raise Invalid(f"expected true or false, got {show(value)}")
-    return value
-
-
-def _choice(*options: str) -> Check:
-    def check(value: Any) -> str:
-        if value not in options or not isinstance(value, str):
-            raise Invalid(f"expected one of {', '.join(options)}, got {show(value)}{did_you_mean(value, options)}")
-        return value
-    return check
-
-
-def _name(value: Any) -> str:
-    if not isinstance(value, str) or not _NAME.match(value):
-        raise Invalid(f"expected a name made of letters, digits, '.', '_' or '-', got {show(value)}")
-    return value
-
-
-def _text(nonempty: bool = False, nullable: bool = False) -> Check:
-    def check(value: Any) -> str | None:
-        if value is None and nullable:
-            return None
-        if not isinstance(value, str) or (nonempty and not value):
-            raise Invalid(f"expected a {'non-empty ' if nonempty else ''}string, got {show(value)}")
-        return value
-    return check
-
+# ---- checks specific to one field; the generic ones live in checks.py
 
 def _url(value: Any) -> str:
     wanted = "expected an amqp:// or amqps:// URL with a host, e.g. amqp://127.0.0.1:5672/"
@@ -220,13 +156,6 @@ def _processing(value: Any) -> Processing:
     return Processing(distribution, tuple(params.items()))
 
 
-def _sub(mapping: dict, key: str, check: Check) -> Any:
-    try:
-        return check(mapping[key])
-    except Invalid as bad:
-        raise bad.within(key, mapping[key]) from None
-
-
 # (check, default) per field, in dataclass order; phases reuse the same checks.
 _PRODUCER_FIELDS: dict[str, tuple[Check, Any]] = {
     "count": (_integer(0), 1), "rate": (_number(0), _REQUIRED),
@@ -244,41 +173,6 @@ _CONSUMER_FIELDS: dict[str, tuple[Check, Any]] = {
 
 
 # ---- sections
-
-class _Reader:
-    """One YAML mapping at a known path: rejects unknown keys, fetches checked fields."""
-
-    def __init__(self, source: str, raw: Any, yaml_path: str, section: str) -> None:
-        self.source, self.yaml_path = source, yaml_path
-        if not isinstance(raw, dict):
-            _fail(source, yaml_path, raw, f"expected a mapping, got {show(raw)}")
-        allowed = YAML_LAYOUT[section]
-        for key, value in raw.items():
-            if key not in allowed:
-                hint = did_you_mean(key, allowed) or f" (expected one of: {', '.join(allowed)})"
-                _fail(source, _join(yaml_path, key), value, f"unknown key{hint}")
-        self.raw = raw
-
-    def get(self, key: str, check: Check, default: Any = _REQUIRED) -> Any:
-        path = _join(self.yaml_path, key)
-        if key not in self.raw:
-            if default is _REQUIRED:
-                _fail(self.source, path, None, "missing required key")
-            return default
-        return located(self.source, path, self.raw[key], check)
-
-    def section(self, key: str, section: str, required: bool = False) -> _Reader:
-        if key not in self.raw and required:
-            _fail(self.source, _join(self.yaml_path, key), None, "missing required key")
-        raw = self.raw.get(key)
-        return _Reader(self.source, {} if raw is None and not required else raw, _join(self.yaml_path, key), section)
-
-    def items(self, key: str) -> list:
-        raw = self.raw.get(key)
-        if raw is not None and not isinstance(raw, list):
-            _fail(self.source, _join(self.yaml_path, key), raw, f"expected a list, got {show(raw)}")
-        return raw or []
-
 
 def _build(tree: dict, source: str, overrides: tuple[str, ...]) -> Scenario:
     top = _Reader(source, tree, "", "scenario")

@@ -1,0 +1,144 @@
+"""Value checks and the mapping reader shared by every part of the scenario loader.
+
+A check takes a raw YAML value and returns it validated (converted where needed) or raises
+`Invalid`; `Reader` walks one YAML mapping, rejecting unknown keys and locating every error.
+"""
+from __future__ import annotations
+
+import math
+import re
+from typing import Any, Callable, NoReturn
+
+from loadgen.scenario.errors import Invalid, ScenarioError, did_you_mean, join_path, located, show
+from loadgen.scenario.model import YAML_LAYOUT
+
+__all__ = ["Check", "REQUIRED", "Reader", "fail", "integer", "number", "optional_number", "boolean",
+           "choice", "identifier", "text", "sub"]
+
+Check = Callable[[Any], Any]
+REQUIRED: Any = object()
+"""The default of a key that must be present."""
+
+_NAME = re.compile(r"[A-Za-z0-9._-]+\Z")
+
+
+def fail(source: str, yaml_path: str, value: Any, message: str) -> NoReturn:
+    raise ScenarioError(source, yaml_path, value, message)
+
+
+def _hint(value: Any) -> str:
+    """Why a number may have arrived as text: quoted, or PyYAML reading `1e3` as a string."""
+    numeric = isinstance(value, str) and re.fullmatch(r"\s*[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?\s*", value)
+    return " (that is text, not a number: drop the quotes; write 1e3 as 1000 or 1.0e+3)" if numeric else ""
+
+
+def integer(low: int, high: int | None = None) -> Check:
+    wanted = f"an integer >= {low}" if high is None else f"an integer between {low} and {high}"
+
+    def check(value: Any) -> int:
+        if not isinstance(value, int) or isinstance(value, bool) or value < low \
+                or (high is not None and value > high):
+            raise Invalid(f"expected {wanted}, got {show(value)}{_hint(value)}")
+        return value
+    return check
+
+
+def number(low: float, strict: bool = False) -> Check:
+    wanted = f"a number {'>' if strict else '>='} {low:g}"
+
+    def check(value: Any) -> float:
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value) \
+                or value < low or (strict and value == low):
+            raise Invalid(f"expected {wanted}, got {show(value)}{_hint(value)}")
+        return float(value)
+    return check
+
+
+def optional_number(low: float, strict: bool = False, null_means: str = "") -> Check:
+    """Like `number`, but null is allowed (and returned as None); `null_means` explains it."""
+    wanted = f"a number {'>' if strict else '>='} {low:g} or null{f' ({null_means})' if null_means else ''}"
+    inner = number(low, strict)
+
+    def check(value: Any) -> float | None:
+        if value is None:
+            return None
+        try:
+            return inner(value)
+        except Invalid:
+            raise Invalid(f"expected {wanted}, got {show(value)}{_hint(value)}") from None
+    return check
+
+
+def boolean(value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise Invalid(f"expected true or false, got {show(value)}")
+    return value
+
+
+def choice(*options: str) -> Check:
+    def check(value: Any) -> str:
+        if value not in options or not isinstance(value, str):
+            raise Invalid(f"expected one of {', '.join(options)}, got {show(value)}{did_you_mean(value, options)}")
+        return value
+    return check
+
+
+def identifier(value: Any) -> str:
+    """A scenario, group or phase name."""
+    if not isinstance(value, str) or not _NAME.match(value):
+        raise Invalid(f"expected a name made of letters, digits, '.', '_' or '-', got {show(value)}")
+    return value
+
+
+def text(nonempty: bool = False, nullable: bool = False) -> Check:
+    def check(value: Any) -> str | None:
+        if value is None and nullable:
+            return None
+        if not isinstance(value, str) or (nonempty and not value):
+            raise Invalid(f"expected a {'non-empty ' if nonempty else ''}string, got {show(value)}")
+        return value
+    return check
+
+
+def sub(mapping: dict, key: str, check: Check) -> Any:
+    """`check(mapping[key])`, an error located at `key` inside the mapping."""
+    try:
+        return check(mapping[key])
+    except Invalid as bad:
+        raise bad.within(key, mapping[key]) from None
+
+
+class Reader:
+    """One YAML mapping at a known path: rejects unknown keys, fetches checked fields."""
+
+    def __init__(self, source: str, raw: Any, yaml_path: str, section: str) -> None:
+        self.source, self.yaml_path = source, yaml_path
+        if not isinstance(raw, dict):
+            fail(source, yaml_path, raw, f"expected a mapping, got {show(raw)}")
+        allowed = YAML_LAYOUT[section]
+        for key, value in raw.items():
+            if key not in allowed:
+                hint = did_you_mean(key, allowed) or f" (expected one of: {', '.join(allowed)})"
+                fail(source, join_path(yaml_path, key), value, f"unknown key{hint}")
+        self.raw = raw
+
+    def get(self, key: str, check: Check, default: Any = REQUIRED) -> Any:
+        path = join_path(self.yaml_path, key)
+        if key not in self.raw:
+            if default is REQUIRED:
+                fail(self.source, path, None, "missing required key")
+            return default
+        return located(self.source, path, self.raw[key], check)
+
+    def section(self, key: str, section: str, required: bool = False) -> Reader:
+        if key not in self.raw and required:
+            fail(self.source, join_path(self.yaml_path, key), None, "missing required key")
+        raw = self.raw.get(key)
+        return Reader(self.source, {} if raw is None and not required else raw,
+                      join_path(self.yaml_path, key), section)
+
+    def items(self, key: str) -> list:
+        raw = self.raw.get(key)
+        if raw is not None and not isinstance(raw, list):
+            fail(self.source, join_path(self.yaml_path, key), raw, f"expected a list, got {show(raw)}")
+        return raw or []
