@@ -1,0 +1,222 @@
+"""CoDel (RFC 8289) for the consumer's client-side buffer: the control law, and scenario warnings.
+
+`CoDel` is the RFC's controller with no I/O and no clock of its own: the consumer
+calls `on_dequeue` with a delivery's buffer sojourn when the application takes it
+from the buffer, nacks it when the answer is True, and calls `on_empty` when it
+finds the buffer empty. `codel_warnings(scenario)` says when a scenario's CoDel
+settings can never act, or are far off the processing time they are meant for.
+
+Where this follows and where it departs from RFC 8289 section 5 (and from the
+2012 AMQP consumer variant) is written out in docs/codel.md; in short:
+
+- "Not above target" also when the backlog is small: the RFC's
+  `bytes() <= maxpacket` (at most one MTU left in the queue) becomes
+  `queue_len <= 1`: at most one delivery left waiting after this one was taken.
+- The RFC's inner `while` loop (drop, dequeue the next packet, drop again while
+  `now >= drop_next`) becomes consecutive calls: each call decides one delivery,
+  and the consumer takes the next one at once after a nack.
+- `drop_next` is advanced at the drop itself (as Linux does for an ECN mark),
+  not after looking at the next packet, so the traced state after a nack already
+  holds the next deadline.
+- Count resumption is the RFC's (Linux's): `count - lastcount` when dropping
+  restarts within 16 intervals of the last scheduled drop, else 1. The 2012
+  variant used `count - 2`.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, NamedTuple
+
+__all__ = ["CoDel", "CoDelState", "SMALL_BACKLOG", "RESUME_WINDOW_INTERVALS", "INTERVAL_RATIO_LIMIT",
+           "codel_warnings"]
+
+NS_PER_MS = 1_000_000
+
+SMALL_BACKLOG = 1
+"""At most this many deliveries left waiting after a dequeue: never 'above target' (the
+RFC's one-MTU backlog). One waiting message is not a standing queue: it is the next job."""
+
+RESUME_WINDOW_INTERVALS = 16
+"""Dropping that restarts within this many intervals of the last scheduled drop resumes its count."""
+
+INTERVAL_RATIO_LIMIT = 10.0
+"""codel_warnings: an interval more than this factor off the mean processing time is suspicious."""
+
+
+class CoDelState(NamedTuple):
+    """The controller's state, as traced on delivery rows (times in ns on the caller's clock)."""
+
+    dropping: bool
+    count: int
+    first_above_ns: int  # 0: not above target
+    drop_next_ns: int
+
+
+class CoDel:
+    """RFC 8289's control law over a consumer's buffer, on an injected clock.
+
+    >>> c = CoDel(target_ms=100, interval_ms=20)
+    >>> c.on_dequeue(sojourn_ns=150_000_000, now_ns=1_000_000_000, queue_len=5)
+    False
+    """
+
+    __slots__ = ("_target_ns", "_interval_ns", "_first_above_ns", "_dropping", "_count",
+                 "_lastcount", "_drop_next_ns")
+
+    def __init__(self, target_ms: float, interval_ms: float):
+        for name, value in (("target_ms", target_ms), ("interval_ms", interval_ms)):
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise TypeError(f"CoDel {name} must be a number, got {value!r}")
+            if not math.isfinite(value) or value <= 0:
+                raise ValueError(f"CoDel {name} must be positive and finite, got {value!r}")
+        self._target_ns = round(target_ms * NS_PER_MS)
+        self._interval_ns = round(interval_ms * NS_PER_MS)
+        self._first_above_ns = 0
+        self._dropping = False
+        self._count = 0
+        self._lastcount = 0
+        self._drop_next_ns = 0
+
+    # -- read-only state ----------------------------------------------------
+    @property
+    def target_ns(self) -> int:
+        return self._target_ns
+
+    @property
+    def interval_ns(self) -> int:
+        return self._interval_ns
+
+    @property
+    def dropping(self) -> bool:
+        """In the dropping state: sojourn has stayed above target for at least an interval."""
+        return self._dropping
+
+    @property
+    def count(self) -> int:
+        """Drops since the dropping state was (re-)entered, counting from a resumed value."""
+        return self._count
+
+    @property
+    def first_above_ns(self) -> int:
+        """When sojourn will have been above target for an interval; 0 while not above target."""
+        return self._first_above_ns
+
+    @property
+    def drop_next_ns(self) -> int:
+        """When the next drop is due while dropping (the last deadline once it stopped)."""
+        return self._drop_next_ns
+
+    def state(self) -> CoDelState:
+        return CoDelState(self._dropping, self._count, self._first_above_ns, self._drop_next_ns)
+
+    # -- the control law ----------------------------------------------------
+    def on_dequeue(self, sojourn_ns: int, now_ns: int, queue_len: int) -> bool:
+        """One delivery left the buffer at `now_ns` after `sojourn_ns` in it, with `queue_len`
+        deliveries still waiting behind it. True: drop (nack) this delivery."""
+        ok_to_drop = self._ok_to_drop(sojourn_ns, now_ns, queue_len)
+        if self._dropping:
+            if not ok_to_drop:
+                self._dropping = False  # sojourn below target (or a small backlog): leave
+                return False
+            if now_ns >= self._drop_next_ns:
+                self._count += 1
+                self._drop_next_ns = self._control_law(self._drop_next_ns)
+                return True
+            return False
+        if not ok_to_drop:
+            return False
+        # Above target for a whole interval: enter the dropping state with this drop.
+        # Dropping that restarts soon after it stopped resumes near the rate that
+        # controlled the queue last time (`now - drop_next` approximates the time
+        # since the last drop: drop_next is at most an interval after it).
+        self._dropping = True
+        delta = self._count - self._lastcount
+        recent = now_ns - self._drop_next_ns < RESUME_WINDOW_INTERVALS * self._interval_ns
+        self._count = delta if delta > 1 and recent else 1
+        self._lastcount = self._count
+        self._drop_next_ns = self._control_law(now_ns)
+        return True
+
+    def on_empty(self, now_ns: int) -> None:
+        """The application found the buffer empty: not above target, and not dropping."""
+        self._first_above_ns = 0
+        self._dropping = False
+
+    def _ok_to_drop(self, sojourn_ns: int, now_ns: int, queue_len: int) -> bool:
+        """The RFC's dodequeue: has sojourn been above target for at least an interval?"""
+        if sojourn_ns < self._target_ns or queue_len <= SMALL_BACKLOG:
+            self._first_above_ns = 0  # went below: must stay above a whole interval again
+            return False
+        if self._first_above_ns == 0:
+            self._first_above_ns = now_ns + self._interval_ns
+            return False
+        return now_ns >= self._first_above_ns
+
+    def _control_law(self, t_ns: int) -> int:
+        return t_ns + round(self._interval_ns / math.sqrt(self._count))
+
+    def __repr__(self) -> str:
+        return (f"CoDel(target_ms={self._target_ns / NS_PER_MS:g}, interval_ms={self._interval_ns / NS_PER_MS:g}, "
+                f"dropping={self._dropping}, count={self._count})")
+
+
+# -- scenario warnings -------------------------------------------------------
+
+def codel_warnings(scenario: Any) -> list[str]:
+    """Warnings (not errors) about each consumer group's CoDel settings.
+
+    - CoDel can never act when the buffer can never hold a standing queue:
+      when the application takes a delivery, at most `prefetch` deliveries are
+      unacked and waiting, so at most `prefetch - 1` stay behind it; a backlog of
+      at most one (SMALL_BACKLOG) is never above target, so prefetch <= 2 never drops.
+    - Nor when target exceeds the most the buffer can hold: a delivery waits at
+      most for the `prefetch - 1` ahead of it (one of them already being
+      processed), about `(prefetch - 1) x mean processing time`. If target is
+      above that in every phase, sojourn never stays above target.
+    - `interval` is meant to be about the worst-case processing time of one
+      message; more than INTERVAL_RATIO_LIMIT times off the group's mean
+      processing time either way reacts far too slowly or nacks normal jitter.
+    - auto-ack deliveries can not be nacked: CoDel is ignored there.
+    `scenario` is a loadgen.scenario.Scenario (duck-typed: only its fields are read).
+    """
+    warnings: list[str] = []
+    for base in scenario.consumers:
+        spec = getattr(base, "codel", None)
+        if spec is None:
+            continue
+        name = f"consumers.{base.name}.codel"
+        if base.ack_mode == "auto":
+            warnings.append(f"{name}: ack_mode is auto, so deliveries can not be nacked; CoDel is ignored "
+                            f"for this group (use ack_mode: manual)")
+            continue
+        settings = _settings_over_time(scenario, base)
+        prefetches = [g.prefetch for g in settings]
+        if all(0 < p <= SMALL_BACKLOG + 1 for p in prefetches):
+            warnings.append(
+                f"{name}: prefetch {max(prefetches)} can never build a standing queue (at most "
+                f"{max(prefetches) - 1} delivery waits behind the one taken), so CoDel never nacks; "
+                f"use a prefetch of at least {SMALL_BACKLOG + 2}")
+            continue
+        most = [((g.prefetch - 1) * g.processing.mean_ms, g) for g in settings if g.prefetch > 0]
+        if most and len(most) == len(settings) and all(spec.target_ms > held for held, _ in most):
+            held, g = max(most, key=lambda item: item[0])
+            warnings.append(
+                f"{name}: target_ms {spec.target_ms:g} is more than the buffer can ever hold: "
+                f"(prefetch {g.prefetch} - 1) x mean processing {g.processing.mean_ms:g} ms = {held:g} ms, "
+                f"so sojourn never stays above target and CoDel never nacks; lower target_ms "
+                f"or raise the prefetch")
+        mean_ms = base.processing.mean_ms
+        if mean_ms > 0:
+            ratio = spec.interval_ms / mean_ms
+            if ratio > INTERVAL_RATIO_LIMIT or ratio < 1 / INTERVAL_RATIO_LIMIT:
+                side = "above" if ratio > 1 else "below"
+                warnings.append(
+                    f"{name}: interval_ms {spec.interval_ms:g} is {max(ratio, 1 / ratio):.0f}x {side} the "
+                    f"mean processing time {mean_ms:g} ms; interval should be about the worst-case "
+                    f"processing time of one message (within {INTERVAL_RATIO_LIMIT:g}x)")
+    return warnings
+
+
+def _settings_over_time(scenario: Any, base: Any) -> list:
+    """The group's settings in the base and in every phase (where they may differ)."""
+    return [base] + [scenario.at(p.start_s).consumer(base.name) for p in getattr(scenario, "timeline", ())]
