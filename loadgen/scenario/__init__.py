@@ -7,7 +7,10 @@ from loadgen.scenario.errors import ScenarioError
 from loadgen.scenario.loader import load_scenario
 from loadgen.scenario.model import (
     Broker,
+    CoDelSpec,
     ConsumerGroup,
+    LinkSpec,
+    NetworkSpec,
     Phase,
     Processing,
     ProducerGroup,
@@ -25,6 +28,9 @@ __all__ = [
     "RunSpec",
     "ProducerGroup",
     "ConsumerGroup",
+    "CoDelSpec",
     "Processing",
+    "NetworkSpec",
+    "LinkSpec",
     "Phase",
 ]

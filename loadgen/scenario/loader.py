@@ -24,14 +24,16 @@ from loadgen.scenario.model import (
     FrozenMapping, Phase, Processing, ProducerGroup, QueueSpec, RunSpec, Scenario,
 )
 from loadgen.scenario.overrides import (
-    PathError, apply_overrides, blame_override, parse_group_path, resolve_group,
+    PathError, apply_overrides, blame_override, parse_group_path, resolve_group, tokens,
 )
+from loadgen.scenario.sections import codel, network_phase_check, read_network
 
 __all__ = ["load_scenario", "ENV_URL", "DEFAULT_URL", "MAX_SIZE_BYTES"]
 
 ENV_URL = "SOJOURN_AMQP_URL"
 DEFAULT_URL = "amqp://guest:guest@127.0.0.1:5672/"
 MAX_SIZE_BYTES = 128 * 1024 * 1024
+_PHASE_SET_ROOTS = ("producers", "consumers", "network")
 
 
 def load_scenario(path: str | os.PathLike, overrides: Sequence[str] = (),
@@ -169,6 +171,7 @@ _CONSUMER_FIELDS: dict[str, tuple[Check, Any]] = {
     "prefetch_scope": (_choice("consumer", "channel"), "consumer"),
     "ack_mode": (_choice("manual", "auto"), "manual"),
     "processing_ms": (_processing, Processing.fixed(0.0)),
+    "codel": (codel, None),
 }
 
 
@@ -193,10 +196,11 @@ def _build(tree: dict, source: str, overrides: tuple[str, ...]) -> Scenario:
     run = RunSpec(duration, warmup, r.get("drain_timeout_s", _number(0), 30.0))
     producers = tuple(_groups(top, "producers", "producer", _PRODUCER_FIELDS, ProducerGroup, queue.name))
     consumers = tuple(_groups(top, "consumers", "consumer", _CONSUMER_FIELDS, ConsumerGroup, queue.name))
-    timeline = _timeline(top, run, producers, consumers)
+    network = read_network(top)
+    timeline = _timeline(top, run, producers, consumers, network is not None)
     slo = tuple(located(source, f"slo[{i}]", expr, _slo) for i, expr in enumerate(top.items("slo")))
     return Scenario(name, description, source, overrides, broker, queue, run,
-                    producers, consumers, timeline, slo)
+                    producers, consumers, timeline, slo, network)
 
 
 def _slo(value: Any) -> str:
@@ -226,7 +230,7 @@ def _groups(top: _Reader, key: str, section: str, spec: dict[str, tuple[Check, A
 
 
 def _timeline(top: _Reader, run: RunSpec, producers: Sequence[ProducerGroup],
-              consumers: Sequence[ConsumerGroup]) -> tuple[Phase, ...]:
+              consumers: Sequence[ConsumerGroup], has_network: bool) -> tuple[Phase, ...]:
     source, duration = top.source, run.duration_s
     entries, seen = [], {}
     for i, raw in enumerate(top.items("timeline")):
@@ -245,7 +249,7 @@ def _timeline(top: _Reader, run: RunSpec, producers: Sequence[ProducerGroup],
         if end is not None and not start < end <= duration:
             _fail(source, f"timeline[{i}].end_s", end,
                   f"expected a number > start_s ({start:g}) and <= run.duration_s ({duration:g}), got {end:g}")
-        settings = _phase_set(reader, f"timeline[{i}].set", producers, consumers)
+        settings = _phase_set(reader, f"timeline[{i}].set", producers, consumers, has_network)
         entries.append((start, i, name, end, settings))
     entries.sort(key=lambda entry: (entry[0], entry[1]))
     phases = []
@@ -262,7 +266,7 @@ def _timeline(top: _Reader, run: RunSpec, producers: Sequence[ProducerGroup],
 
 
 def _phase_set(reader: _Reader, yaml_path: str, producers: Sequence[ProducerGroup],
-               consumers: Sequence[ConsumerGroup]) -> tuple[tuple[str, Any], ...]:
+               consumers: Sequence[ConsumerGroup], has_network: bool) -> tuple[tuple[str, Any], ...]:
     source, raw = reader.source, reader.raw.get("set")
     if raw is None:
         return ()
@@ -272,6 +276,13 @@ def _phase_set(reader: _Reader, yaml_path: str, producers: Sequence[ProducerGrou
     written: dict[str, str] = {}
     for key, value in raw.items():
         key_path = _join(yaml_path, key)
+        if _first_key(key) == "network":
+            out[str(key)] = _network_phase_value(source, key_path, str(key), value, has_network)
+            written[str(key)] = str(key)
+            continue
+        if _first_key(key) not in _PHASE_SET_ROOTS:
+            _fail(source, key_path, value, "expected producers.<group>.<field>, consumers.<group>.<field> "
+                  f"or network.<field>{did_you_mean(_first_key(key), _PHASE_SET_ROOTS)}")
         try:
             kind, ref, field = parse_group_path(str(key))
             groups = producers if kind == "producers" else consumers
@@ -290,3 +301,19 @@ def _phase_set(reader: _Reader, yaml_path: str, producers: Sequence[ProducerGrou
         out[canonical] = located(source, key_path, value, spec[field][0])
         written[canonical] = str(key)
     return tuple(sorted(out.items()))
+
+
+def _first_key(key: Any) -> str:
+    try:
+        return str(tokens(str(key))[0])
+    except (PathError, IndexError):
+        return ""
+
+
+def _network_phase_value(source: str, key_path: str, key: str, value: Any, has_network: bool) -> Any:
+    """A phase's `network.<path>` value, checked like the base field; `key` is canonical as written."""
+    check = located(source, key_path, value, lambda _: network_phase_check(key.partition(".")[2]))
+    if not has_network:
+        _fail(source, key_path, value,
+              "the scenario has no network section (add 'network:' to put the delay-line proxy in the path)")
+    return located(source, key_path, value, check)

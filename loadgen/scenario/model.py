@@ -14,8 +14,8 @@ from loadgen.redact import mask_url
 
 __all__ = [
     "BASE_PHASE", "YAML_LAYOUT", "PROCESSING_PARAMS", "PHASE_SETTABLE", "LEAF",
-    "FrozenMapping", "Processing", "Broker", "QueueSpec", "RunSpec",
-    "ProducerGroup", "ConsumerGroup", "Phase", "Scenario",
+    "NETWORK_PATHS", "FrozenMapping", "Processing", "Broker", "QueueSpec", "RunSpec",
+    "ProducerGroup", "CoDelSpec", "ConsumerGroup", "LinkSpec", "NetworkSpec", "Phase", "Scenario",
 ]
 
 BASE_PHASE = "base"
@@ -28,7 +28,7 @@ LEAF = "leaf"
 YAML_LAYOUT: dict[str, dict[str, str]] = {
     "scenario": {"name": LEAF, "description": LEAF, "broker": "broker", "queue": "queue",
                  "run": "run", "producers": "[producer]", "consumers": "[consumer]",
-                 "timeline": "[phase]", "slo": "[]"},
+                 "timeline": "[phase]", "slo": "[]", "network": "network"},
     "broker": {"url": LEAF, "heartbeat_s": LEAF, "connect_timeout_s": LEAF},
     "queue": {"name": LEAF, "durable": LEAF, "auto_delete": LEAF, "arguments": "{}",
               "purge_on_start": LEAF, "delete_on_end": LEAF},
@@ -37,7 +37,11 @@ YAML_LAYOUT: dict[str, dict[str, str]] = {
                  "persistent": LEAF, "confirms": LEAF, "confirm_window": LEAF,
                  "exchange": LEAF, "routing_key": LEAF},
     "consumer": {"name": LEAF, "count": LEAF, "prefetch": LEAF, "prefetch_scope": LEAF,
-                 "ack_mode": LEAF, "processing_ms": "processing"},
+                 "ack_mode": LEAF, "processing_ms": "processing", "codel": "codel"},
+    "codel": {"target_ms": LEAF, "interval_ms": LEAF, "requeue": LEAF},
+    "network": {"listen_port": LEAF, "upstream": "link", "downstream": "link", "down": LEAF,
+                "reset_peer": LEAF},
+    "link": {"latency_ms": LEAF, "jitter_ms": LEAF, "bandwidth_bytes_per_s": LEAF},
     "phase": {"name": LEAF, "start_s": LEAF, "end_s": LEAF, "set": "{set}"},
     "processing": {"distribution": LEAF, "ms": LEAF, "mean_ms": LEAF, "median_ms": LEAF,
                    "sigma": LEAF, "min_ms": LEAF, "max_ms": LEAF},
@@ -48,10 +52,19 @@ PROCESSING_PARAMS: dict[str, tuple[str, ...]] = {
     "lognormal": ("median_ms", "sigma"), "uniform": ("min_ms", "max_ms"),
 }
 
-# The only fields a timeline phase may change, per group kind (YAML names).
+# Every leaf of the network section, as a path below `network.`.
+NETWORK_PATHS: tuple[str, ...] = (
+    "listen_port",
+    *(f"{link}.{key}" for link in ("upstream", "downstream") for key in YAML_LAYOUT["link"]),
+    "down", "reset_peer",
+)
+
+# The only fields a timeline phase may change: per group kind (YAML names, below
+# `<kind>.<group>.`), and for the network (paths below `network.`).
 PHASE_SETTABLE: dict[str, tuple[str, ...]] = {
     "producers": ("rate", "count", "size_bytes", "arrival"),
     "consumers": ("count", "processing_ms", "prefetch"),
+    "network": tuple(path for path in NETWORK_PATHS if path != "listen_port"),
 }
 
 GroupKind = Literal["producers", "consumers"]
@@ -181,6 +194,16 @@ class ProducerGroup:
 
 
 @dataclass(frozen=True)
+class CoDelSpec:
+    """CoDel on a consumer group's client-side buffer: drop (or requeue) once messages have
+    waited longer than `target_ms` for at least `interval_ms`. See docs/codel.md."""
+
+    target_ms: float
+    interval_ms: float
+    requeue: bool
+
+
+@dataclass(frozen=True)
 class ConsumerGroup:
     name: str
     count: int
@@ -188,6 +211,53 @@ class ConsumerGroup:
     prefetch_scope: str
     ack_mode: str
     processing: Processing
+    codel: CoDelSpec | None = None
+    """None: CoDel off."""
+
+
+@dataclass(frozen=True)
+class LinkSpec:
+    """One direction of the delay-line proxy: a fixed delay, a uniform extra delay per chunk
+    (order is kept) and a bandwidth cap in bytes per second (None: unlimited)."""
+
+    latency_ms: float
+    jitter_ms: float
+    bandwidth_bytes_per_s: float | None
+
+    @classmethod
+    def unimpaired(cls) -> LinkSpec:
+        return cls(0.0, 0.0, None)
+
+
+@dataclass(frozen=True)
+class NetworkSpec:
+    """The delay-line proxy between the workers and the broker (see docs/network.md).
+
+    `upstream` is client -> broker, `downstream` broker -> client (Toxiproxy's names).
+    `down`: connections are cut and new ones refused while true. `reset_peer`: established
+    connections are reset when it becomes true. Both are levels; acting on the change is the
+    proxy's job.
+    """
+
+    listen_port: int
+    upstream: LinkSpec
+    downstream: LinkSpec
+    down: bool
+    reset_peer: bool
+
+    def with_settings(self, settings: Mapping[str, Any]) -> NetworkSpec:
+        """A copy with {path below `network.`: value} applied, e.g. {"upstream.latency_ms": 50}."""
+        top: dict[str, Any] = {}
+        links: dict[str, dict[str, Any]] = {}
+        for path, value in settings.items():
+            link, dot, key = path.partition(".")
+            if dot:
+                links.setdefault(link, {})[key] = value
+            else:
+                top[path] = value
+        for link, changes in links.items():
+            top[link] = replace(getattr(self, link), **changes)
+        return replace(self, **top)
 
 
 @dataclass(frozen=True)
@@ -195,7 +265,8 @@ class Phase:
     """A window [start_s, end_s) whose `set` replaces base fields.
 
     `set` holds (canonical path, validated value) pairs sorted by path; paths read
-    `producers.<group name>.<field>` with YAML field names (`processing_ms` -> Processing).
+    `producers.<group name>.<field>` with YAML field names (`processing_ms` -> Processing),
+    or `network.<path>` with a path from PHASE_SETTABLE["network"] (`network.down`).
     """
 
     name: str
@@ -223,6 +294,8 @@ class Scenario:
     consumers: tuple[ConsumerGroup, ...]
     timeline: tuple[Phase, ...]
     slo: tuple[str, ...]
+    network: NetworkSpec | None = None
+    """None: workers talk to the broker directly, no delay-line proxy."""
 
     def __post_init__(self) -> None:
         # Not dataclass fields: a per-phase memo, and (on effective copies) the base scenario.
@@ -252,14 +325,20 @@ class Scenario:
 
     def _with_phase(self, phase: Phase) -> Scenario:
         changes: dict[tuple[str, str], dict[str, Any]] = {}
+        network: dict[str, Any] = {}
         for path, value in phase.set:
             kind, _, rest = path.partition(".")
+            if kind == "network":
+                network[rest] = value
+                continue
             group, _, fieldname = rest.rpartition(".")
             attr = "processing" if fieldname == "processing_ms" else fieldname
             changes.setdefault((kind, group), {})[attr] = value
         producers = tuple(replace(g, **changes.get(("producers", g.name), {})) for g in self.producers)
         consumers = tuple(replace(g, **changes.get(("consumers", g.name), {})) for g in self.consumers)
-        return replace(self, producers=producers, consumers=consumers)
+        # The loader refuses network paths in a phase when the scenario has no network section.
+        changed_network = self.network.with_settings(network) if network and self.network else self.network
+        return replace(self, producers=producers, consumers=consumers, network=changed_network)
 
     def producer(self, name: str) -> ProducerGroup:
         for group in self.producers:
@@ -306,11 +385,13 @@ class Scenario:
             "producers": [asdict(g) for g in self.producers],
             "consumers": [{"name": g.name, "count": g.count, "prefetch": g.prefetch,
                            "prefetch_scope": g.prefetch_scope, "ack_mode": g.ack_mode,
-                           "processing_ms": g.processing.to_dict()} for g in self.consumers],
+                           "processing_ms": g.processing.to_dict(),
+                           "codel": asdict(g.codel) if g.codel else None} for g in self.consumers],
             "timeline": [{"name": p.name, "start_s": p.start_s, "end_s": p.end_s,
                           "set": {path: _plain(value) for path, value in p.set}}
                          for p in self.timeline],
             "slo": list(self.slo),
+            "network": asdict(self.network) if self.network else None,
         }
 
 

@@ -24,6 +24,9 @@ _SEGMENT = re.compile(r"^([^\[\]]*)((?:\[\d+\])*)$")
 _ITEM_WORDS = {"producers": "producer group", "consumers": "consumer group", "timeline": "phase",
                "slo": "slo entry"}
 _EXAMPLE = "consumers.main.prefetch=50"
+# Sections that are only valid whole: a lone key can not be set while the section is absent.
+_WHOLE_VALUE_EXAMPLES = {"processing": "{distribution: exponential, mean_ms: 4}",
+                         "codel": "{target_ms: 5, interval_ms: 100}"}
 
 
 class PathError(ValueError):
@@ -191,20 +194,20 @@ def _assign(tree: dict, toks: list[Token], value: Any) -> str:
             return child_path
         if child == LEAF:
             raise PathError(child_path, f"{child_path} is a single value; there is nothing below it")
-        example = f" (set the whole value, e.g. {child_path}={{distribution: exponential, mean_ms: 4}})"
+        whole = _WHOLE_VALUE_EXAMPLES.get(child)
+        example = f" (set the whole value, e.g. {child_path}={whole})" if whole else ""
         if node.get(tok) is None:
             if child.startswith("["):
                 raise PathError(child_path, f"the scenario has no {tok} to address; "
                                             f"set the whole list instead, e.g. {tok}=[...]")
-            if child == "processing":  # a lone parameter without a distribution is never valid
+            if whole:  # a lone parameter (no distribution; CoDel without its interval) is never valid
                 raise PathError(child_path, f"{child_path} is not set{example}")
-            node[tok] = {}
+            node[tok] = {}  # other sections take defaults for the keys not set: network.down=true works
         nxt = node[tok]
         wanted = list if child.startswith("[") else dict
         if not isinstance(nxt, wanted):
             raise PathError(child_path, f"{child_path} is {show(nxt)}, not a "
-                                        f"{'list' if wanted is list else 'mapping'}"
-                                        f"{example if child == 'processing' else ''}")
+                                        f"{'list' if wanted is list else 'mapping'}{example}")
         node, path, layout, i = nxt, child_path, child, i + 1
 
 

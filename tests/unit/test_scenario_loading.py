@@ -49,6 +49,7 @@ def test_minimal_scenario_gets_every_documented_default(tmp_path):
     assert s.consumers == (ConsumerGroup("main", 1, 100, "consumer", "manual", Processing.fixed(0)),)
     assert s.timeline == ()
     assert s.slo == ()
+    assert s.network is None
 
 
 def test_the_model_is_frozen_and_uses_tuples(tmp_path):
@@ -185,9 +186,18 @@ def test_to_dict_masks_the_password_by_default(tmp_path):
     assert s.to_dict(mask_password=False)["broker"]["url"] == FILE_URL
 
 
-@pytest.mark.parametrize("name", ["quickstart.yaml", "slow-processing.yaml"])
-def test_dumped_to_dict_loads_back_to_an_equal_scenario(tmp_path, name):
-    original = load_scenario(REPO / "scenarios" / name, ["broker.url=amqp://u:secret@h:5672/"], env={})
+WITH_CODEL_AND_NETWORK = (
+    "consumers.main.codel={target_ms: 5, interval_ms: 100, requeue: false}",
+    "network={listen_port: 5673, upstream: {latency_ms: 5, jitter_ms: 1}, downstream: {bandwidth_bytes_per_s: 1000}}",
+    "timeline.busy.set.network.down=true",
+    "timeline.busy.set.network.downstream.bandwidth_bytes_per_s=null",
+)
+
+
+@pytest.mark.parametrize("name, extra", [("quickstart.yaml", ()), ("slow-processing.yaml", ()),
+                                         ("quickstart.yaml", WITH_CODEL_AND_NETWORK)])
+def test_dumped_to_dict_loads_back_to_an_equal_scenario(tmp_path, name, extra):
+    original = load_scenario(REPO / "scenarios" / name, ["broker.url=amqp://u:secret@h:5672/", *extra], env={})
     dumped = write(tmp_path, yaml.safe_dump(original.to_dict(mask_password=False)), "dumped.yaml")
     again = load_scenario(dumped, env={})
     assert again == original
@@ -232,7 +242,7 @@ def test_slow_processing_loads_with_the_documented_settings():
 def test_scenario_is_exported_with_the_documented_fields():
     names = [f.name for f in dataclasses.fields(Scenario)]
     assert names == ["name", "description", "source_path", "overrides", "broker", "queue", "run",
-                     "producers", "consumers", "timeline", "slo"]
+                     "producers", "consumers", "timeline", "slo", "network"]
 
 
 # ---- the documentation stays true

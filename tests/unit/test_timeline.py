@@ -138,7 +138,8 @@ def test_phase_values_are_validated_like_the_base_field(tmp_path):
      "(a phase may set consumers.<group>.{count, processing_ms, prefetch})"),
     ("consumers.mian.count: 3", "timeline[0].set.consumers.mian.count: no consumer group named 'mian' (did you mean 'main'?)"),
     ("consumer.main.count: 3",
-     "timeline[0].set.consumer.main.count: expected producers.<group>.<field> or consumers.<group>.<field> "
+     "timeline[0].set.consumer.main.count: expected producers.<group>.<field>, consumers.<group>.<field> "
+     "or network.<field> "
      "(did you mean 'consumers'?)"),
     ("producers.main.arrival: poison",
      "timeline[0].set.producers.main.arrival: expected one of constant, poisson, got 'poison' (did you mean 'poisson'?)"),
