@@ -278,8 +278,7 @@ def _phase_set(reader: _Reader, yaml_path: str, producers: Sequence[ProducerGrou
         key_path = _join(yaml_path, key)
         if _first_key(key) == "network":
             out[str(key)] = _network_phase_value(source, key_path, str(key), value, has_network)
-            written[str(key)] = str(key)
-            continue
+            continue  # network paths have one spelling each: no duplicates to look for
         if _first_key(key) not in _PHASE_SET_ROOTS:
             _fail(source, key_path, value, "expected producers.<group>.<field>, consumers.<group>.<field> "
                   f"or network.<field>{did_you_mean(_first_key(key), _PHASE_SET_ROOTS)}")
@@ -312,7 +311,10 @@ def _first_key(key: Any) -> str:
 
 def _network_phase_value(source: str, key_path: str, key: str, value: Any, has_network: bool) -> Any:
     """A phase's `network.<path>` value, checked like the base field; `key` is canonical as written."""
-    check = located(source, key_path, value, lambda _: network_phase_check(key.partition(".")[2]))
+    try:
+        check = network_phase_check(key.removeprefix("network."))  # `network[0].down` stays unknown
+    except Invalid as bad:
+        _fail(source, key_path, value, bad.message)
     if not has_network:
         _fail(source, key_path, value,
               "the scenario has no network section (add 'network:' to put the delay-line proxy in the path)")

@@ -191,6 +191,10 @@ def test_a_network_phase_may_set_null_bandwidth_for_unlimited(tmp_path):
     ("network.down: 'yes'", "timeline[0].set.network.down: expected true or false, got 'yes'"),
     ("network.downstream.bandwidth_bytes_per_s: 0",
      "timeline[0].set.network.downstream.bandwidth_bytes_per_s: expected a number > 0 or null (unlimited), got 0"),
+    ("network[0].down: true",
+     "timeline[0].set.network[0].down: unknown key (a phase may set network.{"
+     "upstream.latency_ms, upstream.jitter_ms, upstream.bandwidth_bytes_per_s, downstream.latency_ms, "
+     "downstream.jitter_ms, downstream.bandwidth_bytes_per_s, down, reset_peer})"),
     ("netwrok.down: true",
      "timeline[0].set.netwrok.down: expected producers.<group>.<field>, consumers.<group>.<field> "
      "or network.<field> (did you mean 'network'?)"),
