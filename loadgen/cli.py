@@ -81,11 +81,20 @@ def _load(path: str, overrides: list[str]):
         raise CliError(str(exc), EXIT_INPUT) from None
 
 
+def _print_warnings(scenario) -> None:
+    """Settings that are valid but probably not what the user meant: stderr, exit status unchanged."""
+    from loadgen.codel import codel_warnings
+
+    for warning in codel_warnings(scenario):
+        print(f"warning: {warning}", file=sys.stderr)
+
+
 # -- validate -----------------------------------------------------------------
 def cmd_validate(args) -> int:
     from loadgen.redact import mask_url
 
     s = _load(args.scenario, args.overrides)
+    _print_warnings(s)
     print(f"{s.source_path}: ok — scenario {s.name!r}, {s.run.duration_s:g} s "
           f"(warm-up {s.run.warmup_s:g} s, drain up to {s.run.drain_timeout_s:g} s), "
           f"broker {mask_url(s.broker.url)}, queue {s.queue.name!r}")
@@ -109,6 +118,7 @@ def cmd_run(args) -> int:
     from loadgen.runinfo import default_run_dir
 
     scenario = _load(args.scenario, args.overrides)
+    _print_warnings(scenario)
     try:
         probe(scenario.broker.url, timeout_s=scenario.broker.connect_timeout_s)
     except BrokerUnreachable as exc:

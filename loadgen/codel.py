@@ -181,7 +181,7 @@ def codel_warnings(scenario: Any) -> list[str]:
     """
     warnings: list[str] = []
     for base in scenario.consumers:
-        spec = getattr(base, "codel", None)
+        spec = base.codel
         if spec is None:
             continue
         name = f"consumers.{base.name}.codel"
@@ -211,7 +211,7 @@ def codel_warnings(scenario: Any) -> list[str]:
             if ratio > INTERVAL_RATIO_LIMIT or ratio < 1 / INTERVAL_RATIO_LIMIT:
                 side = "above" if ratio > 1 else "below"
                 warnings.append(
-                    f"{name}: interval_ms {spec.interval_ms:g} is {max(ratio, 1 / ratio):.0f}x {side} the "
+                    f"{name}: interval_ms {spec.interval_ms:g} is {max(ratio, 1 / ratio):.3g}x {side} the "
                     f"mean processing time {mean_ms:g} ms; interval should be about the worst-case "
                     f"processing time of one message (within {INTERVAL_RATIO_LIMIT:g}x)")
     return warnings

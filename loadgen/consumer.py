@@ -5,6 +5,10 @@ it only stamps the receive time and appends to the client buffer. Processing
 runs in the consumer's own greenlet, in arrival order, sleeping cooperatively, so
 the I/O loop keeps reading deliveries and sending acks meanwhile and a consumer
 with prefetch N really holds up to N deliveries in its buffer.
+
+With `codel` set on the group, a CoDel controller (loadgen.codel) decides as each
+delivery leaves the buffer whether to nack it instead of processing it
+(docs/codel.md).
 """
 from __future__ import annotations
 
@@ -17,6 +21,7 @@ import gevent
 from gevent.event import Event
 
 from loadgen.amqp import connection as amqp
+from loadgen.codel import CoDel
 from loadgen.producer import Report
 from loadgen.runtime import Participant
 
@@ -53,6 +58,9 @@ class Consumer(Participant):
         self._leaving = False
         self._overshoot_s = 0.0  # running mean of how late gevent's timer wakes us
         self._request_name = f"consume:{ctx.scenario.queue.name}"
+        self._nack_name = f"nack:{ctx.scenario.queue.name}"
+        self._codel: CoDel | None = None  # one controller per consumer instance, kept across phases
+        self._codel_spec = None
 
     # -- Participant --------------------------------------------------------
     def idle(self) -> bool:
@@ -82,6 +90,8 @@ class Consumer(Participant):
                 if self._buffer:
                     self._process_one(settings)
                 else:
+                    if self._codel is not None:
+                        self._codel.on_empty(time.time_ns())
                     self._has_work.clear()
                     self._has_work.wait(0.05)
             clean = not ctx.stopping.is_set()
@@ -166,6 +176,14 @@ class Consumer(Participant):
         d = self._buffer.popleft()
         self._busy = True
         start_ns = time.time_ns()
+        codel = self._controller(settings)
+        codel_state = None
+        if codel is not None:
+            drop = codel.on_dequeue(start_ns - d.receive_ns, start_ns, len(self._buffer))
+            codel_state = codel.state()
+            if drop:
+                self._nack(d, start_ns, settings.codel.requeue, codel_state)
+                return
         processing_ms = settings.processing.sample_ms(self.rng)
         end_ns = settle_ns = None
         outcome = "unsettled"
@@ -180,11 +198,36 @@ class Consumer(Participant):
                 settle_ns, outcome = time.time_ns(), "ack"
         finally:
             self._busy = False
-            self._trace(d, start_ns, end_ns, settle_ns, outcome, processing_ms)
+            self._trace(d, start_ns, end_ns, settle_ns, outcome, processing_ms, codel_state)
         if outcome in ("ack", "auto_ack"):
             self.ctx.counters["acked"] += 1
             latency_ms = (end_ns - d.publish_ns) / 1e6 if d.publish_ns else 0.0
             self.report("consume", self._request_name, latency_ms, d.size, None)
+
+    def _controller(self, settings) -> CoDel | None:
+        """This consumer's CoDel controller, or None: CoDel off, or auto-ack (nothing to nack)."""
+        spec = settings.codel
+        if spec is None or settings.ack_mode == "auto":
+            return None
+        if spec != self._codel_spec:
+            self._codel, self._codel_spec = CoDel(spec.target_ms, spec.interval_ms), spec
+        return self._codel
+
+    def _nack(self, d: Delivery, start_ns: int, requeue: bool, codel_state) -> None:
+        """CoDel dropped `d` as it left the buffer: nack it on its own channel (a frame
+        written by the I/O loop; nothing here waits), trace it and report it to Locust."""
+        settle_ns, outcome = None, "unsettled"
+        try:
+            if d.channel is self._channel and d.channel.is_open:
+                d.channel.basic_nack(d.tag, multiple=False, requeue=requeue)
+                settle_ns = time.time_ns()
+                outcome = "nack_requeue" if requeue else "nack_discard"
+        finally:
+            self._busy = False
+            self._trace(d, start_ns, None, settle_ns, outcome, None, codel_state)
+        if settle_ns is not None:
+            self.ctx.counters["nacked"] = self.ctx.counters.get("nacked", 0) + 1
+            self.report("nack", self._nack_name, (start_ns - d.receive_ns) / 1e6, d.size, None)
 
     def _simulate(self, seconds: float) -> None:
         """Sleep cooperatively for `seconds` of processing.
@@ -204,8 +247,12 @@ class Consumer(Participant):
         while self._buffer:
             self._trace(self._buffer.popleft(), None, None, None, "unsettled", None)
 
-    def _trace(self, d: Delivery, start_ns, end_ns, settle_ns, outcome: str, processing_ms) -> None:
+    def _trace(self, d: Delivery, start_ns, end_ns, settle_ns, outcome: str, processing_ms,
+               codel_state=None) -> None:
+        """One delivery row; `codel_state` is the controller's state after deciding on `d`
+        (loadgen.codel.CoDelState), None when CoDel is off or never saw `d`."""
+        codel = codel_state if codel_state is not None else (None, None, None, None)
         self.ctx.writer.append("delivery", (
             d.message_id, self.name, self.group, d.phase, d.tag, d.redelivered, d.publish_ns,
             d.receive_ns, start_ns, end_ns, settle_ns, outcome, d.prefetch, d.buffer_len, d.size,
-            processing_ms, None, None, None, None))
+            processing_ms, *codel))

@@ -210,3 +210,95 @@ def test_target_must_be_a_number():
 def test_parameters_are_kept_in_nanoseconds():
     c = CoDel(target_ms=100, interval_ms=20.5)
     assert (c.target_ns, c.interval_ns) == (100 * MS, 20_500_000)
+
+
+# --- scenario warnings -------------------------------------------------------------
+
+WARNINGS_SCENARIO = """\
+name: w
+queue: {name: q.w}
+run: {duration_s: 10}
+producers:
+  - {name: p, rate: 100}
+consumers:
+  - name: c
+    prefetch: 51
+    processing_ms: 4
+    codel: {target_ms: 100, interval_ms: 20}
+"""
+
+
+def warnings_for(tmp_path, *overrides: str) -> list[str]:
+    from loadgen.codel import codel_warnings
+    from loadgen.scenario import load_scenario
+
+    path = tmp_path / "w.yaml"
+    path.write_text(WARNINGS_SCENARIO)
+    return codel_warnings(load_scenario(path, overrides))
+
+
+def test_the_blogs_tuning_raises_no_warning(tmp_path):
+    # prefetch 51, 4 ms, target 100 <= (51 - 1) x 4 = 200 ms, interval 20 = 5 x 4 ms
+    assert warnings_for(tmp_path) == []
+
+
+def test_codel_off_raises_no_warning(tmp_path):
+    assert warnings_for(tmp_path, "consumers.c.codel=null", "consumers.c.prefetch=1") == []
+
+
+@pytest.mark.parametrize("prefetch", ["1", "2"])
+def test_a_prefetch_of_two_or_less_can_never_nack(tmp_path, prefetch):
+    [warning] = warnings_for(tmp_path, f"consumers.c.prefetch={prefetch}")
+    assert warning.startswith(f"consumers.c.codel: prefetch {prefetch} can never build a standing queue")
+
+
+def test_a_prefetch_of_three_can(tmp_path):
+    # 3 - 1 = 2 may wait behind the one taken: a backlog above one; (3 - 1) x 4 = 8 ms of work
+    # can exceed a 5 ms target
+    assert warnings_for(tmp_path, "consumers.c.prefetch=3", "consumers.c.codel.target_ms=5") == []
+
+
+def test_a_target_above_what_a_full_buffer_holds_can_never_nack(tmp_path):
+    # (26 - 1) x 4 ms = 100 ms of work at most; a 150 ms target is never exceeded
+    [warning] = warnings_for(tmp_path, "consumers.c.prefetch=26", "consumers.c.codel.target_ms=150")
+    assert ("consumers.c.codel: target_ms 150 is more than the buffer can ever hold: "
+            "(prefetch 26 - 1) x mean processing 4 ms = 100 ms") in warning
+
+
+def test_a_target_reachable_in_some_phase_is_fine(tmp_path):
+    # base: (26 - 1) x 4 = 100 < 150; phase 'slow': (26 - 1) x 40 = 1000 >= 150
+    path = tmp_path / "w.yaml"
+    path.write_text(WARNINGS_SCENARIO + "timeline:\n  - {name: slow, start_s: 5, set: "
+                    "{consumers.c.processing_ms: 40}}\n")
+    from loadgen.codel import codel_warnings
+    from loadgen.scenario import load_scenario
+
+    assert codel_warnings(load_scenario(path, ["consumers.c.prefetch=26",
+                                               "consumers.c.codel.target_ms=150"])) == []
+
+
+@pytest.mark.parametrize("interval, said", [("41", "10.2x above"), ("0.39", "10.3x below")])
+def test_an_interval_more_than_ten_times_off_the_processing_time_is_suspicious(tmp_path, interval, said):
+    # 41 / 4 = 10.25 > 10; 4 / 0.39 = 10.26 > 10
+    [warning] = warnings_for(tmp_path, f"consumers.c.codel.interval_ms={interval}")
+    assert f"interval_ms {interval} is {said} the mean processing time 4 ms" in warning
+
+
+def test_an_interval_ten_times_the_processing_time_is_fine(tmp_path):
+    assert warnings_for(tmp_path, "consumers.c.codel.interval_ms=40") == []
+
+
+def test_auto_ack_makes_codel_inert(tmp_path):
+    [warning] = warnings_for(tmp_path, "consumers.c.ack_mode=auto")
+    assert "ack_mode is auto, so deliveries can not be nacked; CoDel is ignored" in warning
+
+
+def test_validate_prints_warnings_on_stderr_and_still_succeeds(tmp_path, capsys):
+    from loadgen.cli import main
+
+    path = tmp_path / "w.yaml"
+    path.write_text(WARNINGS_SCENARIO)
+    assert main(["validate", str(path), "--set", "consumers.c.prefetch=2"]) == 0
+    captured = capsys.readouterr()
+    assert captured.err.startswith("warning: consumers.c.codel: prefetch 2 can never build")
+    assert ": ok" in captured.out
