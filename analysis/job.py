@@ -27,6 +27,7 @@ from analysis.transforms import (
     unaccounted_ids, with_confirm_latency, with_delivery_latencies,
 )
 from analysis.transforms._common import seconds_to_ns
+from analysis.transforms.codel import codel_block
 from analysis.transforms.stats import STAT_FIELDS
 from analysis.transforms.windows import WINDOW_LATENCY_FIELDS, WINDOW_SOJOURN_FIELDS
 
@@ -271,6 +272,7 @@ def summarize(traces: Traces, run: Mapping[str, Any], progress: Progress | None 
 
         say("computing per-consumer statistics")
         consumers = [_consumer_row(r) for r in deliveries.transform(consumer_summary).collect()]
+        codel = codel_block(deliveries)  # CoDel per consumer (empty when it was off): docs/summary.md
         say("computing phases")
         phases = [_phase_row(r) for r in
                   deliveries.transform(phase_summary(segments, t0, publishes)).collect()]
@@ -305,6 +307,7 @@ def summarize(traces: Traces, run: Mapping[str, Any], progress: Progress | None 
             "confirm": stats_block(overall["confirm"]),
         },
         "consumers": consumers,
+        "codel": codel,
         "phases": phases,
         "windows": windows,
         "sojourn_histogram": {"edges_ms": edges, "counts": counts},

@@ -5,6 +5,7 @@ Nothing here reads or writes files; `analysis.job` does that and composes these.
 from ._common import ACKED_OUTCOMES, Transform
 from .accounting import (ACCOUNT_CLASSES, DISCARD_CLASSES, accounting_totals, classify_messages,
                          delivery_counts, unaccounted_ids)
+from .codel import NACK_OUTCOMES, codel_block, codel_by_consumer, codel_totals, requeue_handoffs
 from .events import timeline_events
 from .histogram import histogram_counts, histogram_edges
 from .latency import with_confirm_latency, with_delivery_latencies
@@ -19,6 +20,7 @@ __all__ = [
     "ACKED_OUTCOMES", "Transform",
     "ACCOUNT_CLASSES", "DISCARD_CLASSES", "accounting_totals", "classify_messages",
     "delivery_counts", "unaccounted_ids",
+    "NACK_OUTCOMES", "codel_block", "codel_by_consumer", "codel_totals", "requeue_handoffs",
     "timeline_events",
     "histogram_counts", "histogram_edges",
     "with_confirm_latency", "with_delivery_latencies",
