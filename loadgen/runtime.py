@@ -82,6 +82,7 @@ class RunContext:
         self._control_conn = None
         self._control_lock = RLock()
         self._greenlets: list[gevent.Greenlet] = []
+        self.netem = None  # the network impairment proxy participants connect through (start_netem)
         self.event("run_start", "runner", self.role, detail={"t0_ns": self.t0_ns})
         self._greenlets.append(gevent.spawn(self._flush_loop))
 
@@ -123,16 +124,39 @@ class RunContext:
         """The process's control channel (topology, depth checks, slot claims, census)."""
         with self._control_lock:
             if self._control is None or not self._control.is_open:
-                conn = self.connect(f"sojourn-control-{self.worker}")
+                conn = self._connect_direct(f"sojourn-control-{self.worker}")
                 self._control_conn = conn
                 self._control = amqp.open_channel(conn)
             return self._control
 
     def connect(self, name: str, on_close=None):
-        """A new connection to the scenario's broker, open when this returns."""
+        """A producer's or consumer's connection, open when this returns: through the network
+        proxy when the scenario has one (same user and vhost; amqps still checks the broker's name)."""
+        if self.netem is None:
+            return self._connect_direct(name, on_close)
+        b = self.scenario.broker
+        return amqp.connect(self.netem.url, heartbeat_s=b.heartbeat_s, connect_timeout_s=b.connect_timeout_s,
+                            name=name, on_close=on_close, tls_server_hostname=self.netem.tls_server_hostname)
+
+    def _connect_direct(self, name: str, on_close=None):
+        """Straight to the broker: the control connection is never delayed or cut by the proxy,
+        so topology, slot claims, drain depth checks and the census keep working in an outage."""
         b = self.scenario.broker
         return amqp.connect(b.url, heartbeat_s=b.heartbeat_s, connect_timeout_s=b.connect_timeout_s,
                             name=name, on_close=on_close)
+
+    def start_netem(self) -> None:
+        """Start this process's network proxy when the scenario has a `network:` section."""
+        from loadgen.netem import NetemProcess, resolve_timeline
+
+        timeline = resolve_timeline(self.scenario)
+        if timeline is None:
+            return
+        self.netem = NetemProcess.start(
+            self.scenario.broker.url, timeline, t0_ns=self.t0_ns, run_dir=self.run_dir, run_id=self.run_id,
+            worker=f"netem-{self.worker}", listen_port=self.scenario.network.listen_port,
+            seed=f"{self.run_id}/{self.worker}")
+        log.info("network proxy on 127.0.0.1:%d", self.netem.port)
 
     def new_channel(self):
         """A fresh channel on the control connection (closing it does not disturb others)."""
@@ -237,6 +261,8 @@ class RunContext:
         self.stopping.set()
         for g in self._greenlets:
             g.kill(block=False)
+        if self.netem is not None:
+            self.netem.stop()  # it records its own statistics and flushes them before exiting
         try:
             if self._control is not None and self._control_conn.is_open:
                 self._control_conn.close()

@@ -17,6 +17,7 @@ from locust.runners import MasterRunner, WorkerRunner
 
 from loadgen.census import take_census
 from loadgen.errors import BrokerOperationFailed, BrokerUnreachable
+from loadgen.netem import NetemError
 from loadgen.redact import mask_text
 from loadgen.runinfo import default_run_dir, update_run_json, write_run_json
 from loadgen.runtime import RunContext
@@ -100,7 +101,9 @@ def start(environment) -> None:
         sys.stderr.write(f"[sojourn] run {run_id}: traces in {run_dir}/traces\n")
     try:
         ctx.declare_topology(purge=role != "worker")
-    except (BrokerUnreachable, BrokerOperationFailed) as exc:
+        if role != "master":  # each process that runs participants has its own network proxy
+            ctx.start_netem()
+    except (BrokerUnreachable, BrokerOperationFailed, NetemError) as exc:
         _fail(environment, exc)
         return
     if role != "master":

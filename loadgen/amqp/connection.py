@@ -20,11 +20,12 @@ __all__ = ["parameters", "connect", "open_channel", "wait_for", "probe"]
 
 
 def parameters(url: str, *, heartbeat_s: int = 30, connect_timeout_s: float = 5.0,
-               name: str = "sojourn") -> pika.URLParameters:
+               name: str = "sojourn", tls_server_hostname: str | None = None) -> pika.URLParameters:
     """Connection parameters for an amqp:// or amqps:// URL.
 
     For amqps the certificate is verified against the system CAs (or the file in
-    SOJOURN_TLS_CAFILE) and the URL's host name; SOJOURN_TLS_INSECURE=1 turns
+    SOJOURN_TLS_CAFILE) and the URL's host name, or `tls_server_hostname` when the URL
+    points at a TCP proxy in front of the broker; SOJOURN_TLS_INSECURE=1 turns
     verification off for self-signed test brokers.
     """
     scheme = urlsplit(url).scheme
@@ -40,7 +41,7 @@ def parameters(url: str, *, heartbeat_s: int = 30, connect_timeout_s: float = 5.
         if os.environ.get("SOJOURN_TLS_INSECURE") == "1":
             context.check_hostname = False
             context.verify_mode = ssl.CERT_NONE
-        params.ssl_options = pika.SSLOptions(context, server_hostname=params.host)
+        params.ssl_options = pika.SSLOptions(context, server_hostname=tls_server_hostname or params.host)
     return params
 
 
@@ -68,13 +69,15 @@ def wait_for(start: Callable[[Callable[..., None]], Any], what: str, timeout_s: 
 
 
 def connect(url: str, *, heartbeat_s: int = 30, connect_timeout_s: float = 5.0, name: str = "sojourn",
-            on_close: Callable[[Any, BaseException], None] | None = None):
+            on_close: Callable[[Any, BaseException], None] | None = None,
+            tls_server_hostname: str | None = None):
     """Open a GeventConnection and wait (this greenlet only) until it is open."""
     from gevent.event import AsyncResult
     from pika.adapters.gevent_connection import GeventConnection
 
     opened: AsyncResult = AsyncResult()
-    params = parameters(url, heartbeat_s=heartbeat_s, connect_timeout_s=connect_timeout_s, name=name)
+    params = parameters(url, heartbeat_s=heartbeat_s, connect_timeout_s=connect_timeout_s, name=name,
+                        tls_server_hostname=tls_server_hostname)
 
     def _on_close(conn, exc):
         if not opened.ready():
