@@ -28,6 +28,7 @@ from analysis.transforms import (
 )
 from analysis.transforms._common import seconds_to_ns
 from analysis.transforms.codel import codel_block
+from analysis.transforms.network import network_summary
 from analysis.transforms.stats import STAT_FIELDS
 from analysis.transforms.windows import WINDOW_LATENCY_FIELDS, WINDOW_SOJOURN_FIELDS
 
@@ -312,6 +313,7 @@ def summarize(traces: Traces, run: Mapping[str, Any], progress: Progress | None 
         "windows": windows,
         "sojourn_histogram": {"edges_ms": edges, "counts": counts},
         "events": events,
+        "network": network_summary(traces["event"], t0, duration_s, run.get("ended_ns")),  # docs/network.md
     }
 
 

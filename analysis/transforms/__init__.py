@@ -9,6 +9,7 @@ from .codel import NACK_OUTCOMES, codel_block, codel_by_consumer, codel_totals, 
 from .events import timeline_events
 from .histogram import histogram_counts, histogram_edges
 from .latency import with_confirm_latency, with_delivery_latencies
+from .network import impairment_periods, network_summary, proxy_measurements
 from .phases import BASE, Segment, assign_phase, phase_summary, timeline_segments
 from .stats import STAT_FIELDS, stats_block, stats_by, stats_struct
 from .throughput import in_window, measurement_window_ns, throughput
@@ -24,6 +25,7 @@ __all__ = [
     "timeline_events",
     "histogram_counts", "histogram_edges",
     "with_confirm_latency", "with_delivery_latencies",
+    "impairment_periods", "network_summary", "proxy_measurements",
     "BASE", "Segment", "assign_phase", "phase_summary", "timeline_segments",
     "STAT_FIELDS", "stats_block", "stats_by", "stats_struct",
     "in_window", "measurement_window_ns", "throughput",
