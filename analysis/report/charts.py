@@ -166,7 +166,8 @@ def _decorate_timeline(fig: go.Figure, summary: Summary) -> go.Figure:
             hovertext=[_event_hover(e) for e in events], hoverinfo="text",
         ))
         fig.update_layout(yaxis2=dict(overlaying="y", range=[0, 1], visible=False, fixedrange=True))
-    return fig
+    from .network import mark_impairments  # imported here: network -> tables -> charts
+    return mark_impairments(fig, summary)
 
 
 # --- figures -------------------------------------------------------------------------

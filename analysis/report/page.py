@@ -17,6 +17,7 @@ from ._format import (
     as_list, as_number, dig, esc, fmt_count, fmt_exact, fmt_ms, fmt_rate, fmt_seconds, fmt_utc,
 )
 from .codel import codel_section
+from .network import network_section
 
 __all__ = ["build_page", "Links"]
 
@@ -237,6 +238,6 @@ def build_page(summary: Summary, links: Links | None = None) -> str:
         f'<meta name="viewport" content="width=device-width, initial-scale=1">'
         f"<title>{esc(title)}</title><style>{_css()}</style></head><body>"
         f"{_header(summary, links)}{_nav()}<main>{_verdict(summary)}{_key_numbers(summary)}"
-        f"{_chart_sections(summary)}{codel_section(summary)}{_table_sections(summary)}</main>"
+        f"{_chart_sections(summary)}{network_section(summary)}{codel_section(summary)}{_table_sections(summary)}</main>"
         f"<footer>{esc(footer)}</footer></body></html>\n"
     )
