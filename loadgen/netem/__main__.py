@@ -112,7 +112,6 @@ class _Recorder:
 
             worker = args.worker or f"netem-{socket.gethostname()}-{os.getpid()}"
             self.writer = TraceWriter(args.run_dir, args.run_id, worker)
-            import pyarrow.parquet  # noqa: F401 - now, not in the first flush's thread mid-run
 
     def event(self, kind: str, name: str, value: float | None = None, detail: dict | None = None) -> None:
         if self.writer is not None:
@@ -122,6 +121,10 @@ class _Recorder:
     async def flush(self, loop: asyncio.AbstractEventLoop) -> None:
         if self.writer is not None and self.writer.pending():
             await loop.run_in_executor(None, self.writer.flush)  # never a file write on the loop
+
+    def flush_now(self) -> None:
+        if self.writer is not None:
+            self.writer.flush()
 
     def close(self) -> None:
         if self.writer is not None:
@@ -224,6 +227,9 @@ async def _main(args: argparse.Namespace) -> int:
         sys.stderr.write(f"error: netem cannot listen on 127.0.0.1:{args.listen_port}: {exc}\n")
         return 2
     await runner.enter(step_index_at(steps, runner.elapsed_s()))
+    # The first Parquet write pays pyarrow's first-use costs (it held the GIL ~10 ms in a flush
+    # thread mid-run): pay them now, before any connection, and have the first event on disk.
+    recorder.flush_now()
     sys.stderr.write(f"[netem] 127.0.0.1:{listen_port} -> {host}:{port}"
                      f"{'' if runner.scheduling.allowed else ' (real-time scheduling not permitted)'}\n")
     sys.stdout.write(f"{listen_port}\n")
