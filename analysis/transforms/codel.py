@@ -13,7 +13,7 @@ from typing import Any
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from ._common import NS_PER_S, is_acked
+from ._common import NS_PER_S, Transform, is_acked
 from .stats import stats_block, stats_struct
 
 __all__ = ["NACK_OUTCOMES", "requeue_handoffs", "codel_by_consumer", "codel_totals", "codel_block"]
@@ -26,100 +26,109 @@ def _nacked() -> Column:
 
 
 def requeue_handoffs(deliveries: DataFrame) -> DataFrame:
-    """One row per acked message that had been requeued before its ack: `message_id`,
-    `acker` (the consumer of its first ack) and `last_requeuer` (the consumer whose
-    nack_requeue was the last one sent before that delivery was received)."""
+    """One row per message id that was nack-requeued at least once: `message_id`, `acker`
+    (the consumer of its first ack, null if it was never acked) and `last_requeuer` (the
+    consumer whose nack_requeue was the last one sent before that acked delivery was
+    received; the last one of all if it was never acked; null if it was only requeued
+    after its ack, a duplicate delivery)."""
     requeues = (deliveries.where((F.col("outcome") == "nack_requeue") & F.col("message_id").isNotNull())
                 .select("message_id", F.col("consumer").alias("_requeuer"), F.col("settle_ns").alias("_requeue_ns")))
     acks = (deliveries.where(is_acked() & F.col("message_id").isNotNull())
             .groupBy("message_id")
             .agg(F.min_by(F.struct("consumer", "receive_ns"), F.struct("settle_ns", "receive_ns")).alias("_ack")))
+    before_ack = F.col("_ack").isNull() | (F.col("_requeue_ns") <= F.col("_ack.receive_ns"))
     return (
-        acks.join(requeues, "message_id")
-        .where(F.col("_requeue_ns") <= F.col("_ack.receive_ns"))
+        requeues.join(acks, "message_id", "left")
         .groupBy("message_id")
-        .agg(F.first("_ack.consumer").alias("acker"),
-             F.max_by("_requeuer", "_requeue_ns").alias("last_requeuer"))
+        .agg(F.first("_ack.consumer", ignorenulls=True).alias("acker"),
+             F.max_by(F.when(before_ack, F.col("_requeuer")), F.when(before_ack, F.col("_requeue_ns")))
+             .alias("last_requeuer"))
     )
 
 
-def _dropping_ns() -> Column:
-    """Per row: time until the consumer's next decision if this one left CoDel dropping."""
-    order = Window.partitionBy("consumer").orderBy("start_ns", "receive_ns", "delivery_tag")
-    until_next = F.lead("start_ns").over(order) - F.col("start_ns")
-    return F.when(F.col("start_ns").isNotNull() & F.col("codel_dropping"), until_next)
+def _consumer_order() -> Window:
+    return Window.partitionBy("consumer").orderBy("start_ns", "receive_ns", "delivery_tag")
 
 
-def codel_by_consumer(deliveries: DataFrame) -> DataFrame:
-    """One row per consumer that had CoDel on or acked a message another consumer requeued.
+def codel_by_consumer(handoffs: DataFrame) -> Transform:
+    """Applied to deliveries, with `handoffs` = deliveries.transform(requeue_handoffs): one row
+    per consumer that had CoDel on or acked a message another consumer requeued.
 
     Columns: consumer, group, codel_on, decided (deliveries that left its buffer),
     nacks, requeued, discarded, nack_share (nacks / decided), dropping_s (null with
     CoDel off), first_drop_ns, sojourn_before_ms / sojourn_after_ms (stats structs
     over `measured` deliveries that left the buffer before / from the consumer's
     first drop on; all of them are "before" if it never dropped) and
-    acked_requeued_from_others. Needs `sojourn_ms` and `measured`
+    acked_requeued_from_others. Deliveries need `sojourn_ms` and `measured`
     (latency.with_delivery_latencies, warmup.mark_measured).
+
+    Time dropping: the sum, over the consumer's decisions taken in the dropping
+    state, of the time to its next decision (delivery rows ordered by start_ns).
     """
-    handoffs = (requeue_handoffs(deliveries).where(F.col("acker") != F.col("last_requeuer"))
-                .groupBy(F.col("acker").alias("consumer"))
-                .agg(F.count(F.lit(1)).alias("acked_requeued_from_others")))
-    first_drop = (deliveries.groupBy("consumer")
-                  .agg(F.min(F.when(_nacked(), F.col("start_ns"))).alias("first_drop_ns")))
-    rows = deliveries.join(first_drop, "consumer").withColumn("_dropping_ns", _dropping_ns())
-    left_buffer = F.col("start_ns").isNotNull()
-    measured = F.col("measured") & left_buffer
-    before = F.col("first_drop_ns").isNull() | (F.col("start_ns") < F.col("first_drop_ns"))
-    codel_on = F.count_if(F.col("codel_dropping").isNotNull()) > 0
-    nacks = F.count_if(_nacked())
-    decided = F.count_if(left_buffer)
-    per_consumer = rows.groupBy("consumer").agg(
-        F.first("consumer_group", ignorenulls=True).alias("group"),
-        codel_on.alias("codel_on"),
-        decided.alias("decided"),
-        nacks.alias("nacks"),
-        F.count_if(F.col("outcome") == "nack_requeue").alias("requeued"),
-        F.count_if(F.col("outcome") == "nack_discard").alias("discarded"),
-        F.when(decided > 0, nacks / decided).alias("nack_share"),
-        F.when(codel_on, F.coalesce(F.sum("_dropping_ns"), F.lit(0)) / F.lit(NS_PER_S)).alias("dropping_s"),
-        F.first("first_drop_ns").alias("first_drop_ns"),
-        stats_struct(F.when(measured & before, F.col("sojourn_ms"))).alias("sojourn_before_ms"),
-        stats_struct(F.when(measured & ~before, F.col("sojourn_ms"))).alias("sojourn_after_ms"),
-    )
-    return (
-        per_consumer.join(handoffs, "consumer", "left")
-        .withColumn("acked_requeued_from_others", F.coalesce("acked_requeued_from_others", F.lit(0)))
-        .where(F.col("codel_on") | (F.col("acked_requeued_from_others") > 0))
-        .orderBy("consumer")
-    )
+    taken_over = (handoffs.where(F.col("acker") != F.col("last_requeuer"))
+                  .groupBy(F.col("acker").alias("consumer"))
+                  .agg(F.count(F.lit(1)).alias("acked_requeued_from_others")))
+
+    def _by_consumer(deliveries: DataFrame) -> DataFrame:
+        left_buffer = F.col("start_ns").isNotNull()
+        rows = deliveries.withColumns({
+            "first_drop_ns": F.min(F.when(_nacked(), F.col("start_ns"))).over(Window.partitionBy("consumer")),
+            "_dropping_ns": F.when(left_buffer & F.col("codel_dropping"),
+                                   F.lead("start_ns").over(_consumer_order()) - F.col("start_ns")),
+        })
+        measured = F.col("measured") & left_buffer
+        before = F.col("first_drop_ns").isNull() | (F.col("start_ns") < F.col("first_drop_ns"))
+        codel_on = F.count_if(F.col("codel_dropping").isNotNull()) > 0
+        nacks = F.count_if(_nacked())
+        decided = F.count_if(left_buffer)
+        per_consumer = rows.groupBy("consumer").agg(
+            F.first("consumer_group", ignorenulls=True).alias("group"),
+            codel_on.alias("codel_on"),
+            decided.alias("decided"),
+            nacks.alias("nacks"),
+            F.count_if(F.col("outcome") == "nack_requeue").alias("requeued"),
+            F.count_if(F.col("outcome") == "nack_discard").alias("discarded"),
+            F.when(decided > 0, nacks / decided).alias("nack_share"),
+            F.when(codel_on, F.coalesce(F.sum("_dropping_ns"), F.lit(0)) / F.lit(NS_PER_S)).alias("dropping_s"),
+            F.first("first_drop_ns").alias("first_drop_ns"),
+            stats_struct(F.when(measured & before, F.col("sojourn_ms"))).alias("sojourn_before_ms"),
+            stats_struct(F.when(measured & ~before, F.col("sojourn_ms"))).alias("sojourn_after_ms"),
+        )
+        return (
+            per_consumer.join(taken_over, "consumer", "left")
+            .withColumn("acked_requeued_from_others", F.coalesce("acked_requeued_from_others", F.lit(0)))
+            .where(F.col("codel_on") | (F.col("acked_requeued_from_others") > 0))
+            .orderBy("consumer")
+        )
+
+    return _by_consumer
 
 
-def codel_totals(deliveries: DataFrame) -> DataFrame:
-    """One row over the consumers with CoDel on: nacks, requeued, discarded, nack_share,
-    dropping_s; and over message ids: requeued_messages (ids nack-requeued at least
-    once), requeued_acked_by_other / requeued_acked_by_same (acked by a consumer other
-    than / the same as the one that last requeued it), requeued_not_acked."""
-    on = (deliveries.groupBy("consumer")
-          .agg((F.count_if(F.col("codel_dropping").isNotNull()) > 0).alias("_on")))
-    rows = deliveries.join(on, "consumer").where("_on").withColumn("_dropping_ns", _dropping_ns())
-    nacks = F.count_if(_nacked())
-    decided = F.count_if(F.col("start_ns").isNotNull())
-    per_row = rows.agg(
-        nacks.alias("nacks"),
-        F.count_if(F.col("outcome") == "nack_requeue").alias("requeued"),
-        F.count_if(F.col("outcome") == "nack_discard").alias("discarded"),
-        F.when(decided > 0, nacks / decided).alias("nack_share"),
-        (F.coalesce(F.sum("_dropping_ns"), F.lit(0)) / F.lit(NS_PER_S)).alias("dropping_s"),
-    )
-    requeued_ids = (deliveries.where((F.col("outcome") == "nack_requeue") & F.col("message_id").isNotNull())
-                    .agg(F.count_distinct("message_id").alias("requeued_messages")))
-    handoffs = requeue_handoffs(deliveries).agg(
+def codel_totals(handoffs: DataFrame) -> Transform:
+    """Applied to the codel_by_consumer frame: one row with nacks, requeued, discarded,
+    nack_share and dropping_s over the consumers with CoDel on; and, from `handoffs`,
+    requeued_messages (ids nack-requeued at least once), requeued_acked_by_other /
+    requeued_acked_by_same (acked by a consumer other than / the same as the one that
+    last requeued it) and requeued_not_acked (never acked)."""
+    follow = handoffs.agg(
+        F.count(F.lit(1)).alias("requeued_messages"),
         F.count_if(F.col("acker") != F.col("last_requeuer")).alias("requeued_acked_by_other"),
         F.count_if(F.col("acker") == F.col("last_requeuer")).alias("requeued_acked_by_same"),
+        F.count_if(F.col("acker").isNull()).alias("requeued_not_acked"),
     )
-    return (per_row.crossJoin(requeued_ids).crossJoin(handoffs)
-            .withColumn("requeued_not_acked", F.col("requeued_messages") - F.col("requeued_acked_by_other")
-                        - F.col("requeued_acked_by_same")))
+
+    def _totals(by_consumer: DataFrame) -> DataFrame:
+        on = by_consumer.where("codel_on")
+        nacks, decided = F.coalesce(F.sum("nacks"), F.lit(0)), F.sum("decided")
+        return on.agg(
+            nacks.alias("nacks"),
+            F.coalesce(F.sum("requeued"), F.lit(0)).alias("requeued"),
+            F.coalesce(F.sum("discarded"), F.lit(0)).alias("discarded"),
+            F.when(decided > 0, nacks / decided).alias("nack_share"),
+            F.coalesce(F.sum("dropping_s"), F.lit(0.0)).alias("dropping_s"),
+        ).crossJoin(follow)
+
+    return _totals
 
 
 # --- the summary block ----------------------------------------------------------------
@@ -128,20 +137,31 @@ _CONSUMER_FIELDS = ("consumer", "group", "codel_on", "decided", "nacks", "requeu
                     "nack_share", "dropping_s", "acked_requeued_from_others")
 _TOTAL_FIELDS = ("nacks", "requeued", "discarded", "nack_share", "dropping_s", "requeued_messages",
                  "requeued_acked_by_other", "requeued_acked_by_same", "requeued_not_acked")
+_EMPTY_TOTALS = {**{f: 0 for f in _TOTAL_FIELDS}, "nack_share": None, "dropping_s": 0.0}
 
 
 def codel_block(deliveries: DataFrame) -> dict[str, Any]:
     """summary.json's `codel` block: {"consumers": [...], "totals": {...}}.
 
-    `consumers` is empty when no consumer had CoDel on and none acked a requeued message.
+    `consumers` is empty when no consumer had CoDel on and none acked a requeued
+    message; a run without CoDel costs one cheap probe, not the whole computation.
     """
-    consumers = []
-    for r in deliveries.transform(codel_by_consumer).collect():
-        row = {f: r[f] for f in _CONSUMER_FIELDS}
-        row["sojourn_before_ms"] = stats_block(r["sojourn_before_ms"])
-        row["sojourn_after_ms"] = stats_block(r["sojourn_after_ms"])
-        consumers.append(row)
-    totals = deliveries.transform(codel_totals).first()
+    touched = deliveries.where(F.col("codel_dropping").isNotNull() | _nacked())
+    if not touched.limit(1).collect():
+        return {"consumers": [], "totals": dict(_EMPTY_TOTALS)}
+    handoffs = deliveries.transform(requeue_handoffs).cache()
+    by_consumer = deliveries.transform(codel_by_consumer(handoffs)).cache()
+    try:
+        consumers = []
+        for r in by_consumer.collect():
+            row = {f: r[f] for f in _CONSUMER_FIELDS}
+            row["sojourn_before_ms"] = stats_block(r["sojourn_before_ms"])
+            row["sojourn_after_ms"] = stats_block(r["sojourn_after_ms"])
+            consumers.append(row)
+        totals = by_consumer.transform(codel_totals(handoffs)).first()
+    finally:
+        by_consumer.unpersist()
+        handoffs.unpersist()
     return {"consumers": consumers,
             "totals": {f: (totals[f] if f in ("nack_share", "dropping_s") else int(totals[f] or 0))
                        for f in _TOTAL_FIELDS}}

@@ -50,23 +50,37 @@ def _deliveries(frame, warmup_end_ns=0):
             .transform(mark_measured(warmup_end_ns, "receive_ns")))
 
 
+def by_consumer(deliveries):
+    return deliveries.transform(codel_by_consumer(deliveries.transform(requeue_handoffs)))
+
+
 def test_handoffs_name_the_acker_and_the_consumer_that_last_requeued_the_message(frame):
     got = sorted((r.message_id, r.acker, r.last_requeuer)
                  for r in _deliveries(frame).transform(requeue_handoffs).collect())
-    # m10 was requeued but never acked: no handoff
-    assert got == [("m2", FAST, SLOW), ("m4", PLAIN, SLOW), ("m8", FAST, FAST)]
+    # m10 was requeued but never acked
+    assert got == [("m10", None, FAST), ("m2", FAST, SLOW), ("m4", PLAIN, SLOW), ("m8", FAST, FAST)]
 
 
-def test_a_requeue_sent_after_the_ack_was_received_is_not_a_handoff(frame):
+def test_the_last_requeue_before_the_acked_delivery_counts(frame):
+    deliveries = frame("delivery",
+                       d(SLOW, "m1", 0, 5, "nack_requeue", True, settle_ms=6),
+                       d(FAST, "m1", 7, 8, "nack_requeue", True, settle_ms=9),
+                       d(SLOW, "m1", 10, 11, "ack", False))
+    [row] = deliveries.transform(requeue_handoffs).collect()
+    assert (row.acker, row.last_requeuer) == (SLOW, FAST)
+
+
+def test_a_requeue_sent_after_the_ack_was_received_has_no_requeuer(frame):
     deliveries = frame("delivery",
                        d(FAST, "m1", 0, 1, "ack", False),
                        d(SLOW, "m1", 0, 5, "nack_requeue", True, settle_ms=6))  # a duplicate, later
-    assert deliveries.transform(requeue_handoffs).count() == 0
+    [row] = deliveries.transform(requeue_handoffs).collect()
+    assert (row.acker, row.last_requeuer) == (FAST, None)
 
 
 def test_per_consumer_counts_nacks_and_their_share_of_what_left_the_buffer(frame):
     got = {r.consumer: (r.codel_on, r.decided, r.nacks, r.requeued, r.discarded, r.nack_share)
-           for r in _deliveries(frame).transform(codel_by_consumer).collect()}
+           for r in by_consumer(_deliveries(frame)).collect()}
     assert got == {
         SLOW: (True, 6, 3, 2, 1, 3 / 6),     # m7 never left the buffer: 6 decisions
         FAST: (True, 4, 2, 2, 0, 2 / 4),
@@ -75,7 +89,7 @@ def test_per_consumer_counts_nacks_and_their_share_of_what_left_the_buffer(frame
 
 
 def test_dropping_time_sums_the_gaps_after_each_decision_taken_while_dropping(frame):
-    got = {r.consumer: r.dropping_s for r in _deliveries(frame).transform(codel_by_consumer).collect()}
+    got = {r.consumer: r.dropping_s for r in by_consumer(_deliveries(frame)).collect()}
     # slow: dropping after the decisions at 50, 60, 100, 110 ms; next decisions at 60, 100, 110, 120:
     #       10 + 40 + 10 + 10 = 70 ms
     # fast: dropping after 5 ms (next 20) and 30 ms (next 55): 15 + 25 = 40 ms
@@ -85,7 +99,7 @@ def test_dropping_time_sums_the_gaps_after_each_decision_taken_while_dropping(fr
 
 
 def test_sojourn_is_split_at_the_consumers_first_drop(frame):
-    rows = {r.consumer: r for r in _deliveries(frame).transform(codel_by_consumer).collect()}
+    rows = {r.consumer: r for r in by_consumer(_deliveries(frame)).collect()}
     slow = rows[SLOW]
     # before the first drop (50 ms): m1 waited 10 - 0 = 10 ms
     assert (slow.sojourn_before_ms["count"], slow.sojourn_before_ms["max"]) == (1, 10.0)
@@ -99,7 +113,7 @@ def test_sojourn_is_split_at_the_consumers_first_drop(frame):
 
 def test_sojourn_stats_leave_out_the_warm_up(frame):
     rows = {r.consumer: r for r in
-            _deliveries(frame, warmup_end_ns=15 * MS).transform(codel_by_consumer).collect()}
+            by_consumer(_deliveries(frame, warmup_end_ns=15 * MS)).collect()}
     # received before 15 ms: m1, m2 (slow); so before = none, after = m3 m4 m5 m6
     assert rows[SLOW].sojourn_before_ms["count"] == 0
     assert rows[SLOW].sojourn_after_ms["count"] == 4
@@ -108,12 +122,14 @@ def test_sojourn_stats_leave_out_the_warm_up(frame):
 
 def test_handoffs_are_counted_for_the_consumer_that_acked(frame):
     got = {r.consumer: r.acked_requeued_from_others
-           for r in _deliveries(frame).transform(codel_by_consumer).collect()}
+           for r in by_consumer(_deliveries(frame)).collect()}
     assert got == {SLOW: 0, FAST: 1, PLAIN: 1}   # fast's ack of its own m8 is not a handoff
 
 
 def test_totals_cover_the_codel_consumers_and_follow_every_requeued_message(frame):
-    t = _deliveries(frame).transform(codel_totals).first().asDict()
+    deliveries = _deliveries(frame)
+    handoffs = deliveries.transform(requeue_handoffs)
+    t = deliveries.transform(codel_by_consumer(handoffs)).transform(codel_totals(handoffs)).first().asDict()
     # nacks 3 + 2, decisions 6 + 4; dropping 70 + 40 ms
     # requeued ids m2 m4 m8 m10: m2, m4 acked elsewhere, m8 by its requeuer, m10 never
     assert t == {"nacks": 5, "requeued": 4, "discarded": 1, "nack_share": 0.5,
