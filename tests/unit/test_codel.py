@@ -302,3 +302,17 @@ def test_validate_prints_warnings_on_stderr_and_still_succeeds(tmp_path, capsys)
     captured = capsys.readouterr()
     assert captured.err.startswith("warning: consumers.c.codel: prefetch 2 can never build")
     assert ": ok" in captured.out
+
+
+def test_the_shipped_codel_scenario_is_tuned_as_the_blog_says():
+    import pathlib
+
+    from loadgen.codel import codel_warnings
+    from loadgen.scenario import load_scenario
+
+    scenario = load_scenario(pathlib.Path(__file__).resolve().parents[2] / "scenarios/codel-slow-consumer.yaml")
+    assert codel_warnings(scenario) == []
+    assert {(g.name, g.prefetch, g.codel.target_ms, g.codel.interval_ms, g.codel.requeue)
+            for g in scenario.consumers} == {("fast", 51, 100, 20, True), ("slow", 51, 100, 20, True)}
+    # the slow phase slows one consumer only
+    assert [g.processing.mean_ms for g in scenario.at(30).consumers] == [4, 40]
