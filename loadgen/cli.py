@@ -61,6 +61,21 @@ def _parser() -> argparse.ArgumentParser:
     ana.add_argument("--master", dest="spark_master", metavar="URL",
                      help="Spark master URL (default local[*] or SPARK_MASTER)")
 
+    swp = sub.add_parser("sweep", help="run a scenario once per value of one field, then compare the runs",
+                         description="Run SCENARIO once for each value of one field (e.g. prefetch), "
+                                     "analyze every run, and print per phase the ack rate, the "
+                                     "consumers' utilisation and the buffer sojourn of each, side by side. "
+                                     "Writes DIR/sweep.md and DIR/sweep.json next to the run directories.")
+    swp.add_argument("scenario", help="scenario YAML file")
+    swp.add_argument("--vary", required=True, metavar="PATH=V1,V2,...",
+                     help="the field and its values, e.g. consumers.main.prefetch=1,26,51")
+    _add_set(swp)
+    swp.add_argument("--out", metavar="DIR", help="where the runs go (default runs/<UTC time>-<name>-sweep)")
+    swp.add_argument("--processes", type=int, default=0, metavar="N",
+                     help="Locust worker processes per run (default: one process)")
+    swp.add_argument("--master", dest="spark_master", metavar="URL",
+                     help="Spark master for the analysis (default local[*] or SPARK_MASTER)")
+
     val = sub.add_parser("validate", help="check a scenario file without running it")
     val.add_argument("scenario", help="scenario YAML file")
     _add_set(val)
@@ -173,6 +188,118 @@ def _run_locust(args, run_dir: str) -> bool:
     return interrupted
 
 
+# -- sweep --------------------------------------------------------------------
+def _vary(text: str) -> tuple[str, list[str]]:
+    path, sep, values = text.partition("=")
+    vals = [v.strip() for v in values.split(",") if v.strip()]
+    if not sep or not path.strip() or len(vals) < 1:
+        raise CliError(f"--vary {text!r}: expected PATH=V1,V2,... e.g. consumers.main.prefetch=1,26,51",
+                       EXIT_INPUT)
+    return path.strip(), vals
+
+
+def cmd_sweep(args) -> int:
+    import json
+    import types
+
+    from loadgen.amqp.connection import probe
+    from loadgen.errors import BrokerUnreachable
+    from loadgen.runinfo import default_run_dir
+
+    path, values = _vary(args.vary)
+    variants = [(v, [*args.overrides, f"{path}={v}"]) for v in values]
+    scenarios = [_load(args.scenario, overrides) for _v, overrides in variants]  # all valid before any run
+    try:
+        probe(scenarios[0].broker.url, timeout_s=scenarios[0].broker.connect_timeout_s)
+    except BrokerUnreachable as exc:
+        raise CliError(f"{exc}\n{BROKER_HELP}", EXIT_BROKER) from None
+    out = args.out or default_run_dir(scenarios[0].name) + "-sweep"
+    label = path.rsplit(".", 1)[-1]
+    runs = [(v, os.path.join(out, f"{label}-{v}"), overrides) for v, overrides in variants]
+    for _v, run_dir, _o in runs:
+        if os.path.exists(os.path.join(run_dir, "traces")):
+            raise CliError(f"{run_dir}: already holds a run's traces; choose another --out", EXIT_INPUT)
+    for v, run_dir, overrides in runs:
+        os.makedirs(run_dir, exist_ok=True)
+        print(f"sojourn: sweep {path}={v}", file=sys.stderr)
+        run_args = types.SimpleNamespace(scenario=args.scenario, overrides=overrides, processes=args.processes)
+        if _run_locust(run_args, run_dir):
+            print(f"sojourn: sweep interrupted; finished runs are in {out}", file=sys.stderr)
+            return EXIT_INTERRUPTED
+
+    from analysis.errors import AnalysisError
+    from analysis.job import analyze
+    from analysis.session import get_spark
+
+    print(f"sojourn: analyzing {len(runs)} runs with Spark", file=sys.stderr)
+    spark = get_spark(args.spark_master)
+    summaries = []
+    try:
+        for v, run_dir, _o in runs:
+            try:
+                summaries.append((v, run_dir, analyze(run_dir, spark=spark)))
+            except AnalysisError as exc:
+                raise CliError(str(exc), EXIT_INPUT) from None
+    finally:
+        spark.stop()
+    rows = sweep_rows(summaries)
+    table = sweep_table(path, rows)
+    with open(os.path.join(out, "sweep.md"), "w", encoding="utf-8") as f:
+        f.write(f"# sweep of {path} over {args.scenario}\n\n{table}\n")
+    with open(os.path.join(out, "sweep.json"), "w", encoding="utf-8") as f:
+        json.dump({"scenario": args.scenario, "vary": path, "overrides": args.overrides, "rows": rows}, f, indent=2)
+    print(table)
+    unaccounted = sum((s.get("messages") or {}).get("unaccounted") or 0 for _v, _d, s in summaries)
+    if unaccounted:
+        print(f"  WARNING: {unaccounted} messages unaccounted for; see each run's report", file=sys.stderr)
+    print(f"  runs and reports: {out}/{label}-*/report.html; table: {out}/sweep.md")
+    failed = any(not s.get("passed") for _v, _d, summary in summaries for s in summary.get("slo", []))
+    return EXIT_SLO if failed else EXIT_OK
+
+
+def sweep_rows(summaries: list[tuple[str, str, dict]]) -> list[dict]:
+    """One row per run and phase. Utilisation is estimated as acks/s x mean processing time per
+    consumer (the summary's per-phase block has no processing time of its own)."""
+    rows = []
+    for value, run_dir, summary in summaries:
+        processing_ms = ((summary.get("latency_ms") or {}).get("processing") or {}).get("mean")
+        consumers = max(1, len(summary.get("consumers") or []))
+        periods = ((summary.get("network") or {}).get("periods")) or []
+        for phase in summary.get("phases") or []:
+            ack = (phase.get("throughput") or {}).get("ack_per_s")
+            net = next((p for p in periods if p.get("phase") == phase.get("phase")
+                        and p.get("start_s", 0) <= phase.get("start_s", 0) < p.get("end_s", 0)), None)
+            rows.append({
+                "value": value, "run_dir": run_dir, "phase": phase.get("phase"),
+                "start_s": phase.get("start_s"), "end_s": phase.get("end_s"),
+                "network_ms": None if net is None else [(net.get("upstream") or {}).get("latency_ms"),
+                                                        (net.get("downstream") or {}).get("latency_ms")],
+                "ack_per_s": ack,
+                "utilisation": None if ack is None or processing_ms is None
+                else ack * processing_ms / 1000.0 / consumers,
+                "sojourn_p50_ms": (phase.get("sojourn_ms") or {}).get("p50"),
+                "sojourn_p99_ms": (phase.get("sojourn_ms") or {}).get("p99"),
+                "e2e_p50_ms": ((phase.get("latency_ms") or {}).get("end_to_end") or {}).get("p50"),
+                "unaccounted": (summary.get("messages") or {}).get("unaccounted"),
+            })
+    return rows
+
+
+def sweep_table(path: str, rows: list[dict]) -> str:
+    def num(v, fmt="{:,.1f}"):
+        return "–" if v is None else fmt.format(v)
+
+    lines = [f"| {path} | phase | s | network up/down (ms) | ack/s | utilisation | "
+             f"sojourn p50 (ms) | sojourn p99 (ms) | e2e p50 (ms) |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        net = "–" if r["network_ms"] is None else "/".join(num(x, "{:g}") for x in r["network_ms"])
+        lines.append(f"| {r['value']} | {r['phase']} | {num(r['start_s'], '{:g}')}–{num(r['end_s'], '{:g}')} "
+                     f"| {net} | {num(r['ack_per_s'])} | {num(r['utilisation'], '{:.1%}')} "
+                     f"| {num(r['sojourn_p50_ms'])} | {num(r['sojourn_p99_ms'])} | {num(r['e2e_p50_ms'], '{:,.0f}')} |")
+    return "\n".join(lines)
+
+
 # -- analyze ------------------------------------------------------------------
 def cmd_analyze(args) -> int:
     if not os.path.isfile(os.path.join(args.run_dir, "run.json")):
@@ -233,7 +360,7 @@ def format_summary(summary: dict, run_dir: str) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
-    commands = {"run": cmd_run, "analyze": cmd_analyze, "validate": cmd_validate}
+    commands = {"run": cmd_run, "analyze": cmd_analyze, "validate": cmd_validate, "sweep": cmd_sweep}
     if args.command is None:
         parser.print_help()
         return EXIT_INPUT
