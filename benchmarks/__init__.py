@@ -1,0 +1,1 @@
+"""Benchmarks: numbers to record in the docs, not pass/fail tests (`python -m benchmarks.netem`)."""
