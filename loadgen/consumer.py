@@ -226,7 +226,6 @@ class Consumer(Participant):
             self._busy = False
             self._trace(d, start_ns, None, settle_ns, outcome, None, codel_state)
         if settle_ns is not None:
-            self.ctx.counters["nacked"] = self.ctx.counters.get("nacked", 0) + 1
             self.report("nack", self._nack_name, (start_ns - d.receive_ns) / 1e6, d.size, None)
 
     def _simulate(self, seconds: float) -> None:
