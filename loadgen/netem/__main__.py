@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
 import logging
 import os
@@ -230,6 +231,10 @@ async def _main(args: argparse.Namespace) -> int:
     # The first Parquet write pays pyarrow's first-use costs (it held the GIL ~10 ms in a flush
     # thread mid-run): pay them now, before any connection, and have the first event on disk.
     recorder.flush_now()
+    # What exists now (modules, the loop) lives for the whole run: keep the collector from
+    # walking it on every full collection, a pause of several ms mid-run otherwise.
+    gc.collect()
+    gc.freeze()
     sys.stderr.write(f"[netem] 127.0.0.1:{listen_port} -> {host}:{port}"
                      f"{'' if runner.scheduling.allowed else ' (real-time scheduling not permitted)'}\n")
     sys.stdout.write(f"{listen_port}\n")
