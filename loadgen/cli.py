@@ -267,8 +267,9 @@ def sweep_rows(summaries: list[tuple[str, str, dict]]) -> list[dict]:
         periods = ((summary.get("network") or {}).get("periods")) or []
         for phase in summary.get("phases") or []:
             ack = (phase.get("throughput") or {}).get("ack_per_s")
-            net = next((p for p in periods if p.get("phase") == phase.get("phase")
-                        and p.get("start_s", 0) <= phase.get("start_s", 0) < p.get("end_s", 0)), None)
+            # the impairment period in force when the phase began (periods follow network changes only)
+            net = next((p for p in periods
+                        if (p.get("start_s") or 0) <= (phase.get("start_s") or 0) < (p.get("end_s") or 0)), None)
             rows.append({
                 "value": value, "run_dir": run_dir, "phase": phase.get("phase"),
                 "start_s": phase.get("start_s"), "end_s": phase.get("end_s"),
