@@ -42,7 +42,7 @@ MEASUREMENT_FIELDS = ("proxies", "count", "bytes", "dropped", "error_p50_ms", "e
 
 
 def _weighted(name: str) -> Column:
-    return F.sum(F.col(name) * F.col("count")) / F.sum(F.when(F.col(name).isNotNull(), F.col("count")))
+    return F.round(F.sum(F.col(name) * F.col("count")) / F.sum(F.when(F.col(name).isNotNull(), F.col("count"))), 4)
 
 
 def _combined() -> list[Column]:
