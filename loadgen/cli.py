@@ -119,11 +119,23 @@ def cmd_validate(args) -> int:
     for g in s.consumers:
         print(f"  consumer {g.name}: {g.count} x prefetch {g.prefetch} ({g.prefetch_scope}), "
               f"{g.ack_mode} ack, processing mean {g.processing.mean_ms:g} ms ({g.processing.distribution})")
+    if s.network is not None:
+        print(f"  network (delay-line proxy): {_link_text('up', s.network.upstream)}, "
+              f"{_link_text('down', s.network.downstream)}{', DOWN' if s.network.down else ''}")
     for name, start, end in s.phase_windows():
         print(f"  phase {name}: {start:g}–{end:g} s")
     for slo in s.slo:
         print(f"  slo: {slo}")
     return EXIT_OK
+
+
+def _link_text(direction: str, link) -> str:
+    text = f"{direction} {link.latency_ms:g} ms"
+    if link.jitter_ms:
+        text += f" + 0–{link.jitter_ms:g} ms jitter"
+    if link.bandwidth_bytes_per_s:
+        text += f" at most {link.bandwidth_bytes_per_s:g} B/s"
+    return text
 
 
 # -- run ----------------------------------------------------------------------
