@@ -195,11 +195,14 @@ class _Connection:
         self.broker = _Side(self, "broker")
         self.upstream = _Pipe(proxy, "upstream", self.client, self.broker)
         self.downstream = _Pipe(proxy, "downstream", self.broker, self.client)
+        self.was_cut = False
 
     def side_ready(self, side: _Side) -> None:
         if side is self.client:
             self.proxy.connections.add(self)
             self.proxy.loop.create_task(self._connect_broker())
+        elif self.was_cut:  # cut (an outage, a reset) while the broker connection was being made
+            side.transport.abort()
         else:
             self.upstream.kick()
 
@@ -230,6 +233,7 @@ class _Connection:
 
     def cut(self, reset: bool = False) -> None:
         """Close both sockets now, dropping what is in flight; `reset` sends RST instead of FIN."""
+        self.was_cut = True
         self.upstream.drop()
         self.downstream.drop()
         self._close_both(abort=True, reset=reset)
