@@ -135,6 +135,7 @@ EVENT_KINDS = {
     "phase_end": "a timeline phase ended (name = phase)",
     "consumer_join": "a consumer connected and started consuming (name = consumer)",
     "consumer_leave": "a consumer stopped consuming (name = consumer)",
+    "prefetch_change": "a phase changed a live consumer's prefetch (name = consumer, value = new prefetch)",
     "producer_join": "a producer started publishing (name = producer)",
     "producer_leave": "a producer stopped publishing (name = producer)",
     "connection_lost": "a connection closed unexpectedly (detail has the reason)",

@@ -86,7 +86,7 @@ class Consumer(Participant):
                 if self._channel is None:
                     self._join(settings)
                 elif settings.prefetch != self._prefetch:
-                    self._set_prefetch(settings)
+                    self._change_prefetch(settings)
                 if self._buffer:
                     self._process_one(settings)
                 else:
@@ -110,10 +110,32 @@ class Consumer(Participant):
         channel = amqp.open_channel(self._conn)
         self._channel = channel
         self._set_prefetch(settings)
-        self._consumer_tag = channel.basic_consume(self.ctx.scenario.queue.name, self._on_message,
-                                                   auto_ack=settings.ack_mode == "auto")
+        self._consume(settings)
         self.ctx.event("consumer_join", self.name, self.name,
                        detail={"prefetch": settings.prefetch, "ack_mode": settings.ack_mode})
+
+    def _consume(self, settings) -> None:
+        self._consumer_tag = self._channel.basic_consume(self.ctx.scenario.queue.name, self._on_message,
+                                                         auto_ack=settings.ack_mode == "auto")
+
+    def _change_prefetch(self, settings) -> None:
+        """A phase changed the prefetch of a live consumer.
+
+        RabbitMQ applies a per-consumer basic.qos (global=false) only to consumers
+        started after it, so the consumer re-subscribes: cancel, then consume again.
+        Deliveries already buffered stay unacked and are acked as usual on the same
+        channel; until they are, more than the new limit may be outstanding for a
+        moment (as the broker documents for any prefetch change in flight).
+        """
+        old = self._prefetch
+        self._set_prefetch(settings)
+        if settings.prefetch_scope == "consumer" and self._consumer_tag is not None:
+            channel = self._channel
+            amqp.wait_for(lambda cb: channel.basic_cancel(self._consumer_tag, callback=cb),
+                          "basic.cancel", CLOSE_WAIT_S, channel=channel)
+            self._consume(settings)
+        self.ctx.event("prefetch_change", self.name, self.name, float(settings.prefetch),
+                       detail={"from": old, "to": settings.prefetch})
 
     def _set_prefetch(self, settings) -> None:
         channel = self._channel

@@ -29,7 +29,9 @@ from loadgen.scenario import ScenarioError, load_scenario  # noqa: E402
 
 log = logging.getLogger("sojourn")
 RETRY_AFTER_S = 1.0
-logging.getLogger("pika").setLevel(logging.WARNING)  # pika logs every channel open/close at INFO
+# pika logs every channel open/close at INFO and a traceback for every cut connection;
+# sojourn logs and traces each lost connection itself (connection_lost events).
+logging.getLogger("pika").setLevel(logging.CRITICAL)
 
 
 def _early_options(argv: list[str]) -> argparse.Namespace:
