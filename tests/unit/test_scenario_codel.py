@@ -1,12 +1,11 @@
 """CoDel per consumer group: the `codel` mapping, its validation, `--set`, phases and the round trip."""
 from __future__ import annotations
 
-import pathlib
-
 import pytest
 import yaml
 
-from loadgen.scenario import CoDelSpec, ScenarioError, load_scenario
+from loadgen.scenario import CoDelSpec
+from tests.unit.scenario_files import error, load
 
 HEAD = """\
 name: t
@@ -16,20 +15,6 @@ consumers:
   - name: main
     prefetch: 200
 """
-
-
-def load(tmp_path: pathlib.Path, text: str, *overrides: str):
-    path = tmp_path / "x.yaml"
-    path.write_text(text)
-    return load_scenario(path, overrides, env={})
-
-
-def error(tmp_path: pathlib.Path, text: str, *overrides: str) -> str:
-    path = tmp_path / "x.yaml"
-    path.write_text(text)
-    with pytest.raises(ScenarioError) as info:
-        load_scenario(path, overrides, env={})
-    return str(info.value)[len(f"{path}: "):]
 
 
 def test_codel_is_off_when_absent(tmp_path):

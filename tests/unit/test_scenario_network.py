@@ -1,12 +1,11 @@
 """The `network` section (delay-line proxy): parsing, validation, phases, `at(t)`, `--set`, round trip."""
 from __future__ import annotations
 
-import pathlib
-
 import pytest
 import yaml
 
-from loadgen.scenario import LinkSpec, NetworkSpec, ScenarioError, load_scenario
+from loadgen.scenario import LinkSpec, NetworkSpec
+from tests.unit.scenario_files import error, load
 
 HEAD = """\
 name: t
@@ -54,20 +53,6 @@ timeline:
       network.downstream.bandwidth_bytes_per_s: 1000
       network.upstream.latency_ms: 1
 """
-
-
-def load(tmp_path: pathlib.Path, text: str, *overrides: str):
-    path = tmp_path / "x.yaml"
-    path.write_text(text)
-    return load_scenario(path, overrides, env={})
-
-
-def error(tmp_path: pathlib.Path, text: str, *overrides: str) -> str:
-    path = tmp_path / "x.yaml"
-    path.write_text(text)
-    with pytest.raises(ScenarioError) as info:
-        load_scenario(path, overrides, env={})
-    return str(info.value)[len(f"{path}: "):]
 
 
 def phase(set_lines: str) -> str:

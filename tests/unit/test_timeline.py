@@ -1,11 +1,10 @@
 """Timeline phases: which phase is active, the effective settings at a time, and phase errors."""
 from __future__ import annotations
 
-import pathlib
-
 import pytest
 
-from loadgen.scenario import Processing, ScenarioError, load_scenario
+from loadgen.scenario import Processing
+from tests.unit.scenario_files import error, load
 
 HEAD = """\
 name: t
@@ -36,20 +35,6 @@ timeline:
     set:
       producers.main.rate: 0
 """
-
-
-def load(tmp_path: pathlib.Path, text: str, *overrides: str):
-    path = tmp_path / "x.yaml"
-    path.write_text(text)
-    return load_scenario(path, overrides, env={})
-
-
-def error(tmp_path: pathlib.Path, text: str) -> str:
-    path = tmp_path / "x.yaml"
-    path.write_text(text)
-    with pytest.raises(ScenarioError) as info:
-        load_scenario(path, env={})
-    return str(info.value)[len(f"{path}: "):]
 
 
 @pytest.fixture
