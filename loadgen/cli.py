@@ -1,6 +1,7 @@
-"""The `sojourn` command: run, analyze and validate scenarios.
+"""The `sojourn` command: run, analyze, validate, sweep and compare scenarios; run nightly suites.
 
-Exit status: 0 success, 1 an SLO failed, 2 bad input, 3 broker unreachable,
+Exit status: 0 success, 1 an SLO failed (nightly: or a regression), 2 bad input (nightly: or
+another nightly holds the results directory), 3 broker unreachable,
 130 interrupted. Loaders raise; only `main` turns errors into messages and exit
 codes. The analysis (PySpark) is imported lazily, and never into the process
 that runs Locust.
@@ -75,6 +76,23 @@ def _parser() -> argparse.ArgumentParser:
                      help="Locust worker processes per run (default: one process)")
     swp.add_argument("--master", dest="spark_master", metavar="URL",
                      help="Spark master for the analysis (default local[*] or SPARK_MASTER)")
+
+    nig = sub.add_parser("nightly", help="run a suite of scenarios with SLOs; JUnit, history and trends",
+                         description="Run every scenario of SUITE in order into RESULTS_DIR/runs/<UTC time>-<name>/, "
+                                     "then write RESULTS_DIR/junit.xml, history.json and index.html. Exit 1 "
+                                     "when an SLO failed, a scenario failed or a metric regressed against "
+                                     "its baseline; exit 2 when another nightly holds RESULTS_DIR. See docs/nightly.md.")
+    nig.add_argument("suite", help="suite YAML file, e.g. scenarios/suites/nightly.yaml")
+    nig.add_argument("--out", required=True, metavar="RESULTS_DIR", help="results directory (kept across nights)")
+    nig.add_argument("--master", dest="spark_master", metavar="URL",
+                     help="Spark master for the analysis (default local[*] or SPARK_MASTER)")
+
+    cmp_ = sub.add_parser("compare", help="put analysed runs side by side in one HTML page",
+                          description="Write one self-contained HTML page comparing RUN_DIRs: key metrics "
+                                      "with deltas against the first, overlaid sojourn distributions and "
+                                      "ack rates over time. Reads each RUN_DIR/summary.json.")
+    cmp_.add_argument("run_dirs", nargs="+", metavar="RUN_DIR")
+    cmp_.add_argument("--out", metavar="FILE", default="compare.html", help="output file (default compare.html)")
 
     val = sub.add_parser("validate", help="check a scenario file without running it")
     val.add_argument("scenario", help="scenario YAML file")
@@ -313,6 +331,94 @@ def sweep_table(path: str, rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+# -- nightly ------------------------------------------------------------------
+def cmd_nightly(args) -> int:
+    import types
+
+    from loadgen.amqp.connection import probe
+    from loadgen.errors import BrokerUnreachable
+    from loadgen.scenario import ScenarioError
+    from loadgen.suite import LockHeld, ResultsLock, load_suite
+    from loadgen.suite.runner import run_suite, write_history
+
+    try:
+        suite = load_suite(args.suite)
+    except ScenarioError as exc:
+        raise CliError(str(exc), EXIT_INPUT) from None
+    scenarios = [_load(e.scenario_path, list(e.overrides)) for e in suite.entries]  # all valid before any run
+    try:
+        probe(scenarios[0].broker.url, timeout_s=scenarios[0].broker.connect_timeout_s)
+    except BrokerUnreachable as exc:
+        raise CliError(f"{exc}\n{BROKER_HELP}", EXIT_BROKER) from None
+    lock = ResultsLock(args.out)
+    try:
+        lock.acquire()
+    except LockHeld as exc:
+        raise CliError(str(exc), EXIT_INPUT) from None
+    spark = None
+
+    def run_load(entry, run_dir: str) -> bool:
+        return _run_locust(types.SimpleNamespace(scenario=entry.scenario_path, overrides=list(entry.overrides),
+                                                 processes=0), run_dir)
+
+    def analyze_run(run_dir: str) -> dict:
+        nonlocal spark
+        from analysis.job import analyze
+        from analysis.session import get_spark
+
+        if spark is None:
+            spark = get_spark(args.spark_master)
+        summary = analyze(run_dir, spark=spark)
+        print(format_summary(summary, run_dir))
+        return summary
+
+    try:
+        outcome = run_suite(suite, args.out, run_load=run_load, analyze=analyze_run,
+                            say=lambda m: print(f"sojourn: {m}", file=sys.stderr))
+        write_history(suite, args.out, outcome)
+    finally:
+        if spark is not None:
+            spark.stop()
+        lock.release()
+    failures = [f"{c.classname} {c.name}" for c in outcome.cases if c.failure]
+    print(f"nightly {suite.name}: {len(suite.entries)} scenarios, {len(failures)} failed checks"
+          + "".join(f"\n  FAIL {f}" for f in failures))
+    print(f"  junit: {os.path.join(args.out, 'junit.xml')}  trends: {os.path.join(args.out, 'index.html')}")
+    if outcome.interrupted:
+        return EXIT_INTERRUPTED
+    return EXIT_SLO if outcome.failed else EXIT_OK
+
+
+# -- compare ------------------------------------------------------------------
+def cmd_compare(args) -> int:
+    import json
+
+    from analysis.report.compare import render_compare
+
+    runs, links = [], {}
+    out_dir = os.path.dirname(os.path.abspath(args.out))
+    for run_dir in args.run_dirs:
+        path = os.path.join(run_dir, "summary.json")
+        try:
+            with open(path, encoding="utf-8") as f:
+                summary = json.load(f)
+        except FileNotFoundError:
+            raise CliError(f"{run_dir}: no summary.json; analyze it first with: sojourn analyze {run_dir}",
+                           EXIT_INPUT) from None
+        except (OSError, ValueError) as exc:
+            raise CliError(f"{path}: can not read: {exc}", EXIT_INPUT) from None
+        label = os.path.basename(os.path.normpath(run_dir))
+        if label in links:
+            label = os.path.normpath(run_dir)
+        runs.append((label, summary))
+        links[label] = os.path.relpath(os.path.join(os.path.abspath(run_dir), "report.html"), out_dir)
+    html = render_compare(runs, links=links)
+    with open(args.out, "w", encoding="utf-8") as f:
+        f.write(html)
+    print(f"comparison of {len(runs)} runs: {args.out}")
+    return EXIT_OK
+
+
 # -- analyze ------------------------------------------------------------------
 def cmd_analyze(args) -> int:
     if not os.path.isfile(os.path.join(args.run_dir, "run.json")):
@@ -373,7 +479,8 @@ def format_summary(summary: dict, run_dir: str) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
-    commands = {"run": cmd_run, "analyze": cmd_analyze, "validate": cmd_validate, "sweep": cmd_sweep}
+    commands = {"run": cmd_run, "analyze": cmd_analyze, "validate": cmd_validate, "sweep": cmd_sweep,
+                "nightly": cmd_nightly, "compare": cmd_compare}
     if args.command is None:
         parser.print_help()
         return EXIT_INPUT
