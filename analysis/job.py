@@ -28,6 +28,8 @@ from analysis.transforms import (
 )
 from analysis.transforms._common import seconds_to_ns
 from analysis.transforms.codel import codel_block
+from analysis.transforms.model import (COMPONENTS, QUANTILES, consumer_sojourn_quantiles, model_inputs,
+                                       model_row, window_components)
 from analysis.transforms.network import network_summary
 from analysis.transforms.stats import STAT_FIELDS
 from analysis.transforms.windows import WINDOW_LATENCY_FIELDS, WINDOW_SOJOURN_FIELDS
@@ -273,6 +275,12 @@ def summarize(traces: Traces, run: Mapping[str, Any], progress: Progress | None 
 
         say("computing per-consumer statistics")
         consumers = [_consumer_row(r) for r in deliveries.transform(consumer_summary).collect()]
+        say("computing the queueing-model check")
+        quantiles = {r["consumer"]: r["sojourn_quantiles_ms"]
+                     for r in deliveries.transform(consumer_sojourn_quantiles).collect()}
+        for c in consumers:  # additive: docs/summary.md, the `model` block
+            c["sojourn_quantiles_ms"] = {"q": list(QUANTILES), "ms": quantiles.get(c["consumer"])}
+        model = _model_block(deliveries.transform(model_inputs(t0)).collect(), consumers)
         codel = codel_block(deliveries)  # CoDel per consumer (empty when it was off): docs/summary.md
         say("computing phases")
         phases = [_phase_row(r) for r in
@@ -280,6 +288,10 @@ def summarize(traces: Traces, run: Mapping[str, Any], progress: Progress | None 
         say("computing per-second windows")
         windows = [_window_row(r) for r in
                    deliveries.transform(per_second_windows(t0, publishes)).collect()]
+        components = {r["t_s"]: r for r in deliveries.transform(window_components(t0)).collect()}
+        for w in windows:  # additive: per-second means of the end-to-end components
+            r = components.get(w["t_s"])
+            w["components_ms"] = {name: (r[name] if r is not None else None) for name in COMPONENTS}
         say("computing the sojourn histogram")
         sojourn = overall["sojourn_ms"]
         edges = histogram_edges(sojourn["min"], sojourn["max"])
@@ -309,6 +321,7 @@ def summarize(traces: Traces, run: Mapping[str, Any], progress: Progress | None 
         },
         "consumers": consumers,
         "codel": codel,
+        "model": model,
         "phases": phases,
         "windows": windows,
         "sojourn_histogram": {"edges_ms": edges, "counts": counts},
@@ -345,6 +358,16 @@ def _consumer_row(r) -> dict:
             "acked": r["acked"], "utilisation": r["utilisation"],
             "sojourn_ms": stats_block(r["sojourn_ms"]),
             "latency_ms": {"end_to_end": stats_block(r["end_to_end_ms"])}}
+
+
+def _model_block(rows, consumers: list[dict]) -> dict:
+    """The queueing-model check per consumer (analysis/transforms/model.py, docs/summary.md)."""
+    by_id = {c["consumer"]: c for c in consumers}
+    out = []
+    for r in rows:
+        c = by_id.get(r["consumer"], {})
+        out.append(model_row({**r.asDict(), "group": c.get("group"), "utilisation": c.get("utilisation")}))
+    return {"consumers": out}
 
 
 def _phase_row(r) -> dict:

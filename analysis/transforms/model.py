@@ -1,0 +1,164 @@
+"""The queueing-model check (DOMAIN.md §2) and the per-consumer/per-window breakdowns behind it.
+
+Pure Python for the arithmetic (`predict`, `advise`), DataFrame transforms for the
+inputs measured from the traces. Definitions (docs/summary.md, the `model` block):
+
+- `p` = mean processing time (end - start) of the consumer's measured deliveries.
+- `R` = p + 2 x min(broker_network_ms): the smallest observed publish -> receive
+  time is a delivery that found the queue empty, i.e. pure one-way transit; the ack
+  travels the same path back, so it is doubled. Any larger value includes time the
+  message waited in the broker queue, which is not part of the round trip.
+- `R_p95` = p + 2 x the p95, over the seconds, of the per-second minimum
+  broker_network_ms: the transit as it was in the slower seconds (a network slowdown
+  raises every delivery's minimum in those seconds, a backlog does not lower it).
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Mapping
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from ._common import Transform
+from .windows import second_since
+
+__all__ = ["predict", "advise", "model_row", "model_inputs", "window_components", "consumer_sojourn_quantiles",
+           "QUANTILES", "COMPONENTS", "CODEL_TARGET_PROCESSING_TIMES"]
+
+QUANTILES = tuple(round(0.05 * i, 2) for i in range(1, 21))
+"""Per-consumer sojourn quantiles: 0.05, 0.10, ..., 1.00 (the last is the max)."""
+
+COMPONENTS = {"broker_network": "broker_network_ms", "sojourn": "sojourn_ms",
+              "processing": "processing_ms_actual", "ack_delay": "ack_delay_ms"}
+
+CODEL_TARGET_PROCESSING_TIMES = 5
+"""CoDel target advice: this many mean processing times of buffer wait."""
+
+
+def _num(x: Any) -> float | None:
+    if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x):
+        return None
+    return float(x)
+
+
+def predict(prefetch: Any, round_trip_ms: Any, processing_ms: Any) -> dict:
+    """DOMAIN.md §2 for one consumer with a backlog (the queue never runs empty).
+
+    saturation prefetch = ceil(R/p). With n < R/p: utilisation n*p/R, throughput
+    n/R, no buffer wait. With n >= R/p: utilisation 1, throughput 1/p, and a message
+    waits about (n - R/p)*p in the buffer. Every value is None when an input is
+    missing, or p or R is not positive. prefetch 0 (unlimited) predicts no bound.
+    """
+    n, r, p = _num(prefetch), _num(round_trip_ms), _num(processing_ms)
+    out = {"round_trip_ms": r, "processing_ms": p, "saturation_prefetch": None,
+           "utilisation": None, "throughput_per_s": None, "buffer_wait_ms": None}
+    if r is None or p is None or r <= 0 or p <= 0:
+        return out
+    ratio = r / p
+    out["saturation_prefetch"] = math.ceil(ratio - 1e-9)
+    if n is None or n <= 0:
+        return out
+    if n < ratio:
+        out.update(utilisation=n * p / r, throughput_per_s=1000.0 * n / r, buffer_wait_ms=0.0)
+    else:
+        out.update(utilisation=1.0, throughput_per_s=1000.0 / p, buffer_wait_ms=(n - ratio) * p)
+    return out
+
+
+def advise(processing_ms: Any, round_trip_p95_ms: Any, processing_p99_ms: Any) -> dict:
+    """Prefetch and CoDel advice with one sentence of reasoning each (None where unknown)."""
+    p, r95, p99 = _num(processing_ms), _num(round_trip_p95_ms), _num(processing_p99_ms)
+    prefetch = math.ceil(r95 / p - 1e-9) if p and r95 and p > 0 and r95 > 0 else None
+    interval = p99 if p99 is not None and p99 > 0 else None
+    target = CODEL_TARGET_PROCESSING_TIMES * p if p is not None and p > 0 else None
+    return {
+        "prefetch": prefetch,
+        "prefetch_why": None if prefetch is None else (
+            f"ceil(R_p95 / p) = ceil({r95:.3g} / {p:.3g}): the fewest unacked deliveries that keep "
+            f"the consumer busy while a round trip is as slow as its p95; more only adds buffer wait."),
+        "codel_interval_ms": interval,
+        "codel_interval_why": None if interval is None else (
+            f"the p99 processing time ({interval:.3g} ms): CoDel should not act on a standing queue "
+            f"shorter than one worst-case message."),
+        "codel_target_ms": target,
+        "codel_target_why": None if target is None else (
+            f"{CODEL_TARGET_PROCESSING_TIMES} mean processing times ({p:.3g} ms each): a buffer that "
+            f"holds more than a few messages' worth of work only adds latency."),
+    }
+
+
+def model_inputs(t0_ns: int) -> Transform:
+    """One row per consumer with the measured inputs and outcomes of the model check.
+
+    Over measured deliveries (warm-up excluded): p (mean processing), p99 processing,
+    min broker_network, p95 of the per-second minima, mean sojourn; over all
+    deliveries: min/max prefetch, and throughput = acked per second of wall time
+    (first receive to last settle). Needs with_delivery_latencies and mark_measured.
+    """
+    def _inputs(deliveries: DataFrame) -> DataFrame:
+        measured = deliveries.where(F.col("measured"))
+        per_second = (measured.where(F.col("broker_network_ms").isNotNull())
+                      .groupBy("consumer", second_since(t0_ns, "receive_ns").alias("t_s"))
+                      .agg(F.min("broker_network_ms").alias("_min_bn"))
+                      .groupBy("consumer")
+                      .agg(F.percentile("_min_bn", 0.95).alias("transit_p95_ms")))
+        stats = measured.groupBy("consumer").agg(
+            F.avg("processing_ms_actual").alias("processing_mean_ms"),
+            F.percentile("processing_ms_actual", 0.99).alias("processing_p99_ms"),
+            F.min("broker_network_ms").alias("transit_min_ms"),
+            F.avg("sojourn_ms").alias("sojourn_mean_ms"),
+        )
+        overall = deliveries.groupBy("consumer").agg(
+            F.min("prefetch").alias("prefetch_min"), F.max("prefetch").alias("prefetch_max"),
+            F.count_if(F.col("outcome").isin("ack", "auto_ack")).alias("_acked"),
+            (F.coalesce(F.max("settle_ns"), F.max("end_ns")) - F.min("receive_ns")).alias("_wall_ns"),
+        ).select("consumer", "prefetch_min", "prefetch_max",
+                 F.when(F.col("_wall_ns") > 0, F.col("_acked") / (F.col("_wall_ns") / F.lit(1e9)))
+                 .alias("throughput_per_s"))
+        return (overall.join(stats, "consumer", "left").join(per_second, "consumer", "left")
+                .orderBy("consumer"))
+    return _inputs
+
+
+def window_components(t0_ns: int) -> Transform:
+    """Per second (by processing end, like the windows' latency): the mean of each
+    end-to-end component of the deliveries that ended in it. Columns t_s and one
+    `<component>` mean per COMPONENTS key."""
+    def _components(deliveries: DataFrame) -> DataFrame:
+        return (deliveries.where(F.col("end_ns").isNotNull())
+                .groupBy(second_since(t0_ns, "end_ns").alias("t_s"))
+                .agg(*[F.avg(col).alias(name) for name, col in COMPONENTS.items()])
+                .orderBy("t_s"))
+    return _components
+
+
+def consumer_sojourn_quantiles(deliveries: DataFrame) -> DataFrame:
+    """Per consumer: exact sojourn quantiles at QUANTILES over measured deliveries
+    (column `sojourn_quantiles_ms`, an array; null when it has none)."""
+    return (deliveries.where(F.col("measured") & F.col("sojourn_ms").isNotNull())
+            .groupBy("consumer")
+            .agg(F.percentile("sojourn_ms", list(QUANTILES)).alias("sojourn_quantiles_ms"))
+            .orderBy("consumer"))
+
+
+def model_row(inputs: Mapping[str, Any]) -> dict:
+    """The summary's `model.consumers[]` row from a collected model_inputs row (as a dict)."""
+    p = _num(inputs.get("processing_mean_ms"))
+    tmin = _num(inputs.get("transit_min_ms"))
+    t95 = _num(inputs.get("transit_p95_ms"))
+    r = p + 2 * tmin if p is not None and tmin is not None else None
+    r95 = p + 2 * t95 if p is not None and t95 is not None else None
+    prefetch = inputs.get("prefetch_max")
+    return {
+        "consumer": inputs.get("consumer"), "group": inputs.get("group"),
+        "prefetch": prefetch, "prefetch_min": inputs.get("prefetch_min"),
+        "processing_ms": p, "processing_p99_ms": _num(inputs.get("processing_p99_ms")),
+        "transit_min_ms": tmin, "transit_p95_ms": t95,
+        "round_trip_ms": r, "round_trip_p95_ms": r95,
+        "predicted": predict(prefetch, r, p),
+        "measured": {"utilisation": _num(inputs.get("utilisation")),
+                     "throughput_per_s": _num(inputs.get("throughput_per_s")),
+                     "buffer_wait_ms": _num(inputs.get("sojourn_mean_ms"))},
+        "advice": advise(p, r95, inputs.get("processing_p99_ms")),
+    }
