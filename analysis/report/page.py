@@ -17,6 +17,7 @@ from ._format import (
     as_list, as_number, dig, esc, fmt_count, fmt_exact, fmt_ms, fmt_rate, fmt_seconds, fmt_utc,
 )
 from .codel import codel_section
+from .model import components_figure, model_section, sojourn_cdf_figure, utilisation_figure
 from .network import network_section
 
 __all__ = ["build_page", "Links"]
@@ -165,23 +166,40 @@ _CHARTS: tuple[tuple[str, str, Callable[[Summary], go.Figure], str], ...] = (
      "processing in that second; gaps are seconds without any. When p50 climbs with p99, the "
      "whole buffer is backing up (prefetch too large for the current processing speed). "
      "Switch to a log axis to see small values next to spikes."),
+    ("components", "Latency components over time", components_figure,
+     "Per-second means of each part of a delivery's latency, stacked: broker + network (publish → "
+     "frame read off the socket), buffer sojourn (client buffer), processing, ack delay (processing "
+     "end → ack sent), over the deliveries whose processing ended in that second. The stack's top "
+     "is the mean round trip seen by a message; the band that grows when conditions change is where "
+     "the latency comes from."),
     ("distribution", "Buffer sojourn distribution", charts.sojourn_histogram_figure,
      "How many deliveries waited how long in the client buffer. A single bar near zero means the "
      "buffer is mostly empty; a hump far to the right is the standing queue that builds when "
      "processing or the network slows down. Dashed lines mark the overall p50 and p99."),
+    ("cdf", "Buffer sojourn per consumer (CDF)", sojourn_cdf_figure,
+     "For each consumer, the share of its deliveries (after warm-up) that waited at most x ms in its "
+     "buffer, from 20 quantiles (5 %, 10 %, ... 100 %). A line far to the right of the others is a "
+     "consumer whose prefetch holds work it cannot process in time."),
 )
+
+
+def _chart_div(figure: go.Figure, key: str, with_plotlyjs: bool) -> str:
+    return pio.to_html(
+        figure, full_html=False, include_plotlyjs=with_plotlyjs, div_id=f"chart-{key}",
+        default_height=f"{figure.layout.height or 420}px",
+        config={"displaylogo": False, "responsive": True,
+                "toImageButtonOptions": {"filename": f"sojourn-{key}"}},
+    )
+
+
+def _model_section(summary: Summary) -> str:
+    return model_section(summary, _chart_div(utilisation_figure(summary), "utilisation", False))
 
 
 def _chart_sections(summary: Summary) -> str:
     sections = []
     for i, (key, title, build, how_to_read) in enumerate(_CHARTS):
-        figure = build(summary)
-        div = pio.to_html(
-            figure, full_html=False, include_plotlyjs=(i == 0), div_id=f"chart-{key}",
-            default_height=f"{figure.layout.height or 420}px",
-            config={"displaylogo": False, "responsive": True,
-                    "toImageButtonOptions": {"filename": f"sojourn-{key}"}},
-        )
+        div = _chart_div(build(summary), key, i == 0)
         sections.append(f'<section id="{key}"><h2>{esc(title)}</h2><div class="chart">{div}</div>'
                         f'<p class="howto">{esc(how_to_read)}</p></section>')
     return "".join(sections)
@@ -221,6 +239,7 @@ def _table_sections(summary: Summary) -> str:
 def _nav() -> str:
     entries = [("verdict", "Verdict"), ("numbers", "Key numbers")]
     entries += [(key, title) for key, title, _, _ in _CHARTS]
+    entries.append(("model", "Queueing-model check"))
     entries += [(key, title) for key, title, _, _ in _TABLES]
     return '<nav class="toc">' + " · ".join(f'<a href="#{k}">{esc(t)}</a>' for k, t in entries) + "</nav>"
 
@@ -238,6 +257,6 @@ def build_page(summary: Summary, links: Links | None = None) -> str:
         f'<meta name="viewport" content="width=device-width, initial-scale=1">'
         f"<title>{esc(title)}</title><style>{_css()}</style></head><body>"
         f"{_header(summary, links)}{_nav()}<main>{_verdict(summary)}{_key_numbers(summary)}"
-        f"{_chart_sections(summary)}{network_section(summary)}{codel_section(summary)}{_table_sections(summary)}</main>"
+        f"{_chart_sections(summary)}{_model_section(summary)}{network_section(summary)}{codel_section(summary)}{_table_sections(summary)}</main>"
         f"<footer>{esc(footer)}</footer></body></html>\n"
     )

@@ -60,7 +60,8 @@ def make_summary() -> dict:
         "windows": [
             {"t_s": t, "published": 10, "delivered": 9, "acked": 9,
              "sojourn_ms": {"p50": 1.0 + t, "p95": 2.0 + t, "p99": 3.0 + t, "max": 4.0 + t},
-             "latency_ms": {"p50": 50.0, "p99": 90.0}}
+             "latency_ms": {"p50": 50.0, "p99": 90.0},
+             "components_ms": {"broker_network": 50.0, "sojourn": 1.0 + t, "processing": 4.0, "ack_delay": 0.2}}
             for t in range(10)
         ],
         "sojourn_histogram": {"edges_ms": [0.0, 5.0, 10.0, 15.0, 20.0], "counts": [50, 25, 10, 5]},
@@ -246,7 +247,7 @@ def test_events_are_listed_in_time_order(page):
 
 # --- charts --------------------------------------------------------------------------
 
-@pytest.mark.parametrize("chart", ["chart-throughput", "chart-sojourn"])
+@pytest.mark.parametrize("chart", ["chart-throughput", "chart-sojourn", "chart-components"])
 def test_every_time_chart_shades_named_phases_and_warmup_but_not_base(page, chart):
     _, layout = figure(page, chart)
     labels = band_labels(layout)
@@ -257,7 +258,7 @@ def test_every_time_chart_shades_named_phases_and_warmup_but_not_base(page, char
     assert (band["x0"], band["x1"]) == (5.0, 10.0)
 
 
-@pytest.mark.parametrize("chart", ["chart-throughput", "chart-sojourn"])
+@pytest.mark.parametrize("chart", ["chart-throughput", "chart-sojourn", "chart-components"])
 def test_events_are_marked_with_hover_text_on_every_time_chart(page, chart):
     data, layout = figure(page, chart)
     events = next(trace for trace in data if trace.get("name") == "events")
@@ -305,9 +306,9 @@ def test_page_fetches_nothing_from_the_network(page):
     assert "@import" not in page
 
 
-def test_plotly_js_is_embedded_exactly_once_for_three_charts(page):
+def test_plotly_js_is_embedded_exactly_once_for_six_charts(page):
     assert page.count(get_plotlyjs()) == 1
-    assert page.count("Plotly.newPlot(") == 3
+    assert page.count("Plotly.newPlot(") == 6  # throughput, sojourn, components, histogram, CDF, utilisation
 
 
 def test_text_from_the_summary_is_html_escaped():
