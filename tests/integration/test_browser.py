@@ -1,0 +1,94 @@
+"""The run report in a real browser: a tiny real run, its report.html opened in headless Chromium.
+
+Checks that every plotly chart rendered (SVG present), that no script error reached the
+console, that the Locust report is linked, and leaves a screenshot in the test's tmp dir.
+Skipped (with the reason) only where Chromium is not installed; nothing is installed at
+run time (`scripts/setup.sh --install-broker` installs Debian's chromium).
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from tests.integration.browser import chromium_path, render_in_chromium
+from tests.integration.conftest import sojourn, write_scenario
+
+pytestmark = pytest.mark.skipif(
+    chromium_path() is None,
+    reason="headless Chromium not found (apt-get install chromium, or scripts/setup.sh --install-broker)")
+
+TINY = """
+name: it-browser
+broker:
+  url: amqp://guest:guest@127.0.0.1:5672/
+queue:
+  name: sojourn.it.browser
+run:
+  duration_s: 3
+  warmup_s: 1
+  drain_timeout_s: 10
+producers:
+  - name: p
+    rate: 60
+    arrival: poisson
+    size_bytes: 100
+consumers:
+  - name: c
+    prefetch: 10
+    processing_ms: {distribution: exponential, mean_ms: 3}
+timeline:
+  - name: slower
+    start_s: 2
+    set:
+      consumers.c.processing_ms: 6
+"""
+
+CHART_IDS = ("chart-throughput", "chart-sojourn", "chart-components", "chart-distribution",
+             "chart-cdf", "chart-utilisation")
+
+
+@pytest.fixture(scope="module")
+def rendered(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("browser")
+    run_dir = tmp / "run"
+    result = sojourn("run", write_scenario(tmp / "tiny.yaml", TINY), "--out", str(run_dir))
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = run_dir / "report.html"
+    assert report.is_file()
+    dom, errors, screenshot = render_in_chromium(report, tmp)
+    return report, dom, errors, screenshot
+
+
+def test_the_report_renders_without_console_errors(rendered):
+    _, _, errors, _ = rendered
+    assert errors == []
+
+
+def test_every_chart_was_drawn_by_plotly(rendered):
+    _, dom, _, _ = rendered
+    for chart in CHART_IDS:
+        match = re.search(rf'<div id="{chart}"[^>]*class="[^"]*js-plotly-plot', dom)
+        assert match, f"{chart} was not turned into a plotly chart"
+    assert dom.count('class="main-svg"') >= 2 * len(CHART_IDS)  # plotly draws two SVG layers per chart
+
+
+def test_the_new_sections_show_measured_values(rendered):
+    _, dom, _, _ = rendered
+    model = re.search(r'<section id="model">(.*?)</section>', dom, re.DOTALL).group(1)
+    assert "<table" in model  # a real run has at least one consumer with measured deliveries
+    assert "CoDel interval" in model
+
+
+def test_the_locust_report_is_linked(rendered):
+    report, dom, _, _ = rendered
+    if not (report.parent / "locust.html").is_file():
+        pytest.skip("this run left no locust.html")
+    assert 'href="locust.html"' in dom
+
+
+def test_a_screenshot_is_saved(rendered):
+    _, _, _, screenshot = rendered
+    data = Path(screenshot).read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 50_000
