@@ -5,6 +5,7 @@ Rendered from `analysis.history.build_history` output alone; self-contained like
 """
 from __future__ import annotations
 
+from datetime import datetime, timezone
 from typing import Any, Mapping
 
 import plotly.graph_objects as go
@@ -19,6 +20,10 @@ __all__ = ["render_index"]
 _VERDICT_CLASS = {"pass": "good", "fail": "bad", "error": "warn"}
 
 
+def _when(t0_ns: Any) -> datetime | None:
+    return None if not isinstance(t0_ns, (int, float)) else datetime.fromtimestamp(t0_ns / 1e9, tz=timezone.utc)
+
+
 def _trend_figure(history: Mapping[str, Any], metric: Mapping[str, Any]) -> go.Figure:
     key = metric["key"]
     fig = _base_layout(go.Figure(), "run start (UTC)", metric["label"])
@@ -27,13 +32,13 @@ def _trend_figure(history: Mapping[str, Any], metric: Mapping[str, Any]) -> go.F
     for run in history["runs"]:
         by_scenario.setdefault(run["scenario"], []).append(run)
     for scenario, runs in by_scenario.items():
-        x = [fmt_utc(r["t0_ns"]) for r in runs]
+        x = [_when(r["t0_ns"]) for r in runs]
         fig.add_trace(go.Scatter(x=x, y=[r["metrics"].get(key) for r in runs], name=scenario,
                                  mode="lines+markers", legendgroup=scenario))
         flagged = [r for r in runs if key in r["regressions"]]
         if flagged:
             fig.add_trace(go.Scatter(
-                x=[fmt_utc(r["t0_ns"]) for r in flagged], y=[r["metrics"].get(key) for r in flagged],
+                x=[_when(r["t0_ns"]) for r in flagged], y=[r["metrics"].get(key) for r in flagged],
                 name=f"{scenario}: regression", mode="markers", legendgroup=scenario,
                 marker=dict(symbol="x", size=13, color="#b3261e", line=dict(width=2)),
                 customdata=[r["baseline"].get(key) for r in flagged],
