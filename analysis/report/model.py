@@ -31,7 +31,7 @@ _CONSUMER_COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c
                      "#7f7f7f", "#bcbd22", "#17becf")
 
 HOW_TO_READ_MODEL = (
-    "DOMAIN model (Little's law) per consumer, from its own traces: p = mean processing time; "
+    "The queueing model (Little's law, docs/report.md) per consumer, from its own traces: p = mean processing time; "
     "R = p + 2 × the smallest broker→consumer time seen (a delivery that found the queue empty "
     "is pure transit, and the ack travels the same path back). A consumer stays busy only with "
     "prefetch ≥ R/p; below that it is busy n·p/R of the time at n/R msg/s, above it every "
