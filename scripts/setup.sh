@@ -82,3 +82,13 @@ else
   PATH="$PATH:/usr/sbin" rabbitmqctl await_startup >/dev/null 2>&1 || true
   say "RabbitMQ is up"
 fi
+
+# 4. Headless Chromium for tests/integration/test_browser.py (skipped where it is absent)
+if ! command -v chromium >/dev/null && ! command -v chromium-browser >/dev/null; then
+  if [ "$install_missing" = 1 ] && apt_install chromium; then
+    say "installed Chromium (the browser test opens report.html in it, headless)"
+  else
+    say "Chromium is not installed: tests/integration/test_browser.py will be skipped"
+    say "(install it with: sudo apt-get install -y chromium)"
+  fi
+fi
