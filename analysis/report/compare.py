@@ -51,6 +51,8 @@ def _cell(cell: dict, first: bool) -> str:
     text = esc(_num(cell["value"]))
     if first or cell["delta"] is None:
         return text
+    if cell["delta"] == 0:
+        return f'{text} <span class="muted">(same)</span>'
     cls = "muted" if cell["better"] is None else ("good" if cell["better"] else "bad")
     sign = "+" if cell["delta"] > 0 else ""
     rel = "" if cell["relative"] is None else f", {sign}{cell['relative']:.1%}"

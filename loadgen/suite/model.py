@@ -12,7 +12,7 @@ from typing import Any
 
 from analysis.slo import SloError, parse_slo
 from loadgen.scenario.checks import Reader, fail, identifier, integer, number, text
-from loadgen.scenario.errors import Invalid, join_path, show
+from loadgen.scenario.errors import Invalid, did_you_mean, join_path, show
 from loadgen.scenario.loader import _read
 
 __all__ = ["Suite", "SuiteEntry", "load_suite", "SUITE_LAYOUT"]
@@ -42,10 +42,10 @@ class Suite:
 
 
 class _SuiteReader(Reader):
-    """A `Reader` over the suite layout instead of the scenario's."""
+    """A `Reader` over the suite layout: `Reader.__init__` looks keys up in the scenario's
+    YAML_LAYOUT, so only the unknown-key check is repeated here; `get`, `items` are shared."""
 
     def __init__(self, source: str, raw: Any, yaml_path: str, section: str) -> None:
-        from loadgen.scenario.errors import did_you_mean
         self.source, self.yaml_path = source, yaml_path
         if not isinstance(raw, dict):
             fail(source, yaml_path, raw, f"expected a mapping, got {show(raw)}")

@@ -8,7 +8,7 @@ import json
 import os
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Callable
 
 from analysis.slo import evaluate_slos
 from loadgen.suite.junit import CaseResult, write_junit
