@@ -1,0 +1,221 @@
+"""One benchmark trial in its own gevent-patched process: `python -m benchmarks.trial SPEC_JSON`.
+
+The orchestrator (`python -m benchmarks`) starts one of these per trial so that A and B
+run in the same kind of fresh process, alternately; the trial prints one JSON line:
+`{"messages": n, "seconds": s, "per_s": r}`.
+
+Variants: `bare` is a plain pika GeventConnection script (no Locust, no tracing);
+`sojourn` drives loadgen's Producer or Consumer with a RunContext, its trace writer and
+Locust's request event; `sojourn-notrace` is the same with a writer that drops rows.
+A publish counts only once its bytes have left the client (or its confirm arrived):
+both loops wait while pika's write buffer holds more than the producer's limit, and the
+clock stops when the buffer is empty.
+"""
+from gevent import monkey
+
+monkey.patch_all()
+
+import json  # noqa: E402
+import sys  # noqa: E402
+import tempfile  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import gevent  # noqa: E402
+import pika  # noqa: E402
+from gevent.event import Event  # noqa: E402
+
+from loadgen.producer import WRITE_BUFFER_LIMIT  # noqa: E402
+
+QUEUE = "sojourn.bench.loadpath"
+BODY_BYTES = 100
+
+
+# --- bare pika on gevent --------------------------------------------------------------
+
+def _bare_channel(url: str):
+    from loadgen.amqp import connection as amqp
+
+    conn = amqp.connect(url, name="bench-bare")
+    return conn, amqp.open_channel(conn)
+
+
+def _drain_writes(conn) -> None:
+    transport = getattr(conn, "_transport", None)
+    while transport is not None and transport.get_write_buffer_size() > 0:
+        gevent.sleep(0.0005)
+
+
+def bare_publish(url: str, seconds: float, confirm_window: int) -> tuple[int, float]:
+    conn, ch = _bare_channel(url)
+    ch.queue_purge(QUEUE)
+    body = b"x" * BODY_BYTES
+    outstanding = [0]
+    window = Event()
+    window.set()
+    confirmed = [0]
+    if confirm_window:
+        def on_confirm(frame):
+            m = frame.method
+            n = m.delivery_tag - confirmed[0] if m.multiple else 1
+            confirmed[0] += n
+            outstanding[0] -= n
+            window.set()
+        done = Event()
+        ch.confirm_delivery(on_confirm, callback=lambda _f: done.set())
+        done.wait(10)
+    transport = conn._transport
+    sent = 0
+    start = time.perf_counter()
+    end = start + seconds
+    while time.perf_counter() < end:
+        while confirm_window and outstanding[0] >= confirm_window:
+            window.clear()
+            window.wait(1.0)
+        while transport.get_write_buffer_size() > WRITE_BUFFER_LIMIT:
+            gevent.sleep(0.0005)
+        ch.basic_publish("", QUEUE, body, pika.BasicProperties(delivery_mode=1))
+        sent += 1
+        outstanding[0] += 1
+    _drain_writes(conn)
+    while confirm_window and outstanding[0] > 0 and time.perf_counter() < end + 5:
+        gevent.sleep(0.001)
+    elapsed = time.perf_counter() - start
+    conn.close()
+    return (confirmed[0] if confirm_window else sent), elapsed
+
+
+def bare_consume(url: str, messages: int, prefetch: int) -> tuple[int, float]:
+    conn, ch = _bare_channel(url)
+    done = Event()
+    qos = Event()
+    ch.basic_qos(prefetch_count=prefetch, callback=lambda _f: qos.set())
+    qos.wait(10)
+    count = [0]
+
+    def on_message(channel, method, props, body):
+        headers = props.headers or {}
+        headers.get("sojourn-id"), headers.get("sojourn-pub-ns")
+        channel.basic_ack(method.delivery_tag)
+        count[0] += 1
+        if count[0] >= messages:
+            done.set()
+
+    start = time.perf_counter()
+    ch.basic_consume(QUEUE, on_message)
+    done.wait(120)
+    _drain_writes(conn)
+    elapsed = time.perf_counter() - start
+    conn.close()
+    return count[0], elapsed
+
+
+# --- sojourn's load path ---------------------------------------------------------------
+
+class DroppingWriter:
+    """A TraceWriter stand-in that keeps nothing: the tracing-off side of the overhead benchmark."""
+
+    def append(self, kind, row):
+        pass
+
+    def flush(self, run_in=None):
+        pass
+
+    def flush_kind(self, kind, run_in=None):
+        pass
+
+    def pending(self):
+        return 0
+
+    def close(self):
+        pass
+
+
+def _context(url: str, seconds: float, producer: str, consumer: str, trace: bool):
+    import locust  # noqa: F401 - Locust's own event hooks, as in a run
+    from locust.env import Environment
+
+    from loadgen import session
+    from loadgen.runtime import RunContext
+    from loadgen.scenario import load_scenario
+
+    yaml = (f"name: bench\nbroker: {{url: '{url}'}}\nqueue: {{name: {QUEUE}}}\n"
+            f"run: {{duration_s: {seconds}, warmup_s: 0, drain_timeout_s: 5}}\n"
+            f"producers:\n  - {{name: p, {producer}}}\nconsumers:\n  - {{name: c, {consumer}}}\n")
+    run_dir = tempfile.mkdtemp(prefix="sojourn-bench-")
+    Path(run_dir, "bench.yaml").write_text(yaml)
+    scenario = load_scenario(Path(run_dir, "bench.yaml"), env={})
+    env = Environment()
+    env.create_local_runner()
+    ctx = RunContext(scenario, run_dir, "bench", "local")
+    if not trace:
+        ctx.writer.close()
+        ctx.writer = DroppingWriter()
+    return ctx, session.reporter(env)
+
+
+def sojourn_publish(url: str, seconds: float, confirm_window: int, trace: bool) -> tuple[int, float]:
+    from loadgen.producer import Producer
+
+    confirms = f"confirms: true, confirm_window: {confirm_window}" if confirm_window else "confirms: false"
+    ctx, report = _context(url, 3600, f"rate: 1000000, arrival: constant, size_bytes: {BODY_BYTES}, "
+                                         f"{confirms}", "count: 0", trace)
+    ctx.declare_topology(purge=True)
+    p = Producer(ctx, "p", 0, report)
+    start = time.perf_counter()
+    # The schedule asks for more than any loop can send, and a late producer never looks at
+    # `stopping` (RunContext.sleep_until returns at once when late) nor yields to the hub while
+    # the socket takes every write, so a timer could not end the trial: the loop's own sleep
+    # checks the clock, as the bare loop does. run() then waits for the outstanding confirms
+    # and closes the connection, which sends what is left in the write buffer.
+    deadline = start + seconds
+    sleep_until = ctx.sleep_until
+    ctx.sleep_until = lambda t, interrupt=None: time.perf_counter() < deadline and sleep_until(t, interrupt)
+    p.run()
+    elapsed = time.perf_counter() - start
+    n = ctx.counters["confirmed" if confirm_window else "published"]
+    ctx.close()
+    return n, elapsed
+
+
+def sojourn_consume(url: str, messages: int, prefetch: int, trace: bool) -> tuple[int, float]:
+    from loadgen.consumer import Consumer
+
+    ctx, report = _context(url, 3600, "count: 0, rate: 1", f"prefetch: {prefetch}, processing_ms: 0", trace)
+    c = Consumer(ctx, "c", 0, report)
+    start = time.perf_counter()
+    g = gevent.spawn(c.run)
+    while ctx.counters["acked"] < messages and time.perf_counter() < start + 120:
+        gevent.sleep(0.001)
+    conn = c._conn
+    _drain_writes(conn)
+    elapsed = time.perf_counter() - start
+    n = ctx.counters["acked"]
+    ctx.stopping.set()
+    g.join(10)
+    ctx.close()
+    return n, elapsed
+
+
+def main(argv: list[str]) -> int:
+    spec = json.loads(argv[0])
+    kind, variant, url = spec["kind"], spec["variant"], spec["url"]
+    trace = variant != "sojourn-notrace"
+    if kind == "publish":
+        if variant == "bare":
+            n, s = bare_publish(url, spec["seconds"], spec["confirm_window"])
+        else:
+            n, s = sojourn_publish(url, spec["seconds"], spec["confirm_window"], trace)
+    elif kind == "consume":
+        if variant == "bare":
+            n, s = bare_consume(url, spec["messages"], spec["prefetch"])
+        else:
+            n, s = sojourn_consume(url, spec["messages"], spec["prefetch"], trace)
+    else:
+        raise SystemExit(f"unknown trial kind {kind!r}")
+    print(json.dumps({"messages": n, "seconds": round(s, 4), "per_s": round(n / s, 1)}), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
