@@ -280,7 +280,9 @@ def summarize(traces: Traces, run: Mapping[str, Any], progress: Progress | None 
                      for r in deliveries.transform(consumer_sojourn_quantiles).collect()}
         for c in consumers:  # additive: docs/summary.md, the `model` block
             c["sojourn_quantiles_ms"] = {"q": list(QUANTILES), "ms": quantiles.get(c["consumer"])}
-        model = _model_block(deliveries.transform(model_inputs(t0)).collect(), consumers)
+        model = _model_block(deliveries.transform(model_inputs(t0)).collect(),
+                             deliveries.transform(model_inputs(t0, ("consumer", "phase"))).collect(),
+                             consumers)
         codel = codel_block(deliveries)  # CoDel per consumer (empty when it was off): docs/summary.md
         say("computing phases")
         phases = [_phase_row(r) for r in
@@ -360,14 +362,20 @@ def _consumer_row(r) -> dict:
             "latency_ms": {"end_to_end": stats_block(r["end_to_end_ms"])}}
 
 
-def _model_block(rows, consumers: list[dict]) -> dict:
-    """The queueing-model check per consumer (analysis/transforms/model.py, docs/summary.md)."""
+def _model_block(rows, phase_rows, consumers: list[dict]) -> dict:
+    """The queueing-model check per consumer, and per consumer and phase (the trace's
+    phase column) when a consumer saw more than one (analysis/transforms/model.py)."""
     by_id = {c["consumer"]: c for c in consumers}
     out = []
     for r in rows:
         c = by_id.get(r["consumer"], {})
         out.append(model_row({**r.asDict(), "group": c.get("group"), "utilisation": c.get("utilisation")}))
-    return {"consumers": out}
+    seen: dict = {}
+    for r in phase_rows:
+        seen[r["consumer"]] = seen.get(r["consumer"], 0) + 1
+    phases = [model_row({**r.asDict(), "group": by_id.get(r["consumer"], {}).get("group")})
+              for r in phase_rows if seen[r["consumer"]] > 1]
+    return {"consumers": out, "phases": phases}
 
 
 def _phase_row(r) -> dict:

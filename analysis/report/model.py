@@ -44,8 +44,8 @@ def _consumers(summary: Summary) -> list[Mapping[str, Any]]:
     return [c for c in as_list(summary.get("consumers")) if isinstance(c, Mapping)]
 
 
-def _model_rows(summary: Summary) -> list[Mapping[str, Any]]:
-    return [c for c in as_list(dig(summary, "model", "consumers")) if isinstance(c, Mapping)]
+def _model_rows(summary: Summary, block: str = "consumers") -> list[Mapping[str, Any]]:
+    return [c for c in as_list(dig(summary, "model", block)) if isinstance(c, Mapping)]
 
 
 # --- charts --------------------------------------------------------------------------
@@ -126,13 +126,14 @@ def _vs(predicted: Any, measured: Any, fmt) -> str:
     return f"{fmt(predicted)} / {fmt(measured)}"
 
 
-def model_table(summary: Summary) -> str:
-    columns = [Column("consumer"), Column("prefetch", True), Column("p (ms)", True),
+def model_table(summary: Summary, block: str = "consumers") -> str:
+    by_phase = block == "phases"
+    columns = [Column("consumer"), *([Column("phase")] if by_phase else []), Column("prefetch", True), Column("p (ms)", True),
                Column("R (ms)", True), Column("saturation prefetch ⌈R/p⌉", True),
                Column("utilisation pred / meas", True), Column("throughput (msg/s) pred / meas", True),
                Column("buffer wait (ms) pred / meas", True)]
     rows = []
-    for m in _model_rows(summary):
+    for m in _model_rows(summary, block):
         prefetch = dig(m, "prefetch")
         low = as_number(dig(m, "prefetch_min"))
         shown = fmt_count(prefetch)
@@ -141,7 +142,8 @@ def model_table(summary: Summary) -> str:
         if as_number(prefetch) == 0:
             shown = "unlimited"
         rows.append([
-            f'<code style="white-space:nowrap">{esc(dig(m, "consumer"))}</code>', shown,
+            f'<code style="white-space:nowrap">{esc(dig(m, "consumer"))}</code>',
+            *([esc(dig(m, "phase"))] if by_phase else []), shown,
             fmt_ms(dig(m, "processing_ms")), fmt_ms(dig(m, "round_trip_ms")),
             fmt_count(dig(m, "predicted", "saturation_prefetch")),
             _vs(dig(m, "predicted", "utilisation"), dig(m, "measured", "utilisation"), fmt_percent),
@@ -171,10 +173,20 @@ def advice_list(summary: Summary) -> str:
     return "".join(items)
 
 
+def _phase_part(summary: Summary) -> str:
+    if not _model_rows(summary, "phases"):
+        return ""
+    return ('<h3 style="margin-top:16px">Per consumer and phase</h3><p class="howto">The same check over '
+            "the deliveries received in each phase, for consumers that saw more than one: a phase that "
+            "slows processing or the network changes p or R, and so the prefetch that fits.</p>"
+            f'<div class="table-wrap">{model_table(summary, "phases")}</div>')
+
+
 def model_section(summary: Summary, chart_html: str) -> str:
     """`<section id="model">`: utilisation bars, the predicted-vs-measured table, the advice."""
     return (f'<section id="model"><h2>Queueing-model check</h2><p class="howto">{esc(HOW_TO_READ_MODEL)}</p>'
             f'<div class="table-wrap">{model_table(summary)}</div>'
+            f'{_phase_part(summary)}'
             f'<h3 style="margin-top:16px">Utilisation per consumer</h3><div class="chart">{chart_html}</div>'
             f'<h3 style="margin-top:16px">Advice</h3>'
             f'<p class="howto">Prefetch from R_p95 = p + 2 × the p95 over seconds of each second\'s smallest '

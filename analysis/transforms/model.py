@@ -21,6 +21,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from ._common import Transform
+from .utilisation import busy_ns, wall_ns
 from .windows import second_since
 
 __all__ = ["predict", "advise", "model_row", "model_inputs", "window_components", "consumer_sojourn_quantiles",
@@ -88,36 +89,40 @@ def advise(processing_ms: Any, round_trip_p95_ms: Any, processing_p99_ms: Any) -
     }
 
 
-def model_inputs(t0_ns: int) -> Transform:
+def model_inputs(t0_ns: int, keys: tuple[str, ...] = ("consumer",)) -> Transform:
     """One row per consumer with the measured inputs and outcomes of the model check.
 
     Over measured deliveries (warm-up excluded): p (mean processing), p99 processing,
     min broker_network, p95 of the per-second minima, mean sojourn; over all
     deliveries: min/max prefetch, and throughput = acked per second of wall time
     (first receive to last settle). Needs with_delivery_latencies and mark_measured.
+    `keys` groups further, e.g. ("consumer", "phase") with the trace's phase column.
     """
+    k = list(keys)
     def _inputs(deliveries: DataFrame) -> DataFrame:
         measured = deliveries.where(F.col("measured"))
         per_second = (measured.where(F.col("broker_network_ms").isNotNull())
-                      .groupBy("consumer", second_since(t0_ns, "receive_ns").alias("t_s"))
+                      .groupBy(*k, second_since(t0_ns, "receive_ns").alias("t_s"))
                       .agg(F.min("broker_network_ms").alias("_min_bn"))
-                      .groupBy("consumer")
+                      .groupBy(*k)
                       .agg(F.percentile("_min_bn", 0.95).alias("transit_p95_ms")))
-        stats = measured.groupBy("consumer").agg(
+        stats = measured.groupBy(*k).agg(
             F.avg("processing_ms_actual").alias("processing_mean_ms"),
             F.percentile("processing_ms_actual", 0.99).alias("processing_p99_ms"),
             F.min("broker_network_ms").alias("transit_min_ms"),
             F.avg("sojourn_ms").alias("sojourn_mean_ms"),
         )
-        overall = deliveries.groupBy("consumer").agg(
+        overall = deliveries.groupBy(*k).agg(
             F.min("prefetch").alias("prefetch_min"), F.max("prefetch").alias("prefetch_max"),
             F.count_if(F.col("outcome").isin("ack", "auto_ack")).alias("_acked"),
             (F.coalesce(F.max("settle_ns"), F.max("end_ns")) - F.min("receive_ns")).alias("_wall_ns"),
-        ).select("consumer", "prefetch_min", "prefetch_max",
+            busy_ns().alias("_busy_ns"), wall_ns().alias("_wall_all_ns"),
+        ).select(*k, "prefetch_min", "prefetch_max",
                  F.when(F.col("_wall_ns") > 0, F.col("_acked") / (F.col("_wall_ns") / F.lit(1e9)))
-                 .alias("throughput_per_s"))
-        return (overall.join(stats, "consumer", "left").join(per_second, "consumer", "left")
-                .orderBy("consumer"))
+                 .alias("throughput_per_s"),
+                 F.when(F.col("_wall_all_ns") > 0, F.coalesce("_busy_ns", F.lit(0)) / F.col("_wall_all_ns"))
+                 .alias("utilisation"))
+        return overall.join(stats, k, "left").join(per_second, k, "left").orderBy(*k)
     return _inputs
 
 
@@ -152,6 +157,7 @@ def model_row(inputs: Mapping[str, Any]) -> dict:
     prefetch = inputs.get("prefetch_max")
     return {
         "consumer": inputs.get("consumer"), "group": inputs.get("group"),
+        **({"phase": inputs["phase"]} if "phase" in inputs else {}),
         "prefetch": prefetch, "prefetch_min": inputs.get("prefetch_min"),
         "processing_ms": p, "processing_p99_ms": _num(inputs.get("processing_p99_ms")),
         "transit_min_ms": tmin, "transit_p95_ms": t95,

@@ -55,3 +55,22 @@ def test_sojourn_quantiles_per_consumer(frame):
     q = rows[0].sojourn_quantiles_ms
     assert len(q) == len(QUANTILES) == 20
     assert q[0] == pytest.approx(0.5) and q[9] == pytest.approx(5.0) and q[-1] == 10.0
+
+
+def test_model_inputs_per_consumer_and_phase(frame):
+    deliveries = (frame(
+        "delivery",
+        dict(consumer="A", phase="base", message_id="a1", prefetch=1, publish_ns=0, receive_ns=50 * MS,
+             start_ns=50 * MS, end_ns=54 * MS, settle_ns=55 * MS),
+        dict(consumer="A", phase="slow", message_id="a2", prefetch=1, publish_ns=1000 * MS,
+             receive_ns=1050 * MS, start_ns=1050 * MS, end_ns=1090 * MS, settle_ns=1091 * MS),
+    ).transform(with_delivery_latencies).transform(mark_measured(0, "receive_ns")))
+    rows = {r.phase: model_row(r.asDict()) for r in
+            deliveries.transform(model_inputs(0, ("consumer", "phase"))).collect()}
+    # base: p 4, R 104, prefetch 1 -> 4/104 busy; slow: p 40, R 140 -> 40/140, saturation ceil(3.5) = 4
+    assert rows["base"]["predicted"]["utilisation"] == pytest.approx(4 / 104)
+    assert rows["slow"]["round_trip_ms"] == 140.0
+    assert rows["slow"]["predicted"]["saturation_prefetch"] == 4
+    assert rows["slow"]["predicted"]["utilisation"] == pytest.approx(40 / 140)
+    assert rows["slow"]["phase"] == "slow"
+    assert rows["base"]["measured"]["utilisation"] == pytest.approx(4 / 5)  # 4 ms busy over 50..55

@@ -61,6 +61,10 @@ def _deep_summary() -> dict:
                    "utilisation": 0.875}),
         model_row({"consumer": "slow/host:2/0", "prefetch_max": 1, "prefetch_min": 1,
                    "processing_mean_ms": 4.0, "transit_min_ms": 50.0, "utilisation": 0.5}),
+    ], "phases": [
+        {**model_row({"consumer": "main/host:1/0", "phase": ph, "prefetch_max": 51,
+                      "processing_mean_ms": p, "transit_min_ms": 50.0}), "phase": ph}
+        for ph, p in (("base", 4.0), ("slow_processing", 40.0))
     ]}
     return summary
 
@@ -111,3 +115,10 @@ def test_new_sections_render_with_empty_data():
     assert "No per-consumer sojourn quantiles" in page
     assert "No consumer utilisation" in page
     assert "No consumer had enough measured deliveries" in section_text(page, "model")
+
+
+def test_per_phase_rows_appear_when_the_model_has_them(deep_page):
+    text = section_text(deep_page, "model")
+    assert "Per consumer and phase" in text
+    assert "slow_processing" in text and "140" in text  # R = 40 + 2 x 50
+    assert "Per consumer and phase" not in section_text(render_report(make_summary()), "model")
