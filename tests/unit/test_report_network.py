@@ -54,7 +54,7 @@ def test_the_proxys_self_measurement_flags_a_p99_over_a_millisecond():
 
 
 def test_time_charts_show_outages_as_bands_resets_as_lines_and_each_periods_latency():
-    for chart in ("chart-throughput", "chart-sojourn"):
+    for chart in ("chart-throughput", "chart-sojourn", "chart-components"):
         _data, layout = figure(page_with(network_block()), chart)
         labels = band_labels(layout)
         assert "network down" in labels
