@@ -37,7 +37,8 @@ HOW_TO_READ_MODEL = (
     "prefetch ≥ R/p; below that it is busy n·p/R of the time at n/R msg/s, above it every "
     "message waits about (n − R/p)·p in the buffer. Predictions assume the queue never runs "
     "empty: a consumer that was offered less work than it could take measures below them. "
-    "Measured wait is the mean buffer sojourn.")
+    "Measured wait is the mean buffer sojourn. If the queue never ran empty (a standing backlog), "
+    "no delivery was pure transit: R is then overestimated, and so is the advised prefetch.")
 
 
 def _consumers(summary: Summary) -> list[Mapping[str, Any]]:
