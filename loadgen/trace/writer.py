@@ -42,6 +42,10 @@ class TraceWriter:
         self.rows_written: dict[str, int] = {kind: 0 for kind in KINDS}
         for kind in KINDS:
             (self.root / kind).mkdir(parents=True, exist_ok=True)
+        # Import pyarrow now, before any load: imported by the first flush instead, it held
+        # the GIL for about 0.7 s in the flush thread and stalled the I/O loop mid-run
+        # (docs/benchmarks.md).
+        import pyarrow.parquet  # noqa: F401
         atexit.register(self.close)
 
     def append(self, kind: str, row: tuple) -> None:
