@@ -2,7 +2,7 @@
 
 The orchestrator (`python -m benchmarks`) starts one of these per trial so that A and B
 run in the same kind of fresh process, alternately; the trial prints one JSON line:
-`{"messages": n, "seconds": s, "per_s": r}`.
+`{"messages": n, "seconds": s, "per_s": r, "cpu_s": c}`.
 
 Variants: `bare` is a plain pika GeventConnection script (no Locust, no tracing);
 `sojourn` drives loadgen's Producer or Consumer with a RunContext, its trace writer and
@@ -199,6 +199,7 @@ def sojourn_consume(url: str, messages: int, prefetch: int, trace: bool) -> tupl
 
 def main(argv: list[str]) -> int:
     spec = json.loads(argv[0])
+    cpu0 = time.process_time()
     kind, variant, url = spec["kind"], spec["variant"], spec["url"]
     trace = variant != "sojourn-notrace"
     if kind == "publish":
@@ -213,7 +214,9 @@ def main(argv: list[str]) -> int:
             n, s = sojourn_consume(url, spec["messages"], spec["prefetch"], trace)
     else:
         raise SystemExit(f"unknown trial kind {kind!r}")
-    print(json.dumps({"messages": n, "seconds": round(s, 4), "per_s": round(n / s, 1)}), flush=True)
+    cpu = time.process_time() - cpu0  # includes imports and connecting: a hint, not a measurement
+    print(json.dumps({"messages": n, "seconds": round(s, 4), "per_s": round(n / s, 1), "cpu_s": round(cpu, 3)}),
+          flush=True)
     return 0
 
 
