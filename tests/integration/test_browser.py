@@ -92,3 +92,52 @@ def test_a_screenshot_is_saved(rendered):
     _, _, _, screenshot = rendered
     data = Path(screenshot).read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 50_000
+
+
+@pytest.fixture(scope="module")
+def second_night(rendered, tmp_path_factory):
+    """The same run as a second night one day later with a slower p99: a sweep/A-B partner."""
+    import json
+    import shutil
+
+    report, _, _, _ = rendered
+    other = tmp_path_factory.mktemp("night2") / "run2"
+    shutil.copytree(report.parent, other)
+    summary = json.loads((other / "summary.json").read_text())
+    summary["run"]["run_id"] = "run2"
+    summary["run"]["t0_ns"] = (summary["run"]["t0_ns"] or 0) + 86_400 * 10**9
+    summary["sojourn_ms"]["p99"] = (summary["sojourn_ms"]["p99"] or 1.0) * 3
+    (other / "summary.json").write_text(json.dumps(summary))
+    return report.parent, other
+
+
+def _plotly_charts(dom: str) -> int:
+    return len(re.findall(r'class="[^"]*js-plotly-plot', dom))
+
+
+def test_the_comparison_page_renders_in_the_browser(second_night, tmp_path):
+    first, second = second_night
+    out = tmp_path / "compare.html"
+    result = sojourn("compare", str(first), str(second), "--out", str(out))
+    assert result.returncode == 0, result.stderr[-2000:]
+    dom, errors, screenshot = render_in_chromium(out, tmp_path)
+    assert errors == []
+    assert _plotly_charts(dom) >= 2  # overlaid sojourn distributions and throughput
+    assert "run2" in dom and Path(screenshot).stat().st_size > 20_000
+
+
+def test_the_nightly_index_renders_in_the_browser(second_night, tmp_path):
+    import json
+
+    from analysis.history import build_history
+    from analysis.report.index import render_index
+
+    summaries = [json.loads((d / "summary.json").read_text()) for d in second_night]
+    out = tmp_path / "index.html"
+    out.write_text(render_index(build_history(summaries, window=1, tolerance=0.2)), encoding="utf-8")
+    dom, errors, screenshot = render_in_chromium(out, tmp_path)
+    assert errors == []
+    assert _plotly_charts(dom) >= 1  # one trend chart per key metric
+    # night two's sojourn p99 is 3x night one's (the baseline, window 1): flagged as a regression
+    assert "+ regression" in dom
+    assert Path(screenshot).stat().st_size > 20_000
