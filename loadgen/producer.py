@@ -28,6 +28,7 @@ Report = Callable[[str, str, float, int, BaseException | None], None]
 
 WRITE_BUFFER_LIMIT = 256 * 1024  # bytes queued in pika before the loop waits for the socket
 CONFIRM_GRACE_S = 5.0            # how long to wait for outstanding confirms at the end
+LATE_YIELD_EVERY = 64            # publishes in a row behind schedule before yielding to the hub
 
 
 class Producer(Participant):
@@ -73,10 +74,15 @@ class Producer(Participant):
                 schedule = ArrivalSchedule(settings.arrival, lambda _t, r=settings.rate: r, self.rng,
                                            start_s=max(start, resume_s), end_s=end)
                 phase = scenario.phase_at(start)
+                late_streak = 0
                 for intended_s in schedule:
-                    if not self.ctx.sleep_until(intended_s, self.ctx.stopping):
-                        break
+                    if not self.ctx.sleep_until(intended_s, self.ctx.stopping) or self.ctx.draining.is_set():
+                        break  # stopped, or the run is over: a late schedule is not published after it
                     self._publish(settings, intended_s, phase)
+                    late_streak = late_streak + 1 if intended_s <= self.ctx.elapsed_s() else 0
+                    if late_streak >= LATE_YIELD_EVERY:
+                        late_streak = 0
+                        gevent.sleep(0)  # behind schedule: let the hub serve confirms, timers, other users
         finally:
             self._leave()
 

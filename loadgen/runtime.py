@@ -92,10 +92,10 @@ class RunContext:
         return time.monotonic() - self._t0_mono
 
     def sleep_until(self, t_s: float, interrupt: Event | None = None) -> bool:
-        """Sleep until elapsed time t_s; return False if `interrupt` fired first."""
+        """Sleep until elapsed time t_s; return False if `interrupt` fired first (or had already)."""
         delay = t_s - self.elapsed_s()
         if delay <= 0:
-            return True
+            return interrupt is None or not interrupt.is_set()
         if interrupt is None:
             gevent.sleep(delay)
             return True

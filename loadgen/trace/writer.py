@@ -9,6 +9,7 @@ default). Flushes run in a thread so the gevent loop keeps serving sockets.
 from __future__ import annotations
 
 import atexit
+import importlib
 import logging
 import os
 import threading
@@ -45,7 +46,7 @@ class TraceWriter:
         # Import pyarrow now, before any load: imported by the first flush instead, it held
         # the GIL for about 0.7 s in the flush thread and stalled the I/O loop mid-run
         # (docs/benchmarks.md).
-        import pyarrow.parquet  # noqa: F401
+        importlib.import_module("pyarrow.parquet")
         atexit.register(self.close)
 
     def append(self, kind: str, row: tuple) -> None:
