@@ -109,13 +109,18 @@ def sub(mapping: dict, key: str, check: Check) -> Any:
 
 
 class Reader:
-    """One YAML mapping at a known path: rejects unknown keys, fetches checked fields."""
+    """One YAML mapping at a known path: rejects unknown keys, fetches checked fields.
+
+    LAYOUT maps a section name to its allowed keys; a reader for another file kind
+    (suites) subclasses with its own LAYOUT."""
+
+    LAYOUT: dict[str, dict[str, str]] = YAML_LAYOUT
 
     def __init__(self, source: str, raw: Any, yaml_path: str, section: str) -> None:
         self.source, self.yaml_path = source, yaml_path
         if not isinstance(raw, dict):
             fail(source, yaml_path, raw, f"expected a mapping, got {show(raw)}")
-        allowed = YAML_LAYOUT[section]
+        allowed = self.LAYOUT[section]
         for key, value in raw.items():
             if key not in allowed:
                 hint = did_you_mean(key, allowed) or f" (expected one of: {', '.join(allowed)})"

@@ -12,7 +12,7 @@ from typing import Any
 
 from analysis.slo import SloError, parse_slo
 from loadgen.scenario.checks import Reader, fail, identifier, integer, number, text
-from loadgen.scenario.errors import Invalid, did_you_mean, join_path, show
+from loadgen.scenario.errors import Invalid, join_path, show
 from loadgen.scenario.loader import _read
 
 __all__ = ["Suite", "SuiteEntry", "load_suite", "SUITE_LAYOUT"]
@@ -42,19 +42,9 @@ class Suite:
 
 
 class _SuiteReader(Reader):
-    """A `Reader` over the suite layout: `Reader.__init__` looks keys up in the scenario's
-    YAML_LAYOUT, so only the unknown-key check is repeated here; `get`, `items` are shared."""
+    """A `Reader` over the suite layout; `get` and `items` are shared with scenarios."""
 
-    def __init__(self, source: str, raw: Any, yaml_path: str, section: str) -> None:
-        self.source, self.yaml_path = source, yaml_path
-        if not isinstance(raw, dict):
-            fail(source, yaml_path, raw, f"expected a mapping, got {show(raw)}")
-        allowed = SUITE_LAYOUT[section]
-        for key, value in raw.items():
-            if key not in allowed:
-                hint = did_you_mean(key, allowed) or f" (expected one of: {', '.join(allowed)})"
-                fail(source, join_path(yaml_path, key), value, f"unknown key{hint}")
-        self.raw = raw
+    LAYOUT = SUITE_LAYOUT
 
 
 def _slo_list(value: Any) -> tuple[str, ...]:
