@@ -50,17 +50,14 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("scenario", help="scenario YAML file")
     run.add_argument("--out", metavar="RUN_DIR", help="run directory (default runs/<UTC time>-<name>)")
     _add_set(run)
-    run.add_argument("--processes", type=int, default=0, metavar="N",
-                     help="Locust worker processes (default: one process)")
-    run.add_argument("--master", dest="spark_master", metavar="URL",
-                     help="Spark master for the analysis (default local[*] or SPARK_MASTER)")
+    _add_processes(run)
+    _add_spark_master(run)
     run.add_argument("--no-analyze", action="store_true", help="only run the load; analyze later")
 
     ana = sub.add_parser("analyze", help="analyze a run directory: summary.json and report.html",
                          description="Run the PySpark analysis over RUN_DIR/traces.")
     ana.add_argument("run_dir", metavar="RUN_DIR")
-    ana.add_argument("--master", dest="spark_master", metavar="URL",
-                     help="Spark master URL (default local[*] or SPARK_MASTER)")
+    _add_spark_master(ana)
 
     swp = sub.add_parser("sweep", help="run a scenario once per value of one field, then compare the runs",
                          description="Run SCENARIO once for each value of one field (e.g. prefetch), "
@@ -72,10 +69,8 @@ def _parser() -> argparse.ArgumentParser:
                      help="the field and its values, e.g. consumers.main.prefetch=1,26,51")
     _add_set(swp)
     swp.add_argument("--out", metavar="DIR", help="where the runs go (default runs/<UTC time>-<name>-sweep)")
-    swp.add_argument("--processes", type=int, default=0, metavar="N",
-                     help="Locust worker processes per run (default: one process)")
-    swp.add_argument("--master", dest="spark_master", metavar="URL",
-                     help="Spark master for the analysis (default local[*] or SPARK_MASTER)")
+    _add_processes(swp)
+    _add_spark_master(swp)
 
     nig = sub.add_parser("nightly", help="run a suite of scenarios with SLOs; JUnit, history and trends",
                          description="Run every scenario of SUITE in order into RESULTS_DIR/runs/<UTC time>-<name>/, "
@@ -84,8 +79,7 @@ def _parser() -> argparse.ArgumentParser:
                                      "its baseline; exit 2 when another nightly holds RESULTS_DIR. See docs/nightly.md.")
     nig.add_argument("suite", help="suite YAML file, e.g. scenarios/suites/nightly.yaml")
     nig.add_argument("--out", required=True, metavar="RESULTS_DIR", help="results directory (kept across nights)")
-    nig.add_argument("--master", dest="spark_master", metavar="URL",
-                     help="Spark master for the analysis (default local[*] or SPARK_MASTER)")
+    _add_spark_master(nig)
 
     cmp_ = sub.add_parser("compare", help="put analysed runs side by side in one HTML page",
                           description="Write one self-contained HTML page comparing RUN_DIRs: key metrics "
@@ -98,6 +92,16 @@ def _parser() -> argparse.ArgumentParser:
     val.add_argument("scenario", help="scenario YAML file")
     _add_set(val)
     return p
+
+
+def _add_spark_master(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--master", dest="spark_master", metavar="URL",
+                   help="Spark master for the analysis (default local[*] or SPARK_MASTER)")
+
+
+def _add_processes(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--processes", type=int, default=0, metavar="N",
+                   help="Locust worker processes per run (default: one process)")
 
 
 def _add_set(p: argparse.ArgumentParser) -> None:
