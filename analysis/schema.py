@@ -27,7 +27,7 @@ __all__ = [
     "markdown_tables",
 ]
 
-SCHEMA_VERSION = 2  # 2: CoDel state on deliveries; network events
+SCHEMA_VERSION = 3  # 2: CoDel state on deliveries; network events. 3: priority and replay columns on publishes
 
 ColumnType = Literal["string", "int32", "int64", "float64", "bool"]
 
@@ -62,6 +62,11 @@ PUBLISH = _COMMON + (
     _c("persistent", "bool", "delivery_mode 2"),
     _c("confirm_ns", "int64", "when the broker's confirm (ack or nack) arrived", nullable=True),
     _c("outcome", "string", "one of PUBLISH_OUTCOMES"),
+    _c("priority", "int32", "AMQP priority property sent (null: none)", nullable=True),
+    _c("replay_index", "int64", "replay: the row's index in the replay source (0-based, after sorting by time); "
+       "null for synthetic arrivals", nullable=True),
+    _c("replay_loop", "int32", "replay: which pass over the source (0 = first); null for synthetic arrivals",
+       nullable=True),
 )
 
 DELIVERY = _COMMON + (

@@ -133,7 +133,7 @@ class Producer(Participant):
             delivery_mode=2 if settings.persistent else 1, message_id=message_id,
             headers={"sojourn-id": message_id, "sojourn-pub-ns": publish_ns})
         row = [message_id, self.name, self.group, seq, phase, intended_ns, publish_ns,
-               settings.size_bytes, settings.routing_key, settings.persistent, None, None]
+               settings.size_bytes, settings.routing_key, settings.persistent, None, None, None, None, None]
         try:
             self._channel.basic_publish(settings.exchange, settings.routing_key, body, props)
         except Exception as exc:  # noqa: BLE001 - connection gone: record and carry on
