@@ -1,0 +1,1 @@
+"""Trace replay: replay files (reading, recording) and the per-producer replay plan."""
