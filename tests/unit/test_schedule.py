@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from loadgen.scenario import load_scenario
-from loadgen.schedule import ArrivalSchedule, changes_after, producer_rng
+from loadgen.schedule import ArrivalSchedule, changes_after, producer_rng, rate_curve
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 
@@ -163,3 +163,64 @@ def test_producer_rng_is_the_same_in_another_process():
     outputs = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                               env={"PYTHONHASHSEED": seed}).stdout for seed in ("1", "2")}
     assert outputs == {repr(producer_rng(7, "main/0").random()) + "\n"}
+
+
+# ---- ramps, steps and on/off bursts (rate_curve)
+
+def curve_arrivals(kind, rate, bursts=None, start_s=0.0, end_s=10.0, seed=3):
+    rate_at, next_change = rate_curve(rate, bursts)
+    return list(ArrivalSchedule(kind, rate_at, random.Random(seed), start_s, end_s, next_change))
+
+
+def test_a_linear_ramp_sends_the_integral_of_the_rate_at_the_right_times():
+    # 0 -> 100 msg/s over 10 s: the k-th arrival is where 5 t^2 = k, i.e. t = sqrt(k / 5)
+    times = curve_arrivals("constant", [(0.0, 0.0), (10.0, 100.0)])
+    assert len(times) == 500
+    assert times == pytest.approx([math.sqrt(k / 5) for k in range(500)], abs=1e-9)
+
+
+def test_a_falling_ramp_to_zero_stops_and_a_later_point_resumes():
+    # 100 -> 0 over 2 s (100 arrivals of work), nothing until 5 s, then 10/s again
+    times = curve_arrivals("constant", [(0.0, 100.0), (2.0, 0.0), (5.0, 0.0), (5.0, 10.0)], end_s=7.0)
+    ramp = [t for t in times if t < 2.0]
+    assert len(ramp) == 100
+    # work done by t on the falling ramp: 100 t - 25 t^2 = k
+    assert ramp == pytest.approx([(100 - math.sqrt(100 ** 2 - 100 * k)) / 50 for k in range(100)], abs=1e-9)
+    assert not [t for t in times if 2.0 <= t < 5.0]
+    assert [t for t in times if t >= 5.0] == pytest.approx([5.0 + k / 10 for k in range(20)])
+
+
+def test_two_points_at_one_time_make_a_step_and_the_last_rate_holds():
+    times = curve_arrivals("constant", [(0.0, 10.0), (4.0, 10.0), (4.0, 50.0)], end_s=6.0)
+    assert [t for t in times if t < 4.0] == pytest.approx([k / 10 for k in range(40)])
+    assert len([t for t in times if t >= 4.0]) == 100   # 50/s for 2 s, held after the last point
+
+
+def test_poisson_on_a_ramp_matches_the_integrated_rate():
+    counts = [len(curve_arrivals("poisson", [(0.0, 0.0), (20.0, 1000.0)], end_s=20.0, seed=s)) for s in range(3)]
+    for n in counts:   # expected 10,000 (the ramp's area); Poisson sd = 100
+        assert abs(n - 10_000) < 400
+
+
+def test_bursts_send_only_during_the_on_periods():
+    times = curve_arrivals("constant", 100.0, bursts=(1.0, 4.0, 0.0, 0.0), end_s=10.0)
+    assert len(times) == 200
+    assert all(t < 1.0 or 5.0 <= t < 6.0 for t in times)
+    assert times[100] == pytest.approx(5.0)   # each burst starts with an arrival at its edge
+
+
+def test_bursts_with_an_off_rate_and_an_offset_start():
+    # on 2 s at 100/s from t=1, off 3 s at 10/s: [0,1) off, [1,3) on, [3,6) off, [6,8) on, [8,10) off
+    times = curve_arrivals("constant", 100.0, bursts=(2.0, 3.0, 10.0, 1.0), end_s=10.0)
+    def count(a, b):
+        return len([t for t in times if a <= t < b])
+    assert count(1.0, 3.0) == 200 and count(6.0, 8.0) == 200
+    assert count(3.0, 6.0) == pytest.approx(30, abs=1) and count(8.0, 10.0) == pytest.approx(20, abs=1)
+    assert count(0.0, 1.0) == pytest.approx(10, abs=1)
+
+
+def test_poisson_bursts_keep_the_mean_rate_of_their_on_share():
+    counts = [len(curve_arrivals("poisson", 500.0, bursts=(0.5, 1.5, 0.0, 0.0), end_s=40.0, seed=s))
+              for s in range(3)]
+    for n in counts:   # 20 bursts x 0.5 s x 500/s = 5,000; sd ~71
+        assert abs(n - 5_000) < 300
