@@ -26,6 +26,7 @@ from loadgen.scenario.model import (
 from loadgen.scenario.overrides import (
     PathError, apply_overrides, blame_override, parse_group_path, resolve_group, tokens,
 )
+from loadgen.scenario import arrivals
 from loadgen.scenario.sections import codel, network_phase_check, read_network
 
 __all__ = ["load_scenario", "ENV_URL", "DEFAULT_URL", "MAX_SIZE_BYTES"]
@@ -160,11 +161,12 @@ def _processing(value: Any) -> Processing:
 
 # (check, default) per field, in dataclass order; phases reuse the same checks.
 _PRODUCER_FIELDS: dict[str, tuple[Check, Any]] = {
-    "count": (_integer(0), 1), "rate": (_number(0), _REQUIRED),
+    "count": (_integer(0), 1), "rate": (arrivals.rate, None),
     "arrival": (_choice("constant", "poisson"), "constant"),
     "size_bytes": (_integer(0, MAX_SIZE_BYTES), 100), "persistent": (_boolean, False),
     "confirms": (_boolean, True), "confirm_window": (_integer(1), 100),
     "exchange": (_text(), ""), "routing_key": (_text(nullable=True), None),
+    "bursts": (arrivals.bursts, None), "replay": (None, None),  # replay's check needs the file's directory
 }
 _CONSUMER_FIELDS: dict[str, tuple[Check, Any]] = {
     "count": (_integer(0), 1), "prefetch": (_integer(0, 65535), 100),
@@ -214,19 +216,36 @@ def _slo(value: Any) -> str:
 def _groups(top: _Reader, key: str, section: str, spec: dict[str, tuple[Check, Any]],
             make: Callable[..., Any], queue_name: str) -> list:
     groups, seen = [], {}
+    checks = {"replay": arrivals.replay(os.path.dirname(os.path.abspath(top.source)))}
     for i, raw in enumerate(top.items(key)):
         reader = _Reader(top.source, raw, f"{key}[{i}]", section)
         name = reader.get("name", _name)
         if name in seen:
             _fail(top.source, f"{key}[{i}].name", name, f"duplicate name: {key}[{seen[name]}] is also called {name!r}")
         seen[name] = i
-        values = {field: reader.get(field, check, default) for field, (check, default) in spec.items()}
+        values = {field: reader.get(field, check or checks[field], default)
+                  for field, (check, default) in spec.items()}
         if "routing_key" in values and values["routing_key"] is None:
             values["routing_key"] = queue_name
         if "processing_ms" in values:
             values["processing"] = values.pop("processing_ms")
+        if key == "producers":
+            _producer_source(reader, values)
         groups.append(make(name=name, **values))
     return groups
+
+
+def _producer_source(reader: _Reader, values: dict[str, Any]) -> None:
+    """A producer has a rate (generated arrivals) or a replay file, not both."""
+    if values["replay"] is None:
+        if values["rate"] is None:
+            reader.get("rate", _number(0))  # raises: missing required key
+        return
+    for field in arrivals.REPLAY_ONLY_FIELDS:
+        if field in reader.raw:
+            _fail(reader.source, _join(reader.yaml_path, field), reader.raw[field],
+                  f"a replay group takes {field} from its file (remove it, or remove replay)")
+    values["rate"] = 0.0
 
 
 def _timeline(top: _Reader, run: RunSpec, producers: Sequence[ProducerGroup],
@@ -293,6 +312,9 @@ def _phase_set(reader: _Reader, yaml_path: str, producers: Sequence[ProducerGrou
             every = YAML_LAYOUT[kind[:-1]]
             reason = "can not be changed by a phase" if field in every else "unknown key" + did_you_mean(field, every)
             _fail(source, key_path, value, f"{reason} (a phase may set {kind}.<group>.{{{', '.join(settable)}}})")
+        if kind == "producers" and group.replay is not None:
+            _fail(source, key_path, value, f"producer group {group.name!r} replays a file: a phase can not "
+                  "change its count, rate, size or arrival (the file sets them)")
         canonical = f"{kind}.{group.name}.{field}"
         if canonical in out:
             _fail(source, key_path, value, f"sets the same field as {written[canonical]!r}")

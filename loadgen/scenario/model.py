@@ -15,7 +15,7 @@ from loadgen.redact import mask_url
 __all__ = [
     "BASE_PHASE", "YAML_LAYOUT", "PROCESSING_PARAMS", "PHASE_SETTABLE", "LEAF",
     "NETWORK_PATHS", "FrozenMapping", "Processing", "Broker", "QueueSpec", "RunSpec",
-    "ProducerGroup", "CoDelSpec", "ConsumerGroup", "LinkSpec", "NetworkSpec", "Phase", "Scenario",
+    "ProducerGroup", "Bursts", "ReplaySpec", "CoDelSpec", "ConsumerGroup", "LinkSpec", "NetworkSpec", "Phase", "Scenario",
 ]
 
 BASE_PHASE = "base"
@@ -35,7 +35,9 @@ YAML_LAYOUT: dict[str, dict[str, str]] = {
     "run": {"duration_s": LEAF, "warmup_s": LEAF, "drain_timeout_s": LEAF},
     "producer": {"name": LEAF, "count": LEAF, "rate": LEAF, "arrival": LEAF, "size_bytes": LEAF,
                  "persistent": LEAF, "confirms": LEAF, "confirm_window": LEAF,
-                 "exchange": LEAF, "routing_key": LEAF},
+                 "exchange": LEAF, "routing_key": LEAF, "bursts": "bursts", "replay": "replay"},
+    "bursts": {"on_s": LEAF, "off_s": LEAF, "off_rate": LEAF, "start_s": LEAF},
+    "replay": {"path": LEAF, "speed": LEAF, "window": "[]", "loop": LEAF, "split": LEAF, "routing": LEAF},
     "consumer": {"name": LEAF, "count": LEAF, "prefetch": LEAF, "prefetch_scope": LEAF,
                  "ack_mode": LEAF, "processing_ms": "processing", "codel": "codel"},
     "codel": {"target_ms": LEAF, "interval_ms": LEAF, "requeue": LEAF},
@@ -178,12 +180,48 @@ class RunSpec:
 
 
 @dataclass(frozen=True)
+class Bursts:
+    """On/off modulation of a producer's rate: `rate` for `on_s`, then `off_rate` for `off_s`,
+    repeating; cycles are aligned on `start_s` (an on period starts there)."""
+
+    on_s: float
+    off_s: float
+    off_rate: float = 0.0
+    start_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class ReplaySpec:
+    """A producer group that replays a file instead of generating arrivals (docs/replay.md).
+
+    `path` is absolute or relative to the working directory (the loader resolves it against
+    the scenario file). `window` is [start_s, end_s) in the source's time (end None: to its
+    end). `loop`: False (one pass), a number of passes, or True (until the run ends).
+    `split`: "key" (by routing key: order per key kept) or "round_robin". `routing`:
+    "group" (the group's routing key) or "recorded" (each row's own)."""
+
+    path: str
+    speed: float = 1.0
+    window: tuple[float, float | None] = (0.0, None)
+    loop: bool | int = False
+    split: str = "key"
+    routing: str = "group"
+
+
+RatePoints = tuple[tuple[float, float], ...]
+
+
+@dataclass(frozen=True)
 class ProducerGroup:
-    """`count` producers, each publishing at `rate` msg/s (per producer, not per group)."""
+    """`count` producers, each publishing at `rate` msg/s (per producer, not per group).
+
+    `rate` is a number or a profile of (at_s, rate) points: linear ramps between points, a step
+    where two points share a time. With `replay`, times, sizes and keys come from the file and
+    `rate`, `arrival`, `bursts` do not apply (`rate` is 0.0 there)."""
 
     name: str
     count: int
-    rate: float
+    rate: float | RatePoints
     arrival: str
     size_bytes: int
     persistent: bool
@@ -191,6 +229,16 @@ class ProducerGroup:
     confirm_window: int
     exchange: str
     routing_key: str
+    bursts: Bursts | None = None
+    replay: ReplaySpec | None = None
+
+    def rate_text(self) -> str:
+        """How the rate reads in a console line: '150', or '50 -> 500 (profile)'."""
+        if self.replay is not None:
+            return f"replay of {self.replay.path}"
+        if isinstance(self.rate, tuple):
+            return f"{' -> '.join(f'{r:g}' for _, r in self.rate)} (profile)"
+        return f"{self.rate:g}"
 
 
 @dataclass(frozen=True)
@@ -382,7 +430,7 @@ class Scenario:
                       "delete_on_end": self.queue.delete_on_end},
             "run": {"duration_s": self.run.duration_s, "warmup_s": self.run.warmup_s,
                     "drain_timeout_s": self.run.drain_timeout_s},
-            "producers": [asdict(g) for g in self.producers],
+            "producers": [_plain(asdict(g)) for g in self.producers],
             "consumers": [{"name": g.name, "count": g.count, "prefetch": g.prefetch,
                            "prefetch_scope": g.prefetch_scope, "ack_mode": g.ack_mode,
                            "processing_ms": g.processing.to_dict(),
@@ -400,4 +448,6 @@ def _plain(value: Any) -> Any:
         return value.to_dict()
     if isinstance(value, Mapping):
         return {key: _plain(item) for key, item in value.items()}
+    if isinstance(value, tuple):
+        return [_plain(item) for item in value]
     return value

@@ -1,0 +1,127 @@
+"""Parsing of a producer's arrival settings: a rate profile, on/off bursts and replay.
+
+See docs/scenarios.md (rate profiles, bursts) and docs/replay.md (replay).
+"""
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from loadgen.scenario.checks import Check, choice, number, sub
+from loadgen.scenario.errors import Invalid, did_you_mean, show
+from loadgen.scenario.model import YAML_LAYOUT, Bursts, RatePoints, ReplaySpec
+
+__all__ = ["rate", "bursts", "replay", "RATE_EXAMPLE", "REPLAY_ONLY_FIELDS"]
+
+RATE_EXAMPLE = "[{at_s: 0, rate: 50}, {at_s: 30, rate: 500}]"
+BURSTS_EXAMPLE = "{on_s: 2, off_s: 8}"
+REPLAY_EXAMPLE = "{path: traces/sample.csv, speed: 1.0}"
+REPLAY_ONLY_FIELDS = ("rate", "arrival", "size_bytes", "bursts")
+"""Producer keys that a replay group takes from its file instead (an error when given)."""
+
+
+def _keys(value: dict, section: str, required: tuple[str, ...]) -> None:
+    allowed = YAML_LAYOUT[section]
+    for key in value:
+        if key not in allowed:
+            hint = did_you_mean(key, allowed) or f" (expected one of: {', '.join(allowed)})"
+            raise Invalid(f"unknown key{hint}", value[key], str(key))
+    for key in required:
+        if key not in value:
+            raise Invalid("missing required key", None, key)
+
+
+def rate(value: Any) -> float | RatePoints:
+    """A number of msg/s >= 0, or a profile: a list of {at_s, rate} sorted by at_s."""
+    if not isinstance(value, list):
+        return number(0)(value)
+    if not value:
+        raise Invalid(f"expected a number >= 0 or a list of points such as {RATE_EXAMPLE}, got []")
+    points: list[tuple[float, float]] = []
+    for i, point in enumerate(value):
+        if not isinstance(point, dict):
+            raise Invalid(f"expected a point such as {{at_s: 0, rate: 50}}, got {show(point)}", point, f"[{i}]")
+        unknown = [k for k in point if k not in ("at_s", "rate")]
+        if unknown:
+            raise Invalid(f"unknown key{did_you_mean(unknown[0], ('at_s', 'rate')) or ' (expected at_s, rate)'}",
+                          point[unknown[0]], f"[{i}].{unknown[0]}")
+        for key in ("at_s", "rate"):
+            if key not in point:
+                raise Invalid("missing required key", None, f"[{i}].{key}")
+        try:
+            at_s, value_ = sub(point, "at_s", number(0)), sub(point, "rate", number(0))
+        except Invalid as bad:
+            raise bad.within(f"[{i}]", point) from None
+        points.append((at_s, value_))
+        if i and at_s < points[i - 1][0]:
+            raise Invalid(f"expected points in time order: at_s {at_s:g} comes after {points[i - 1][0]:g}",
+                          point["at_s"], f"[{i}].at_s")
+        if i >= 2 and at_s == points[i - 1][0] == points[i - 2][0]:
+            raise Invalid(f"three points at {at_s:g} s: a step takes two (the rate before and after)",
+                          point["at_s"], f"[{i}].at_s")
+    return tuple(points)
+
+
+def bursts(value: Any) -> Bursts | None:
+    """`{on_s, off_s, off_rate, start_s}`, or null for none."""
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise Invalid(f"expected a mapping such as {BURSTS_EXAMPLE}, or null, got {show(value)}")
+    _keys(value, "bursts", ("on_s", "off_s"))
+    return Bursts(sub(value, "on_s", number(0, strict=True)), sub(value, "off_s", number(0, strict=True)),
+                  sub(value, "off_rate", number(0)) if "off_rate" in value else 0.0,
+                  sub(value, "start_s", number(0)) if "start_s" in value else 0.0)
+
+
+def replay(scenario_dir: str) -> Check:
+    """The check for `replay`: a mapping whose path (relative to `scenario_dir`) must exist."""
+
+    def check(value: Any) -> ReplaySpec | None:
+        if value is None:
+            return None
+        if not isinstance(value, dict):
+            raise Invalid(f"expected a mapping such as {REPLAY_EXAMPLE}, or null, got {show(value)}")
+        _keys(value, "replay", ("path",))
+        path = sub(value, "path", _path(scenario_dir))
+        speed = sub(value, "speed", number(0, strict=True)) if "speed" in value else 1.0
+        window = sub(value, "window", _window) if "window" in value else (0.0, None)
+        loop = sub(value, "loop", _loop) if "loop" in value else False
+        split = sub(value, "split", choice("key", "round_robin")) if "split" in value else "key"
+        routing = sub(value, "routing", choice("group", "recorded")) if "routing" in value else "group"
+        return ReplaySpec(path, speed, window, loop, split, routing)
+    return check
+
+
+def _path(scenario_dir: str) -> Check:
+    def check(value: Any) -> str:
+        if not isinstance(value, str) or not value:
+            raise Invalid(f"expected the path of a replay file or run directory, got {show(value)}")
+        resolved = value if os.path.isabs(value) else os.path.normpath(os.path.join(scenario_dir, value))
+        if not os.path.exists(resolved):
+            raise Invalid(f"no such file or directory: {resolved} (a relative path is taken from the "
+                          "scenario file's directory)")
+        return resolved
+    return check
+
+
+def _window(value: Any) -> tuple[float, float | None]:
+    wanted = "expected [start_s, end_s] in the source's seconds (end_s may be null: to the end)"
+    if not isinstance(value, list) or len(value) != 2:
+        raise Invalid(f"{wanted}, got {show(value)}")
+    start = number(0)(value[0]) if value[0] is not None else 0.0
+    if value[1] is None:
+        return start, None
+    end = number(0)(value[1])
+    if end <= start:
+        raise Invalid(f"{wanted}, with end_s > start_s, got {show(value)}")
+    return start, end
+
+
+def _loop(value: Any) -> bool | int:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int) and value >= 1:
+        return value
+    raise Invalid(f"expected false (one pass), a number of passes >= 1, or true (until the run ends), "
+                  f"got {show(value)}")

@@ -1,0 +1,74 @@
+"""Producer arrival settings in scenario files: rate profiles, bursts and replay."""
+from __future__ import annotations
+
+import pytest
+
+from loadgen.scenario.model import Bursts, ReplaySpec
+from tests.unit.scenario_files import error, load
+
+HEAD = "name: t\nqueue: {name: q}\nrun: {duration_s: 60}\n"
+
+
+def producer(body: str) -> str:
+    return HEAD + "producers:\n  - name: main\n" + "".join(f"    {line}\n" for line in body.splitlines())
+
+
+def test_a_rate_profile_loads_as_points_and_reads_in_the_console(tmp_path):
+    s = load(tmp_path, producer("rate: [{at_s: 0, rate: 50}, {at_s: 30, rate: 500}, {at_s: 30, rate: 20}]"))
+    group = s.producer("main")
+    assert group.rate == ((0.0, 50.0), (30.0, 500.0), (30.0, 20.0))
+    assert group.rate_text() == "50 -> 500 -> 20 (profile)"
+    assert s.to_dict()["producers"][0]["rate"] == [[0.0, 50.0], [30.0, 500.0], [30.0, 20.0]]
+
+
+@pytest.mark.parametrize("rate, expected", [
+    ("[]", "producers[0].rate: expected a number >= 0 or a list of points such as"),
+    ("[{at_s: 5, rate: 1}, {at_s: 2, rate: 3}]",
+     "producers[0].rate[1].at_s: expected points in time order: at_s 2 comes after 5"),
+    ("[{at_s: 0, rate: -1}]", "producers[0].rate[0].rate: expected a number >= 0, got -1"),
+    ("[{at_sec: 0, rate: 1}]", "producers[0].rate[0].at_sec: unknown key (did you mean 'at_s'?)"),
+    ("[{at_s: 0}]", "producers[0].rate[0].rate: missing required key"),
+    ("[{at_s: 1, rate: 1}, {at_s: 1, rate: 2}, {at_s: 1, rate: 3}]",
+     "producers[0].rate[2].at_s: three points at 1 s"),
+])
+def test_bad_rate_profiles_are_located_to_the_point(tmp_path, rate, expected):
+    assert error(tmp_path, producer(f"rate: {rate}")).startswith(expected)
+
+
+def test_bursts_load_with_defaults_and_reject_bad_values(tmp_path):
+    s = load(tmp_path, producer("rate: 100\nbursts: {on_s: 2, off_s: 8}"))
+    assert s.producer("main").bursts == Bursts(2.0, 8.0, 0.0, 0.0)
+    assert error(tmp_path, producer("rate: 100\nbursts: {on_s: 0, off_s: 8}")) == \
+        "producers[0].bursts.on_s: expected a number > 0, got 0"
+    assert error(tmp_path, producer("rate: 100\nbursts: {on_s: 1}")) == \
+        "producers[0].bursts.off_s: missing required key"
+
+
+def test_replay_resolves_the_path_from_the_scenario_directory(tmp_path):
+    (tmp_path / "t.csv").write_text("offset_s,size_bytes\n0,10\n")
+    s = load(tmp_path, producer("replay: {path: t.csv, speed: 2, window: [1, null], loop: 3, split: round_robin}"))
+    assert s.producer("main").replay == ReplaySpec(str(tmp_path / "t.csv"), 2.0, (1.0, None), 3, "round_robin",
+                                                  "group")
+    assert s.producer("main").rate_text() == f"replay of {tmp_path / 't.csv'}"
+
+
+@pytest.mark.parametrize("body, expected", [
+    ("replay: {path: missing.csv}", "producers[0].replay.path: no such file or directory: "),
+    ("replay: {path: t.csv}\nrate: 5", "producers[0].rate: a replay group takes rate from its file"),
+    ("replay: {path: t.csv}\nsize_bytes: 5", "producers[0].size_bytes: a replay group takes size_bytes"),
+    ("replay: {path: t.csv, window: [5, 2]}", "producers[0].replay.window: expected [start_s, end_s]"),
+    ("replay: {path: t.csv, loop: 0}", "producers[0].replay.loop: expected false (one pass)"),
+    ("replay: {path: t.csv, speed: 0}", "producers[0].replay.speed: expected a number > 0, got 0"),
+    ("replay: {path: t.csv, split: hash}", "producers[0].replay.split: expected one of key, round_robin"),
+    ("replay: {file: t.csv}", "producers[0].replay.file: unknown key"),
+    ("arrival: poisson", "producers[0].rate: missing required key"),
+])
+def test_bad_replay_settings_are_clear(tmp_path, body, expected):
+    (tmp_path / "t.csv").write_text("offset_s,size_bytes\n0,10\n")
+    assert error(tmp_path, producer(body)).startswith(expected)
+
+
+def test_a_phase_can_not_change_a_replay_group(tmp_path):
+    (tmp_path / "t.csv").write_text("offset_s,size_bytes\n0,10\n")
+    text = producer("replay: {path: t.csv}") + "timeline:\n  - {name: p, start_s: 5, set: {producers.main.count: 2}}\n"
+    assert error(tmp_path, text).startswith("timeline[0].set.producers.main.count: producer group 'main' replays")
