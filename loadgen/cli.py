@@ -91,6 +91,33 @@ def _parser() -> argparse.ArgumentParser:
     val = sub.add_parser("validate", help="check a scenario file without running it")
     val.add_argument("scenario", help="scenario YAML file")
     _add_set(val)
+
+    rec = sub.add_parser(
+        "record", help="capture live publishes from the RabbitMQ firehose into a replay file",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Record every publish on a vhost (time, size, exchange, routing key, priority, headers)\n"
+                    "from the firehose exchange amq.rabbitmq.trace into a replay file, for a scenario's\n"
+                    "`replay: {path: FILE}`. Needs firehose tracing on the vhost (rabbitmqctl trace_on -p\n"
+                    "VHOST, or --trace-on on the broker host). Exit 130 on Ctrl-C, keeping what was\n"
+                    "recorded. See docs/replay.md.",
+        epilog="example:\n"
+               "  rabbitmqctl trace_on -p /\n"
+               "  sojourn record --out rec.csv --duration 300\n"
+               "  rabbitmqctl trace_off -p /")
+    rec.add_argument("--out", required=True, metavar="FILE",
+                     help="replay file to write: .csv, .jsonl or .parquet (overwritten)")
+    rec.add_argument("--url",
+                     help="broker URL; its path is the vhost (default $SOJOURN_AMQP_URL or "
+                          "amqp://guest:guest@127.0.0.1:5672/)")
+    rec.add_argument("--duration", type=float, metavar="S",
+                     help="stop after S seconds (default 60, or no limit with --count)")
+    rec.add_argument("--count", type=int, metavar="N", help="stop after N messages")
+    rec.add_argument("--exchange", action="append", default=[], dest="exchanges", metavar="NAME",
+                     help="record only publishes to this exchange ('' = the default exchange; repeatable)")
+    rec.add_argument("--payloads", action="store_true", help="also store each body (payload_b64 column)")
+    rec.add_argument("--trace-on", action="store_true",
+                     help="turn firehose tracing on for the recording and off afterwards if it was off "
+                          "(runs rabbitmqctl; broker on this machine only)")
     return p
 
 
@@ -136,7 +163,7 @@ def cmd_validate(args) -> int:
           f"(warm-up {s.run.warmup_s:g} s, drain up to {s.run.drain_timeout_s:g} s), "
           f"broker {mask_url(s.broker.url)}, queue {s.queue.name!r}")
     for g in s.producers:
-        print(f"  producer {g.name}: {g.count} x {g.rate:g} msg/s {g.arrival}, {g.size_bytes} B, "
+        print(f"  producer {g.name}: {g.count} x {g.rate_text()} msg/s {g.arrival}, {g.size_bytes} B, "
               f"confirms {'window ' + str(g.confirm_window) if g.confirms else 'off'}")
     for g in s.consumers:
         print(f"  consumer {g.name}: {g.count} x prefetch {g.prefetch} ({g.prefetch_scope}), "
@@ -393,6 +420,26 @@ def cmd_nightly(args) -> int:
     return EXIT_SLO if outcome.failed else EXIT_OK
 
 
+# -- record -------------------------------------------------------------------
+def cmd_record(args) -> int:
+    from loadgen.errors import BrokerUnreachable
+    from loadgen.record import RecordError, RecordOptions, record
+    from loadgen.replay.writer import TraceFileError
+
+    duration = args.duration if args.duration is not None else (None if args.count is not None else 60.0)
+    url = args.url or os.environ.get("SOJOURN_AMQP_URL") or "amqp://guest:guest@127.0.0.1:5672/"
+    opts = RecordOptions(url=url, out=args.out, duration_s=duration, count=args.count,
+                         exchanges=tuple(args.exchanges), payloads=args.payloads, trace_on=args.trace_on)
+    try:
+        result = record(opts)
+    except (RecordError, TraceFileError) as exc:
+        raise CliError(str(exc), EXIT_INPUT) from None
+    except BrokerUnreachable as exc:
+        raise CliError(f"{exc}\n{BROKER_HELP}", EXIT_BROKER) from None
+    print(result.summary())
+    return EXIT_INTERRUPTED if result.interrupted else EXIT_OK
+
+
 # -- compare ------------------------------------------------------------------
 def cmd_compare(args) -> int:
     import json
@@ -484,7 +531,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
     commands = {"run": cmd_run, "analyze": cmd_analyze, "validate": cmd_validate, "sweep": cmd_sweep,
-                "nightly": cmd_nightly, "compare": cmd_compare}
+                "nightly": cmd_nightly, "compare": cmd_compare, "record": cmd_record}
     if args.command is None:
         parser.print_help()
         return EXIT_INPUT
