@@ -28,6 +28,7 @@ from analysis.transforms import (
 )
 from analysis.transforms._common import seconds_to_ns
 from analysis.transforms.codel import codel_block
+from analysis.transforms.fidelity import fidelity_block
 from analysis.transforms.model import (COMPONENTS, QUANTILES, consumer_sojourn_quantiles, model_inputs,
                                        model_row, window_components)
 from analysis.transforms.network import network_summary
@@ -284,6 +285,8 @@ def summarize(traces: Traces, run: Mapping[str, Any], progress: Progress | None 
                              deliveries.transform(model_inputs(t0, ("consumer", "phase"))).collect(),
                              consumers)
         codel = codel_block(deliveries)  # CoDel per consumer (empty when it was off): docs/summary.md
+        say("computing publish lateness and replay fidelity")
+        fidelity = fidelity_block(publishes, t0, run.get("replay"))  # per producer group: docs/summary.md
         say("computing phases")
         phases = [_phase_row(r) for r in
                   deliveries.transform(phase_summary(segments, t0, publishes)).collect()]
@@ -329,6 +332,7 @@ def summarize(traces: Traces, run: Mapping[str, Any], progress: Progress | None 
         "sojourn_histogram": {"edges_ms": edges, "counts": counts},
         "events": events,
         "network": network_summary(traces["event"], t0, duration_s, run.get("ended_ns")),  # docs/network.md
+        "fidelity": fidelity,
     }
 
 

@@ -139,3 +139,27 @@ def test_a_planned_group_that_published_nothing_is_all_missing(frame):
 
 def test_an_empty_publish_trace_has_an_empty_block(frame):
     assert block(frame, []) == {}
+
+
+# --- through the job ------------------------------------------------------------------
+
+def test_the_job_writes_the_block_to_summary_json_with_the_plan_from_run_json(tmp_path, spark, write_trace):
+    import json
+
+    from analysis.job import analyze
+    from analysis.schema import SCHEMA_VERSION
+
+    run = {"schema_version": SCHEMA_VERSION, "run_id": "run-1", "t0_ns": T0, "duration_s": 4,
+           "replay": {"r": {"source": "orders.csv", "format": "csv", "rows": 3, "speed": 1.0,
+                            "window": [0, None], "loop": True, "split": "key", "expected": 6}}}
+    (tmp_path / "run.json").write_text(json.dumps(run))
+    write_trace(tmp_path, "publish", replayed() + late("s", [0.5]))
+    analyze(tmp_path, spark=spark)
+    fidelity = json.loads((tmp_path / "summary.json").read_text())["fidelity"]
+    assert sorted(fidelity) == ["r", "s"]
+    assert fidelity["s"]["replay"] is None and fidelity["s"]["behind"] is False
+    r = fidelity["r"]
+    assert r["behind"] is True
+    assert (r["replay"]["duplicates"], r["replay"]["missing"]) == (1, 2)
+    assert r["replay"]["per_second"]["published"] == [1, 3, 0, 1]
+    assert "The load generator could not keep up" in (tmp_path / "report.html").read_text()
