@@ -17,6 +17,7 @@ from ._format import (
     as_list, as_number, dig, esc, fmt_count, fmt_exact, fmt_ms, fmt_rate, fmt_seconds, fmt_utc,
 )
 from .codel import codel_section
+from .fidelity import behind_banner, fidelity_section
 from .model import components_figure, model_section, sojourn_cdf_figure, utilisation_figure
 from .network import network_section
 
@@ -256,7 +257,7 @@ def build_page(summary: Summary, links: Links | None = None) -> str:
         f'<html lang="en"><head><meta charset="utf-8">'
         f'<meta name="viewport" content="width=device-width, initial-scale=1">'
         f"<title>{esc(title)}</title><style>{_css()}</style></head><body>"
-        f"{_header(summary, links)}{_nav()}<main>{_verdict(summary)}{_key_numbers(summary)}"
-        f"{_chart_sections(summary)}{_model_section(summary)}{network_section(summary)}{codel_section(summary)}{_table_sections(summary)}</main>"
+        f"{_header(summary, links)}{_nav()}<main>{behind_banner(summary)}{_verdict(summary)}{_key_numbers(summary)}"
+        f"{_chart_sections(summary)}{_model_section(summary)}{network_section(summary)}{codel_section(summary)}{fidelity_section(summary, _chart_div)}{_table_sections(summary)}</main>"
         f"<footer>{esc(footer)}</footer></body></html>\n"
     )
