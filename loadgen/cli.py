@@ -137,10 +137,13 @@ def _add_set(p: argparse.ArgumentParser) -> None:
 
 
 def _load(path: str, overrides: list[str]):
+    from loadgen.replay.sources import load_sources
     from loadgen.scenario import ScenarioError, load_scenario
 
     try:
-        return load_scenario(path, overrides)
+        scenario = load_scenario(path, overrides)
+        load_sources(scenario)  # replay files: a bad row is an input error before anything runs
+        return scenario
     except ScenarioError as exc:
         raise CliError(str(exc), EXIT_INPUT) from None
 
@@ -156,15 +159,24 @@ def _print_warnings(scenario) -> None:
 # -- validate -----------------------------------------------------------------
 def cmd_validate(args) -> int:
     from loadgen.redact import mask_url
+    from loadgen.replay.sources import describe, load_sources
 
     s = _load(args.scenario, args.overrides)
     _print_warnings(s)
     print(f"{s.source_path}: ok — scenario {s.name!r}, {s.run.duration_s:g} s "
           f"(warm-up {s.run.warmup_s:g} s, drain up to {s.run.drain_timeout_s:g} s), "
           f"broker {mask_url(s.broker.url)}, queue {s.queue.name!r}")
+    replay = describe(s, load_sources(s))
     for g in s.producers:
-        print(f"  producer {g.name}: {g.count} x {g.rate_text()} msg/s {g.arrival}, {g.size_bytes} B, "
-              f"confirms {'window ' + str(g.confirm_window) if g.confirms else 'off'}")
+        confirms = f"confirms {'window ' + str(g.confirm_window) if g.confirms else 'off'}"
+        if g.replay is None:
+            print(f"  producer {g.name}: {g.count} x {g.rate_text()} msg/s {g.arrival}, {g.size_bytes} B, {confirms}")
+            continue
+        r = replay[g.name]
+        print(f"  producer {g.name}: {g.count} x replaying {r['source']} ({r['format']}, {r['rows']:,} rows over "
+              f"{r['span_s']:g} s) at speed {r['speed']:g}: {r['expected']:,} publishes in the run, {confirms}")
+        if r["ignored_columns"]:
+            print(f"  warning: {r['source']}: ignored columns {', '.join(r['ignored_columns'])}", file=sys.stderr)
     for g in s.consumers:
         print(f"  consumer {g.name}: {g.count} x prefetch {g.prefetch} ({g.prefetch_scope}), "
               f"{g.ack_mode} ack, processing mean {g.processing.mean_ms:g} ms ({g.processing.distribution})")

@@ -43,6 +43,7 @@ class Delivery(NamedTuple):
     buffer_len: int
     phase: str
     channel: object
+    recorded_us: int | None  # the `sojourn-proc-us` header of a replayed message
 
 
 class Consumer(Participant):
@@ -190,7 +191,7 @@ class Consumer(Participant):
         self._buffer.append(Delivery(
             receive_ns, method.delivery_tag, method.redelivered, headers.get("sojourn-id"),
             headers.get("sojourn-pub-ns"), len(body), self._prefetch, len(self._buffer),
-            self.ctx.scenario.phase_at(self.ctx.elapsed_s()), channel))
+            self.ctx.scenario.phase_at(self.ctx.elapsed_s()), channel, headers.get("sojourn-proc-us")))
         self.ctx.counters["delivered"] += 1
         self._has_work.set()
 
@@ -206,7 +207,8 @@ class Consumer(Participant):
             if drop:
                 self._nack(d, start_ns, settings.codel.requeue, codel_state)
                 return
-        processing_ms = settings.processing.sample_ms(self.rng)
+        processing_ms = settings.processing.sample_ms(
+            self.rng, d.recorded_us / 1000 if isinstance(d.recorded_us, int) else None)
         end_ns = settle_ns = None
         outcome = "unsettled"
         try:

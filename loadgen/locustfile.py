@@ -25,6 +25,7 @@ from loadgen import session  # noqa: E402
 from loadgen.consumer import Consumer  # noqa: E402
 from loadgen.producer import Producer  # noqa: E402
 from loadgen.redact import mask_text  # noqa: E402
+from loadgen.replay.sources import load_sources  # noqa: E402
 from loadgen.scenario import ScenarioError, load_scenario  # noqa: E402
 
 log = logging.getLogger("sojourn")
@@ -50,6 +51,7 @@ SCENARIO = None
 if _OPTS.scenario:
     try:
         SCENARIO = load_scenario(_OPTS.scenario, _OPTS.overrides)
+        load_sources(SCENARIO)  # a bad replay file is an input error now, not a worker failure later
     except ScenarioError as exc:
         sys.stderr.write(f"error: {exc}\n")
         sys.exit(2)

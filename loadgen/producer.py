@@ -7,8 +7,10 @@ coordinated omission shows instead of hiding.
 """
 from __future__ import annotations
 
+import functools
 import logging
 import time
+from decimal import Decimal
 from typing import Callable
 
 import gevent
@@ -16,8 +18,10 @@ import pika
 from gevent.event import Event
 
 from loadgen.amqp import connection as amqp
+from loadgen.replay.plan import ReplayItem, plan
+from loadgen.replay.sources import plan_kwargs
 from loadgen.runtime import Participant
-from loadgen.schedule import ArrivalSchedule
+from loadgen.schedule import ArrivalSchedule, rate_curve
 
 __all__ = ["Producer", "Report"]
 
@@ -29,6 +33,17 @@ Report = Callable[[str, str, float, int, BaseException | None], None]
 WRITE_BUFFER_LIMIT = 256 * 1024  # bytes queued in pika before the loop waits for the socket
 CONFIRM_GRACE_S = 5.0            # how long to wait for outstanding confirms at the end
 LATE_YIELD_EVERY = 64            # publishes in a row behind schedule before yielding to the hub
+
+
+def _amqp_table(value):
+    """A JSON value as pika can encode it in a header table: floats become Decimals."""
+    if isinstance(value, float):
+        return Decimal(repr(value))
+    if isinstance(value, dict):
+        return {key: _amqp_table(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_amqp_table(item) for item in value]
+    return value
 
 
 class Producer(Participant):
@@ -44,6 +59,7 @@ class Producer(Participant):
         self._window_open = Event()
         self._window_open.set()
         self._bodies: dict[int, bytes] = {}
+        self._replay = None  # this slot's remaining replay items (kept across a re-entry)
 
     # -- Participant --------------------------------------------------------
     def idle(self) -> bool:
@@ -51,6 +67,9 @@ class Producer(Participant):
 
     # -- main loop ----------------------------------------------------------
     def run(self) -> None:
+        if self.ctx.scenario.producer(self.group).replay is not None:
+            self._run_replay()
+            return
         scenario = self.ctx.scenario
         duration = scenario.run.duration_s
         bounds = [0.0, *scenario.change_times(), duration]
@@ -64,27 +83,53 @@ class Producer(Participant):
                 if self.ctx.elapsed_s() >= end:
                     continue
                 settings = scenario.at(start).producer(self.group)
-                if self.slot >= settings.count or settings.rate <= 0:
+                silent = settings.rate == 0 and settings.bursts is None  # a profile is a tuple
+                if self.slot >= settings.count or silent:
                     self._leave()
                     self.ctx.sleep_until(end, self.ctx.stopping)
                     continue
                 self._join(settings)
+                bursts = settings.bursts
+                rate_at, next_change = rate_curve(
+                    settings.rate, None if bursts is None else (bursts.on_s, bursts.off_s, bursts.off_rate,
+                                                                bursts.start_s))
                 # Open loop: the schedule starts at the segment's start whatever the time now;
                 # a late start (connecting) shows as lateness in the trace, not as missing messages.
-                schedule = ArrivalSchedule(settings.arrival, lambda _t, r=settings.rate: r, self.rng,
-                                           start_s=max(start, resume_s), end_s=end)
+                schedule = ArrivalSchedule(settings.arrival, rate_at, self.rng, start_s=max(start, resume_s),
+                                           end_s=end, next_change_after=next_change)
                 phase = scenario.phase_at(start)
-                late_streak = 0
-                for intended_s in schedule:
-                    if not self.ctx.sleep_until(intended_s, self.ctx.stopping) or self.ctx.draining.is_set():
-                        break  # stopped, or the run is over: a late schedule is not published after it
-                    self._publish(settings, intended_s, phase)
-                    late_streak = late_streak + 1 if intended_s <= self.ctx.elapsed_s() else 0
-                    if late_streak >= LATE_YIELD_EVERY:
-                        late_streak = 0
-                        gevent.sleep(0)  # behind schedule: let the hub serve confirms, timers, other users
+                self._send_all(settings, ((t, phase, None) for t in schedule))
         finally:
             self._leave()
+
+    def _run_replay(self) -> None:
+        """Publish this slot's share of the replay file at its times (docs/replay.md)."""
+        scenario = self.ctx.scenario
+        settings = scenario.producer(self.group)  # a phase can not change a replay group
+        if self.slot >= settings.count:
+            return
+        if self._replay is None:  # re-entered after an error: carry on where it stopped
+            trace = self.ctx.replay_traces[self.group]
+            self._replay = plan(trace, slot=self.slot, count=settings.count, split=settings.replay.split,
+                                **plan_kwargs(scenario, settings))
+        try:
+            self._join(settings)
+            self._send_all(settings, ((item.intended_s, scenario.phase_at(item.intended_s), item)
+                                      for item in self._replay))
+        finally:
+            self._leave()
+
+    def _send_all(self, settings, sends) -> None:
+        """Publish each (intended_s, phase, replay item or None) at its time until the run stops."""
+        late_streak = 0
+        for intended_s, phase, item in sends:
+            if not self.ctx.sleep_until(intended_s, self.ctx.stopping) or self.ctx.draining.is_set():
+                break  # stopped, or the run is over: a late schedule is not published after it
+            self._publish(settings, intended_s, phase, item)
+            late_streak = late_streak + 1 if intended_s <= self.ctx.elapsed_s() else 0
+            if late_streak >= LATE_YIELD_EVERY:
+                late_streak = 0
+                gevent.sleep(0)  # behind schedule: let the hub serve confirms, timers, other users
 
     def _join(self, settings) -> None:
         if self._channel is not None and self._channel.is_open:
@@ -115,7 +160,7 @@ class Producer(Participant):
         self.ctx.event("producer_leave", self.name, self.name)
 
     # -- publishing ---------------------------------------------------------
-    def _publish(self, settings, intended_s: float, phase: str) -> None:
+    def _publish(self, settings, intended_s: float, phase: str, item: ReplayItem | None = None) -> None:
         while settings.confirms and len(self._pending) >= settings.confirm_window \
                 and not self.ctx.stopping.is_set():
             self._window_open.clear()
@@ -126,20 +171,34 @@ class Producer(Participant):
         seq = self._seq
         self._seq += 1
         message_id = f"{self.ctx.run_id}:{self.name}:{seq}"
-        body = self._body(settings.size_bytes)
         intended_ns = self.ctx.t0_ns + int(intended_s * 1e9)
+        headers = {}
+        if item is None:
+            size, routing_key, priority, body = settings.size_bytes, settings.routing_key, None, None
+        else:
+            size, priority, body = item.size_bytes, item.priority, item.payload
+            recorded = settings.replay.routing == "recorded" and item.routing_key is not None
+            routing_key = item.routing_key if recorded else settings.routing_key
+            if item.headers:
+                headers.update(_amqp_table(item.headers))
+            if item.processing_ms is not None:  # AMQP tables have no float: whole microseconds
+                headers["sojourn-proc-us"] = round(item.processing_ms * 1000)
+        if body is None:
+            body = self._body(size)
         publish_ns = time.time_ns()
-        props = pika.BasicProperties(
-            delivery_mode=2 if settings.persistent else 1, message_id=message_id,
-            headers={"sojourn-id": message_id, "sojourn-pub-ns": publish_ns})
-        row = [message_id, self.name, self.group, seq, phase, intended_ns, publish_ns,
-               settings.size_bytes, settings.routing_key, settings.persistent, None, None, None, None, None]
+        headers["sojourn-id"] = message_id
+        headers["sojourn-pub-ns"] = publish_ns
+        props = pika.BasicProperties(delivery_mode=2 if settings.persistent else 1, message_id=message_id,
+                                     priority=priority, headers=headers)
+        row = [message_id, self.name, self.group, seq, phase, intended_ns, publish_ns, size, routing_key,
+               settings.persistent, None, None, priority,
+               None if item is None else item.index, None if item is None else item.loop]
         try:
-            self._channel.basic_publish(settings.exchange, settings.routing_key, body, props)
+            self._channel.basic_publish(settings.exchange, routing_key, body, props)
         except Exception as exc:  # noqa: BLE001 - connection gone: record and carry on
             row[11] = "failed"
             self._trace(row)
-            self.report("publish", self._request_name(settings), 0.0, len(body), exc)
+            self.report("publish", self._request_name(settings.exchange, routing_key), 0.0, len(body), exc)
             self._reconnect_later(settings)
             return
         self.ctx.counters["published"] += 1
@@ -149,8 +208,8 @@ class Producer(Participant):
         else:
             row[11] = "sent"
             self._trace(row)
-            self.report("publish", self._request_name(settings), (time.time_ns() - publish_ns) / 1e6,
-                        len(body), None)
+            self.report("publish", self._request_name(settings.exchange, routing_key),
+                        (time.time_ns() - publish_ns) / 1e6, len(body), None)
 
     def _on_confirm(self, frame) -> None:
         """Runs in the hub: settle every publish the (possibly multiple) confirm covers."""
@@ -168,7 +227,8 @@ class Producer(Participant):
             self._trace(row)
             self.ctx.counters["confirmed"] += 1
             exc = None if outcome == "confirmed" else RuntimeError("publish nacked by the broker")
-            self.report("publish", f"publish:{self._route(row)}", (now - row[6]) / 1e6, row[7], exc)
+            self.report("publish", self._request_name(self.ctx.scenario.producer(row[2]).exchange, row[8]),
+                        (now - row[6]) / 1e6, row[7], exc)
         self._window_open.set()
 
     def _on_connection_closed(self, _conn, exc) -> None:
@@ -202,10 +262,8 @@ class Producer(Participant):
             body = self._bodies[size] = b"x" * size
         return body
 
-    def _route(self, row: list) -> str:
-        return f"{self.ctx.scenario.producer(row[2]).exchange or '(default)'}:{row[8]}"
-
     @staticmethod
-    def _request_name(settings) -> str:
-        return f"publish:{settings.exchange or '(default)'}:{settings.routing_key}"
+    @functools.lru_cache(maxsize=1024)  # a few names per run: built once, not per publish
+    def _request_name(exchange: str, routing_key: str) -> str:
+        return f"publish:{exchange or '(default)'}:{routing_key}"
 

@@ -29,7 +29,9 @@ def code_version() -> dict[str, str]:
     return {"sojourn": __version__, "git": sha or "unknown"}
 
 
-def write_run_json(run_dir: str, scenario, *, run_id: str, t0_ns: int, status: str) -> None:
+def write_run_json(run_dir: str, scenario, *, run_id: str, t0_ns: int, status: str,
+                   replay: dict[str, Any] | None = None) -> None:
+    """`replay`: per replay group, its source and expected publishes (loadgen.replay.sources.describe)."""
     data: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,  # run.json and traces share one contract version
         "run_id": run_id,
@@ -48,6 +50,8 @@ def write_run_json(run_dir: str, scenario, *, run_id: str, t0_ns: int, status: s
         "ended_ns": None,
         "status": status,
     }
+    if replay:
+        data["replay"] = replay
     _write(run_dir, data)
 
 

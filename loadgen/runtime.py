@@ -23,6 +23,7 @@ from gevent.lock import RLock
 from loadgen.amqp import connection as amqp
 from loadgen.amqp import topology
 from loadgen.errors import BrokerOperationFailed
+from loadgen.replay.sources import load_sources
 from loadgen.schedule import producer_rng
 from loadgen.trace import TraceWriter
 
@@ -83,6 +84,7 @@ class RunContext:
         self._control_lock = RLock()
         self._greenlets: list[gevent.Greenlet] = []
         self.netem = None  # the network impairment proxy participants connect through (start_netem)
+        self.replay_traces = load_sources(scenario)  # group -> trace (parsed once per process)
         self.event("run_start", "runner", self.role, detail={"t0_ns": self.t0_ns})
         self._greenlets.append(gevent.spawn(self._flush_loop))
 

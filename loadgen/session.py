@@ -19,6 +19,7 @@ from loadgen.census import take_census
 from loadgen.errors import BrokerOperationFailed, BrokerUnreachable
 from loadgen.netem import NetemError
 from loadgen.redact import mask_text
+from loadgen.replay.sources import describe
 from loadgen.runinfo import default_run_dir, update_run_json, write_run_json
 from loadgen.runtime import RunContext
 
@@ -97,7 +98,8 @@ def start(environment) -> None:
     _State.ended = False
     ctx = _State.ctx = RunContext(scenario, run_dir, run_id, role, t0_ns)
     if role != "worker":
-        write_run_json(run_dir, scenario, run_id=run_id, t0_ns=ctx.t0_ns, status="running")
+        write_run_json(run_dir, scenario, run_id=run_id, t0_ns=ctx.t0_ns, status="running",
+                       replay=describe(scenario, ctx.replay_traces))
         sys.stderr.write(f"[sojourn] run {run_id}: traces in {run_dir}/traces\n")
     try:
         ctx.declare_topology(purge=role != "worker")

@@ -52,6 +52,7 @@ YAML_LAYOUT: dict[str, dict[str, str]] = {
 PROCESSING_PARAMS: dict[str, tuple[str, ...]] = {
     "fixed": ("ms",), "exponential": ("mean_ms",),
     "lognormal": ("median_ms", "sigma"), "uniform": ("min_ms", "max_ms"),
+    "recorded": ("default_ms",),
 }
 
 # Every leaf of the network section, as a path below `network.`.
@@ -134,11 +135,17 @@ class Processing:
             return p["median_ms"] * math.exp(p["sigma"] ** 2 / 2)
         if self.distribution == "uniform":
             return (p["min_ms"] + p["max_ms"]) / 2
+        if self.distribution == "recorded":
+            return p["default_ms"]  # the recorded times are not known before the run
         raise ValueError(f"unknown processing distribution {self.distribution!r}")
 
-    def sample_ms(self, rng: random.Random) -> float:
-        """One processing time in ms, drawn from `rng`; never negative."""
+    def sample_ms(self, rng: random.Random, recorded_ms: float | None = None) -> float:
+        """One processing time in ms, drawn from `rng`; never negative. `recorded`: the
+        message's own recorded time (`recorded_ms`, from a replay), else `default_ms`."""
         p = dict(self.params)
+        if self.distribution == "recorded":
+            ok = isinstance(recorded_ms, (int, float)) and not isinstance(recorded_ms, bool) and recorded_ms >= 0
+            return float(recorded_ms) if ok else p["default_ms"]
         if self.distribution == "fixed":
             return p["ms"]
         if self.distribution == "exponential":

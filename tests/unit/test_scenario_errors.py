@@ -91,7 +91,7 @@ def test_missing_required_keys_are_named(tmp_path, text, expected):
     (HEAD + CONSUMER + "    processing_ms: {distribution: uniform, min_ms: 6, max_ms: 2}\n",
      "consumers[0].processing_ms.max_ms: expected max_ms >= min_ms (6), got 2"),
     (HEAD + CONSUMER + "    processing_ms: {distribution: gaussian, mean_ms: 4}\n",
-     "consumers[0].processing_ms.distribution: expected one of fixed, exponential, lognormal, uniform, got 'gaussian'"),
+     "consumers[0].processing_ms.distribution: expected one of fixed, exponential, lognormal, uniform, recorded, got 'gaussian'"),
     ("name: t\nqueue: {name: q}\nrun: {duration_s: 0}\n", "run.duration_s: expected a number > 0, got 0"),
     ("name: t\nqueue: {name: q}\nrun: {duration_s: 10, warmup_s: 10}\n",
      "run.warmup_s: expected a number >= 0 and < run.duration_s (10), got 10"),
