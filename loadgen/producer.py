@@ -123,7 +123,7 @@ class Producer(Participant):
         """Publish each (intended_s, phase, replay item or None) at its time until the run stops."""
         late_streak = 0
         for intended_s, phase, item in sends:
-            if not self.ctx.sleep_until(intended_s, self.ctx.stopping) or self.ctx.draining.is_set():
+            if not self.ctx.sleep_until_precise(intended_s, self.ctx.stopping) or self.ctx.draining.is_set():
                 break  # stopped, or the run is over: a late schedule is not published after it
             self._publish(settings, intended_s, phase, item)
             late_streak = late_streak + 1 if intended_s <= self.ctx.elapsed_s() else 0
@@ -202,6 +202,7 @@ class Producer(Participant):
             self._reconnect_later(settings)
             return
         self.ctx.counters["published"] += 1
+        self.ctx.lateness.note(publish_ns - intended_ns)
         if settings.confirms:
             self._pending[self._next_tag] = row
             self._next_tag += 1

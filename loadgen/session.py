@@ -29,6 +29,10 @@ log = logging.getLogger("sojourn")
 
 FINISH_GRACE_S = 30.0
 PROGRESS_EVERY_S = 5.0
+LEAD_IN_S = 1.0
+"""t0 (time 0 of the timeline) is this long after the run starts, so producers and consumers have
+connected before the first scheduled publish: a replay's first rows are not late by the time it
+takes to open a connection."""
 _FINISHED_MSG = "sojourn_finished"
 
 
@@ -88,7 +92,7 @@ def start(environment) -> None:
     if role != "worker":
         run_dir = getattr(opts, "run_dir", "") or default_run_dir(scenario.name)
         run_id = getattr(opts, "run_id", "") or run_dir.rstrip("/").split("/")[-1]
-        t0_ns = time.time_ns()
+        t0_ns = time.time_ns() + int(LEAD_IN_S * 1e9)
         if opts is not None:  # parsed_options travel to the workers with the spawn message
             opts.run_dir, opts.run_id, opts.sojourn_t0_ns = run_dir, run_id, t0_ns
         _State.finished_workers = set()
