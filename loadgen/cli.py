@@ -449,6 +449,8 @@ def cmd_record(args) -> int:
     except BrokerUnreachable as exc:
         raise CliError(f"{exc}\n{BROKER_HELP}", EXIT_BROKER) from None
     print(result.summary())
+    if result.connection_lost:
+        return EXIT_BROKER
     return EXIT_INTERRUPTED if result.interrupted else EXIT_OK
 
 

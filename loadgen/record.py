@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 
 from loadgen.errors import BrokerUnreachable, LoadgenError
 from loadgen.redact import mask_url
-from loadgen.replay.writer import REQUIRED_COLUMNS, TraceFileError, TraceFileWriter, headers_json
+from loadgen.replay.writer import REQUIRED_COLUMNS, TraceFileError, TraceFileWriter, headers_json, trace_format
 
 __all__ = ["RecordOptions", "RecordResult", "RecordError", "TracingOff", "record", "firehose_row",
            "binding_keys", "tracing_enabled"]
@@ -64,6 +64,7 @@ class RecordResult:
     last_offset_s: float | None = None
     elapsed_s: float = 0.0
     interrupted: bool = False
+    connection_lost: bool = False
     stopped_by: str = ""  # "count", "duration" or "interrupt"
     warnings: list[str] = field(default_factory=list)
 
@@ -75,7 +76,8 @@ class RecordResult:
 
     def summary(self) -> str:
         rate = (self.messages - 1) / self.span_s if self.messages > 1 and self.span_s > 0 else 0.0
-        how = {"count": "count reached", "duration": "duration reached", "interrupt": "interrupted"}
+        how = {"count": "count reached", "duration": "duration reached", "interrupt": "interrupted",
+               "connection lost": "connection lost"}
         return (f"recorded {self.messages:,} messages spanning {self.span_s:.3f} s (first to last), "
                 f"mean {rate:,.1f} msg/s, in {self.elapsed_s:.1f} s ({how.get(self.stopped_by, 'stopped')})"
                 f" -> {self.path}")
@@ -158,8 +160,9 @@ def record(opts: RecordOptions, *, say: Callable[[str], None] | None = None,
     """Record until --count or --duration is reached, or until Ctrl-C / SIGTERM.
 
     Raises TraceFileError or RecordError for bad input and BrokerUnreachable when the
-    broker does not answer; once recording has started every exit path closes the file
-    with what was captured (an interrupt sets `interrupted` instead of raising).
+    broker does not answer, leaving an existing file at `opts.out` untouched. Once recording
+    has started every exit path closes the file with what was captured: an interrupt sets
+    `interrupted`, a lost connection `connection_lost`, instead of raising.
     """
     import pika
     import pika.exceptions
@@ -181,9 +184,10 @@ def record(opts: RecordOptions, *, say: Callable[[str], None] | None = None,
     host = urlsplit(opts.url).hostname or "localhost"
 
     columns = REQUIRED_COLUMNS + (("payload_b64",) if opts.payloads else ())
-    writer = TraceFileWriter(opts.out, columns)  # fails early on a bad extension or unwritable path
+    _check_writable(opts.out)  # before connecting; the file itself is opened (truncated) only once bound
     result = RecordResult(path=opts.out)
     conn = None
+    writer: TraceFileWriter | None = None
     turned_on = False
     started = False
     previous_sigterm = _sigterm_as_interrupt()
@@ -211,6 +215,7 @@ def record(opts: RecordOptions, *, say: Callable[[str], None] | None = None,
         keys = binding_keys(opts.exchanges)
         for key in keys:
             channel.queue_bind(queue, TRACE_EXCHANGE, key)
+        writer = TraceFileWriter(opts.out, columns)
         started = True
         _consume(conn, channel, queue, opts, writer, result, say, clock,
                  warn_silence=tracing is None, masked=masked, vhost=vhost)
@@ -228,12 +233,12 @@ def record(opts: RecordOptions, *, say: Callable[[str], None] | None = None,
                                f"keeping the {result.messages:,} messages recorded so far")
         say(result.warnings[-1])
         result.stopped_by = "connection lost"
+        result.connection_lost = True
     finally:
         if previous_sigterm is not None:
             signal.signal(signal.SIGTERM, previous_sigterm)
-        writer.close()
-        if not started:
-            _remove(opts.out)
+        if writer is not None:
+            writer.close()
         if conn is not None:
             try:
                 conn.close()
@@ -329,8 +334,13 @@ def _sigterm_as_interrupt():
         return None
 
 
-def _remove(path: str) -> None:
-    try:
-        os.remove(path)
-    except OSError:
-        pass
+def _check_writable(path: str) -> None:
+    """TraceFileError now for a bad extension or a place no file can be made, without touching `path`."""
+    trace_format(path)
+    parent = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        raise TraceFileError(path, "can not write: is a directory")
+    if not os.path.isdir(parent):
+        raise TraceFileError(path, f"can not write: no such directory {parent}")
+    if not os.access(parent, os.W_OK) or (os.path.exists(path) and not os.access(path, os.W_OK)):
+        raise TraceFileError(path, "can not write: permission denied")
