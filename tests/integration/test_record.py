@@ -3,6 +3,8 @@
 Each test runs the recorder as a user would (the console script, in its own process
 group) on a vhost of its own with firehose tracing on, publishes a known sequence with
 pika, and reads the file back with csv / json / pyarrow directly, not with sojourn's code.
+About 20 s on a quiet 2-core machine; rabbitmqctl calls (about 0.7 s each, more under
+load) are most of it.
 """
 from __future__ import annotations
 
@@ -35,8 +37,9 @@ def _ctl(*args: str) -> None:
 def vhost():
     if os.environ.get("SOJOURN_AMQP_URL"):
         pytest.skip("needs rabbitmqctl on the broker host (SOJOURN_AMQP_URL points elsewhere)")
-    subprocess.run(["rabbitmqctl", "-q", "delete_vhost", VHOST], capture_output=True, timeout=30)
-    _ctl("add_vhost", VHOST)
+    if subprocess.run(["rabbitmqctl", "-q", "add_vhost", VHOST], capture_output=True, timeout=30).returncode:
+        _ctl("delete_vhost", VHOST)  # left over from an interrupted run
+        _ctl("add_vhost", VHOST)
     try:
         _ctl("set_permissions", "-p", VHOST, "guest", ".*", ".*", ".*")
         _ctl("trace_on", "-p", VHOST)
@@ -190,19 +193,6 @@ def test_exchange_filter_records_only_that_exchange(vhost, tmp_path: Path):
         [("amq.topic", len(_message(i)[2])) for i in range(1, 10, 2)]
 
 
-def test_tracing_off_exits_2_and_says_how_to_turn_it_on(vhost, tmp_path: Path):
-    out = tmp_path / "x.csv"
-    _ctl("trace_off", "-p", VHOST)
-    try:
-        result = sojourn("record", "--url", URL, "--out", str(out), "--count", "1", timeout=60)
-    finally:
-        _ctl("trace_on", "-p", VHOST)
-    assert result.returncode == 2, result.stderr
-    assert (f"firehose tracing is off on vhost '{VHOST}': run `rabbitmqctl trace_on -p {VHOST}` "
-            f"(and trace_off afterwards), or pass --trace-on") in result.stderr
-    assert not out.exists()
-
-
 def test_bad_extension_and_unreachable_broker_name_the_problem(tmp_path: Path):
     bad = sojourn("record", "--out", str(tmp_path / "x.txt"), "--count", "1")
     assert bad.returncode == 2 and "unknown replay file extension '.txt'" in bad.stderr
@@ -210,3 +200,34 @@ def test_bad_extension_and_unreachable_broker_name_the_problem(tmp_path: Path):
     assert away.returncode == 3
     assert "amqp://guest:****@127.0.0.1:1/" in away.stderr and "s3cret" not in away.stderr
     assert not (tmp_path / "x.csv").exists()
+
+
+def test_a_failed_start_leaves_an_earlier_recording_alone(tmp_path: Path):
+    out = tmp_path / "x.csv"
+    out.write_text("offset_s,size_bytes\n0.0,1\n")
+    result = sojourn("record", "--url", "amqp://guest:guest@127.0.0.1:1/", "--out", str(out))
+    assert result.returncode == 3
+    assert out.read_text() == "offset_s,size_bytes\n0.0,1\n"
+
+
+def test_tracing_off_exits_2_unless_trace_on_which_turns_it_off_again(vhost, tmp_path: Path):
+    out = tmp_path / "x.csv"
+    _ctl("trace_off", "-p", VHOST)
+    try:
+        refused = sojourn("record", "--url", URL, "--out", str(out), "--count", "1", timeout=60)
+        rec = Recorder("--out", str(out), "--count", "3", "--trace-on")
+        rec.ready()
+        _publish(3, 0.005)
+        code, _stdout, stderr = rec.finish()
+        listing = subprocess.run(["rabbitmqctl", "-q", "list_vhosts", "name", "tracing", "--formatter", "json"],
+                                 capture_output=True, text=True, timeout=30, check=True).stdout
+    finally:
+        _ctl("trace_on", "-p", VHOST)
+    assert refused.returncode == 2, refused.stderr
+    assert (f"firehose tracing is off on vhost '{VHOST}': run `rabbitmqctl trace_on -p {VHOST}` "
+            f"(and trace_off afterwards), or pass --trace-on") in refused.stderr
+    assert code == 0, stderr
+    with open(out, newline="", encoding="utf-8") as f:
+        assert len(list(csv.DictReader(f))) == 3
+    assert {"name": VHOST, "tracing": False} in json.loads(listing)
+    assert "turned off again" in stderr
