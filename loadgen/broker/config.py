@@ -1,0 +1,157 @@
+"""The private broker's rabbitmq.conf: settings validated once, then rendered (pure, no I/O).
+
+Settings are rabbitmq.conf (cuttlefish) `key = value` pairs. sojourn owns the listener (the
+port, bound to loopback) and fills in a memory watermark and a disk free limit unless given.
+"""
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+
+from loadgen.errors import LoadgenError
+
+__all__ = [
+    "BrokerSettingsError", "DEFAULT_SETTINGS", "MIB", "Settings",
+    "effective_settings", "parse_setting", "render_config", "validate_port", "watermark_settings",
+]
+
+Settings = dict[str, str]
+"""rabbitmq.conf keys to values, in the order they are written."""
+
+MIB = 1024 * 1024
+
+DEFAULT_SETTINGS: Mapping[str, str] = {
+    # RabbitMQ's own defaults, written out so the config file says what the node runs with.
+    "vm_memory_high_watermark.relative": "0.4",
+    "disk_free_limit.absolute": "50MB",
+    # The node runs in the foreground under our session; its log already goes to log/<node>.log.
+    "log.console": "false",
+}
+
+_WATERMARK = ("vm_memory_high_watermark.relative", "vm_memory_high_watermark.absolute")
+_DISK = ("disk_free_limit.relative", "disk_free_limit.absolute")
+_OWNED_PREFIXES = ("listeners.tcp.",)  # the port is --port: a second listener would defeat "loopback only"
+_KEY = re.compile(r"^[A-Za-z0-9_$-]+(\.[A-Za-z0-9_$-]+)*$")
+# rabbit.schema's information units: a plain byte count or e.g. 500MB (10^6), 500MiB (2^20), 2GB, 2GiB.
+_INFORMATION_UNIT = re.compile(r"^\d+([kKmMgGtT]i?[bB])?$")
+
+
+class BrokerSettingsError(LoadgenError, ValueError):
+    """A broker setting is malformed or conflicts with another; names the key and the value."""
+
+    def __init__(self, key: str, value: object, reason: str):
+        self.key = key
+        self.value = value
+        self.reason = reason
+        super().__init__(f"broker setting {key}={value!r}: {reason}")
+
+
+def parse_setting(text: str) -> tuple[str, str]:
+    """`key=value` (as given to `--setting`) -> (key, value); the value may itself contain '='."""
+    key, sep, value = text.partition("=")
+    if not sep:
+        raise BrokerSettingsError(text, "", "expected key=value, e.g. vm_memory_high_watermark.relative=0.2")
+    return key.strip(), value.strip()
+
+
+def validate_port(port: object, what: str = "port") -> int:
+    if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
+        raise BrokerSettingsError(what, port, "must be an integer from 1 to 65535")
+    return port
+
+
+def watermark_settings(relative: float | None = None, absolute_mb: float | None = None) -> Settings:
+    """The setting for `--memory-watermark` (a fraction of RAM) or `--memory-watermark-mb` (MiB)."""
+    if relative is not None and absolute_mb is not None:
+        raise BrokerSettingsError("vm_memory_high_watermark", f"{relative} and {absolute_mb} MiB",
+                                  "give a relative or an absolute watermark, not both")
+    if relative is not None:
+        return {"vm_memory_high_watermark.relative": _fraction("vm_memory_high_watermark.relative", relative)}
+    if absolute_mb is not None:
+        if not _finite(absolute_mb) or absolute_mb < 0:
+            raise BrokerSettingsError("vm_memory_high_watermark.absolute", absolute_mb,
+                                      "must be a number of MiB >= 0")
+        return {"vm_memory_high_watermark.absolute": str(int(round(absolute_mb * MIB)))}
+    return {}
+
+
+def effective_settings(settings: Mapping[str, object] | None = None) -> Settings:
+    """Validate `settings` and fill in the defaults they do not override.
+
+    Values may be str, int, float or bool (as from YAML); they come back as rabbitmq.conf strings.
+    Raises BrokerSettingsError naming the first bad key.
+    """
+    given: Settings = {}
+    for key, value in (settings or {}).items():
+        key = str(key).strip()
+        given[key] = _validate(key, _as_text(key, value))
+    for group in (_WATERMARK, _DISK):
+        present = [k for k in given if k in group]  # in the order given: blame the later one
+        if len(present) > 1:
+            raise BrokerSettingsError(present[1], given[present[1]],
+                                      f"conflicts with {present[0]}={given[present[0]]!r}: give one of them")
+    result: Settings = {}
+    for key, value in DEFAULT_SETTINGS.items():
+        group = _WATERMARK if key in _WATERMARK else _DISK if key in _DISK else (key,)
+        if not any(k in given for k in group):
+            result[key] = value
+    result.update(given)
+    return result
+
+
+def render_config(settings: Mapping[str, object] | None = None, *, port: int) -> str:
+    """The rabbitmq.conf text: the loopback listener on `port`, then the effective settings."""
+    validate_port(port)
+    lines = [
+        "# Written by `sojourn broker up`; rewritten on every start (edit with --setting key=value).",
+        f"listeners.tcp.default = 127.0.0.1:{port}",
+    ]
+    lines += [f"{key} = {value}" for key, value in effective_settings(settings).items()]
+    return "\n".join(lines) + "\n"
+
+
+def _as_text(key: str, value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        if not _finite(value):
+            raise BrokerSettingsError(key, value, "must be a finite number")
+        return repr(value)
+    if isinstance(value, str):
+        return value.strip()
+    raise BrokerSettingsError(key, value, f"must be a string, number or boolean, got {type(value).__name__}")
+
+
+def _validate(key: str, value: str) -> str:
+    if not _KEY.match(key):
+        raise BrokerSettingsError(key, value, "not a rabbitmq.conf key (dotted words, e.g. "
+                                              "vm_memory_high_watermark.relative)")
+    if key.startswith(_OWNED_PREFIXES):
+        raise BrokerSettingsError(key, value, "sojourn sets the listener itself: use --port")
+    if not value:
+        raise BrokerSettingsError(key, value, "empty value")
+    if "\n" in value or "\r" in value or "#" in value:
+        raise BrokerSettingsError(key, value, "a value can not contain a newline or '#' (rabbitmq.conf "
+                                              "reads '#' as the start of a comment)")
+    if key in ("vm_memory_high_watermark.relative", "disk_free_limit.relative"):
+        return _fraction(key, value, upper=1.0 if key.startswith("vm_") else None)
+    if key in ("vm_memory_high_watermark.absolute", "disk_free_limit.absolute"):
+        if not _INFORMATION_UNIT.match(value):
+            raise BrokerSettingsError(key, value, "must be bytes or a size such as 100MiB, 100MB or 1GiB")
+    return value
+
+
+def _fraction(key: str, value: object, upper: float | None = 1.0) -> str:
+    try:
+        number = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise BrokerSettingsError(key, value, "must be a number") from None
+    if not _finite(number) or number < 0 or (upper is not None and number > upper):
+        bound = f"from 0 to {upper:g}" if upper is not None else ">= 0"
+        raise BrokerSettingsError(key, value, f"must be a fraction {bound}")
+    return repr(number) if not isinstance(value, str) else value.strip()
+
+
+def _finite(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)

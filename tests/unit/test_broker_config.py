@@ -1,0 +1,145 @@
+"""The private broker's rabbitmq.conf: rendering and validation (pure; no broker)."""
+from __future__ import annotations
+
+import pytest
+
+from loadgen.broker import (
+    BrokerSettingsError, ManagedBroker, default_dir, effective_settings, parse_setting, render_config,
+    watermark_settings,
+)
+
+
+def conf_lines(text: str) -> dict[str, str]:
+    pairs = [line.split(" = ", 1) for line in text.splitlines() if line and not line.startswith("#")]
+    return {key: value for key, value in pairs}
+
+
+def test_the_listener_is_bound_to_loopback_on_the_given_port():
+    assert conf_lines(render_config({}, port=5699))["listeners.tcp.default"] == "127.0.0.1:5699"
+
+
+def test_without_settings_the_node_gets_rabbitmqs_default_watermark_and_disk_limit():
+    conf = conf_lines(render_config(None, port=5673))
+    assert conf["vm_memory_high_watermark.relative"] == "0.4"
+    assert conf["disk_free_limit.absolute"] == "50MB"
+
+
+def test_an_absolute_watermark_replaces_the_default_relative_one():
+    conf = conf_lines(render_config({"vm_memory_high_watermark.absolute": "150MiB"}, port=5673))
+    assert conf["vm_memory_high_watermark.absolute"] == "150MiB"
+    assert "vm_memory_high_watermark.relative" not in conf
+
+
+def test_a_relative_disk_limit_replaces_the_default_absolute_one():
+    conf = conf_lines(render_config({"disk_free_limit.relative": 1.5}, port=5673))
+    assert conf["disk_free_limit.relative"] == "1.5"
+    assert "disk_free_limit.absolute" not in conf
+
+
+def test_other_settings_are_written_as_given_after_the_defaults():
+    text = render_config({"queue_index_embed_msgs_below": 0, "log.file.level": "debug"}, port=5673)
+    assert text.splitlines()[-2:] == ["queue_index_embed_msgs_below = 0", "log.file.level = debug"]
+
+
+def test_yaml_booleans_become_rabbitmq_booleans():
+    assert effective_settings({"log.console": True})["log.console"] == "true"
+
+
+def test_watermark_in_mib_is_written_as_bytes():
+    assert watermark_settings(absolute_mb=100) == {"vm_memory_high_watermark.absolute": str(100 * 1024 * 1024)}
+    assert watermark_settings(absolute_mb=0.5) == {"vm_memory_high_watermark.absolute": "524288"}
+
+
+def test_relative_watermark_is_written_as_the_fraction():
+    assert watermark_settings(relative=0.2) == {"vm_memory_high_watermark.relative": "0.2"}
+
+
+def test_no_watermark_option_means_no_setting():
+    assert watermark_settings() == {}
+
+
+def test_a_zero_watermark_is_allowed_because_it_blocks_every_publisher():
+    assert effective_settings({"vm_memory_high_watermark.relative": "0"})["vm_memory_high_watermark.relative"] == "0"
+
+
+@pytest.mark.parametrize("settings, key", [
+    ({"vm_memory_high_watermark.relative": "0.3", "vm_memory_high_watermark.absolute": "1GB"},
+     "vm_memory_high_watermark.absolute"),
+    ({"disk_free_limit.absolute": "1GB", "disk_free_limit.relative": "1.0"}, "disk_free_limit.relative"),
+])
+def test_relative_and_absolute_forms_of_one_limit_conflict(settings, key):
+    with pytest.raises(BrokerSettingsError, match="conflicts with") as caught:
+        effective_settings(settings)
+    assert caught.value.key == key
+
+
+def test_both_watermark_options_at_once_are_refused():
+    with pytest.raises(BrokerSettingsError, match="not both"):
+        watermark_settings(relative=0.2, absolute_mb=100)
+
+
+@pytest.mark.parametrize("key, value, reason", [
+    ("vm_memory_high_watermark.relative", "1.5", "fraction from 0 to 1"),
+    ("vm_memory_high_watermark.relative", "-0.1", "fraction from 0 to 1"),
+    ("vm_memory_high_watermark.relative", "lots", "must be a number"),
+    ("vm_memory_high_watermark.absolute", "100 MB", "size such as 100MiB"),
+    ("vm_memory_high_watermark.absolute", "-5", "size such as 100MiB"),
+    ("disk_free_limit.absolute", "1.5GB", "size such as 100MiB"),
+    ("listeners.tcp.default", "0.0.0.0:5672", "use --port"),
+    ("listeners.tcp.other", "5674", "use --port"),
+    ("bad key", "1", "not a rabbitmq.conf key"),
+    ("default_pass", "a#b", "'#'"),
+    ("default_user", "a\nlisteners.tcp.x = 0.0.0.0:1", "newline"),
+    ("default_user", "  ", "empty value"),
+    ("channel_max", [1, 2], "string, number or boolean"),
+    ("channel_max", float("nan"), "finite"),
+])
+def test_a_bad_setting_is_refused_naming_the_key_and_the_reason(key, value, reason):
+    with pytest.raises(BrokerSettingsError, match=reason) as caught:
+        effective_settings({key: value})
+    assert caught.value.key == key
+    assert key in str(caught.value)
+
+
+@pytest.mark.parametrize("value", ["104857600", "100MB", "100MiB", "2GB", "2GiB", "512kB"])
+def test_information_units_rabbitmq_accepts_are_accepted(value):
+    assert effective_settings({"vm_memory_high_watermark.absolute": value})[
+        "vm_memory_high_watermark.absolute"] == value
+
+
+def test_a_negative_watermark_in_mib_is_refused():
+    with pytest.raises(BrokerSettingsError, match="MiB >= 0"):
+        watermark_settings(absolute_mb=-1)
+
+
+def test_parse_setting_splits_on_the_first_equals_sign():
+    assert parse_setting("default_pass = a=b ") == ("default_pass", "a=b")
+
+
+def test_parse_setting_without_equals_sign_is_refused():
+    with pytest.raises(BrokerSettingsError, match="expected key=value"):
+        parse_setting("vm_memory_high_watermark.relative")
+
+
+@pytest.mark.parametrize("port", [0, 65536, "5673", True])
+def test_a_port_outside_1_to_65535_is_refused(port):
+    with pytest.raises(BrokerSettingsError, match="1 to 65535"):
+        render_config({}, port=port)
+
+
+def test_the_managed_broker_validates_settings_when_made():
+    with pytest.raises(BrokerSettingsError):
+        ManagedBroker("/nonexistent", 5673, {"vm_memory_high_watermark.relative": "2"})
+
+
+def test_the_node_name_url_and_default_directory_follow_the_port():
+    broker = ManagedBroker(port=5701)
+    assert broker.node == "sojourn-5701@localhost"
+    assert broker.url == "amqp://guest:guest@127.0.0.1:5701/"
+    assert broker.dir == default_dir(5701) == default_dir(5701, ".")
+    assert str(broker.dir) == ".sojourn/broker/sojourn-5701"
+
+
+def test_the_watermark_is_described_as_configured():
+    assert ManagedBroker(port=5701).watermark == "relative 0.4"
+    assert ManagedBroker(port=5701, settings=watermark_settings(absolute_mb=1)).watermark == "absolute 1048576"
