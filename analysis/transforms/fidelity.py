@@ -12,7 +12,7 @@ from typing import Any, Mapping
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from ._common import Transform, ms_between
+from ._common import NS_PER_MS, Transform, ms_between
 from .stats import stats_block, stats_struct
 from .windows import second_since
 
@@ -92,9 +92,9 @@ def inter_arrival(publishes: DataFrame) -> DataFrame:
     rows = publishes.where(_replayed()).select("producer_group", "intended_ns", "publish_ns")
     gaps = rows.withColumns({
         "_intended_gap": (F.col("intended_ns") - F.lag("intended_ns").over(
-            Window.partitionBy("producer_group").orderBy("intended_ns"))) / F.lit(1e6),
+            Window.partitionBy("producer_group").orderBy("intended_ns"))) / F.lit(NS_PER_MS),
         "_published_gap": (F.col("publish_ns") - F.lag("publish_ns").over(
-            Window.partitionBy("producer_group").orderBy("publish_ns"))) / F.lit(1e6),
+            Window.partitionBy("producer_group").orderBy("publish_ns"))) / F.lit(NS_PER_MS),
     })
     return gaps.groupBy("producer_group").agg(
         _gap_struct("_intended_gap").alias("intended"), _gap_struct("_published_gap").alias("published"),
