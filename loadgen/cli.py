@@ -118,6 +118,9 @@ def _parser() -> argparse.ArgumentParser:
     rec.add_argument("--trace-on", action="store_true",
                      help="turn firehose tracing on for the recording and off afterwards if it was off "
                           "(runs rabbitmqctl; broker on this machine only)")
+
+    from loadgen.broker.command import add_parser as add_broker_parser
+    add_broker_parser(sub)
     return p
 
 
@@ -454,6 +457,12 @@ def cmd_record(args) -> int:
     return EXIT_INTERRUPTED if result.interrupted else EXIT_OK
 
 
+# -- broker -------------------------------------------------------------------
+def cmd_broker(args) -> int:
+    from loadgen.broker.command import cmd_broker as run_broker_command
+    return run_broker_command(args)
+
+
 # -- compare ------------------------------------------------------------------
 def cmd_compare(args) -> int:
     import json
@@ -545,7 +554,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
     commands = {"run": cmd_run, "analyze": cmd_analyze, "validate": cmd_validate, "sweep": cmd_sweep,
-                "nightly": cmd_nightly, "compare": cmd_compare, "record": cmd_record}
+                "nightly": cmd_nightly, "compare": cmd_compare, "record": cmd_record,
+                "broker": cmd_broker}
     if args.command is None:
         parser.print_help()
         return EXIT_INPUT

@@ -29,7 +29,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from loadgen.broker.config import Settings, effective_settings, render_config, validate_port
+from loadgen.broker.config import MIB, Settings, effective_settings, render_config, validate_port
 from loadgen.errors import LoadgenError
 
 __all__ = [
@@ -176,7 +176,7 @@ class ManagedBroker:
         for kind in ("relative", "absolute"):
             value = self.settings.get(f"vm_memory_high_watermark.{kind}")
             if value is not None:
-                return f"{kind} {value}"
+                return f"{kind} {value}" + (f" ({int(value) / MIB:g} MiB)" if value.isdigit() else "")
         return "default"
 
     # -- lifecycle --------------------------------------------------------------------------
@@ -195,7 +195,8 @@ class ManagedBroker:
         """Start the node detached and wait until it accepts an AMQP connection.
 
         Returns at once (already_running=True) when this directory's node is already up.
-        Raises BrokerNotInstalled, BrokerPortInUse or BrokerStartFailed (the node is stopped then).
+        Raises BrokerNotInstalled, BrokerPortInUse or BrokerStartFailed (the node is stopped then);
+        on KeyboardInterrupt the node is stopped too.
         """
         say = progress or (lambda _msg: None)
         began = time.monotonic()
@@ -216,6 +217,14 @@ class ManagedBroker:
                                              stderr=subprocess.STDOUT, start_new_session=True)
         say(f"starting {self.node} on 127.0.0.1:{self.port} (distribution port {dist_port}, "
             f"data in {self.dir}, watermark {self.watermark})")
+        try:
+            return self._await_amqp(began, timeout, say)
+        except KeyboardInterrupt:
+            self._kill()  # do not leave a half-started node behind
+            raise
+
+    def _await_amqp(self, began: float, timeout: float, say: Progress) -> StartResult:
+        assert self._process is not None
         deadline = began + timeout
         next_note = time.monotonic() + 5
         while True:
@@ -235,16 +244,18 @@ class ManagedBroker:
             time.sleep(0.25)
 
     def stop(self, timeout: float = 60.0, purge: bool = False) -> bool:
-        """Stop the node (rabbitmqctl stop, waiting for the process to exit); True if it was running.
+        """Stop the node (rabbitmqctl stop, then wait up to `timeout` for the process to exit, then
+        SIGTERM, then SIGKILL); True if it was running.
         `purge` then deletes the directory (only one that sojourn-broker.json marks as ours)."""
         pid = self.pid()
         if pid is not None:
             try:
-                # With the pid file, `stop` waits until the node's OS process has exited.
-                self._ctl("stop", str(self.pid_file), timeout=timeout)
+                # Not `stop <pid_file>`: that waits on the pid with its own check, which took a
+                # minute here after the node had gone; we watch the pid ourselves (zombie = gone).
+                self._ctl("stop", timeout=timeout)
             except (subprocess.TimeoutExpired, BrokerError):
                 pass
-            if not _wait_gone(pid, self.node, 10):
+            if not _wait_gone(pid, self.node, timeout):
                 _signal(pid, signal.SIGTERM)
                 if not _wait_gone(pid, self.node, 20):
                     _signal(pid, signal.SIGKILL)

@@ -142,4 +142,4 @@ def test_the_node_name_url_and_default_directory_follow_the_port():
 
 def test_the_watermark_is_described_as_configured():
     assert ManagedBroker(port=5701).watermark == "relative 0.4"
-    assert ManagedBroker(port=5701, settings=watermark_settings(absolute_mb=1)).watermark == "absolute 1048576"
+    assert ManagedBroker(port=5701, settings=watermark_settings(absolute_mb=1)).watermark == "absolute 1048576 (1 MiB)"
