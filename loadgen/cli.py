@@ -544,6 +544,17 @@ def format_summary(summary: dict, run_dir: str) -> str:
         value = s.get("value")
         shown = "none" if value is None else f"{value:,.6g}"
         lines.append(f"  SLO {'PASS' if s.get('passed') else 'FAIL'}  {s.get('expr')}  (value {shown})")
+    for group, f in sorted((summary.get("fidelity") or {}).items()):
+        if not isinstance(f, dict):
+            continue
+        late = f.get("lateness_ms") or {}
+        if f.get("behind"):
+            lines.append(f"  WARNING: producer group {group} fell behind its schedule: p99 {ms(late.get('p99'))} ms "
+                         f"late (max {ms(late.get('max'))} ms); the results under-state the offered load")
+        replay = f.get("replay") if isinstance(f.get("replay"), dict) else {}
+        if replay.get("missing") or replay.get("duplicates"):
+            lines.append(f"  WARNING: replay {group}: {replay.get('missing') or 0:,} rows missing, "
+                         f"{replay.get('duplicates') or 0:,} duplicate publishes")
     if m.get("unaccounted"):
         lines.append(f"  WARNING: {m['unaccounted']} messages unaccounted for, e.g. {m.get('unaccounted_ids', [])[:5]}")
     lines.append(f"  report: {os.path.join(run_dir, 'report.html')}")
