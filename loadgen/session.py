@@ -33,6 +33,8 @@ LEAD_IN_S = 1.0
 """t0 (time 0 of the timeline) is this long after the run starts, so producers and consumers have
 connected before the first scheduled publish: a replay's first rows are not late by the time it
 takes to open a connection."""
+LEAD_IN_DISTRIBUTED_S = 3.0
+"""The same for a master: its workers must also get the spawn message and start their users."""
 _FINISHED_MSG = "sojourn_finished"
 
 
@@ -92,7 +94,7 @@ def start(environment) -> None:
     if role != "worker":
         run_dir = getattr(opts, "run_dir", "") or default_run_dir(scenario.name)
         run_id = getattr(opts, "run_id", "") or run_dir.rstrip("/").split("/")[-1]
-        t0_ns = time.time_ns() + int(LEAD_IN_S * 1e9)
+        t0_ns = time.time_ns() + int((LEAD_IN_DISTRIBUTED_S if role == "master" else LEAD_IN_S) * 1e9)
         if opts is not None:  # parsed_options travel to the workers with the spawn message
             opts.run_dir, opts.run_id, opts.sojourn_t0_ns = run_dir, run_id, t0_ns
         _State.finished_workers = set()
