@@ -1,6 +1,7 @@
-"""Parsing of a producer's arrival settings: a rate profile, on/off bursts and replay.
+"""Parsing of a producer's traffic settings: a rate profile, on/off bursts, replay and the
+mix of priorities.
 
-See docs/scenarios.md (rate profiles, bursts) and docs/replay.md (replay).
+See docs/scenarios.md (rate profiles, bursts, priority) and docs/replay.md (replay).
 """
 from __future__ import annotations
 
@@ -11,12 +12,12 @@ from loadgen.scenario.checks import Check, choice, number, sub
 from loadgen.scenario.errors import Invalid, did_you_mean, show
 from loadgen.scenario.model import YAML_LAYOUT, Bursts, RatePoints, ReplaySpec
 
-__all__ = ["rate", "bursts", "replay", "RATE_EXAMPLE", "REPLAY_ONLY_FIELDS"]
+__all__ = ["rate", "bursts", "replay", "priority", "RATE_EXAMPLE", "REPLAY_ONLY_FIELDS"]
 
 RATE_EXAMPLE = "[{at_s: 0, rate: 50}, {at_s: 30, rate: 500}]"
 BURSTS_EXAMPLE = "{on_s: 2, off_s: 8}"
 REPLAY_EXAMPLE = "{path: traces/sample.csv, speed: 1.0}"
-REPLAY_ONLY_FIELDS = ("rate", "arrival", "size_bytes", "bursts")
+REPLAY_ONLY_FIELDS = ("rate", "arrival", "size_bytes", "bursts", "priority")
 """Producer keys that a replay group takes from its file instead (an error when given)."""
 
 
@@ -60,6 +61,29 @@ def rate(value: Any) -> float | RatePoints:
             raise Invalid(f"three points at {at_s:g} s: a step takes two (the rate before and after)",
                           point["at_s"], f"[{i}].at_s")
     return tuple(points)
+
+
+def priority(value: Any) -> tuple[tuple[int, float], ...] | None:
+    """null (no priority property), one priority 0-255, or a mix {priority: weight}: each publish
+    draws its priority with probability weight / sum of weights."""
+    if value is None:
+        return None
+    wanted = "expected null, a priority from 0 to 255, or a mix such as {1: 0.7, 5: 0.3}"
+    if isinstance(value, int) and not isinstance(value, bool):
+        if not 0 <= value <= 255:
+            raise Invalid(f"{wanted}, got {show(value)}")
+        return ((value, 1.0),)
+    if not isinstance(value, dict) or not value:
+        raise Invalid(f"{wanted}, got {show(value)}")
+    total = 0.0
+    mix = []
+    for key, weight in value.items():
+        if isinstance(key, bool) or not isinstance(key, int) or not 0 <= key <= 255:
+            raise Invalid(f"expected priorities from 0 to 255 as keys, got {show(key)}", key, str(key))
+        weight = sub(value, key, number(0, strict=True))
+        mix.append((key, weight))
+        total += weight
+    return tuple((key, weight / total) for key, weight in sorted(mix))
 
 
 def bursts(value: Any) -> Bursts | None:

@@ -167,6 +167,7 @@ _PRODUCER_FIELDS: dict[str, tuple[Check, Any]] = {
     "confirms": (_boolean, True), "confirm_window": (_integer(1), 100),
     "exchange": (_text(), ""), "routing_key": (_text(nullable=True), None),
     "bursts": (arrivals.bursts, None), "replay": (None, None),  # replay's check needs the file's directory
+    "mandatory": (_boolean, False), "priority": (arrivals.priority, None),
 }
 _CONSUMER_FIELDS: dict[str, tuple[Check, Any]] = {
     "count": (_integer(0), 1), "prefetch": (_integer(0, 65535), 100),

@@ -35,7 +35,8 @@ YAML_LAYOUT: dict[str, dict[str, str]] = {
     "run": {"duration_s": LEAF, "warmup_s": LEAF, "drain_timeout_s": LEAF},
     "producer": {"name": LEAF, "count": LEAF, "rate": LEAF, "arrival": LEAF, "size_bytes": LEAF,
                  "persistent": LEAF, "confirms": LEAF, "confirm_window": LEAF,
-                 "exchange": LEAF, "routing_key": LEAF, "bursts": "bursts", "replay": "replay"},
+                 "exchange": LEAF, "routing_key": LEAF, "bursts": "bursts", "replay": "replay",
+                 "mandatory": LEAF, "priority": LEAF},
     "bursts": {"on_s": LEAF, "off_s": LEAF, "off_rate": LEAF, "start_s": LEAF},
     "replay": {"path": LEAF, "speed": LEAF, "window": "[]", "loop": LEAF, "split": LEAF, "routing": LEAF},
     "consumer": {"name": LEAF, "count": LEAF, "prefetch": LEAF, "prefetch_scope": LEAF,
@@ -238,6 +239,10 @@ class ProducerGroup:
     routing_key: str
     bursts: Bursts | None = None
     replay: ReplaySpec | None = None
+    mandatory: bool = False
+    """basic.publish mandatory: the broker returns a message no queue takes (outcome `returned`)."""
+    priority: tuple[tuple[int, float], ...] | None = None
+    """The AMQP priority mix: (priority, probability) pairs summing to 1; None: no priority."""
 
     def rate_text(self) -> str:
         """How the rate reads in a console line: '150', or '50 -> 500 (profile)'."""

@@ -72,3 +72,21 @@ def test_a_phase_can_not_change_a_replay_group(tmp_path):
     (tmp_path / "t.csv").write_text("offset_s,size_bytes\n0,10\n")
     text = producer("replay: {path: t.csv}") + "timeline:\n  - {name: p, start_s: 5, set: {producers.main.count: 2}}\n"
     assert error(tmp_path, text).startswith("timeline[0].set.producers.main.count: producer group 'main' replays")
+
+
+def test_a_priority_mix_is_normalised_and_a_single_priority_is_certain(tmp_path):
+    s = load(tmp_path, producer("rate: 10\npriority: {5: 1, 1: 3}\nmandatory: true"))
+    assert s.producer("main").priority == ((1, 0.75), (5, 0.25))
+    assert s.producer("main").mandatory is True
+    assert load(tmp_path, producer("rate: 10\npriority: 7")).producer("main").priority == ((7, 1.0),)
+    assert load(tmp_path, producer("rate: 10")).producer("main").priority is None
+
+
+@pytest.mark.parametrize("value, expected", [
+    ("300", "producers[0].priority: expected null, a priority from 0 to 255, or a mix such as {1: 0.7, 5: 0.3}"),
+    ("{1: 0.5, 256: 0.5}", "producers[0].priority.256: expected priorities from 0 to 255 as keys, got 256"),
+    ("{1: 0}", "producers[0].priority.1: expected a number > 0, got 0"),
+    ("{}", "producers[0].priority: expected null, a priority from 0 to 255"),
+])
+def test_bad_priorities_are_named(tmp_path, value, expected):
+    assert error(tmp_path, producer(f"rate: 10\npriority: {value}")).startswith(expected)
