@@ -231,3 +231,54 @@ def test_tracing_off_exits_2_unless_trace_on_which_turns_it_off_again(vhost, tmp
         assert len(list(csv.DictReader(f))) == 3
     assert {"name": VHOST, "tracing": False} in json.loads(listing)
     assert "turned off again" in stderr
+
+
+def test_a_recording_replays_with_its_counts_and_gaps(vhost, tmp_path: Path):
+    """Record 120 publishes, replay the recording through `sojourn run`, compare the gaps.
+
+    The replay's intended times are the recording's offsets (to the microsecond); its actual
+    send gaps match the recorded gaps with a median |error| of at most 2 ms and a 90th
+    percentile of at most 10 ms (two busy cores; a gevent timer alone can be 1-5 ms late).
+    """
+    from tests.integration.traces import read_rows
+
+    recording = tmp_path / "rec.csv"
+    n = 120
+    rec = Recorder("--out", str(recording), "--count", str(n))
+    rec.ready()
+    _publish(n // 2, 0.020)
+    _publish(n // 2, 0.005)
+    code, _stdout, stderr = rec.finish()
+    assert code == 0, stderr
+    with open(recording, newline="", encoding="utf-8") as f:
+        offsets = [float(r["offset_s"]) for r in csv.DictReader(f)]
+    assert len(offsets) == n
+
+    scenario = tmp_path / "replay.yaml"
+    scenario.write_text(f"""
+name: it-record-replay
+broker: {{url: "{URL}"}}
+queue: {{name: sojourn.rec.replay, delete_on_end: true}}
+run: {{duration_s: {offsets[-1] + 1.0:.3f}, drain_timeout_s: 10}}
+producers:
+  - name: rec
+    replay: {{path: rec.csv}}
+consumers:
+  - name: c
+    prefetch: 100
+""")
+    run_dir = tmp_path / "run"
+    result = sojourn("run", str(scenario), "--out", str(run_dir), "--no-analyze")
+    assert result.returncode == 0, result.stderr[-3000:]
+    publishes = sorted(read_rows(run_dir, "publish"), key=lambda p: p["replay_index"])
+    assert [p["replay_index"] for p in publishes] == list(range(n))
+    recorded_gaps = [b - a for a, b in zip(offsets, offsets[1:])]
+    intended_gaps = [(b["intended_ns"] - a["intended_ns"]) / 1e9 for a, b in zip(publishes, publishes[1:])]
+    assert max(abs(i - r) for i, r in zip(intended_gaps, recorded_gaps)) < 1e-6
+    sent_gaps = [(b["publish_ns"] - a["publish_ns"]) / 1e9 for a, b in zip(publishes, publishes[1:])]
+    errors_ms = sorted(abs(s - r) * 1000 for s, r in zip(sent_gaps, recorded_gaps))
+    print(f"replay gap |error|: p50 {statistics.median(errors_ms):.2f} ms, "
+          f"p90 {errors_ms[int(0.9 * len(errors_ms))]:.2f} ms, max {errors_ms[-1]:.2f} ms")
+    assert statistics.median(errors_ms) <= 2
+    assert errors_ms[int(0.9 * len(errors_ms))] <= 10
+    assert len(read_rows(run_dir, "delivery")) == n
