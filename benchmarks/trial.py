@@ -151,6 +151,8 @@ def _context(url: str, seconds: float, producer: str, consumer: str, trace: bool
     if not trace:
         ctx.writer.close()
         ctx.writer = DroppingWriter()
+    else:  # the writer's first part (run_start) is on disk: its process is up, pyarrow loaded
+        ctx.writer.flush()
     return ctx, session.reporter(env)
 
 
@@ -163,14 +165,16 @@ def sojourn_publish(url: str, seconds: float, confirm_window: int, trace: bool) 
     ctx.declare_topology(purge=True)
     p = Producer(ctx, "p", 0, report)
     start = time.perf_counter()
-    # The schedule asks for more than any loop can send, and a late producer never looks at
-    # `stopping` (RunContext.sleep_until returns at once when late) nor yields to the hub while
-    # the socket takes every write, so a timer could not end the trial: the loop's own sleep
-    # checks the clock, as the bare loop does. run() then waits for the outstanding confirms
-    # and closes the connection, which sends what is left in the write buffer.
+    # The schedule asks for more than any loop can send, and a late producer only looks at
+    # `stopping` through its pre-publish sleep, so the loop's own sleep checks the clock, as the
+    # bare loop does (both sleeps: `sleep_until_precise` paces publishes, `sleep_until` the
+    # segments). run() then waits for the outstanding confirms and closes the connection,
+    # which sends what is left in the write buffer.
     deadline = start + seconds
-    sleep_until = ctx.sleep_until
+    sleep_until, sleep_until_precise = ctx.sleep_until, ctx.sleep_until_precise
     ctx.sleep_until = lambda t, interrupt=None: time.perf_counter() < deadline and sleep_until(t, interrupt)
+    ctx.sleep_until_precise = lambda t, interrupt: (time.perf_counter() < deadline
+                                                    and sleep_until_precise(t, interrupt))
     p.run()
     elapsed = time.perf_counter() - start
     n = ctx.counters["confirmed" if confirm_window else "published"]

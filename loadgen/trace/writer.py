@@ -5,32 +5,153 @@ written as small part files: `traces/<kind>/part-<worker>-<seq>.parquet`. Each p
 is written to a hidden temporary name and renamed, so a reader never sees half a
 file and a crash loses at most the rows since the last flush (one second by
 default). Flushes run in a thread so the gevent loop keeps serving sockets.
+
+A writer that serves an I/O loop (one given an `offload`) converts rows to Arrow and
+writes Parquet in a child process (`loadgen.trace.sink`): pyarrow's conversion of
+Python objects holds the GIL, and a thread holding the GIL stalls the loop; handing
+the child a marshalled batch costs the loop about a tenth of that (docs/benchmarks.md).
 """
 from __future__ import annotations
 
 import atexit
-import importlib
 import logging
+import marshal
 import os
+import pickle
+import struct
+import subprocess
+import sys
 import threading
 from pathlib import Path
 from typing import Any, Callable
 
 from analysis.schema import KINDS, SCHEMA_VERSION, arrow_schema
 
-__all__ = ["TraceWriter"]
+__all__ = ["TraceWriter", "write_part"]
 
 log = logging.getLogger(__name__)
 
 _COMMON = 3  # schema_version, run_id, worker
 
+# parent -> child: seq, payload format (0 marshal, 1 pickle), len(kind), len(payload); kind; payload
+FRAME = struct.Struct("!IBBQ")
+# child -> parent: status (0 written, 1 failed), rows written, len(message); message
+REPLY = struct.Struct("!BQI")
+MARSHAL, PICKLE = 0, 1
+
+
+def part_name(worker: str, seq: int) -> str:
+    return f"part-{worker}-{seq:06d}.parquet"
+
+
+def write_part(root: Path, kind: str, name: str, run_id: str, worker: str, rows: list[tuple]) -> int:
+    """Write `rows` of `kind` as the part file `root/kind/name`, atomically (temporary name, rename)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    schema = arrow_schema(kind)
+    n = len(rows)
+    arrays = [
+        pa.array([SCHEMA_VERSION] * n, pa.int32()),
+        pa.array([run_id] * n, pa.string()),
+        pa.array([worker] * n, pa.string()),
+    ]
+    for field, values in zip(list(schema)[_COMMON:], zip(*rows)):
+        arrays.append(pa.array(values, type=field.type))
+    table = pa.Table.from_arrays(arrays, schema=schema)
+    tmp = root / kind / f".{name}.tmp"
+    pq.write_table(table, tmp)
+    os.replace(tmp, root / kind / name)
+    return n
+
+
+def warm_pyarrow() -> None:
+    """Pay pyarrow's first-use costs now: `import pyarrow.parquet`, and the first `pa.array()`
+    of a Python list, which imports pandas (0.85 s here). Paid by the first flush instead, each
+    held the GIL in the flush thread and stalled the I/O loop mid-run."""
+    import pyarrow as pa
+    import pyarrow.parquet  # noqa: F401
+
+    pa.array([0], pa.int64())
+
+
+def _os_lock():
+    """A lock of the operating system's, also under gevent's monkey patching: the child's pipe is
+    used from thread-pool threads, where a gevent lock would look for a hub."""
+    try:
+        from gevent.monkey import get_original
+    except ImportError:  # pragma: no cover - gevent comes with Locust
+        return threading.Lock()
+    return get_original("_thread", "allocate_lock")()
+
+
+def _read_exact(fd: int, n: int) -> bytes:
+    chunks, left = [], n
+    while left:
+        chunk = os.read(fd, left)
+        if not chunk:
+            raise EOFError("trace writer process closed its pipe")
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
+
+
+def _write_all(fd: int, data) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+class _Child:
+    """The writer process and its two pipes; `write` is called with the writer's lock held."""
+
+    def __init__(self, root: Path, run_id: str, worker: str):
+        to_child, self._to_child = os.pipe()
+        self._from_child, from_child = os.pipe()
+        repo = str(Path(__file__).resolve().parents[2])
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (repo, env.get("PYTHONPATH")) if p)
+        try:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "loadgen.trace.sink", str(root), run_id, worker,
+                 str(to_child), str(from_child)],
+                pass_fds=(to_child, from_child), stdin=subprocess.DEVNULL, env=env)
+        finally:
+            os.close(to_child)
+            os.close(from_child)
+
+    def write(self, kind: str, seq: int, fmt: int, payload: bytes) -> int:
+        k = kind.encode()
+        _write_all(self._to_child, FRAME.pack(seq, fmt, len(k), len(payload)) + k)
+        _write_all(self._to_child, payload)
+        status, n, size = REPLY.unpack(_read_exact(self._from_child, REPLY.size))
+        message = _read_exact(self._from_child, size).decode() if size else ""
+        if status:
+            raise RuntimeError(f"trace writer process: {kind} part {seq}: {message}")
+        return n
+
+    def close(self, timeout_s: float = 30.0) -> None:
+        for fd in (self._to_child, self._from_child):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        try:
+            self.proc.wait(timeout_s)  # it exits on end of input, every part written
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
 
 class TraceWriter:
     def __init__(self, run_dir: str | os.PathLike, run_id: str, worker: str, *,
-                 max_rows: int = 50_000, offload: Callable[[Callable[[], Any]], Any] | None = None):
+                 max_rows: int = 50_000, offload: Callable[[Callable[[], Any]], Any] | None = None,
+                 out_of_process: bool | None = None):
         """`offload(fn)` runs a full batch's write without blocking the caller (e.g. a
         thread pool's spawn); appends may come from the I/O loop itself, which must
-        never wait for a file write. Without it, full batches are written inline."""
+        never wait for a file write. Without it, full batches are written inline.
+
+        `out_of_process` (default: when an `offload` is given) converts and writes in a child
+        process; if it can not start or dies, the writer goes on in this process."""
         self.root = Path(run_dir) / "traces"
         self.run_id = run_id
         self.worker = worker
@@ -38,15 +159,19 @@ class TraceWriter:
         self._offload = offload
         self._rows: dict[str, list[tuple]] = {kind: [] for kind in KINDS}
         self._seq = 0
-        self._lock = threading.Lock()  # serialises part numbering and file writes
+        self._lock = _os_lock()  # serialises part numbering, file writes and the child's pipe
         self._closed = False
         self.rows_written: dict[str, int] = {kind: 0 for kind in KINDS}
         for kind in KINDS:
             (self.root / kind).mkdir(parents=True, exist_ok=True)
-        # Import pyarrow now, before any load: imported by the first flush instead, it held
-        # the GIL for about 0.7 s in the flush thread and stalled the I/O loop mid-run
-        # (docs/benchmarks.md).
-        importlib.import_module("pyarrow.parquet")
+        self._child: _Child | None = None
+        if offload is not None if out_of_process is None else out_of_process:
+            try:
+                self._child = _Child(self.root, run_id, worker)
+            except OSError as exc:
+                log.warning("trace writer process did not start (%s); writing traces in this process", exc)
+        if self._child is None:
+            warm_pyarrow()
         atexit.register(self.close)
 
     def append(self, kind: str, row: tuple) -> None:
@@ -62,10 +187,20 @@ class TraceWriter:
         rows, self._rows[kind] = self._rows[kind], []
         if not rows:
             return
-        if run_in is None:
-            self._write(kind, rows)
+        if self._child is not None:
+            # Marshalled here, in one C call (0.25 us a row): in the thread, the same call would
+            # also wait for the GIL and hand it back late.
+            try:
+                fmt, payload = MARSHAL, marshal.dumps(rows)
+            except ValueError:  # a value marshal does not know: slower, but any value
+                fmt, payload = PICKLE, pickle.dumps(rows, pickle.HIGHEST_PROTOCOL)
+            write = lambda: self._write_in_child(kind, rows, fmt, payload)  # noqa: E731
         else:
-            run_in(lambda: self._write(kind, rows))
+            write = lambda: self._write(kind, rows)  # noqa: E731
+        if run_in is None:
+            write()
+        else:
+            run_in(write)
 
     def flush(self, run_in: Callable[[Callable[[], Any]], Any] | None = None) -> None:
         """Write every buffered row. `run_in` runs the write elsewhere (e.g. a thread pool)."""
@@ -77,26 +212,26 @@ class TraceWriter:
             return
         self.flush()
         self._closed = True
+        with self._lock:
+            if self._child is not None:
+                self._child.close()
+                self._child = None
+
+    def _write_in_child(self, kind: str, rows: list[tuple], fmt: int, payload: bytes) -> None:
+        with self._lock:
+            child = self._child
+            if child is not None:
+                self._seq += 1
+                try:
+                    self.rows_written[kind] += child.write(kind, self._seq, fmt, payload)
+                    return
+                except (OSError, EOFError) as exc:
+                    log.warning("trace writer process failed (%s); writing traces in this process", exc)
+                    self._child = None
+        self._write(kind, rows)  # the child is gone: this batch and the next ones are written here
 
     def _write(self, kind: str, rows: list[tuple]) -> None:
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-
-        schema = arrow_schema(kind)
-        n = len(rows)
-        columns = list(zip(*rows))
-        arrays = [
-            pa.array([SCHEMA_VERSION] * n, pa.int32()),
-            pa.array([self.run_id] * n, pa.string()),
-            pa.array([self.worker] * n, pa.string()),
-        ]
-        for field, values in zip(list(schema)[_COMMON:], columns):
-            arrays.append(pa.array(values, type=field.type))
-        table = pa.Table.from_arrays(arrays, schema=schema)
         with self._lock:
             self._seq += 1
-            name = f"part-{self.worker}-{self._seq:06d}.parquet"
-            tmp = self.root / kind / f".{name}.tmp"
-            pq.write_table(table, tmp)
-            os.replace(tmp, self.root / kind / name)
-            self.rows_written[kind] += n
+            self.rows_written[kind] += write_part(self.root, kind, part_name(self.worker, self._seq),
+                                                  self.run_id, self.worker, rows)

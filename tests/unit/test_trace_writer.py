@@ -2,6 +2,7 @@
 from pathlib import Path
 
 import pyarrow.parquet as pq
+import pytest
 
 from analysis.schema import SCHEMA_VERSION
 from loadgen.trace import TraceWriter
@@ -60,3 +61,73 @@ def test_a_full_batch_is_handed_to_the_offload_instead_of_written_by_the_appende
     handed[0]()  # the thread pool runs it
     (part,) = (tmp_path / "traces" / "event").glob("*.parquet")
     assert pq.read_table(part).num_rows == 2
+
+
+def _publish(i: int) -> tuple:
+    return (f"run:p/w/0:{i}", "p/w/0", "p", i, "base", 1_000 + i, 1_050 + i, 100, "rk", False, None, "sent",
+            None, None, None)
+
+
+def test_a_writer_process_writes_the_same_rows_as_the_writer_itself(tmp_path: Path):
+    inline = TraceWriter(tmp_path / "a", "r", "w", out_of_process=False)
+    child = TraceWriter(tmp_path / "b", "r", "w", out_of_process=True)
+    for w in (inline, child):
+        for i in range(3):
+            w.append("publish", _publish(i))
+        w.append("event", _event(0))
+        w.flush()
+    assert child.rows_written == inline.rows_written == {"publish": 3, "delivery": 0, "event": 1, "leftover": 0}
+    for kind in ("publish", "event"):
+        (a,) = (tmp_path / "a" / "traces" / kind).glob("*.parquet")
+        (b,) = (tmp_path / "b" / "traces" / kind).glob("*.parquet")
+        assert pq.read_table(b).equals(pq.read_table(a)) and b.name == a.name
+    inline.close()
+    child.close()
+
+
+def test_a_writer_given_an_offload_writes_in_a_process_that_ends_at_close(tmp_path: Path):
+    handed: list = []
+    w = TraceWriter(tmp_path, "r", "w", max_rows=2, offload=handed.append)
+    w.append("event", _event(0))
+    w.append("event", _event(1))
+    handed[0]()
+    proc = w._child.proc
+    w.append("event", _event(2))
+    w.close()
+    assert proc.poll() == 0
+    assert sum(pq.read_table(p).num_rows for p in (tmp_path / "traces" / "event").glob("*.parquet")) == 3
+    assert not [p for p in (tmp_path / "traces" / "event").iterdir() if p.name.startswith(".")]
+
+
+class _Name(str):
+    """A str subclass: marshal refuses it, pickle does not."""
+
+
+def test_rows_marshal_can_not_carry_still_reach_the_file(tmp_path: Path):
+    w = TraceWriter(tmp_path, "r", "w", out_of_process=True)
+    w.append("event", (1, "phase_start", "runner", _Name("p"), None, None))
+    w.close()
+    (part,) = (tmp_path / "traces" / "event").glob("*.parquet")
+    assert pq.read_table(part).column("name").to_pylist() == ["p"]
+
+
+def test_when_the_writer_process_dies_the_rows_are_written_here_instead(tmp_path: Path):
+    w = TraceWriter(tmp_path, "r", "w", out_of_process=True)
+    w._child.proc.kill()
+    w._child.proc.wait()
+    w.append("event", _event(0))
+    w.flush()
+    w.append("event", _event(1))
+    w.close()
+    assert w.rows_written["event"] == 2
+    assert sum(pq.read_table(p).num_rows for p in (tmp_path / "traces" / "event").glob("*.parquet")) == 2
+
+
+def test_a_batch_the_writer_process_can_not_convert_fails_the_flush_that_asked(tmp_path: Path):
+    w = TraceWriter(tmp_path, "r", "w", out_of_process=True)
+    w.append("event", ("not a time", "phase_start", "runner", "p", None, None))
+    with pytest.raises(RuntimeError, match="event part"):
+        w.flush()
+    w.append("event", _event(1))  # the process is still there for the next batch
+    w.close()
+    assert w.rows_written["event"] == 1
