@@ -17,6 +17,8 @@ __all__ = [
     "DELIVERY",
     "EVENT",
     "LEFTOVER",
+    "DEADLETTER",
+    "DEAD_LETTER_REASONS",
     "PUBLISH_OUTCOMES",
     "DELIVERY_OUTCOMES",
     "EVENT_KINDS",
@@ -27,7 +29,8 @@ __all__ = [
     "markdown_tables",
 ]
 
-SCHEMA_VERSION = 3  # 2: CoDel state on deliveries; network events. 3: priority and replay columns on publishes
+SCHEMA_VERSION = 3  # 2: CoDel state on deliveries; network events. 3: priority and replay columns on
+# publishes, and the deadletter kind (dead-lettered messages, with the broker's reason)
 
 ColumnType = Literal["string", "int32", "int64", "float64", "bool"]
 
@@ -110,11 +113,22 @@ LEFTOVER = _COMMON + (
     _c("redelivered", "bool", "the broker's redelivered flag at census time"),
 )
 
+DEADLETTER = _COMMON + (
+    _c("message_id", "string", "from the `sojourn-id` header; null for a foreign message", nullable=True),
+    _c("queue", "string", "queue the broker dead-lettered it from (`x-death[0].queue`)"),
+    _c("reason", "string", "why (`x-death[0].reason`): one of DEAD_LETTER_REASONS"),
+    _c("death_count", "int64", "times it was dead-lettered from that queue for that reason (`x-death[0].count`)"),
+    _c("received_ns", "int64", "when sojourn's capture consumer read it off the capture queue"),
+    _c("exchange", "string", "dead-letter exchange it arrived through"),
+    _c("routing_key", "string", "routing key it arrived with"),
+)
+
 KINDS: dict[str, tuple[Column, ...]] = {
     "publish": PUBLISH,
     "delivery": DELIVERY,
     "event": EVENT,
     "leftover": LEFTOVER,
+    "deadletter": DEADLETTER,
 }
 
 PUBLISH_OUTCOMES = {
@@ -131,6 +145,14 @@ DELIVERY_OUTCOMES = {
     "nack_requeue": "nacked with requeue=true (CoDel): back to the queue, redelivered later",
     "nack_discard": "nacked with requeue=false (CoDel): discarded (dead-lettered if the queue has a DLX)",
     "unsettled": "the channel closed before it was settled; the broker requeues it",
+}
+
+DEAD_LETTER_REASONS = {
+    "maxlen": "the queue was over x-max-length / x-max-length-bytes: dropped from the head (drop-head), "
+              "or refused at publish (reject-publish-dlx)",
+    "expired": "its TTL ran out in the queue (x-message-ttl or the per-message expiration)",
+    "rejected": "a consumer nacked or rejected it with requeue=false",
+    "delivery_limit": "quorum queue: delivered more than x-delivery-limit times (requeued too often)",
 }
 
 EVENT_KINDS = {
@@ -154,6 +176,8 @@ EVENT_KINDS = {
     "network_reset": "established connections were reset (name = phase)",
     "proxy_stats": "delay-line self-measurement for one direction (name = direction; value = p99 error ms; "
                    "detail = count, p50/p99/max error, bytes)",
+    "deadletter_capture": "dead-letter capture bound (name = capture queue; detail = exchange, binding keys) or "
+                          "stopped (value = messages captured)",
     "queue_deleted": "queue.delete_on_end: the queue was deleted after the census (name = queue)",
     "run_end": "a worker process finished its part of the run",
 }
@@ -202,7 +226,7 @@ def markdown_tables() -> str:
         out.extend(f"| `{c.name}` | {c.type} | {'yes' if c.nullable else 'no'} | {c.doc} |" for c in cols)
         out.append("")
     for title, table in (("publish outcomes", PUBLISH_OUTCOMES), ("delivery outcomes", DELIVERY_OUTCOMES),
-                         ("event kinds", EVENT_KINDS)):
+                         ("dead-letter reasons", DEAD_LETTER_REASONS), ("event kinds", EVENT_KINDS)):
         out.append(f"### {title}\n")
         out.append("| value | meaning |")
         out.append("|---|---|")
