@@ -33,8 +33,8 @@ _WATERMARK = ("vm_memory_high_watermark.relative", "vm_memory_high_watermark.abs
 _DISK = ("disk_free_limit.relative", "disk_free_limit.absolute")
 _OWNED_PREFIXES = ("listeners.tcp.",)  # the port is --port: a second listener would defeat "loopback only"
 _KEY = re.compile(r"^[A-Za-z0-9_$-]+(\.[A-Za-z0-9_$-]+)*$")
-# rabbit.schema's information units: a plain byte count or e.g. 500MB (10^6), 500MiB (2^20), 2GB, 2GiB.
-_INFORMATION_UNIT = re.compile(r"^\d+([kKmMgGtT]i?[bB])?$")
+# rabbit.schema's information units: bytes, or k/kiB/M/MiB/G/GiB (powers of 2), kB/MB/GB (powers of 10).
+_INFORMATION_UNIT = re.compile(r"^\d+([kmg](i?b)?)?$", re.IGNORECASE)
 
 
 class BrokerSettingsError(LoadgenError, ValueError):
@@ -150,7 +150,7 @@ def _fraction(key: str, value: object, upper: float | None = 1.0) -> str:
     if not _finite(number) or number < 0 or (upper is not None and number > upper):
         bound = f"from 0 to {upper:g}" if upper is not None else ">= 0"
         raise BrokerSettingsError(key, value, f"must be a fraction {bound}")
-    return repr(number) if not isinstance(value, str) else value.strip()
+    return repr(number)  # rabbit.schema types these as float: "0" would not parse, "0.0" does
 
 
 def _finite(value: object) -> bool:

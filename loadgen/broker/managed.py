@@ -209,7 +209,7 @@ class ManagedBroker:
         self._write_files(dist_port)
         env = self._env(dist_port)
         self.console_log.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.console_log, "ab") as console:
+        with open(self.console_log, "wb") as console:  # this start only: its errors, not the last one's
             # A new session: the node survives this process and a Ctrl-C aimed at it. Foreground
             # mode (not -detached) keeps the node's early errors in console.log.
             self._process = subprocess.Popen([str(rabbit.server)], env=env, cwd=self.dir,
@@ -230,7 +230,7 @@ class ManagedBroker:
         while True:
             code = self._process.poll()
             if code is not None:
-                raise BrokerStartFailed(self.node, f"rabbitmq-server exited with status {code}", self._log_tails())
+                raise BrokerStartFailed(self.node, f"rabbitmq-server exited (status {code}) before answering AMQP", self._log_tails())
             if _amqp_answers(self.port):
                 return StartResult(False, time.monotonic() - began, self.pid())
             now = time.monotonic()
@@ -442,11 +442,17 @@ def _amqp_answers(port: int) -> bool:
 
 
 def _tail(path: Path, lines: int) -> str:
+    """The last `lines` lines; when the first error is earlier (cuttlefish names a bad setting
+    there, then the VM prints 40 lines of crash report), its first lines come first."""
     try:
         with open(path, "rb") as f:
             f.seek(0, os.SEEK_END)
             f.seek(max(0, f.tell() - 64 * 1024))
-            text = f.read().decode("utf-8", "replace")
+            text = f.read().decode("utf-8", "replace").splitlines()
     except OSError:
         return ""
-    return "\n".join(text.splitlines()[-lines:])
+    first_error = next((i for i, line in enumerate(text) if "[error]" in line), None)
+    if first_error is None or first_error >= len(text) - lines:
+        return "\n".join(text[-lines:])
+    head = text[first_error:first_error + lines // 2]
+    return "\n".join(head + ["[...]"] + text[-(lines - len(head)):])

@@ -54,12 +54,16 @@ def test_relative_watermark_is_written_as_the_fraction():
     assert watermark_settings(relative=0.2) == {"vm_memory_high_watermark.relative": "0.2"}
 
 
+def test_a_whole_number_fraction_is_written_as_a_float_because_rabbitmq_types_it_so():
+    assert watermark_settings(relative=1) == {"vm_memory_high_watermark.relative": "1.0"}
+
+
 def test_no_watermark_option_means_no_setting():
     assert watermark_settings() == {}
 
 
 def test_a_zero_watermark_is_allowed_because_it_blocks_every_publisher():
-    assert effective_settings({"vm_memory_high_watermark.relative": "0"})["vm_memory_high_watermark.relative"] == "0"
+    assert effective_settings({"vm_memory_high_watermark.relative": "0"})["vm_memory_high_watermark.relative"] == "0.0"
 
 
 @pytest.mark.parametrize("settings, key", [
@@ -85,6 +89,7 @@ def test_both_watermark_options_at_once_are_refused():
     ("vm_memory_high_watermark.absolute", "100 MB", "size such as 100MiB"),
     ("vm_memory_high_watermark.absolute", "-5", "size such as 100MiB"),
     ("disk_free_limit.absolute", "1.5GB", "size such as 100MiB"),
+    ("disk_free_limit.absolute", "2TB", "size such as 100MiB"),
     ("listeners.tcp.default", "0.0.0.0:5672", "use --port"),
     ("listeners.tcp.other", "5674", "use --port"),
     ("bad key", "1", "not a rabbitmq.conf key"),
@@ -101,7 +106,7 @@ def test_a_bad_setting_is_refused_naming_the_key_and_the_reason(key, value, reas
     assert key in str(caught.value)
 
 
-@pytest.mark.parametrize("value", ["104857600", "100MB", "100MiB", "2GB", "2GiB", "512kB"])
+@pytest.mark.parametrize("value", ["104857600", "100MB", "100MiB", "2GB", "2GiB", "512kB", "1024M", "64k"])
 def test_information_units_rabbitmq_accepts_are_accepted(value):
     assert effective_settings({"vm_memory_high_watermark.absolute": value})[
         "vm_memory_high_watermark.absolute"] == value
