@@ -15,6 +15,7 @@ from typing import Any
 import gevent
 from locust.runners import MasterRunner, WorkerRunner
 
+from loadgen import reports
 from loadgen.census import take_census
 from loadgen.errors import BrokerOperationFailed, BrokerUnreachable
 from loadgen.netem import NetemError
@@ -71,13 +72,9 @@ def context() -> RunContext:
 
 
 def reporter(environment):
-    fire = environment.events.request.fire
-
-    def report(request_type: str, name: str, response_time_ms: float, length: int,
-               exception: BaseException | None) -> None:
-        fire(request_type=request_type, name=name, response_time=response_time_ms,
-             response_length=length, exception=exception, context={})
-    return report
+    """report(request_type, name, response_time_ms, length, exception) for a producer or consumer:
+    into Locust's statistics in batches (loadgen.reports), failures through the request event."""
+    return reports.batcher(environment).report
 
 
 def all_finished(runner) -> bool:
@@ -151,6 +148,7 @@ def _timeline(environment, ctx: RunContext) -> None:
             return
         ctx.event(kind, "runner", name)
         if kind == "warmup_end":
+            reports.batcher(environment).flush()  # warm-up results go before the reset, not after
             environment.runner.stats.reset_all()
         sys.stderr.write(f"[sojourn] t={at_s:.0f}s {kind.replace('_', ' ')}: {name}\n")
 
