@@ -223,25 +223,30 @@ _TABLES: tuple[tuple[str, str, Callable[[Summary], str], str], ...] = (
     ("accounting", "Accounting", tables.accounting_table,
      "Every published message must end up in exactly one of these terms (first match wins, in "
      "this order). An unaccounted message is a bug in the system under test or in sojourn."),
+    ("priorities", "Per priority", tables.priorities_table,
+     "Messages by the AMQP priority they were published with (producers[].priority). A queue with "
+     "x-max-priority delivers higher priorities first, so their sojourn and end-to-end latency should be "
+     "lower; discarded counts every discard reason of the accounting table."),
     ("events", "Events", tables.events_table,
      "Every change of conditions during the run, in time order (seconds since the start of the run)."),
 )
 
 
 def _table_sections(summary: Summary) -> str:
-    return "".join(
+    built = ((key, title, build(summary), how_to_read) for key, title, build, how_to_read in _TABLES)
+    return "".join(  # a table with nothing to show ("") leaves its section out
         f'<section id="{key}"><h2>{esc(title)}</h2><p class="howto">{esc(how_to_read)}</p>'
-        f'<div class="table-wrap{" scroll" if key == "events" else ""}">{build(summary)}</div></section>'
-        for key, title, build, how_to_read in _TABLES)
+        f'<div class="table-wrap{" scroll" if key == "events" else ""}">{html}</div></section>'
+        for key, title, html, how_to_read in built if html)
 
 
 # --- page ----------------------------------------------------------------------------
 
-def _nav() -> str:
+def _nav(summary: Summary) -> str:
     entries = [("verdict", "Verdict"), ("numbers", "Key numbers")]
     entries += [(key, title) for key, title, _, _ in _CHARTS]
     entries.append(("model", "Queueing-model check"))
-    entries += [(key, title) for key, title, _, _ in _TABLES]
+    entries += [(key, title) for key, title, _, _ in _TABLES if key != "priorities" or summary.get("priorities")]
     return '<nav class="toc">' + " · ".join(f'<a href="#{k}">{esc(t)}</a>' for k, t in entries) + "</nav>"
 
 
@@ -257,7 +262,7 @@ def build_page(summary: Summary, links: Links | None = None) -> str:
         f'<html lang="en"><head><meta charset="utf-8">'
         f'<meta name="viewport" content="width=device-width, initial-scale=1">'
         f"<title>{esc(title)}</title><style>{_css()}</style></head><body>"
-        f"{_header(summary, links)}{_nav()}<main>{behind_banner(summary)}{_verdict(summary)}{_key_numbers(summary)}"
+        f"{_header(summary, links)}{_nav(summary)}<main>{behind_banner(summary)}{_verdict(summary)}{_key_numbers(summary)}"
         f"{_chart_sections(summary)}{_model_section(summary)}{network_section(summary)}{codel_section(summary)}{fidelity_section(summary, _chart_div)}{_table_sections(summary)}</main>"
         f"<footer>{esc(footer)}</footer></body></html>\n"
     )

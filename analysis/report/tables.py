@@ -15,7 +15,7 @@ from .charts import phase_colours
 
 __all__ = [
     "latency_table", "consumers_table", "phases_table", "accounting_table", "events_table",
-    "accounting_identity", "AccountingCheck",
+    "accounting_identity", "AccountingCheck", "priorities_table",
 ]
 
 Summary = Mapping[str, Any]
@@ -201,3 +201,25 @@ def events_table(summary: Summary) -> str:
         rows.append([fmt_seconds(dig(e, "t_s"), unit=False), esc(dig(e, "kind")), esc(dig(e, "name")),
                      esc(dig(e, "source")), shown])
     return _table(columns, rows, empty="No events were recorded.")
+
+
+# --- per priority --------------------------------------------------------------------
+
+def priorities_table(summary: Summary) -> str:
+    """Counts and latencies per AMQP priority; "" when no publish carried a priority."""
+    rows = [r for r in as_list(summary.get("priorities")) if isinstance(r, Mapping)]
+    if not rows:
+        return ""
+    columns = [Column("priority"), Column("published", True), Column("acked", True),
+               Column("discarded", True), Column("left in broker", True),
+               Column("sojourn p50 ms", True), Column("sojourn p99 ms", True),
+               Column("end-to-end p50 ms", True), Column("end-to-end p99 ms", True)]
+    body = []
+    for r in rows:
+        priority = r.get("priority")
+        body.append([esc("none" if priority is None else str(priority)),
+                     fmt_count(r.get("published")), fmt_count(r.get("acked")), fmt_count(r.get("discarded")),
+                     fmt_count(r.get("left_in_broker")),
+                     fmt_ms(dig(r, "sojourn_ms", "p50")), fmt_ms(dig(r, "sojourn_ms", "p99")),
+                     fmt_ms(dig(r, "end_to_end_ms", "p50")), fmt_ms(dig(r, "end_to_end_ms", "p99"))])
+    return _table(columns, body, "no publishes")

@@ -1,0 +1,50 @@
+"""Per priority class: how many were published, acked and discarded, and how long they waited.
+
+A message's class is the AMQP priority its publish carried (`publish.priority`; null: none).
+Only runs where some publish carried a priority get the block (summary.json `priorities`).
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from ._common import is_acked
+from .stats import stats_block, stats_by
+
+__all__ = ["priority_rows"]
+
+_LATENCIES = {"sojourn_ms": "sojourn_ms", "end_to_end_ms": "end_to_end_ms"}
+
+
+def priority_rows(publishes: DataFrame, deliveries: DataFrame, classified: DataFrame,
+                  discard_classes: Sequence[str]) -> list[dict]:
+    """One dict per priority (ascending; no priority first) or [] when no publish had one.
+
+    `classified` is accounting's one row per message id with its `account` class; a message
+    counts as discarded when its class is in `discard_classes`. Latencies are over acked
+    deliveries after the warm-up (`measured`), like the run's overall statistics.
+    """
+    if publishes.where(F.col("priority").isNotNull()).limit(1).count() == 0:
+        return []
+    classes = publishes.where(F.col("message_id").isNotNull()).groupBy("message_id").agg(
+        F.first("priority", ignorenulls=True).alias("priority"))
+    counts = {r["priority"]: r for r in classified.join(classes, "message_id", "left").groupBy("priority").agg(
+        F.count(F.lit(1)).alias("published"),
+        F.count_if(F.col("account") == "acked").alias("acked"),
+        F.count_if(F.col("account").isin(*discard_classes)).alias("discarded"),
+        F.count_if(F.col("account") == "left_in_broker").alias("left_in_broker"),
+    ).collect()}
+    acked = deliveries.where(is_acked() & F.col("measured")).join(classes, "message_id", "left")
+    latency = {r["priority"]: r for r in acked.transform(stats_by(["priority"], _LATENCIES)).collect()}
+    out = []
+    for priority in sorted(counts, key=lambda p: (p is not None, p)):
+        c, lat = counts[priority], latency.get(priority)
+        out.append({
+            "priority": priority,
+            "published": int(c["published"]), "acked": int(c["acked"]),
+            "discarded": int(c["discarded"]), "left_in_broker": int(c["left_in_broker"]),
+            **{name: stats_block(lat[name] if lat is not None else None) for name in _LATENCIES},
+        })
+    return out
