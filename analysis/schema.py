@@ -70,6 +70,8 @@ PUBLISH = _COMMON + (
        "null for synthetic arrivals", nullable=True),
     _c("replay_loop", "int32", "replay: which pass over the source (0 = first); null for synthetic arrivals",
        nullable=True),
+    _c("blocked_ms", "float64", "how long the publish waited because the broker had blocked the connection "
+       "(connection.blocked: a resource alarm); null when it did not wait", nullable=True),
 )
 
 DELIVERY = _COMMON + (
@@ -137,6 +139,11 @@ PUBLISH_OUTCOMES = {
     "nacked": "the broker nacked the publish: discarded, reason publish_nacked",
     "unconfirmed": "confirms on, but no answer before the connection closed or the run ended",
     "failed": "basic.publish raised (connection gone); never reached the socket",
+    "returned": "mandatory publish that no queue took: the broker returned it (basic.return); discarded, "
+                "reason unroutable",
+    "blocked_timeout": "the connection stayed blocked (connection.blocked) longer than the producer's "
+                       "max_blocked_wait_s: the publish was given up, never sent; discarded, reason "
+                       "publish_failed_blocked",
 }
 
 DELIVERY_OUTCOMES = {
@@ -166,6 +173,9 @@ EVENT_KINDS = {
     "producer_join": "a producer started publishing (name = producer)",
     "producer_leave": "a producer stopped publishing (name = producer)",
     "connection_lost": "a connection closed unexpectedly (detail has the reason)",
+    "connection_blocked": "the broker blocked a producer's connection (a memory or disk alarm; "
+                          "name = producer, detail has the reason)",
+    "connection_unblocked": "the broker unblocked a producer's connection (name = producer)",
     "participant_error": "a producer or consumer failed; it retries after a pause (detail has the error)",
     "drain_start": "publishing stopped; consumers drain what is left",
     "drain_end": "drain finished or timed out (detail says which)",
