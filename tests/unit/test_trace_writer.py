@@ -4,7 +4,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from analysis.schema import KINDS, SCHEMA_VERSION
+from analysis.schema import column_names, KINDS, SCHEMA_VERSION
 from loadgen.trace import TraceWriter
 
 
@@ -64,8 +64,8 @@ def test_a_full_batch_is_handed_to_the_offload_instead_of_written_by_the_appende
 
 
 def _publish(i: int) -> tuple:
-    return (f"run:p/w/0:{i}", "p/w/0", "p", i, "base", 1_000 + i, 1_050 + i, 100, "rk", False, None, "sent",
-            None, None, None)
+    head = (f"run:p/w/0:{i}", "p/w/0", "p", i, "base", 1_000 + i, 1_050 + i, 100, "rk", False, None, "sent")
+    return head + (None,) * (len(column_names("publish")) - 3 - len(head))  # the nullable columns after outcome
 
 
 def test_a_writer_process_writes_the_same_rows_as_the_writer_itself(tmp_path: Path):
