@@ -13,7 +13,7 @@ import yaml
 
 from analysis.slo import SloError, parse_slo
 from loadgen.scenario.checks import (
-    REQUIRED as _REQUIRED, Check, Reader as _Reader, boolean as _boolean, choice as _choice,
+    REQUIRED as _REQUIRED, Check, Reader as _Reader, boolean as _boolean, choice as _choice, optional_number,
     fail as _fail, identifier as _name, integer as _integer, number as _number, sub as _sub, text as _text,
 )
 from loadgen.scenario.errors import (
@@ -168,6 +168,7 @@ _PRODUCER_FIELDS: dict[str, tuple[Check, Any]] = {
     "exchange": (_text(), ""), "routing_key": (_text(nullable=True), None),
     "bursts": (arrivals.bursts, None), "replay": (None, None),  # replay's check needs the file's directory
     "mandatory": (_boolean, False), "priority": (arrivals.priority, None),
+    "max_blocked_wait_s": (optional_number(0, strict=True, null_means="wait as long as it takes"), None),
 }
 _CONSUMER_FIELDS: dict[str, tuple[Check, Any]] = {
     "count": (_integer(0), 1), "prefetch": (_integer(0, 65535), 100),

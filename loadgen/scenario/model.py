@@ -36,7 +36,7 @@ YAML_LAYOUT: dict[str, dict[str, str]] = {
     "producer": {"name": LEAF, "count": LEAF, "rate": LEAF, "arrival": LEAF, "size_bytes": LEAF,
                  "persistent": LEAF, "confirms": LEAF, "confirm_window": LEAF,
                  "exchange": LEAF, "routing_key": LEAF, "bursts": "bursts", "replay": "replay",
-                 "mandatory": LEAF, "priority": LEAF},
+                 "mandatory": LEAF, "priority": LEAF, "max_blocked_wait_s": LEAF},
     "bursts": {"on_s": LEAF, "off_s": LEAF, "off_rate": LEAF, "start_s": LEAF},
     "replay": {"path": LEAF, "speed": LEAF, "window": "[]", "loop": LEAF, "split": LEAF, "routing": LEAF},
     "consumer": {"name": LEAF, "count": LEAF, "prefetch": LEAF, "prefetch_scope": LEAF,
@@ -243,6 +243,9 @@ class ProducerGroup:
     """basic.publish mandatory: the broker returns a message no queue takes (outcome `returned`)."""
     priority: tuple[tuple[int, float], ...] | None = None
     """The AMQP priority mix: (priority, probability) pairs summing to 1; None: no priority."""
+    max_blocked_wait_s: float | None = None
+    """While the broker blocks the connection (a resource alarm), a publish waits at most this
+    long, then is given up (outcome `blocked_timeout`); None: it waits as long as it takes."""
 
     def rate_text(self) -> str:
         """How the rate reads in a console line: '150', or '50 -> 500 (profile)'."""

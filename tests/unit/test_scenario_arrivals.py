@@ -90,3 +90,10 @@ def test_a_priority_mix_is_normalised_and_a_single_priority_is_certain(tmp_path)
 ])
 def test_bad_priorities_are_named(tmp_path, value, expected):
     assert error(tmp_path, producer(f"rate: 10\npriority: {value}")).startswith(expected)
+
+
+def test_max_blocked_wait_is_a_positive_number_or_null(tmp_path):
+    assert load(tmp_path, producer("rate: 10\nmax_blocked_wait_s: 2.5")).producer("main").max_blocked_wait_s == 2.5
+    assert load(tmp_path, producer("rate: 10")).producer("main").max_blocked_wait_s is None
+    assert error(tmp_path, producer("rate: 10\nmax_blocked_wait_s: 0")) == (
+        "producers[0].max_blocked_wait_s: expected a number > 0 or null (wait as long as it takes), got 0")
