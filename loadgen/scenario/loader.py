@@ -13,7 +13,7 @@ import yaml
 
 from analysis.slo import SloError, parse_slo
 from loadgen.scenario.checks import (
-    REQUIRED as _REQUIRED, Check, Reader as _Reader, boolean as _boolean, choice as _choice, optional_number,
+    Check, Reader as _Reader, boolean as _boolean, choice as _choice, optional_number,
     fail as _fail, identifier as _name, integer as _integer, number as _number, sub as _sub, text as _text,
 )
 from loadgen.scenario.errors import (
