@@ -74,11 +74,15 @@ class Consumer(Participant):
     def run(self) -> None:
         ctx, scenario = self.ctx, self.ctx.scenario
         last_moment = scenario.run.duration_s - 1e-9  # the drain keeps the run's final conditions
+        changes = scenario.change_times()
+        settings, valid_until = None, float("-inf")  # the settings hold until the next phase change
         clean = False
         try:
             while not ctx.drained.is_set() and not ctx.stopping.is_set():
                 t = ctx.elapsed_s()
-                settings = scenario.at(min(t, last_moment)).consumer(self.group)
+                if t >= valid_until:  # looked up once per phase, not once per delivery
+                    settings = scenario.at(min(t, last_moment)).consumer(self.group)
+                    valid_until = next((c for c in changes if c > t), float("inf"))
                 if self.slot >= settings.count:
                     if self._channel is not None:
                         self._leave(clean=True)
