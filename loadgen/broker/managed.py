@@ -41,6 +41,7 @@ DEFAULT_PORT = 5673
 DIST_PORT_OFFSET = 20000  # RabbitMQ's own convention: distribution port = AMQP port + 20000
 STATE_FILE = "sojourn-broker.json"
 LOG_TAIL_LINES = 25
+FALLBACK_SCRIPTS = Path("/usr/lib/rabbitmq/bin")  # Debian/Ubuntu; /usr/sbin is often not on a user's PATH
 
 Progress = Callable[[str], None]
 
@@ -51,7 +52,7 @@ class BrokerError(LoadgenError):
 
 class BrokerNotInstalled(BrokerError):
     def __init__(self) -> None:
-        super().__init__("rabbitmq-server is not installed (looked on PATH and in /usr/lib/rabbitmq/bin): "
+        super().__init__(f"rabbitmq-server is not installed (looked on PATH and in {FALLBACK_SCRIPTS}): "
                          "apt-get install -y rabbitmq-server")
 
 
@@ -120,7 +121,7 @@ def find_rabbitmq() -> _Rabbit:
     if found:
         real = Path(os.path.realpath(found))
         candidates.append(real.parent / "rabbitmq-server" if real.name == "rabbitmq-script-wrapper" else real)
-    candidates.append(Path("/usr/lib/rabbitmq/bin/rabbitmq-server"))
+    candidates.append(FALLBACK_SCRIPTS / "rabbitmq-server")
     for server in candidates:
         ctl = server.with_name("rabbitmqctl")
         if server.is_file() and os.access(server, os.X_OK) and ctl.is_file():
@@ -146,9 +147,14 @@ class ManagedBroker:
     @classmethod
     def from_dir(cls, dir: str | Path) -> ManagedBroker:
         """The broker last started in `dir` (its port and settings from sojourn-broker.json)."""
-        state = json.loads((Path(dir) / STATE_FILE).read_text())
-        broker = cls(dir, port=int(state["port"]), settings=state.get("settings") or {})
-        return broker
+        path = Path(dir) / STATE_FILE
+        try:
+            state = json.loads(path.read_text())
+            port = int(state["port"])
+            settings = state.get("settings") or {}
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise BrokerError(f"{path}: not a readable sojourn broker state file ({exc})") from None
+        return cls(dir, port=port, settings=settings)
 
     # -- identity ---------------------------------------------------------------------------
     @property

@@ -148,3 +148,30 @@ def test_the_node_name_url_and_default_directory_follow_the_port():
 def test_the_watermark_is_described_as_configured():
     assert ManagedBroker(port=5701).watermark == "relative 0.4"
     assert ManagedBroker(port=5701, settings=watermark_settings(absolute_mb=1)).watermark == "absolute 1048576 (1 MiB)"
+
+
+# -- the command line, where it needs no broker -----------------------------------------------
+def test_without_rabbitmq_installed_up_exits_2_naming_the_package(monkeypatch, tmp_path, capsys):
+    import loadgen.broker.managed as managed
+    from loadgen.cli import main
+
+    monkeypatch.setattr(managed.shutil, "which", lambda _name: None)
+    monkeypatch.setattr(managed, "FALLBACK_SCRIPTS", tmp_path / "no-rabbitmq")
+    assert main(["broker", "up", "--dir", str(tmp_path / "b")]) == 2
+    assert "apt-get install -y rabbitmq-server" in capsys.readouterr().err
+
+
+def test_a_bad_setting_on_the_command_line_exits_2_before_anything_starts(tmp_path, capsys):
+    from loadgen.cli import main
+
+    assert main(["broker", "up", "--dir", str(tmp_path / "b"), "--setting", "vm_memory_high_watermark.relative=3"]) == 2
+    assert "vm_memory_high_watermark.relative" in capsys.readouterr().err
+    assert not (tmp_path / "b").exists()
+
+
+def test_a_corrupt_state_file_is_reported_not_raised(tmp_path, capsys):
+    from loadgen.cli import main
+
+    (tmp_path / "sojourn-broker.json").write_text("{not json")
+    assert main(["broker", "status", "--dir", str(tmp_path)]) == 2
+    assert "sojourn-broker.json" in capsys.readouterr().err
