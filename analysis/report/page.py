@@ -227,6 +227,11 @@ _TABLES: tuple[tuple[str, str, Callable[[Summary], str], str], ...] = (
      "Messages by the AMQP priority they were published with (producers[].priority). A queue with "
      "x-max-priority delivers higher priorities first, so their sojourn and end-to-end latency should be "
      "lower; discarded counts every discard reason of the accounting table."),
+    ("flow_control", "Producer flow control", tables.flow_control_table,
+     "Periods in which the broker blocked producers' connections (connection.blocked: a memory or disk "
+     "alarm), summed over each group's connections, and how long publishes waited for the block to lift. "
+     "A publish that waited longer than the producer's max_blocked_wait_s was given up and is counted as "
+     "discarded (publish_failed_blocked) in the accounting."),
     ("events", "Events", tables.events_table,
      "Every change of conditions during the run, in time order (seconds since the start of the run)."),
 )
@@ -242,11 +247,14 @@ def _table_sections(summary: Summary) -> str:
 
 # --- page ----------------------------------------------------------------------------
 
+_OPTIONAL = ("priorities", "flow_control")  # tables shown only when the summary has their block
+
+
 def _nav(summary: Summary) -> str:
     entries = [("verdict", "Verdict"), ("numbers", "Key numbers")]
     entries += [(key, title) for key, title, _, _ in _CHARTS]
     entries.append(("model", "Queueing-model check"))
-    entries += [(key, title) for key, title, _, _ in _TABLES if key != "priorities" or summary.get("priorities")]
+    entries += [(key, title) for key, title, _, _ in _TABLES if key not in _OPTIONAL or summary.get(key)]
     return '<nav class="toc">' + " · ".join(f'<a href="#{k}">{esc(t)}</a>' for k, t in entries) + "</nav>"
 
 

@@ -15,7 +15,7 @@ from .charts import phase_colours
 
 __all__ = [
     "latency_table", "consumers_table", "phases_table", "accounting_table", "events_table",
-    "accounting_identity", "AccountingCheck", "priorities_table",
+    "accounting_identity", "AccountingCheck", "priorities_table", "flow_control_table",
 ]
 
 Summary = Mapping[str, Any]
@@ -223,3 +223,24 @@ def priorities_table(summary: Summary) -> str:
                      fmt_ms(dig(r, "sojourn_ms", "p50")), fmt_ms(dig(r, "sojourn_ms", "p99")),
                      fmt_ms(dig(r, "end_to_end_ms", "p50")), fmt_ms(dig(r, "end_to_end_ms", "p99"))])
     return _table(columns, body, "no publishes")
+
+
+# --- producer flow control -----------------------------------------------------------
+
+def flow_control_table(summary: Summary) -> str:
+    """Blocked connections and publishes per producer group; "" when nothing was blocked."""
+    block = summary.get("flow_control")
+    if not isinstance(block, Mapping) or not block:
+        return ""
+    columns = [Column("producer group"), Column("blocked periods", True), Column("blocked s", True),
+               Column("publishes that waited", True), Column("wait p50 ms", True), Column("wait p99 ms", True),
+               Column("wait max ms", True), Column("given up (blocked_timeout)", True)]
+    body = []
+    for group, entry in sorted(block.items()):
+        if not isinstance(entry, Mapping):
+            continue
+        body.append([esc(str(group)), fmt_count(entry.get("blocked_periods")),
+                     fmt_exact(entry.get("blocked_s")), fmt_count(entry.get("publishes_waited")),
+                     fmt_ms(dig(entry, "blocked_ms", "p50")), fmt_ms(dig(entry, "blocked_ms", "p99")),
+                     fmt_ms(dig(entry, "blocked_ms", "max")), fmt_count(entry.get("blocked_timeout"))])
+    return _table(columns, body, "no producer was blocked")

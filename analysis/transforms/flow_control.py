@@ -1,0 +1,63 @@
+"""Producer flow control: when the broker blocked producers' connections, and what it cost them.
+
+RabbitMQ blocks a publishing connection while a memory or disk alarm is in force
+(`connection.blocked` / `connection.unblocked`; DOMAIN.md §6). Producers trace both as events
+and every publish's wait as `blocked_ms`; a publish given up after `max_blocked_wait_s` has
+outcome `blocked_timeout`. The summary block is keyed by producer group; a run in which no
+connection was blocked and no publish waited gets `{}`.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from .stats import stats_block, stats_struct
+
+__all__ = ["blocked_periods", "flow_control_block"]
+
+
+def blocked_periods(events: list[tuple[int, str, str]], end_ns: int) -> dict[str, list[tuple[int, int]]]:
+    """(ts_ns, kind, producer) events -> per producer its [start, end) blocked periods.
+
+    Pure. A block still in force at the end of the trace lasts until `end_ns`; a repeated
+    `connection_blocked` (or an unblock without a block) changes nothing.
+    """
+    periods: dict[str, list[tuple[int, int]]] = {}
+    since: dict[str, int] = {}
+    for ts, kind, producer in sorted(events):
+        if kind == "connection_blocked":
+            since.setdefault(producer, ts)
+        elif kind == "connection_unblocked" and producer in since:
+            periods.setdefault(producer, []).append((since.pop(producer), ts))
+    for producer, start in since.items():
+        periods.setdefault(producer, []).append((start, max(start, end_ns)))
+    return periods
+
+
+def flow_control_block(publishes: DataFrame, events: DataFrame, end_ns: int) -> dict[str, dict[str, Any]]:
+    """summary.json's `flow_control`: per producer group, blocked periods and blocked publishes."""
+    raw = (events.where(F.col("kind").isin("connection_blocked", "connection_unblocked"))
+           .select("ts_ns", "kind", "source").collect())
+    periods = blocked_periods([(r["ts_ns"], r["kind"], r["source"]) for r in raw], end_ns)
+    waited = (publishes.groupBy("producer_group").agg(
+        F.count_if(F.col("blocked_ms").isNotNull()).alias("waited"),
+        F.count_if(F.col("outcome") == "blocked_timeout").alias("timed_out"),
+        stats_struct(F.col("blocked_ms")).alias("blocked_ms"),
+        F.collect_set("producer").alias("producers"))
+        .collect())
+    block: dict[str, dict[str, Any]] = {}
+    for r in waited:
+        mine = [p for producer in r["producers"] for p in periods.get(producer, [])]
+        if not mine and not r["waited"] and not r["timed_out"]:
+            continue
+        block[r["producer_group"]] = {
+            "blocked_periods": len(mine),
+            "blocked_s": round(sum(end - start for start, end in mine) / 1e9, 3),
+            "first_blocked_ns": min((start for start, _ in mine), default=None),
+            "publishes_waited": int(r["waited"]),
+            "blocked_timeout": int(r["timed_out"]),
+            "blocked_ms": stats_block(r["blocked_ms"]),
+        }
+    return block
