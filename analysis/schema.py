@@ -176,6 +176,8 @@ EVENT_KINDS = {
     "connection_blocked": "the broker blocked a producer's connection (a memory or disk alarm; "
                           "name = producer, detail has the reason)",
     "connection_unblocked": "the broker unblocked a producer's connection (name = producer)",
+    "publish_returned": "the broker returned a mandatory publish no queue took (name = message id; "
+                        "detail has the reply code and text)",
     "participant_error": "a producer or consumer failed; it retries after a pause (detail has the error)",
     "drain_start": "publishing stopped; consumers drain what is left",
     "drain_end": "drain finished or timed out (detail says which)",

@@ -21,8 +21,8 @@ from gevent.event import Event
 from loadgen.amqp import connection as amqp
 from loadgen.replay.plan import ReplayItem, plan
 from loadgen.replay.sources import plan_kwargs
-from loadgen.runtime import Participant
-from loadgen.schedule import ArrivalSchedule, rate_curve
+from loadgen.runtime import Participant, _seed
+from loadgen.schedule import ArrivalSchedule, producer_rng, rate_curve
 
 __all__ = ["Producer", "Report"]
 
@@ -34,6 +34,7 @@ Report = Callable[[str, str, float, int, BaseException | None], None]
 WRITE_BUFFER_LIMIT = 256 * 1024  # bytes queued in pika before the loop waits for the socket
 CONFIRM_GRACE_S = 5.0            # how long to wait for outstanding confirms at the end
 LATE_YIELD_EVERY = 64            # publishes in a row behind schedule before yielding to the hub
+BLOCKED_POLL_S = 0.5             # while blocked, how often a waiting publish looks at `stopping`
 
 
 def _amqp_table(value):
@@ -92,6 +93,11 @@ class Producer(Participant):
         self._window_open.set()
         self._bodies: dict[int, bytes] = {}
         self._replay = None  # this slot's remaining replay items (kept across a re-entry)
+        self._unblocked = Event()  # cleared while the broker blocks the connection (connection.blocked)
+        self._unblocked.set()
+        self._returned: set[str] = set()  # ids of mandatory publishes the broker returned, until confirmed
+        # A stream of its own, so a priority mix does not change the arrival times of a seed.
+        self._priority_rng = producer_rng(_seed(ctx.run_id), f"{self.name}/priority")
 
     # -- Participant --------------------------------------------------------
     def idle(self) -> bool:
@@ -168,7 +174,12 @@ class Producer(Participant):
             return
         self._leaving = False
         self._conn = self.ctx.connect(f"sojourn-producer-{self.name}", on_close=self._on_connection_closed)
+        self._unblocked.set()
+        self._conn.add_on_connection_blocked_callback(self._on_blocked)
+        self._conn.add_on_connection_unblocked_callback(self._on_unblocked)
         self._channel = amqp.open_channel(self._conn)
+        if settings.mandatory:
+            self._channel.add_on_return_callback(self._on_return)
         self._next_tag = 1
         if settings.confirms:
             amqp.wait_for(lambda cb: self._channel.confirm_delivery(self._on_confirm, callback=cb),
@@ -193,6 +204,7 @@ class Producer(Participant):
 
     # -- publishing ---------------------------------------------------------
     def _publish(self, settings, intended_s: float, phase: str, item: ReplayItem | None = None) -> None:
+        blocked_ms = None if self._unblocked.is_set() else self._wait_unblocked(settings.max_blocked_wait_s)
         while settings.confirms and len(self._pending) >= settings.confirm_window \
                 and not self.ctx.stopping.is_set():
             self._window_open.clear()
@@ -206,7 +218,8 @@ class Producer(Participant):
         intended_ns = self.ctx.t0_ns + int(intended_s * 1e9)
         headers = {}
         if item is None:
-            size, routing_key, priority, body = settings.size_bytes, settings.routing_key, None, None
+            size, routing_key, body = settings.size_bytes, settings.routing_key, None
+            priority = None if settings.priority is None else self._draw_priority(settings.priority)
         else:
             size, priority, body = item.size_bytes, item.priority, item.payload
             recorded = settings.replay.routing == "recorded" and item.routing_key is not None
@@ -218,7 +231,7 @@ class Producer(Participant):
         if body is None:
             body = self._body(size)
         publish_ns = time.time_ns()
-        if item is None:
+        if item is None and priority is None:
             props = _PublishProperties(2 if settings.persistent else 1, message_id, publish_ns)
         else:
             headers["sojourn-id"] = message_id
@@ -227,9 +240,15 @@ class Producer(Participant):
                                          priority=priority, headers=headers)
         row = [message_id, self.name, self.group, seq, phase, intended_ns, publish_ns, size, routing_key,
                settings.persistent, None, None, priority,
-               None if item is None else item.index, None if item is None else item.loop, None]
+               None if item is None else item.index, None if item is None else item.loop, blocked_ms]
+        if blocked_ms is not None and not self._unblocked.is_set():  # waited max_blocked_wait_s in vain
+            row[11] = "blocked_timeout"
+            self._trace(row)
+            self.report("publish", self._request_name(settings.exchange, routing_key), blocked_ms, len(body),
+                        RuntimeError("connection blocked by the broker longer than max_blocked_wait_s"))
+            return
         try:
-            self._channel.basic_publish(settings.exchange, routing_key, body, props)
+            self._channel.basic_publish(settings.exchange, routing_key, body, props, mandatory=settings.mandatory)
         except Exception as exc:  # noqa: BLE001 - connection gone: record and carry on
             row[11] = "failed"
             self._trace(row)
@@ -259,13 +278,57 @@ class Producer(Participant):
             if row is None:
                 continue
             row[10] = now
-            row[11] = outcome
+            returned = row[0] in self._returned  # basic.return comes before the same publish's confirm
+            if returned:
+                self._returned.discard(row[0])
+            row[11] = this = "returned" if returned else outcome
             self._trace(row)
             self.ctx.counters["confirmed"] += 1
-            exc = None if outcome == "confirmed" else RuntimeError("publish nacked by the broker")
+            exc = None if this == "confirmed" else RuntimeError(f"publish {this} by the broker")
             self.report("publish", self._request_name(self.ctx.scenario.producer(row[2]).exchange, row[8]),
                         (now - row[6]) / 1e6, row[7], exc)
         self._window_open.set()
+
+    def _on_return(self, _channel, method, props, _body) -> None:
+        """Runs in the hub: a mandatory publish no queue took. Its confirm follows (outcome
+        `returned`); the event is the evidence when confirms are off."""
+        message_id = (props.headers or {}).get("sojourn-id")
+        if message_id is None:
+            return
+        if self._pending:  # confirms on: its confirm is still to come
+            self._returned.add(message_id)
+        self.ctx.event("publish_returned", self.name, message_id,
+                       detail={"reply_code": method.reply_code, "reply_text": method.reply_text,
+                               "exchange": method.exchange, "routing_key": method.routing_key})
+
+    def _on_blocked(self, _conn, frame) -> None:
+        self._unblocked.clear()
+        reason = getattr(frame.method, "reason", "")
+        self.ctx.event("connection_blocked", self.name, self.name, detail={"reason": reason})
+        log.warning("producer %s: the broker blocked its connection (%s)", self.name, reason)
+
+    def _on_unblocked(self, _conn, _frame) -> None:
+        self._unblocked.set()
+        self.ctx.event("connection_unblocked", self.name, self.name)
+
+    def _wait_unblocked(self, max_wait_s: float | None) -> float:
+        """Wait for connection.unblocked, at most `max_wait_s` (None: as long as the run lasts);
+        return the time waited in ms. The caller gives the publish up if still blocked."""
+        start = time.monotonic()
+        while not self._unblocked.is_set() and not self.ctx.stopping.is_set():
+            left = BLOCKED_POLL_S if max_wait_s is None else max_wait_s - (time.monotonic() - start)
+            if left <= 0:
+                break
+            self._unblocked.wait(min(left, BLOCKED_POLL_S))
+        return (time.monotonic() - start) * 1000
+
+    def _draw_priority(self, mix) -> int:
+        x = self._priority_rng.random()
+        for priority, share in mix:
+            x -= share
+            if x < 0:
+                return priority
+        return mix[-1][0]  # rounding: the shares sum to 1 within a few ulps
 
     def _on_connection_closed(self, _conn, exc) -> None:
         if not self._leaving:
@@ -273,6 +336,7 @@ class Producer(Participant):
             log.warning("producer %s lost its connection: %s", self.name, exc)
         self._give_up_pending("unconfirmed")
         self._window_open.set()
+        self._unblocked.set()  # a blocked connection that closed blocks no one any more
 
     def _give_up_pending(self, outcome: str) -> None:
         for row in self._pending.values():

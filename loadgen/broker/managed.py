@@ -258,7 +258,7 @@ class ManagedBroker:
             try:
                 # Not `stop <pid_file>`: that waits on the pid with its own check, which took a
                 # minute here after the node had gone; we watch the pid ourselves (zombie = gone).
-                self._ctl("stop", timeout=timeout)
+                self.ctl("stop", timeout=timeout)
             except (subprocess.TimeoutExpired, BrokerError):
                 pass
             if not _wait_gone(pid, self.node, timeout):
@@ -291,7 +291,7 @@ class ManagedBroker:
         if pid is None or not query_node:
             return BrokerStatus(running=pid is not None, **base)
         try:
-            out = self._ctl("status", "--formatter", "json", timeout=timeout)
+            out = self.ctl("status", "--formatter", "json", timeout=timeout)
             live = json.loads(out)
         except (subprocess.TimeoutExpired, BrokerError, ValueError) as exc:
             return BrokerStatus(running=True, detail=f"rabbitmqctl status failed: {exc}", **base)
@@ -345,7 +345,9 @@ class ManagedBroker:
             env["RABBITMQ_DIST_PORT"] = str(dist_port)
         return env
 
-    def _ctl(self, *args: str, timeout: float) -> str:
+    def ctl(self, *args: str, timeout: float = 30.0) -> str:
+        """`rabbitmqctl -n <this node> ARGS...` with the node's environment; its stdout.
+        Raises BrokerError when it fails (e.g. `ctl("set_vm_memory_high_watermark", "absolute", "1MB")`)."""
         rabbit = find_rabbitmq()
         done = subprocess.run([str(rabbit.ctl), "-n", self.node, *args], env=self._env(), cwd=self.dir,
                               capture_output=True, text=True, timeout=timeout)

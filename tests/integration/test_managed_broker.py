@@ -119,12 +119,42 @@ def test_a_low_watermark_blocks_a_publisher_and_down_purge_removes_the_node(node
     during = sojourn("broker", "status", "--dir", str(directory), timeout=60)
     assert "alarms:    memory (publishers are blocked)" in during.stdout
 
+    run_blocked_producer(port, directory)
+
     down = sojourn("broker", "down", "--dir", str(directory), "--purge", timeout=90)
     assert down.returncode == 0, down.stderr
     assert not directory.exists()
     after = sojourn("broker", "status", "--port", str(port), "--dir", str(directory), timeout=30)
     assert after.returncode == 1
     assert "not running" in after.stdout
+
+
+def run_blocked_producer(port: int, directory: Path) -> None:
+    """A sojourn run against the node with the memory alarm forced on: its producer's connection
+    is blocked, the block is traced, and publishes that wait longer than max_blocked_wait_s are
+    given up with outcome blocked_timeout (never sent) after waiting that long."""
+    from tests.integration.traces import read_rows
+
+    ManagedBroker.from_dir(directory).ctl("set_vm_memory_high_watermark", "absolute", "1MB", timeout=60)
+    scenario = directory.parent / "blocked.yaml"
+    scenario.write_text(f"""
+name: it-blocked
+broker: {{url: "amqp://guest:guest@127.0.0.1:{port}/"}}
+queue: {{name: sojourn.it.blocked}}
+run: {{duration_s: 3, drain_timeout_s: 2}}
+producers:
+  - {{name: p, rate: 10, confirms: true, max_blocked_wait_s: 0.3}}
+""")
+    run_dir = directory.parent / "run"
+    result = sojourn("run", str(scenario), "--out", str(run_dir), "--no-analyze", timeout=120)
+    assert result.returncode == 0, result.stderr[-3000:]
+    events = [e for e in read_rows(run_dir, "event") if e["kind"] == "connection_blocked"]
+    assert events and "low on memory" in events[0]["detail"]
+    publishes = read_rows(run_dir, "publish")
+    given_up = [p for p in publishes if p["outcome"] == "blocked_timeout"]
+    assert given_up, sorted({p["outcome"] for p in publishes})
+    assert all(p["blocked_ms"] >= 300 for p in given_up)
+    assert not [p for p in publishes if p["outcome"] == "confirmed"]   # nothing got through the alarm
 
 
 def test_a_port_held_by_another_process_is_refused(tmp_path):
