@@ -117,9 +117,9 @@ LEFTOVER = _COMMON + (
 
 DEADLETTER = _COMMON + (
     _c("message_id", "string", "from the `sojourn-id` header; null for a foreign message", nullable=True),
-    _c("queue", "string", "queue the broker dead-lettered it from (`x-death[0].queue`)"),
-    _c("reason", "string", "why (`x-death[0].reason`): one of DEAD_LETTER_REASONS"),
-    _c("death_count", "int64", "times it was dead-lettered from that queue for that reason (`x-death[0].count`)"),
+    _c("queue", "string", "the run's queue it was dead-lettered from (other queues' dead-letters are not recorded)"),
+    _c("reason", "string", "why: `reason` of that queue's `x-death` entry, one of DEAD_LETTER_REASONS"),
+    _c("death_count", "int64", "times it was dead-lettered from that queue for that reason (`count` of the entry)"),
     _c("received_ns", "int64", "when sojourn's capture consumer read it off the capture queue"),
     _c("exchange", "string", "dead-letter exchange it arrived through"),
     _c("routing_key", "string", "routing key it arrived with"),

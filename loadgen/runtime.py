@@ -22,6 +22,7 @@ from gevent.lock import RLock
 
 from loadgen.amqp import connection as amqp
 from loadgen.amqp import topology
+from loadgen.deadletter import DeadLetterCapture, capture_plan
 from loadgen.errors import BrokerOperationFailed
 from loadgen.lateness import Lateness
 from loadgen.replay.sources import load_sources
@@ -88,6 +89,8 @@ class RunContext:
         self._control_lock = RLock()
         self._greenlets: list[gevent.Greenlet] = []
         self.netem = None  # the network impairment proxy participants connect through (start_netem)
+        self.dead_letter_plan = capture_plan(scenario)  # every process's drain waits on its capture queue
+        self.dead_letters: DeadLetterCapture | None = None  # the capture, in the process that declares
         self.replay_traces = load_sources(scenario)  # group -> trace (parsed once per process)
         self.event("run_start", "runner", self.role, detail={"t0_ns": self.t0_ns})
         self._greenlets.append(gevent.spawn(self._flush_loop))
@@ -158,6 +161,10 @@ class RunContext:
         return amqp.connect(self.netem.url, heartbeat_s=b.heartbeat_s, connect_timeout_s=b.connect_timeout_s,
                             name=name, on_close=on_close, tls_server_hostname=self.netem.tls_server_hostname)
 
+    def connect_direct(self, name: str, on_close=None):
+        """A connection straight to the broker, never through the network proxy (dead-letter capture)."""
+        return self._connect_direct(name, on_close)
+
     def _connect_direct(self, name: str, on_close=None):
         """Straight to the broker: the control connection is never delayed or cut by the proxy,
         so topology, slot claims, drain depth checks and the census keep working in an outage."""
@@ -195,10 +202,26 @@ class RunContext:
                 depth = 0
         return depth
 
+    def start_dead_letter_capture(self, purge: bool) -> None:
+        """When the queue has a dead-letter exchange: declare the capture and consume it (docs/discards.md)."""
+        if self.dead_letter_plan is None:
+            return
+        capture = DeadLetterCapture(self, self.dead_letter_plan)
+        capture.declare(purge)
+        capture.start()
+        self.dead_letters = capture
+
+    def stop_dead_letter_capture(self) -> None:
+        """After the census: stop capturing and read what is still in the capture queue."""
+        if self.dead_letters is not None:
+            self.dead_letters.stop()
+
     def delete_queue(self) -> None:
-        """queue.delete_on_end: remove the queue (and what the census counted in it)."""
+        """queue.delete_on_end: remove the queue (and what the census counted in it), and the capture queue."""
         with self._control_lock:
             topology.delete_queue(self.control(), self.scenario.queue.name)
+            if self.dead_letters is not None:
+                topology.delete_queue(self.control(), self.dead_letters.plan.queue)
         self.event("queue_deleted", "runner", self.scenario.queue.name)
 
     def queue_depth(self) -> int | None:
@@ -209,6 +232,26 @@ class RunContext:
             log.warning("queue depth check failed: %s", exc)
             with self._control_lock:
                 self._control = None
+            return None
+
+    def _dead_letter_depth(self) -> int | None:
+        """Dead-letters not yet read by the capture: 0 without one, or before the declaring process made it."""
+        if self.dead_letter_plan is None:
+            return 0
+        try:
+            channel = self.new_channel()  # a missing queue closes the channel it was asked on
+            try:
+                return topology.queue_depth(channel, self.dead_letter_plan.queue)
+            finally:
+                if channel.is_open:
+                    channel.close()
+        except BrokerOperationFailed as exc:
+            if exc.reply_code == topology.NOT_FOUND:
+                return 0
+            log.warning("dead-letter queue depth check failed: %s", exc)
+            return None
+        except Exception as exc:  # noqa: BLE001 - a failed probe must not kill the drain
+            log.warning("dead-letter queue depth check failed: %s", exc)
             return None
 
     def claim_slot(self, kind: str, group: str, max_count: int) -> int:
@@ -268,6 +311,8 @@ class RunContext:
         while self.elapsed_s() < deadline and not self.stopping.is_set():
             idle = all(p.idle() for p in self.participants)
             depth = self.queue_depth() if idle else None
+            if depth == 0:  # a late dead-letter must be read before the capture stops
+                depth = self._dead_letter_depth()
             stable = stable + 1 if idle and depth == 0 else 0
             if stable >= DRAIN_STABLE_CHECKS:
                 reason = "empty"
@@ -296,6 +341,8 @@ class RunContext:
             g.kill(block=False)
         if self.netem is not None:
             self.netem.stop()  # it records its own statistics and flushes them before exiting
+        if self.dead_letters is not None:
+            self.dead_letters.close()
         try:
             if self._control is not None and self._control_conn.is_open:
                 self._control_conn.close()

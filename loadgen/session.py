@@ -17,6 +17,7 @@ from locust.runners import MasterRunner, WorkerRunner
 
 from loadgen import reports
 from loadgen.census import take_census
+from loadgen.deadletter import capture_warnings
 from loadgen.errors import BrokerOperationFailed, BrokerUnreachable
 from loadgen.netem import NetemError
 from loadgen.redact import mask_text
@@ -104,8 +105,12 @@ def start(environment) -> None:
         write_run_json(run_dir, scenario, run_id=run_id, t0_ns=ctx.t0_ns, status="running",
                        replay=describe(scenario, ctx.replay_traces))
         sys.stderr.write(f"[sojourn] run {run_id}: traces in {run_dir}/traces\n")
+        for warning in capture_warnings(scenario):
+            sys.stderr.write(f"warning: {warning}\n")
     try:
         ctx.declare_topology(purge=role != "worker")
+        if role != "worker":  # the process that purges the queue also captures its dead-letters
+            ctx.start_dead_letter_capture(purge=True)
         if role != "master":  # each process that runs participants has its own network proxy
             ctx.start_netem()
     except (BrokerUnreachable, BrokerOperationFailed, NetemError) as exc:
@@ -186,6 +191,7 @@ def stop(environment) -> None:
     depth = None
     try:
         depth = take_census(ctx)
+        ctx.stop_dead_letter_capture()  # after the census: what expires once it is requeued is still read
         if ctx.scenario.queue.delete_on_end:
             ctx.delete_queue()
     except Exception as exc:  # noqa: BLE001 - a lost broker must not lose the traces
