@@ -204,21 +204,26 @@ def _link_text(direction: str, link) -> str:
 
 # -- run ----------------------------------------------------------------------
 def cmd_run(args) -> int:
-    from loadgen.amqp.connection import probe
+    from loadgen.broker.for_run import broker_for_run
+    from loadgen.broker.managed import BrokerError
     from loadgen.errors import BrokerUnreachable
     from loadgen.runinfo import default_run_dir
 
     scenario = _load(args.scenario, args.overrides)
     _print_warnings(scenario)
-    try:
-        probe(scenario.broker.url, timeout_s=scenario.broker.connect_timeout_s)
-    except BrokerUnreachable as exc:
-        raise CliError(f"{exc}\n{BROKER_HELP}", EXIT_BROKER) from None
     run_dir = args.out or default_run_dir(scenario.name)
     if os.path.exists(os.path.join(run_dir, "traces")):
         raise CliError(f"{run_dir}: already holds a run's traces; choose another --out", EXIT_INPUT)
-    os.makedirs(run_dir, exist_ok=True)
-    interrupted = _run_locust(args, run_dir)
+    try:
+        with broker_for_run(scenario, lambda message: print(f"sojourn: {message}", file=sys.stderr)) as url:
+            if url is not None:  # a private node stands in for the default broker
+                args.overrides = [*args.overrides, f"broker.url={url}"]
+            os.makedirs(run_dir, exist_ok=True)
+            interrupted = _run_locust(args, run_dir)
+    except BrokerUnreachable as exc:
+        raise CliError(f"{exc}\n{BROKER_HELP}", EXIT_BROKER) from None
+    except BrokerError as exc:
+        raise CliError(f"the private broker did not start: {exc}", EXIT_BROKER) from None
     if args.no_analyze:
         print(f"traces written to {run_dir}; analyze with: sojourn analyze {run_dir}")
         return EXIT_INTERRUPTED if interrupted else EXIT_OK

@@ -95,6 +95,7 @@ class Producer(Participant):
         self._replay = None  # this slot's remaining replay items (kept across a re-entry)
         self._unblocked = Event()  # cleared while the broker blocks the connection (connection.blocked)
         self._unblocked.set()
+        self._blocked_since_s = self._unblocked_at_s = -1.0  # elapsed time of the last block / unblock
         self._returned: set[str] = set()  # ids of mandatory publishes the broker returned, until confirmed
         # A stream of its own, so a priority mix does not change the arrival times of a seed.
         self._priority_rng = producer_rng(_seed(ctx.run_id), f"{self.name}/priority")
@@ -204,7 +205,11 @@ class Producer(Participant):
 
     # -- publishing ---------------------------------------------------------
     def _publish(self, settings, intended_s: float, phase: str, item: ReplayItem | None = None) -> None:
-        blocked_ms = None if self._unblocked.is_set() else self._wait_unblocked(settings.max_blocked_wait_s)
+        blocked_ms = None
+        if not self._unblocked.is_set():  # producer flow control: the broker blocked the connection
+            blocked_ms = self._wait_unblocked(intended_s, settings.max_blocked_wait_s)
+        elif intended_s < self._unblocked_at_s:  # due during the last block, sent after it: waited too
+            blocked_ms = (self._unblocked_at_s - max(intended_s, self._blocked_since_s)) * 1000
         while settings.confirms and len(self._pending) >= settings.confirm_window \
                 and not self.ctx.stopping.is_set():
             self._window_open.clear()
@@ -256,7 +261,8 @@ class Producer(Participant):
             self._reconnect_later(settings)
             return
         self.ctx.counters["published"] += 1
-        self.ctx.lateness.note(publish_ns - intended_ns)
+        if blocked_ms is None:  # a wait on a blocked connection is the broker's delay, not lateness
+            self.ctx.lateness.note(publish_ns - intended_ns)
         if settings.confirms:
             self._pending[self._next_tag] = row
             self._next_tag += 1
@@ -303,24 +309,30 @@ class Producer(Participant):
 
     def _on_blocked(self, _conn, frame) -> None:
         self._unblocked.clear()
+        self._blocked_since_s = self.ctx.elapsed_s()
         reason = getattr(frame.method, "reason", "")
         self.ctx.event("connection_blocked", self.name, self.name, detail={"reason": reason})
         log.warning("producer %s: the broker blocked its connection (%s)", self.name, reason)
 
     def _on_unblocked(self, _conn, _frame) -> None:
         self._unblocked.set()
+        self._unblocked_at_s = self.ctx.elapsed_s()
         self.ctx.event("connection_unblocked", self.name, self.name)
 
-    def _wait_unblocked(self, max_wait_s: float | None) -> float:
-        """Wait for connection.unblocked, at most `max_wait_s` (None: as long as the run lasts);
-        return the time waited in ms. The caller gives the publish up if still blocked."""
-        start = time.monotonic()
+    def _wait_unblocked(self, intended_s: float, max_wait_s: float | None) -> float:
+        """Wait for connection.unblocked; return how long this message has waited on the block, in ms.
+
+        A message waits from its intended send time (or the start of the block, if later), as if
+        each had its own sender: one due 3 s ago on a connection blocked since then has waited
+        3 s already, and with `max_wait_s` 2 is given up at once instead of after 2 s more. The
+        caller gives the publish up when the connection is still blocked on return."""
+        since = max(intended_s, self._blocked_since_s)
         while not self._unblocked.is_set() and not self.ctx.stopping.is_set():
-            left = BLOCKED_POLL_S if max_wait_s is None else max_wait_s - (time.monotonic() - start)
+            left = BLOCKED_POLL_S if max_wait_s is None else since + max_wait_s - self.ctx.elapsed_s()
             if left <= 0:
                 break
             self._unblocked.wait(min(left, BLOCKED_POLL_S))
-        return (time.monotonic() - start) * 1000
+        return max(0.0, self.ctx.elapsed_s() - since) * 1000
 
     def _draw_priority(self, mix) -> int:
         x = self._priority_rng.random()

@@ -1,7 +1,10 @@
 """Publish fidelity: how late each producer group published against its schedule, and for
 trace replay whether every source row went out once, at the rate and spacing recorded.
 
-Definitions in docs/summary.md, "fidelity". Lateness is `publish_ns - intended_ns`; a
+Definitions in docs/summary.md, "fidelity". Lateness is the load generator's own delay:
+`publish_ns - intended_ns` less the time the publish waited on a connection the broker had
+blocked (`blocked_ms`, producer flow control: the broker's delay, reported in the
+`flow_control` block); a publish given up while blocked (`blocked_timeout`) has no lateness. A
 *replayed* row is one with `replay_index` not null. Every row counts, warm-up included:
 the offered load is what the schedule or the file asked for from the first message on.
 """
@@ -45,11 +48,12 @@ def _replayed() -> Column:
 
 
 def lateness_by_group(publishes: DataFrame) -> DataFrame:
-    """One row per producer group: `lateness_ms` (a stats struct of publish_ns - intended_ns),
+    """One row per producer group: `lateness_ms` (a stats struct of the lateness, see above),
     `late_over_<n>_ms` (the share of publishes later than n ms, for LATE_THRESHOLDS_MS),
     and for replayed rows `replay_published` (rows) and `replay_distinct` (distinct
     (replay_index, replay_loop) pairs)."""
-    late = ms_between("publish_ns", "intended_ns")
+    late = F.when(F.col("outcome") != "blocked_timeout",
+                  ms_between("publish_ns", "intended_ns") - F.coalesce(F.col("blocked_ms"), F.lit(0.0)))
     counted = F.count(late)
     shares = [F.when(counted > 0, F.count_if(late > F.lit(float(ms))) / counted).alias(f"late_over_{ms}_ms")
               for ms in LATE_THRESHOLDS_MS]

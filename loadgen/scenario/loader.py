@@ -20,7 +20,7 @@ from loadgen.scenario.errors import (
     Invalid, ScenarioError, did_you_mean, join_path as _join, located, mask_passwords, show,
 )
 from loadgen.scenario.model import (
-    BASE_PHASE, PHASE_SETTABLE, PROCESSING_PARAMS, YAML_LAYOUT, Broker, ConsumerGroup,
+    BASE_PHASE, PHASE_SETTABLE, PROCESSING_PARAMS, YAML_LAYOUT, Broker, ConsumerGroup, ManagedSpec,
     FrozenMapping, Phase, Processing, ProducerGroup, QueueSpec, RunSpec, Scenario,
 )
 from loadgen.scenario.overrides import (
@@ -34,6 +34,7 @@ __all__ = ["load_scenario", "ENV_URL", "DEFAULT_URL", "MAX_SIZE_BYTES"]
 ENV_URL = "SOJOURN_AMQP_URL"
 DEFAULT_URL = "amqp://guest:guest@127.0.0.1:5672/"
 MAX_SIZE_BYTES = 128 * 1024 * 1024
+MANAGED_PORT = 5673  # loadgen.broker.DEFAULT_PORT, without importing the broker package here
 _PHASE_SET_ROOTS = ("producers", "consumers", "network")
 
 
@@ -48,11 +49,13 @@ def load_scenario(path: str | os.PathLike, overrides: Sequence[str] = (),
     env_url = env.get(ENV_URL) or ""
     broker = tree.get("broker")
     url_set = "broker.url" in origins or ("broker" in origins and isinstance(broker, dict) and "url" in broker)
-    use_env = bool(env_url) and not url_set and (broker is None or isinstance(broker, dict))
+    managed = isinstance(broker, dict) and broker.get("managed") not in (None, False)
+    use_env = bool(env_url) and not url_set and not managed and (broker is None or isinstance(broker, dict))
     if use_env:
         tree["broker"] = {**(broker or {}), "url": env_url}
+    url_is_default = not (url_set or use_env or (isinstance(broker, dict) and "url" in broker))
     try:
-        return _build(tree, source, overrides)
+        return _build(tree, source, overrides, url_is_default)
     except ScenarioError as err:  # point it at the --set or variable that put the bad value there
         err = blame_override(err, origins)
         if use_env and err.override is None and err.yaml_path == "broker.url":
@@ -121,6 +124,34 @@ def _url(value: Any) -> str:
     return value
 
 
+def _managed(value: Any) -> ManagedSpec | None:
+    """`broker.managed`: true (defaults), false/null (none), or {port, settings, keep}."""
+    from loadgen.broker.config import BrokerSettingsError, effective_settings
+
+    if value is None or value is False:
+        return None
+    if value is True:
+        value = {}
+    if not isinstance(value, dict):
+        raise Invalid(f"expected true or a mapping such as {{port: 5674, settings: "
+                      f"{{vm_memory_high_watermark.absolute: 200MiB}}}}, got {show(value)}")
+    for key in value:
+        if key not in YAML_LAYOUT["managed"]:
+            hint = did_you_mean(key, YAML_LAYOUT["managed"]) or f" (expected one of: {', '.join(YAML_LAYOUT['managed'])})"
+            raise Invalid(f"unknown key{hint}", value[key], str(key))
+    port = _sub(value, "port", _integer(1, 65535)) if "port" in value else MANAGED_PORT
+    settings = value.get("settings") or {}
+    if not isinstance(settings, dict):
+        raise Invalid(f"expected a mapping of rabbitmq.conf keys to values, got {show(settings)}", settings,
+                      "settings")
+    try:
+        effective_settings(settings)
+    except BrokerSettingsError as err:
+        raise Invalid(err.reason, err.value, f"settings.{err.key}") from None
+    keep = _sub(value, "keep", _boolean) if "keep" in value else False
+    return ManagedSpec(port, FrozenMapping({str(k): v for k, v in settings.items()}), keep)
+
+
 def _arguments(value: Any) -> FrozenMapping:
     if value is None:
         return FrozenMapping()
@@ -181,13 +212,19 @@ _CONSUMER_FIELDS: dict[str, tuple[Check, Any]] = {
 
 # ---- sections
 
-def _build(tree: dict, source: str, overrides: tuple[str, ...]) -> Scenario:
+def _build(tree: dict, source: str, overrides: tuple[str, ...], url_is_default: bool = False) -> Scenario:
     top = _Reader(source, tree, "", "scenario")
     name = top.get("name", _name)
     description = top.get("description", _text(nullable=True), "") or ""
     b = top.section("broker", "broker")
-    broker = Broker(b.get("url", _url, DEFAULT_URL), b.get("heartbeat_s", _integer(0), 30),
-                    b.get("connect_timeout_s", _number(0, strict=True), 5.0))
+    managed = b.get("managed", _managed, None)
+    if managed is not None and "url" in b.raw:
+        _fail(source, "broker.url", b.raw["url"], "give broker.url or broker.managed, not both "
+              "(a managed node's URL is amqp://guest:guest@127.0.0.1:<port>/)")
+    url = f"amqp://guest:guest@127.0.0.1:{managed.port}/" if managed else b.get("url", _url, DEFAULT_URL)
+    broker = Broker(url, b.get("heartbeat_s", _integer(0), 30),
+                    b.get("connect_timeout_s", _number(0, strict=True), 5.0), managed,
+                    url_is_default and managed is None)
     q = top.section("queue", "queue", required=True)
     queue = QueueSpec(q.get("name", _text(nonempty=True)), q.get("durable", _boolean, False),
                       q.get("auto_delete", _boolean, False), q.get("arguments", _arguments, FrozenMapping()),

@@ -14,7 +14,7 @@ from loadgen.redact import mask_url
 
 __all__ = [
     "BASE_PHASE", "YAML_LAYOUT", "PROCESSING_PARAMS", "PHASE_SETTABLE", "LEAF",
-    "NETWORK_PATHS", "FrozenMapping", "Processing", "Broker", "QueueSpec", "RunSpec",
+    "NETWORK_PATHS", "FrozenMapping", "Processing", "ManagedSpec", "Broker", "QueueSpec", "RunSpec",
     "ProducerGroup", "Bursts", "ReplaySpec", "CoDelSpec", "ConsumerGroup", "LinkSpec", "NetworkSpec", "Phase", "Scenario",
 ]
 
@@ -29,7 +29,8 @@ YAML_LAYOUT: dict[str, dict[str, str]] = {
     "scenario": {"name": LEAF, "description": LEAF, "broker": "broker", "queue": "queue",
                  "run": "run", "producers": "[producer]", "consumers": "[consumer]",
                  "timeline": "[phase]", "slo": "[]", "network": "network"},
-    "broker": {"url": LEAF, "heartbeat_s": LEAF, "connect_timeout_s": LEAF},
+    "broker": {"url": LEAF, "heartbeat_s": LEAF, "connect_timeout_s": LEAF, "managed": "managed"},
+    "managed": {"port": LEAF, "settings": "{}", "keep": LEAF},
     "queue": {"name": LEAF, "durable": LEAF, "auto_delete": LEAF, "arguments": "{}",
               "purge_on_start": LEAF, "delete_on_end": LEAF},
     "run": {"duration_s": LEAF, "warmup_s": LEAF, "drain_timeout_s": LEAF},
@@ -164,10 +165,25 @@ class Processing:
 
 
 @dataclass(frozen=True)
+class ManagedSpec:
+    """A private RabbitMQ node `sojourn run` starts for the run (docs/broker.md): its AMQP port,
+    its rabbitmq.conf settings (e.g. vm_memory_high_watermark.absolute), and whether to leave it
+    running afterwards."""
+
+    port: int
+    settings: FrozenMapping
+    keep: bool = False
+
+
+@dataclass(frozen=True)
 class Broker:
     url: str
     heartbeat_s: int
     connect_timeout_s: float
+    managed: ManagedSpec | None = None
+    """Set: `url` is the private node's; `sojourn run` starts it (docs/broker.md)."""
+    url_is_default: bool = field(default=False, compare=False)
+    """No file, variable or --set gave the URL: `sojourn run` may start a private node instead."""
 
 
 @dataclass(frozen=True)
@@ -438,7 +454,8 @@ class Scenario:
             "name": self.name,
             "description": self.description,
             "broker": {"url": url, "heartbeat_s": self.broker.heartbeat_s,
-                       "connect_timeout_s": self.broker.connect_timeout_s},
+                       "connect_timeout_s": self.broker.connect_timeout_s,
+                       "managed": _plain(asdict(self.broker.managed)) if self.broker.managed else None},
             "queue": {"name": self.queue.name, "durable": self.queue.durable,
                       "auto_delete": self.queue.auto_delete, "arguments": dict(self.queue.arguments),
                       "purge_on_start": self.queue.purge_on_start,

@@ -163,3 +163,13 @@ def test_the_job_writes_the_block_to_summary_json_with_the_plan_from_run_json(tm
     assert (r["replay"]["duplicates"], r["replay"]["missing"]) == (1, 2)
     assert r["replay"]["per_second"]["published"] == [1, 3, 0, 1]
     assert "The load generator could not keep up" in (tmp_path / "report.html").read_text()
+
+
+def test_waiting_on_a_blocked_connection_is_not_lateness_and_given_up_publishes_have_none(frame):
+    rows = late("s", [1, 2, 3])
+    rows.append({**pub("s", 3, 30, 2_034), "blocked_ms": 2_000.0})               # 2,004 ms, 2,000 blocked
+    rows.append({**pub("s", 4, 40, 2_040), "blocked_ms": 2_000.0, "outcome": "blocked_timeout"})
+    got = block(frame, rows)["s"]
+    assert got["lateness_ms"]["count"] == 4                                       # the given-up one: none
+    assert got["lateness_ms"]["max"] == approx(4.0)                               # 2,004 - 2,000
+    assert got["behind"] is False
