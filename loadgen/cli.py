@@ -168,7 +168,8 @@ def cmd_validate(args) -> int:
     _print_warnings(s)
     print(f"{s.source_path}: ok — scenario {s.name!r}, {s.run.duration_s:g} s "
           f"(warm-up {s.run.warmup_s:g} s, drain up to {s.run.drain_timeout_s:g} s), "
-          f"broker {mask_url(s.broker.url)}, queue {s.queue.name!r}")
+          f"broker {mask_url(s.broker.url)}{' (a private node sojourn run starts)' if s.broker.managed else ''}, "
+          f"queue {s.queue.name!r}")
     replay = describe(s, load_sources(s))
     for g in s.producers:
         confirms = f"confirms {'window ' + str(g.confirm_window) if g.confirms else 'off'}"
