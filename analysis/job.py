@@ -23,7 +23,7 @@ from analysis.slo import SloError, evaluate_slos, parse_slo
 from analysis.transforms import (
     DISCARD_CLASSES, accounting_totals, attach_intended_ns, classify_messages, consumer_summary, delivery_counts,
     histogram_counts, histogram_edges, mark_measured, measurement_window_ns, per_second_windows,
-    phase_summary, stats_block, stats_by, throughput, timeline_events, timeline_segments,
+    phase_summary, rejects_at_publish, stats_block, stats_by, throughput, timeline_events, timeline_segments,
     unaccounted_ids, with_confirm_latency, with_delivery_latencies,
 )
 from analysis.transforms._common import seconds_to_ns
@@ -255,8 +255,9 @@ def summarize(traces: Traces, run: Mapping[str, Any], progress: Progress | None 
     cached = [publishes, deliveries]
     try:
         say("computing accounting")
-        classified = publishes.transform(
-            classify_messages(deliveries, traces["leftover"], traces["event"])).cache()
+        classified = publishes.transform(classify_messages(
+            deliveries, traces["leftover"], traces["event"], traces.get("deadletter"),
+            publish_rejects=rejects_at_publish(run.get("scenario")))).cache()
         cached.append(classified)
         messages = _messages_block(
             accounting_totals(classified).crossJoin(delivery_counts(deliveries)).first(),

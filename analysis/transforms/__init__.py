@@ -3,8 +3,8 @@
 Nothing here reads or writes files; `analysis.job` does that and composes these.
 """
 from ._common import ACKED_OUTCOMES, Transform
-from .accounting import (ACCOUNT_CLASSES, DISCARD_CLASSES, accounting_totals, classify_messages,
-                         delivery_counts, unaccounted_ids)
+from .accounting import (ACCOUNT_CLASSES, DEAD_LETTER_CLASSES, DISCARD_CLASSES, accounting_totals,
+                         classify_messages, delivery_counts, rejects_at_publish, unaccounted_ids)
 from .codel import NACK_OUTCOMES, codel_block, codel_by_consumer, codel_totals, requeue_handoffs
 from .events import timeline_events
 from .histogram import histogram_counts, histogram_edges
@@ -19,8 +19,8 @@ from .windows import per_second_windows, second_since
 
 __all__ = [
     "ACKED_OUTCOMES", "Transform",
-    "ACCOUNT_CLASSES", "DISCARD_CLASSES", "accounting_totals", "classify_messages",
-    "delivery_counts", "unaccounted_ids",
+    "ACCOUNT_CLASSES", "DEAD_LETTER_CLASSES", "DISCARD_CLASSES", "accounting_totals", "classify_messages",
+    "delivery_counts", "rejects_at_publish", "unaccounted_ids",
     "NACK_OUTCOMES", "codel_block", "codel_by_consumer", "codel_totals", "requeue_handoffs",
     "timeline_events",
     "histogram_counts", "histogram_edges",

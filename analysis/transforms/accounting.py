@@ -1,7 +1,9 @@
 """Message accounting: every published message id ends in exactly one class.
 
-First match wins, in this order (docs/summary.md): acked, consumer_nack_discard,
-publish_nacked, publish_failed, left_in_broker, connection_lost, unaccounted. All counts are
+First match wins, in this order (docs/summary.md, docs/discards.md): acked,
+consumer_nack_discard, publish_rejected_maxlen, publish_nacked, unroutable, publish_failed,
+publish_failed_blocked, dead_lettered_maxlen, dead_lettered_expired, dead_lettered_rejected,
+dead_lettered_delivery_limit, left_in_broker, connection_lost, unaccounted. All counts are
 exact (`count`, never an approximate distinct count).
 """
 from __future__ import annotations
@@ -11,12 +13,28 @@ from pyspark.sql import functions as F
 
 from ._common import Transform, is_acked
 
-__all__ = ["ACCOUNT_CLASSES", "DISCARD_CLASSES", "classify_messages", "accounting_totals",
-           "delivery_counts", "unaccounted_ids"]
+__all__ = ["ACCOUNT_CLASSES", "DISCARD_CLASSES", "DEAD_LETTER_CLASSES", "classify_messages",
+           "accounting_totals", "delivery_counts", "unaccounted_ids", "rejects_at_publish"]
 
-ACCOUNT_CLASSES = ("acked", "consumer_nack_discard", "publish_nacked", "publish_failed",
+# x-death reason -> account class. A reason not listed here (a future broker's) is not
+# taken as an explanation: the message stays unaccounted, which is loud, not wrong.
+DEAD_LETTER_CLASSES = {
+    "maxlen": "dead_lettered_maxlen",
+    "expired": "dead_lettered_expired",
+    "rejected": "dead_lettered_rejected",
+    "delivery_limit": "dead_lettered_delivery_limit",
+}
+
+ACCOUNT_CLASSES = ("acked", "consumer_nack_discard", "publish_rejected_maxlen", "publish_nacked",
+                   "unroutable", "publish_failed", "publish_failed_blocked", *DEAD_LETTER_CLASSES.values(),
                    "left_in_broker", "connection_lost", "unaccounted")
-DISCARD_CLASSES = ("publish_nacked", "publish_failed", "consumer_nack_discard", "connection_lost")
+# The first four are the original keys of summary.json's messages.discarded, in their order.
+DISCARD_CLASSES = ("publish_nacked", "publish_failed", "consumer_nack_discard", "connection_lost",
+                   "publish_rejected_maxlen", "unroutable", "publish_failed_blocked",
+                   *DEAD_LETTER_CLASSES.values())
+
+# x-overflow values with which a full queue makes the broker nack the publish.
+_REJECTING_OVERFLOW = ("reject-publish", "reject-publish-dlx")
 
 # Written to the socket but never confirmed: lost if the producer's connection died afterwards.
 _UNCONFIRMED = ("unconfirmed", "sent")
@@ -28,8 +46,17 @@ def _flag(condition: Column) -> Column:
     return F.coalesce(F.bool_or(condition), F.lit(False))
 
 
+def rejects_at_publish(scenario: object) -> bool:
+    """True when the queue's `x-overflow` (run.json's resolved `scenario.queue.arguments`)
+    makes a full queue nack publishes: a nack is then the overflow, not a broker error."""
+    queue = scenario.get("queue") if isinstance(scenario, dict) else None
+    arguments = queue.get("arguments") if isinstance(queue, dict) else None
+    return isinstance(arguments, dict) and arguments.get("x-overflow") in _REJECTING_OVERFLOW
+
+
 def classify_messages(deliveries: DataFrame, leftovers: DataFrame,
-                      events: DataFrame | None = None) -> Transform:
+                      events: DataFrame | None = None, dead_letters: DataFrame | None = None,
+                      publish_rejects: bool = False) -> Transform:
     """Applied to publishes: one row per published message id with its `account`
     class and whether any of its publishes was `confirmed`.
 
@@ -42,6 +69,18 @@ def classify_messages(deliveries: DataFrame, leftovers: DataFrame,
     or sent with confirms off), found nowhere afterwards, whose producer traced a
     `connection_lost` event at or after its publish time: the broker dropped it
     with the connection. Without such an event it stays unaccounted.
+
+    `dead_letters` (the deadletter trace) explains a message the broker dead-lettered, by
+    the reason of its first capture (earliest `received_ns`: a message that cycles through
+    dead-letter exchanges keeps the cause that started it). A consumer's own `nack_discard`
+    wins over the `rejected` dead-letter it causes; a publish the broker nacked wins over the
+    `maxlen` dead-letter `reject-publish-dlx` makes of it. With `publish_rejects` (the queue's
+    `x-overflow` is reject-publish or reject-publish-dlx) a nacked publish is
+    `publish_rejected_maxlen` instead of `publish_nacked`.
+
+    `unroutable`: a mandatory publish the broker returned (outcome `returned`, or with
+    confirms off a `publish_returned` event naming its id); `publish_failed_blocked`: given up
+    on a blocked connection (outcome `blocked_timeout`), unless another attempt reached the broker.
     """
     def _classify(publishes: DataFrame) -> DataFrame:
         outcome = F.col("outcome")
@@ -49,6 +88,8 @@ def classify_messages(deliveries: DataFrame, leftovers: DataFrame,
             _flag(outcome == "confirmed").alias("confirmed"),
             _flag(outcome == "nacked").alias("_nacked"),
             _flag(outcome == "failed").alias("_failed"),
+            _flag(outcome == "blocked_timeout").alias("_blocked"),
+            _flag(outcome == "returned").alias("_returned"),
             _flag(outcome.isin(*_REACHED_BROKER)).alias("_reached"),
             F.max(F.when(outcome.isin(*_UNCONFIRMED), F.col("publish_ns"))).alias("_unconfirmed_ns"),
             F.first("producer", ignorenulls=True).alias("_producer"),
@@ -57,8 +98,14 @@ def classify_messages(deliveries: DataFrame, leftovers: DataFrame,
             lost = (events.where(F.col("kind") == "connection_lost")
                     .groupBy(F.col("source").alias("_producer")).agg(F.max("ts_ns").alias("_lost_ns")))
             published = published.join(lost, "_producer", "left")
+            # With confirms off a returned mandatory publish stays `sent`; its event names the id.
+            returned = (events.where(F.col("kind") == "publish_returned")
+                        .select(F.col("name").alias("message_id")).distinct()
+                        .withColumn("_returned_event", F.lit(True)))
+            published = published.join(returned, "message_id", "left")
         else:
-            published = published.withColumn("_lost_ns", F.lit(None).cast("long"))
+            published = (published.withColumn("_lost_ns", F.lit(None).cast("long"))
+                         .withColumn("_returned_event", F.lit(None).cast("boolean")))
         delivered = deliveries.where(F.col("message_id").isNotNull()).groupBy("message_id").agg(
             _flag(is_acked()).alias("_acked"),
             _flag(outcome == "nack_discard").alias("_nack_discard"),
@@ -66,12 +113,26 @@ def classify_messages(deliveries: DataFrame, leftovers: DataFrame,
         left = (leftovers.where(F.col("message_id").isNotNull())
                 .select("message_id").distinct().withColumn("_left", F.lit(True)))
         j = published.join(delivered, "message_id", "left").join(left, "message_id", "left")
+        if dead_letters is not None:
+            dead = (dead_letters.where(F.col("message_id").isNotNull()).groupBy("message_id")
+                    .agg(F.min_by("reason", "received_ns").alias("_dead_reason")))
+            j = j.join(dead, "message_id", "left")
+        else:
+            j = j.withColumn("_dead_reason", F.lit(None).cast("string"))
         flag = lambda name: F.coalesce(F.col(name), F.lit(False))  # noqa: E731
+        nacked = flag("_nacked") & ~flag("_reached")
         account = (
             F.when(flag("_acked"), "acked")
             .when(flag("_nack_discard"), "consumer_nack_discard")
-            .when(flag("_nacked") & ~flag("_reached"), "publish_nacked")
+            .when(nacked, "publish_rejected_maxlen" if publish_rejects else "publish_nacked")
+            .when(flag("_returned") | flag("_returned_event"), "unroutable")
             .when(flag("_failed") & ~flag("_reached"), "publish_failed")
+            .when(flag("_blocked") & ~flag("_reached"), "publish_failed_blocked")
+        )
+        for reason, account_class in DEAD_LETTER_CLASSES.items():
+            account = account.when(F.col("_dead_reason") == reason, account_class)
+        account = (
+            account
             .when(flag("_left"), "left_in_broker")
             .when(F.coalesce(F.col("_lost_ns") >= F.col("_unconfirmed_ns"), F.lit(False)), "connection_lost")
             .otherwise("unaccounted")

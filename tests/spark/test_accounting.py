@@ -1,5 +1,6 @@
-from analysis.transforms import (ACCOUNT_CLASSES, accounting_totals, classify_messages,
-                                 delivery_counts, unaccounted_ids)
+from analysis.schema import SCHEMA_VERSION, column_names, spark_schema
+from analysis.transforms import (ACCOUNT_CLASSES, DISCARD_CLASSES, accounting_totals, classify_messages,
+                                 delivery_counts, rejects_at_publish, unaccounted_ids)
 
 
 def _publish(m, outcome="confirmed"):
@@ -57,7 +58,9 @@ def test_totals_satisfy_the_accounting_identity(frame):
     # confirmed: m01 m02 m03 m06 m07 m09 = 6
     assert totals == {"published": 11, "confirmed": 6, "acked": 4, "consumer_nack_discard": 1,
                       "publish_nacked": 1, "publish_failed": 1, "left_in_broker": 2,
-                      "connection_lost": 0, "unaccounted": 2}
+                      "connection_lost": 0, "unaccounted": 2, "publish_rejected_maxlen": 0,
+                      "dead_lettered_maxlen": 0, "dead_lettered_expired": 0, "dead_lettered_rejected": 0,
+                      "dead_lettered_delivery_limit": 0, "unroutable": 0, "publish_failed_blocked": 0}
     # published = acked + discarded_total + left_in_broker + unaccounted: 11 = 4 + 3 + 2 + 2
     assert totals["published"] == sum(totals[c] for c in ACCOUNT_CLASSES)
 
@@ -114,3 +117,117 @@ def test_connection_lost_counts_in_the_identity(frame):
     # 6 published = 0 acked + 2 discarded (connection_lost) + 1 left + 3 unaccounted
     assert totals["connection_lost"] == 2 and totals["left_in_broker"] == 1 and totals["unaccounted"] == 3
     assert totals["published"] == sum(totals[c] for c in ACCOUNT_CLASSES)
+
+
+# --- dead letters (docs/discards.md) ------------------------------------------------
+
+def _dead_letters(spark, *rows: dict):
+    """A deadletter trace frame; columns a test does not name get neutral values."""
+    names = column_names("deadletter")
+    base = dict(schema_version=SCHEMA_VERSION, run_id="run-1", worker="w:1", queue="q", death_count=1,
+                received_ns=0, exchange="dlx", routing_key="q")
+    return spark.createDataFrame([tuple({**base, **r}[n] for n in names) for r in rows],
+                                 spark_schema("deadletter"))
+
+
+def _dead_letter_run(spark, frame, publish_rejects=False):
+    publishes = frame(
+        "publish",
+        _publish("overflowed"), _publish("expired"), _publish("nack_discarded"), _publish("rejected"),
+        _publish("over_limit"), _publish("acked_anyway"), _publish("census_then_expired"),
+        _publish("refused", "nacked"), _publish("first_cause"), _publish("odd_reason"),
+        _publish("lost"),
+    )
+    deliveries = frame(
+        "delivery",
+        _delivery("nack_discarded", "nack_discard"),
+        _delivery("over_limit", "nack_requeue"), _delivery("over_limit", "nack_requeue", redelivered=True),
+        _delivery("acked_anyway", "ack"),
+    )
+    leftovers = frame("leftover", dict(message_id="census_then_expired"))
+    dead = _dead_letters(
+        spark,
+        dict(message_id="overflowed", reason="maxlen"),
+        dict(message_id="expired", reason="expired"),
+        dict(message_id="nack_discarded", reason="rejected"),
+        dict(message_id="rejected", reason="rejected"),
+        dict(message_id="over_limit", reason="delivery_limit"),
+        dict(message_id="acked_anyway", reason="expired"),
+        dict(message_id="census_then_expired", reason="expired"),
+        dict(message_id="refused", reason="maxlen"),               # reject-publish-dlx dead-letters it too
+        dict(message_id="first_cause", reason="expired", received_ns=20),
+        dict(message_id="first_cause", reason="maxlen", received_ns=10),
+        dict(message_id="odd_reason", reason="no-such-reason"),
+        dict(message_id=None, reason="maxlen"),                    # a foreign message
+        dict(message_id="not-ours", reason="maxlen"),              # not published in this run
+    )
+    return publishes.transform(classify_messages(deliveries, leftovers, None, dead,
+                                                 publish_rejects=publish_rejects))
+
+
+def test_dead_lettered_messages_are_accounted_by_the_brokers_reason(spark, frame):
+    got = {r.message_id: r.account for r in _dead_letter_run(spark, frame).collect()}
+    assert got == {
+        "overflowed": "dead_lettered_maxlen",
+        "expired": "dead_lettered_expired",
+        "nack_discarded": "consumer_nack_discard",     # the consumer's nack is the cause: it wins
+        "rejected": "dead_lettered_rejected",          # rejected by someone sojourn did not trace
+        "over_limit": "dead_lettered_delivery_limit",  # requeued until the quorum queue gave up
+        "acked_anyway": "acked",
+        "census_then_expired": "dead_lettered_expired",  # the census saw it; it expired afterwards
+        "refused": "publish_nacked",                   # a nack wins over its dead-letter copy
+        "first_cause": "dead_lettered_maxlen",         # the earliest capture names the cause
+        "odd_reason": "unaccounted",                   # an unknown reason explains nothing
+        "lost": "unaccounted",                         # confirmed, then found nowhere: a bug
+    }
+
+
+def test_a_nack_from_a_queue_that_rejects_publishes_when_full_is_a_rejection_at_publish(spark, frame):
+    got = {r.message_id: r.account for r in _dead_letter_run(spark, frame, publish_rejects=True).collect()}
+    assert got["refused"] == "publish_rejected_maxlen"
+    assert got["lost"] == "unaccounted"
+
+
+def test_dead_letter_classes_count_as_discards_in_the_identity(spark, frame):
+    totals = accounting_totals(_dead_letter_run(spark, frame)).first().asDict()
+    assert {c: totals[c] for c in ("dead_lettered_maxlen", "dead_lettered_expired", "dead_lettered_rejected",
+                                   "dead_lettered_delivery_limit", "consumer_nack_discard", "publish_nacked",
+                                   "acked", "unaccounted")} == {
+        "dead_lettered_maxlen": 2, "dead_lettered_expired": 2, "dead_lettered_rejected": 1,
+        "dead_lettered_delivery_limit": 1, "consumer_nack_discard": 1, "publish_nacked": 1,
+        "acked": 1, "unaccounted": 2}
+    discarded = sum(totals[c] for c in DISCARD_CLASSES)
+    # 11 published = 1 acked + 8 discarded + 0 left + 2 unaccounted
+    assert totals["published"] == 11 == totals["acked"] + discarded + totals["left_in_broker"] + totals["unaccounted"]
+    assert totals["published"] == sum(totals[c] for c in ACCOUNT_CLASSES)
+
+
+def test_without_dead_letter_traces_the_original_classes_are_unchanged(frame):
+    classified, _ = _run(frame)
+    assert {r.account for r in classified.collect()} <= {"acked", "consumer_nack_discard", "publish_nacked",
+                                                         "publish_failed", "left_in_broker", "unaccounted"}
+
+
+def test_only_reject_publish_overflow_makes_nacks_rejections_at_publish():
+    assert rejects_at_publish({"queue": {"arguments": {"x-overflow": "reject-publish"}}})
+    assert rejects_at_publish({"queue": {"arguments": {"x-overflow": "reject-publish-dlx"}}})
+    assert not rejects_at_publish({"queue": {"arguments": {"x-overflow": "drop-head"}}})
+    assert not rejects_at_publish({"queue": {"arguments": {}}})
+    assert not rejects_at_publish({"queue": "q"}) and not rejects_at_publish(None)
+
+
+def test_returned_and_blocked_publishes_are_discards_with_their_own_reasons(frame):
+    publishes = frame(
+        "publish",
+        dict(message_id="returned", publish_ns=1, outcome="returned"),       # mandatory, confirms on
+        dict(message_id="returned_blind", publish_ns=1, outcome="sent"),     # mandatory, confirms off
+        dict(message_id="blocked", publish_ns=1, outcome="blocked_timeout"),
+        dict(message_id="blocked_then_sent", publish_ns=1, outcome="blocked_timeout"),
+        dict(message_id="blocked_then_sent", publish_ns=2, outcome="confirmed"),
+    )
+    events = frame("event", dict(ts_ns=5, kind="publish_returned", source="p", name="returned_blind"))
+    got = publishes.transform(classify_messages(frame("delivery"), frame("leftover"), events)).collect()
+    assert {r.message_id: r.account for r in got} == {
+        "returned": "unroutable", "returned_blind": "unroutable", "blocked": "publish_failed_blocked",
+        "blocked_then_sent": "unaccounted",  # a later attempt reached the broker and then vanished
+    }
