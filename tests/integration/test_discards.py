@@ -1,0 +1,168 @@
+"""Broker-side discards end to end: overflow and expiry dead-lettered through a DLX are captured
+and accounted by reason, publishes a full queue refuses are rejections at publish, and nothing
+ends up unaccounted (docs/discards.md).
+
+The three loads run at once (each on its own queue), then one Spark session analyses them in
+turn: a `sojourn run` with analysis per case would pay for Spark three times.
+"""
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.integration.conftest import BIN, REPO, write_scenario
+from tests.integration.traces import read_rows
+
+DLX = "sojourn.it.discards.dlx"
+TTL_MS = 200
+
+COMMON = """
+run:
+  duration_s: 4
+  warmup_s: 0
+  drain_timeout_s: 20
+producers:
+  - name: p
+    rate: 150
+    arrival: constant
+    confirms: true
+    confirm_window: 100
+"""
+
+SCENARIOS = {
+    # A consumer at 20 ms (50 msg/s) behind 150 msg/s: the queue sits at its 50-message cap and
+    # the broker drops from the head into the DLX.
+    "maxlen": f"""
+name: it-discards-maxlen
+queue:
+  name: sojourn.it.discards.maxlen
+  arguments: {{x-max-length: 50, x-overflow: drop-head, x-dead-letter-exchange: {DLX}}}
+  delete_on_end: true
+{COMMON}
+consumers:
+  - name: c
+    prefetch: 10
+    processing_ms: 20
+""",
+    # The consumer is away from 1 s to 3 s: what is published meanwhile waits longer than the
+    # 200 ms TTL and expires into the DLX.
+    "expired": f"""
+name: it-discards-expired
+queue:
+  name: sojourn.it.discards.expired
+  arguments: {{x-message-ttl: {TTL_MS}, x-dead-letter-exchange: {DLX}}}
+  delete_on_end: true
+{COMMON}
+consumers:
+  - name: c
+    prefetch: 10
+    processing_ms: 2
+timeline:
+  - name: away
+    start_s: 1
+    end_s: 3
+    set:
+      consumers.c.count: 0
+""",
+    # No DLX: with reject-publish a full queue nacks the publish itself.
+    "rejected": """
+name: it-discards-rejected
+queue:
+  name: sojourn.it.discards.rejected
+  arguments: {x-max-length: 50, x-overflow: reject-publish}
+  delete_on_end: true
+""" + COMMON + """
+consumers:
+  - name: c
+    prefetch: 10
+    processing_ms: 20
+""",
+}
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """case -> (run_dir, stderr): the three loads started together, then analysed with one Spark session."""
+    from analysis.job import analyze
+    from analysis.session import get_spark
+
+    base = tmp_path_factory.mktemp("discards")
+    procs = {}
+    for case, text in SCENARIOS.items():
+        path = write_scenario(base / f"{case}.yaml", text)
+        procs[case] = subprocess.Popen(
+            [str(BIN / "sojourn"), "run", path, "--out", str(base / case), "--no-analyze"],
+            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    out = {}
+    for case, proc in procs.items():
+        _, stderr = proc.communicate(timeout=180)
+        assert proc.returncode == 0, f"{case}: {stderr[-3000:]}"
+        out[case] = (base / case, stderr)
+    spark = get_spark("local[2]", app_name="sojourn-it-discards")
+    try:
+        for case, (run_dir, _) in out.items():
+            out[case] = (run_dir, out[case][1], analyze(run_dir, spark=spark))
+    finally:
+        spark.stop()
+    return out
+
+
+def _ids(rows, **where):
+    return {r["message_id"] for r in rows if all(r[k] == v for k, v in where.items())}
+
+
+def _independent(run_dir: Path) -> dict[str, set]:
+    """From the traces alone, with pyarrow: what was published, acked, left, dead-lettered and why."""
+    published = _ids(read_rows(run_dir, "publish"))
+    deliveries = read_rows(run_dir, "delivery")
+    acked = {d["message_id"] for d in deliveries if d["outcome"] in ("ack", "auto_ack")}
+    left = _ids(read_rows(run_dir, "leftover"))
+    dead = read_rows(run_dir, "deadletter")
+    return {"published": published, "acked": acked, "left": left,
+            "maxlen": _ids(dead, reason="maxlen"), "expired": _ids(dead, reason="expired"),
+            "nacked": _ids(read_rows(run_dir, "publish"), outcome="nacked")}
+
+
+def test_overflow_dropped_from_the_head_is_dead_lettered_and_accounted_as_maxlen(runs):
+    run_dir, stderr, summary = runs["maxlen"]
+    m = summary["messages"]
+    got = _independent(run_dir)
+    gone = got["published"] - got["acked"] - got["left"]
+    assert m["discarded"]["dead_lettered_maxlen"] > 0
+    assert m["unaccounted"] == 0, m["unaccounted_ids"]
+    # Every message neither acked nor left in the queue was captured, dropped for the length cap.
+    assert m["discarded"]["dead_lettered_maxlen"] == len(gone)
+    assert len(gone) == len(got["published"]) - m["acked"] - m["left_in_broker"]
+    assert gone == got["maxlen"] & got["published"]
+    assert m["discarded_total"] == m["discarded"]["dead_lettered_maxlen"]
+    assert "warning: queue.arguments" not in stderr
+
+
+def test_messages_older_than_the_ttl_are_dead_lettered_and_accounted_as_expired(runs):
+    run_dir, _, summary = runs["expired"]
+    m = summary["messages"]
+    got = _independent(run_dir)
+    gone = got["published"] - got["acked"] - got["left"]
+    assert m["discarded"]["dead_lettered_expired"] == len(gone) > 0
+    assert gone == got["expired"] & got["published"]
+    assert m["unaccounted"] == 0, m["unaccounted_ids"]
+    # The broker kept each one at least its TTL (same host, same clock) before dead-lettering it;
+    # the other runs' dead-letters through the shared exchange were not recorded here.
+    sent = {p["message_id"]: p["publish_ns"] for p in read_rows(run_dir, "publish")}
+    for row in read_rows(run_dir, "deadletter"):
+        assert row["received_ns"] - sent[row["message_id"]] >= TTL_MS * 1e6
+        assert row["queue"] == "sojourn.it.discards.expired" and row["exchange"] == DLX
+
+
+def test_publishes_a_full_queue_refuses_are_rejections_at_publish(runs):
+    run_dir, stderr, summary = runs["rejected"]
+    m = summary["messages"]
+    got = _independent(run_dir)
+    assert m["discarded"]["publish_rejected_maxlen"] == len(got["nacked"] - got["acked"]) > 0
+    assert m["discarded"]["publish_nacked"] == 0
+    assert m["unaccounted"] == 0, m["unaccounted_ids"]
+    assert m["published"] == m["acked"] + m["discarded_total"] + m["left_in_broker"]
+    assert read_rows(run_dir, "deadletter") == []  # no DLX: nothing to capture, nothing declared
+    assert "warning: queue.arguments" not in stderr  # reject-publish with confirms needs no DLX
