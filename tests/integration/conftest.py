@@ -44,3 +44,17 @@ def sojourn(*args: str, timeout: float = 240, env: dict | None = None) -> subpro
 def write_scenario(path: Path, text: str) -> str:
     path.write_text(text)
     return str(path)
+
+
+@pytest.fixture(scope="session")
+def analyze_in_process():
+    """analyze_in_process(run_dir) -> summary: the analysis on one Spark session shared by the
+    tests that use it (each `sojourn run` with analysis starts a JVM of its own, ~15 s). The
+    end-to-end tests of `sojourn run` and `sojourn analyze` keep the command-line path."""
+    from analysis.job import analyze
+    from analysis.session import get_spark
+
+    session = get_spark("local[2]", app_name="sojourn-integration-tests")
+    session.conf.set("spark.sql.shuffle.partitions", "2")
+    yield lambda run_dir: analyze(run_dir, spark=session)
+    session.stop()
