@@ -142,8 +142,9 @@ PUBLISH_OUTCOMES = {
     "returned": "mandatory publish that no queue took: the broker returned it (basic.return); discarded, "
                 "reason unroutable",
     "blocked_timeout": "the connection stayed blocked (connection.blocked) longer than the producer's "
-                       "max_blocked_wait_s: the publish was given up, never sent; discarded, reason "
-                       "publish_failed_blocked",
+                       "max_blocked_wait_s: the publish was given up, never sent; or it was written while "
+                       "the block began and the connection was still blocked when the producer left, so the "
+                       "broker never read it; discarded, reason publish_failed_blocked",
 }
 
 DELIVERY_OUTCOMES = {

@@ -193,7 +193,8 @@ class Producer(Participant):
         deadline = time.monotonic() + CONFIRM_GRACE_S
         while self._pending and time.monotonic() < deadline and self._conn.is_open:
             gevent.sleep(0.01)
-        self._give_up_pending("unconfirmed")
+        # Still blocked: the broker has not read what is in the socket since the block began.
+        self._give_up_pending("unconfirmed" if self._unblocked.is_set() else "blocked_timeout")
         self._leaving = True
         try:
             if self._conn.is_open:
