@@ -29,6 +29,8 @@ from analysis.transforms import (
 from analysis.transforms._common import seconds_to_ns
 from analysis.transforms.codel import codel_block
 from analysis.transforms.fidelity import fidelity_block
+from analysis.transforms.flow_control import flow_control_block
+from analysis.transforms.priority import priority_rows
 from analysis.transforms.model import (COMPONENTS, QUANTILES, consumer_sojourn_quantiles, model_inputs,
                                        model_row, window_components)
 from analysis.transforms.network import network_summary
@@ -288,6 +290,9 @@ def summarize(traces: Traces, run: Mapping[str, Any], progress: Progress | None 
         codel = codel_block(deliveries)  # CoDel per consumer (empty when it was off): docs/summary.md
         say("computing publish lateness and replay fidelity")
         fidelity = fidelity_block(publishes, t0, run.get("replay"))  # per producer group: docs/summary.md
+        say("computing producer flow control and priority classes")
+        flow_control = flow_control_block(publishes, traces["event"], int(run.get("ended_ns") or window_end))  # docs/summary.md
+        priorities = priority_rows(publishes, deliveries, classified, DISCARD_CLASSES)  # docs/summary.md
         say("computing phases")
         phases = [_phase_row(r) for r in
                   deliveries.transform(phase_summary(segments, t0, publishes)).collect()]
@@ -334,6 +339,8 @@ def summarize(traces: Traces, run: Mapping[str, Any], progress: Progress | None 
         "events": events,
         "network": network_summary(traces["event"], t0, duration_s, run.get("ended_ns")),  # docs/network.md
         "fidelity": fidelity,
+        "flow_control": flow_control,
+        "priorities": priorities,
     }
 
 
