@@ -151,11 +151,14 @@ def _load(path: str, overrides: list[str]):
         raise CliError(str(exc), EXIT_INPUT) from None
 
 
-def _print_warnings(scenario) -> None:
-    """Settings that are valid but probably not what the user meant: stderr, exit status unchanged."""
+def _print_warnings(scenario, capture: bool = True) -> None:
+    """Settings that are valid but probably not what the user meant: stderr, exit status unchanged.
+    `capture=False`: leave the dead-letter capture warnings to the load generator, which prints
+    them when the run starts (also under a bare `locust`)."""
     from loadgen.codel import codel_warnings
+    from loadgen.deadletter import capture_warnings
 
-    for warning in codel_warnings(scenario):
+    for warning in [*codel_warnings(scenario), *(capture_warnings(scenario) if capture else [])]:
         print(f"warning: {warning}", file=sys.stderr)
 
 
@@ -211,7 +214,7 @@ def cmd_run(args) -> int:
     from loadgen.runinfo import default_run_dir
 
     scenario = _load(args.scenario, args.overrides)
-    _print_warnings(scenario)
+    _print_warnings(scenario, capture=False)
     run_dir = args.out or default_run_dir(scenario.name)
     if os.path.exists(os.path.join(run_dir, "traces")):
         raise CliError(f"{run_dir}: already holds a run's traces; choose another --out", EXIT_INPUT)
