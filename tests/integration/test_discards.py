@@ -83,10 +83,9 @@ consumers:
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory):
-    """case -> (run_dir, stderr): the three loads started together, then analysed with one Spark session."""
-    from analysis.job import analyze
-    from analysis.session import get_spark
+def runs(tmp_path_factory, analyze_in_process):
+    """case -> (run_dir, stderr, summary): the three loads started together, then analysed on the
+    integration tests' shared Spark session."""
 
     base = tmp_path_factory.mktemp("discards")
     procs = {}
@@ -100,12 +99,8 @@ def runs(tmp_path_factory):
         _, stderr = proc.communicate(timeout=180)
         assert proc.returncode == 0, f"{case}: {stderr[-3000:]}"
         out[case] = (base / case, stderr)
-    spark = get_spark("local[2]", app_name="sojourn-it-discards")
-    try:
-        for case, (run_dir, _) in out.items():
-            out[case] = (run_dir, out[case][1], analyze(run_dir, spark=spark))
-    finally:
-        spark.stop()
+    for case, (run_dir, stderr) in out.items():
+        out[case] = (run_dir, stderr, analyze_in_process(run_dir))
     return out
 
 
