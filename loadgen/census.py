@@ -9,6 +9,8 @@ from __future__ import annotations
 import logging
 import time
 
+import gevent
+
 from loadgen.amqp import connection as amqp
 from loadgen.amqp import topology
 
@@ -17,6 +19,7 @@ __all__ = ["take_census", "CENSUS_LIMIT"]
 log = logging.getLogger("sojourn")
 
 CENSUS_LIMIT = 200_000
+CONSUMERS_GONE_S = 10.0  # how long the census waits for the queue's consumers to go away
 
 
 def take_census(ctx, limit: int = CENSUS_LIMIT) -> int:
@@ -24,7 +27,13 @@ def take_census(ctx, limit: int = CENSUS_LIMIT) -> int:
     queue = ctx.scenario.queue.name
     channel = ctx.new_channel()
     try:
-        depth = topology.queue_depth(channel, queue)
+        depth, consumers = topology.queue_counts(channel, queue)
+        deadline = time.monotonic() + CONSUMERS_GONE_S
+        while consumers and time.monotonic() < deadline:
+            # After an interrupt the consumers' channels may still be closing: what they held is
+            # requeued (ready again) only once they are gone, and the census counts ready messages.
+            gevent.sleep(0.1)
+            depth, consumers = topology.queue_counts(channel, queue)
         seen = 0
         while seen < min(depth, limit):
             got = amqp.wait_for(lambda cb: channel.basic_get(

@@ -352,8 +352,12 @@ class Producer(Participant):
         self._unblocked.set()  # a blocked connection that closed blocks no one any more
 
     def _give_up_pending(self, outcome: str) -> None:
+        now_ns = time.time_ns()
+        block_ns = self.ctx.t0_ns + int(self._blocked_since_s * 1e9)
         for row in self._pending.values():
             row[11] = outcome
+            if outcome == "blocked_timeout":  # stuck behind the block since it began, or since sent
+                row[15] = (now_ns - max(row[6], block_ns)) / 1e6
             self._trace(row)
         self._pending.clear()
 

@@ -6,7 +6,7 @@ from typing import Any, Mapping
 from loadgen.amqp.connection import wait_for
 from loadgen.errors import BrokerOperationFailed
 
-__all__ = ["declare_queue", "queue_depth", "purge_queue", "delete_queue", "exchange_exists",
+__all__ = ["declare_queue", "queue_depth", "queue_counts", "purge_queue", "delete_queue", "exchange_exists",
            "declare_exchange", "bind_queue"]
 
 NOT_FOUND = 404
@@ -24,9 +24,14 @@ def declare_queue(channel, name: str, *, durable: bool, auto_delete: bool,
 
 def queue_depth(channel, name: str, timeout_s: float = 10.0) -> int:
     """Messages ready in the queue (not counting delivered-but-unacked ones)."""
+    return queue_counts(channel, name, timeout_s)[0]
+
+
+def queue_counts(channel, name: str, timeout_s: float = 10.0) -> tuple[int, int]:
+    """(messages ready, consumers) of the queue, from a passive declare."""
     frame = wait_for(lambda cb: channel.queue_declare(name, passive=True, callback=cb),
                      f"queue.declare passive {name!r}", timeout_s, channel=channel)
-    return frame.method.message_count
+    return frame.method.message_count, frame.method.consumer_count
 
 
 def purge_queue(channel, name: str, timeout_s: float = 10.0) -> int:

@@ -21,13 +21,13 @@ from tests.integration.conftest import REPO, sojourn
 from tests.integration.traces import read_rows
 
 # Above the node's own memory use at boot (125-140 MiB RSS measured here), so it starts without
-# an alarm, and low enough that ~100 MB of queued messages set one.
+# an alarm, and low enough that ~70 MB of queued messages set one.
 WATERMARK_MIB = 200
-MESSAGE_BYTES = 64 * 1024
-MAX_MESSAGES = 4000     # 256 MiB: far more than the headroom the watermark leaves
+MESSAGE_BYTES = 2 * 1024   # below the 4 KiB at which a classic queue moves bodies to its message store
+MAX_MESSAGES = 200_000  # 400 MiB: far more than the headroom the watermark leaves
 MAX_SECONDS = 30
 # RabbitMQ checks memory every 2500 ms by default; a fast publisher overshoots the watermark by up
-# to that much publishing (3,664 x 64 KiB before the block, once). Checking every 200 ms keeps the
+# to that much publishing. Checking every 200 ms keeps the
 # bound tight, and exercises --setting.
 MONITOR_MS = 200
 
@@ -60,6 +60,9 @@ def node(tmp_path):
     try:
         up = sojourn("broker", "up", "--port", str(port), "--dir", str(directory),
                      "--memory-watermark-mb", str(WATERMARK_MIB), "--setting", f"memory_monitor_interval={MONITOR_MS}",
+                     # queues page messages to disk from half the watermark by default, which can keep
+                     # memory under it for a long time: hold them in memory until the alarm
+                     "--setting", "vm_memory_high_watermark_paging_ratio=0.99",
                      "--timeout", "50", timeout=90)
         assert up.returncode == 0, up.stderr
         assert up.stdout.strip() == f"amqp://guest:guest@127.0.0.1:{port}/"
@@ -113,13 +116,10 @@ def test_a_low_watermark_blocks_a_publisher_and_down_purge_removes_the_node(node
     assert "alarms:    none" in before.stdout, "the node must start below its watermark"
 
     sent, seconds, reason = publish_until_blocked(port)
-    assert reason == "low on memory"
+    assert reason == "low on memory", f"no block after {sent} x {MESSAGE_BYTES} B in {seconds:.1f} s"
     print(f"blocked after {sent} x {MESSAGE_BYTES} B in {seconds:.2f} s")
     assert sent > 100, "the block must come from what was published, not be there from the start"
     assert sent < MAX_MESSAGES and seconds < MAX_SECONDS
-
-    during = sojourn("broker", "status", "--dir", str(directory), timeout=60)
-    assert "alarms:    memory (publishers are blocked)" in during.stdout
 
     run_blocked_producer(port, directory)
 
@@ -138,7 +138,10 @@ def run_blocked_producer(port: int, directory: Path) -> None:
     """A sojourn run against the node with the memory alarm forced on: its producer's connection
     is blocked, the block is traced, and publishes that wait longer than max_blocked_wait_s are
     given up with outcome blocked_timeout (never sent) after waiting that long."""
+    # The exclusive queue above went with its connection, so the alarm may have cleared: force it.
     ManagedBroker.from_dir(directory).ctl("set_vm_memory_high_watermark", "absolute", "1MB", timeout=60)
+    during = sojourn("broker", "status", "--dir", str(directory), timeout=60)
+    assert "alarms:    memory (publishers are blocked)" in during.stdout, during.stdout
     scenario = directory.parent / "blocked.yaml"
     scenario.write_text(f"""
 name: it-blocked
