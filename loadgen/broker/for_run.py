@@ -53,6 +53,15 @@ def _running(broker: ManagedBroker, say: Callable[[str], None], keep: bool) -> I
             "(its settings are as it was started with; `sojourn broker down` to restart it)")
         yield
         return
+    try:  # e.g. `sojourn broker up --port N --dir elsewhere` before the run
+        probe(broker.url, timeout_s=2.0)
+    except BrokerUnreachable:
+        pass
+    else:
+        say(f"a broker already answers on {mask_url(broker.url)}: using it as it is (not started by "
+            "this run, so its settings are its own and it is left running)")
+        yield
+        return
     result = broker.start(progress=say)
     say(f"private node {broker.node} up on {mask_url(broker.url)} after {result.seconds:.1f} s "
         f"(watermark {broker.watermark})")

@@ -6,7 +6,6 @@ Starting takes 10-25 s on a loaded 2-core machine, stopping 2-3 s, each rabbitmq
 """
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import socket
@@ -17,7 +16,7 @@ import pika
 import pytest
 
 from loadgen.broker import ManagedBroker
-from tests.integration.conftest import REPO, sojourn
+from tests.integration.conftest import sojourn
 from tests.integration.traces import read_rows
 
 # Above the node's own memory use at boot (125-140 MiB RSS measured here), so it starts without
@@ -131,9 +130,6 @@ def test_a_low_watermark_blocks_a_publisher_and_down_purge_removes_the_node(node
     assert "not running" in after.stdout
 
 
-REPO_SOJOURN = REPO / ".sojourn"
-
-
 def run_blocked_producer(port: int, directory: Path) -> None:
     """A sojourn run against the node with the memory alarm forced on: its producer's connection
     is blocked, the block is traced, and publishes that wait longer than max_blocked_wait_s are
@@ -145,7 +141,7 @@ def run_blocked_producer(port: int, directory: Path) -> None:
     scenario = directory.parent / "blocked.yaml"
     scenario.write_text(f"""
 name: it-blocked
-broker: {{url: "amqp://guest:guest@127.0.0.1:{port}/"}}
+broker: {{managed: {{port: {port}}}}}   # the node is up already: the run uses it as it is
 queue: {{name: sojourn.it.blocked}}
 run: {{duration_s: 3, drain_timeout_s: 2}}
 producers:
@@ -154,6 +150,7 @@ producers:
     run_dir = directory.parent / "run"
     result = sojourn("run", str(scenario), "--out", str(run_dir), "--no-analyze", timeout=120)
     assert result.returncode == 0, result.stderr[-3000:]
+    assert f"a broker already answers on amqp://guest:****@127.0.0.1:{port}/: using it" in result.stderr
     events = [e for e in read_rows(run_dir, "event") if e["kind"] == "connection_blocked"]
     assert events and "low on memory" in events[0]["detail"]
     publishes = read_rows(run_dir, "publish")
@@ -191,31 +188,3 @@ def test_down_when_nothing_runs_says_so_and_succeeds(tmp_path):
     result = sojourn("broker", "down", "--port", str(free_port()), "--dir", str(tmp_path / "none"), timeout=30)
     assert result.returncode == 0
     assert "was not running" in result.stderr
-
-
-def test_a_scenario_with_a_managed_broker_runs_on_its_own_node_and_stops_it(tmp_path):
-    port = free_port()
-    directory = REPO_SOJOURN / "broker" / f"sojourn-{port}"   # sojourn run keeps nodes under .sojourn/
-    scenario = tmp_path / "managed.yaml"
-    scenario.write_text(f"""
-name: it-managed
-broker: {{managed: {{port: {port}, settings: {{vm_memory_high_watermark.relative: 0.3}}}}}}
-queue: {{name: sojourn.it.managed}}
-run: {{duration_s: 2, drain_timeout_s: 5}}
-producers: [{{name: p, rate: 20}}]
-consumers: [{{name: c}}]
-""")
-    try:
-        result = sojourn("run", str(scenario), "--out", str(tmp_path / "run"), "--no-analyze", timeout=180)
-        assert result.returncode == 0, result.stderr[-3000:]
-        assert f"private node sojourn-{port}@localhost up on amqp://guest:****@127.0.0.1:{port}/" in result.stderr
-        assert f"stopping the private node sojourn-{port}@localhost" in result.stderr
-        run = json.loads((tmp_path / "run" / "run.json").read_text())
-        assert run["broker_url"] == f"amqp://guest:****@127.0.0.1:{port}/"
-        assert run["scenario"]["broker"]["managed"]["settings"] == {"vm_memory_high_watermark.relative": 0.3}
-        acked = [d for d in read_rows(tmp_path / "run", "delivery") if d["outcome"] == "ack"]
-        assert len(acked) == len(read_rows(tmp_path / "run", "publish")) > 20
-        assert not ManagedBroker.from_dir(directory).is_running()
-    finally:
-        if (directory / "sojourn-broker.json").exists():
-            ManagedBroker.from_dir(directory).stop(timeout=30, purge=True)
