@@ -21,8 +21,8 @@ from gevent.event import Event
 from loadgen.amqp import connection as amqp
 from loadgen.replay.plan import ReplayItem, plan
 from loadgen.replay.sources import plan_kwargs
-from loadgen.runtime import Participant, _seed
-from loadgen.schedule import ArrivalSchedule, producer_rng, rate_curve
+from loadgen.runtime import Participant
+from loadgen.schedule import ArrivalSchedule, rate_curve
 
 __all__ = ["Producer", "Report"]
 
@@ -82,6 +82,7 @@ class Producer(Participant):
     def __init__(self, ctx, group: str, slot: int, report: Report):
         super().__init__(ctx, group, slot, report)
         self._id_prefix = f"{ctx.run_id}:{self.name}:"
+        self._exchange = ctx.scenario.producer(group).exchange  # a phase can not change it
         self._seq = 0
         self._entered = False
         self._conn = None
@@ -98,7 +99,7 @@ class Producer(Participant):
         self._blocked_since_s = self._unblocked_at_s = -1.0  # elapsed time of the last block / unblock
         self._returned: set[str] = set()  # ids of mandatory publishes the broker returned, until confirmed
         # A stream of its own, so a priority mix does not change the arrival times of a seed.
-        self._priority_rng = producer_rng(_seed(ctx.run_id), f"{self.name}/priority")
+        self._priority_rng = self.stream("priority")
 
     # -- Participant --------------------------------------------------------
     def idle(self) -> bool:
@@ -292,8 +293,7 @@ class Producer(Participant):
             self._trace(row)
             self.ctx.counters["confirmed"] += 1
             exc = None if this == "confirmed" else RuntimeError(f"publish {this} by the broker")
-            self.report("publish", self._request_name(self.ctx.scenario.producer(row[2]).exchange, row[8]),
-                        (now - row[6]) / 1e6, row[7], exc)
+            self.report("publish", self._request_name(self._exchange, row[8]), (now - row[6]) / 1e6, row[7], exc)
         self._window_open.set()
 
     def _on_return(self, _channel, method, props, _body) -> None:

@@ -50,7 +50,12 @@ class Participant:
         self.name = f"{group}/{ctx.worker}/{slot}"
         self.report = report  # report(request_type, name, response_time_ms, length, exception)
         # The same seed in every process and every rerun of this run id.
-        self.rng = producer_rng(_seed(ctx.run_id), self.name)
+        self.rng = self.stream("")
+
+    def stream(self, purpose: str):
+        """A random stream of this participant's for `purpose` ("" is `rng`): the same in every
+        process and rerun of the run id, and independent of its other streams."""
+        return producer_rng(_seed(self.ctx.run_id), f"{self.name}/{purpose}" if purpose else self.name)
 
     def idle(self) -> bool:
         """True when nothing of this participant's is still in flight."""
