@@ -29,8 +29,9 @@ __all__ = [
     "markdown_tables",
 ]
 
-SCHEMA_VERSION = 3  # 2: CoDel state on deliveries; network events. 3: priority and replay columns on
-# publishes, and the deadletter kind (dead-lettered messages, with the broker's reason)
+SCHEMA_VERSION = 4  # 2: CoDel state on deliveries; network events. 3: priority and replay columns on
+# publishes, and the deadletter kind (dead-lettered messages, with the broker's reason). 4: consumer
+# crashes, client egress classes and broker queue samples
 
 ColumnType = Literal["string", "int32", "int64", "float64", "bool"]
 
