@@ -74,7 +74,7 @@ class Consumer(Participant):
     def run(self) -> None:
         ctx, scenario = self.ctx, self.ctx.scenario
         last_moment = scenario.run.duration_s - 1e-9  # the drain keeps the run's final conditions
-        changes = scenario.change_times()
+        changes = [0.0, *scenario.change_times()]  # 0: t < 0 in the lead-in, and a phase may start at 0
         settings, valid_until = None, float("-inf")  # the settings hold until the next phase change
         clean = False
         try:
@@ -84,7 +84,9 @@ class Consumer(Participant):
                     settings = scenario.at(min(t, last_moment)).consumer(self.group)
                     valid_until = next((c for c in changes if c > t), float("inf"))
                 if self.slot >= settings.count:
-                    if self._channel is not None:
+                    if self._channel is not None and settings.leave == "crash":
+                        self._crash(settings)
+                    elif self._channel is not None:
                         self._leave(clean=True)
                     self._wait_for_change(t)
                     continue
@@ -104,7 +106,7 @@ class Consumer(Participant):
             self._leave(clean=clean)
 
     def _wait_for_change(self, t: float) -> None:
-        upcoming = [c for c in self.ctx.scenario.change_times() if c > t]
+        upcoming = [c for c in (0.0, *self.ctx.scenario.change_times()) if c > t]
         until = upcoming[0] if upcoming else self.ctx.scenario.run.duration_s + 1e6
         self.ctx.sleep_until(until, self.ctx.drained)
 
@@ -178,6 +180,41 @@ class Consumer(Participant):
             pass
         self._channel = None
         self.ctx.event("consumer_leave", self.name, self.name, detail={"clean": clean})
+
+    def _crash(self, settings) -> None:
+        """`leave: crash`: finish the delivery in hand without acking it, then drop the TCP
+        connection without a word (no basic.cancel, no close): the broker finds the peer gone and
+        requeues every unacked delivery with redelivered=true. Every delivery held is traced
+        `crashed`; the one in hand keeps its processing start and end (it will be processed again)."""
+        self._leaving = True  # the close that follows is this crash, not a lost connection
+        conn, in_hand = self._conn, None
+        if self._buffer:
+            d = self._buffer.popleft()
+            self._busy = True
+            start_ns = time.time_ns()
+            processing_ms = settings.processing.sample_ms(
+                self.rng, d.recorded_us / 1000 if isinstance(d.recorded_us, int) else None)
+            if processing_ms > 0:
+                self._simulate(processing_ms / 1000.0)
+            in_hand = (d, start_ns, time.time_ns(), processing_ms)
+        amqp.flush_writes(conn)  # acks traced as sent must reach the broker ahead of the FIN
+        amqp.sever(conn)
+        deadline = time.monotonic() + CLOSE_WAIT_S
+        while not conn.is_closed and time.monotonic() < deadline:
+            gevent.sleep(0.01)  # pika reads the EOF in the hub; deliveries read until then are held too
+        held = 0
+        if in_hand is not None:
+            d, start_ns, end_ns, processing_ms = in_hand
+            self._trace(d, start_ns, end_ns, None, "crashed", processing_ms)
+            held += 1
+        while self._buffer:
+            self._trace(self._buffer.popleft(), None, None, None, "crashed", None)
+            held += 1
+        self._busy = False
+        self._channel = None
+        self.ctx.event("consumer_crash", self.name, self.name, float(held),
+                       detail={"unacked": held, "in_hand": in_hand[0].message_id if in_hand else None})
+        log.info("consumer %s crashed on the timeline holding %d unacked deliveries", self.name, held)
 
     def _on_connection_closed(self, _conn, exc) -> None:
         if self._leaving:

@@ -16,7 +16,7 @@ import pika.exceptions
 from loadgen.errors import BrokerOperationFailed, BrokerUnreachable
 from loadgen.redact import mask_url
 
-__all__ = ["parameters", "connect", "open_channel", "wait_for", "probe"]
+__all__ = ["parameters", "connect", "open_channel", "wait_for", "probe", "flush_writes", "sever"]
 
 
 def parameters(url: str, *, heartbeat_s: int = 30, connect_timeout_s: float = 5.0,
@@ -107,6 +107,50 @@ def open_channel(conn, timeout_s: float = 10.0, on_close: Callable[[Any, BaseExc
     if on_close is not None:
         channel.add_on_close_callback(on_close)
     return channel
+
+
+def flush_writes(conn, timeout_s: float = 1.0) -> bool:
+    """Park this greenlet until pika's write buffer is empty (every frame handed to the kernel,
+    e.g. the acks sent so far), at most `timeout_s`; True when it emptied."""
+    import time
+
+    import gevent
+
+    deadline = time.monotonic() + timeout_s
+    while True:
+        transport = getattr(conn, "_transport", None)
+        if transport is None or transport.get_write_buffer_size() == 0:
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        gevent.sleep(0.001)
+
+
+def sever(conn) -> bool:
+    """Drop `conn`'s TCP connection the way a crashed client does: no channel.close, no
+    connection.close, just the socket shut down in both directions (the kernel sends what it
+    already holds, then FIN). The broker sees the peer gone and requeues every unacked delivery.
+
+    pika keeps the socket on the connection's transport: BaseConnection._transport (an
+    _AsyncPlaintextTransport or _AsyncSSLTransport from pika.adapters.utils.io_services_utils)
+    holds it in `_sock`. Both are private, so a pika without them falls back to the transport's
+    public abort(), which closes the socket just as abruptly. pika then reads EOF in the hub and
+    closes the connection on its side (on_close_callback with StreamLostError); nothing here waits.
+    Returns False when the connection had no transport left (already gone)."""
+    import socket
+
+    transport = getattr(conn, "_transport", None)
+    if transport is None:
+        return False
+    sock = getattr(transport, "_sock", None)
+    try:
+        if sock is not None:
+            sock.shutdown(socket.SHUT_RDWR)
+            return True
+    except OSError:
+        pass  # already disconnected: let pika's abort finish the job
+    transport.abort()
+    return True
 
 
 def probe(url: str, timeout_s: float = 5.0) -> None:

@@ -21,13 +21,14 @@ from loadgen.scenario.errors import (
 )
 from loadgen.scenario.model import (
     BASE_PHASE, PHASE_SETTABLE, PROCESSING_PARAMS, YAML_LAYOUT, Broker, ConsumerGroup, ManagedSpec,
-    FrozenMapping, Phase, Processing, ProducerGroup, QueueSpec, RunSpec, Scenario,
+    FrozenMapping, Phase, Processing, ProducerGroup, RunSpec, Scenario,
 )
 from loadgen.scenario.overrides import (
     PathError, apply_overrides, blame_override, parse_group_path, resolve_group, tokens,
 )
 from loadgen.scenario import arrivals
-from loadgen.scenario.sections import codel, network_phase_check, read_network
+from loadgen.scenario.sections import codel, egress, network_phase_check, read_network
+from loadgen.scenario.topology import read_bindings, read_exchanges, read_queue
 
 __all__ = ["load_scenario", "ENV_URL", "DEFAULT_URL", "MAX_SIZE_BYTES"]
 
@@ -152,19 +153,6 @@ def _managed(value: Any) -> ManagedSpec | None:
     return ManagedSpec(port, FrozenMapping({str(k): v for k, v in settings.items()}), keep)
 
 
-def _arguments(value: Any) -> FrozenMapping:
-    if value is None:
-        return FrozenMapping()
-    if not isinstance(value, dict):
-        raise Invalid(f"expected a mapping of argument name to value, got {show(value)}")
-    for key, item in value.items():
-        if not isinstance(key, str):
-            raise Invalid(f"expected argument names to be strings, got {show(key)}", key, str(key))
-        if not isinstance(item, (str, int, float, bool)):
-            raise Invalid(f"expected a string, number or boolean, got {show(item)}", item, key)
-    return FrozenMapping(value)
-
-
 def _processing(value: Any) -> Processing:
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return Processing.fixed(_number(0)(value))
@@ -207,6 +195,8 @@ _CONSUMER_FIELDS: dict[str, tuple[Check, Any]] = {
     "ack_mode": (_choice("manual", "auto"), "manual"),
     "processing_ms": (_processing, Processing.fixed(0.0)),
     "codel": (codel, None),
+    "leave": (_choice("clean", "crash"), "clean"),
+    "egress": (egress, None),
 }
 
 
@@ -225,10 +215,9 @@ def _build(tree: dict, source: str, overrides: tuple[str, ...], url_is_default: 
     broker = Broker(url, b.get("heartbeat_s", _integer(0), 30),
                     b.get("connect_timeout_s", _number(0, strict=True), 5.0), managed,
                     url_is_default and managed is None)
-    q = top.section("queue", "queue", required=True)
-    queue = QueueSpec(q.get("name", _text(nonempty=True)), q.get("durable", _boolean, False),
-                      q.get("auto_delete", _boolean, False), q.get("arguments", _arguments, FrozenMapping()),
-                      q.get("purge_on_start", _boolean, True), q.get("delete_on_end", _boolean, False))
+    queue = read_queue(top)
+    exchanges = read_exchanges(top)
+    bindings = read_bindings(top, exchanges)
     r = top.section("run", "run", required=True)
     duration = r.get("duration_s", _number(0, strict=True))
     warmup = r.get("warmup_s", _number(0), 0.0)
@@ -239,9 +228,22 @@ def _build(tree: dict, source: str, overrides: tuple[str, ...], url_is_default: 
     consumers = tuple(_groups(top, "consumers", "consumer", _CONSUMER_FIELDS, ConsumerGroup, queue.name))
     network = read_network(top)
     timeline = _timeline(top, run, producers, consumers, network is not None)
+    _crash_needs_manual_ack(source, consumers)
     slo = tuple(located(source, f"slo[{i}]", expr, _slo) for i, expr in enumerate(top.items("slo")))
     return Scenario(name, description, source, overrides, broker, queue, run,
-                    producers, consumers, timeline, slo, network)
+                    producers, consumers, timeline, slo, network, exchanges=exchanges, bindings=bindings)
+
+
+def _crash_needs_manual_ack(source: str, consumers: Sequence[ConsumerGroup]) -> None:
+    """`leave: crash` requeues the unacked deliveries; with auto-ack there are none, the buffer
+    would simply be lost, and the accounting has no class for that: refuse it up front."""
+    for i, group in enumerate(consumers):
+        if group.leave == "crash" and group.ack_mode == "auto":
+            _fail(source, f"consumers[{i}].leave", "crash", _CRASH_NEEDS_MANUAL)
+
+
+_CRASH_NEEDS_MANUAL = ("a crash needs ack_mode: manual (with auto-ack the broker forgets a delivery once "
+                       "it is sent, so a crash would lose the buffer instead of requeueing it)")
 
 
 def _slo(value: Any) -> str:
@@ -359,6 +361,8 @@ def _phase_set(reader: _Reader, yaml_path: str, producers: Sequence[ProducerGrou
             _fail(source, key_path, value, f"sets the same field as {written[canonical]!r}")
         spec = _PRODUCER_FIELDS if kind == "producers" else _CONSUMER_FIELDS
         out[canonical] = located(source, key_path, value, spec[field][0])
+        if field == "leave" and out[canonical] == "crash" and group.ack_mode == "auto":
+            _fail(source, key_path, value, f"consumer group {group.name!r} has ack_mode: auto; {_CRASH_NEEDS_MANUAL}")
         written[canonical] = str(key)
     return tuple(sorted(out.items()))
 

@@ -14,8 +14,9 @@ from loadgen.redact import mask_url
 
 __all__ = [
     "BASE_PHASE", "YAML_LAYOUT", "PROCESSING_PARAMS", "PHASE_SETTABLE", "LEAF",
-    "NETWORK_PATHS", "FrozenMapping", "Processing", "ManagedSpec", "Broker", "QueueSpec", "RunSpec",
-    "ProducerGroup", "Bursts", "ReplaySpec", "CoDelSpec", "ConsumerGroup", "LinkSpec", "NetworkSpec", "Phase", "Scenario",
+    "NETWORK_PATHS", "FrozenMapping", "Processing", "ManagedSpec", "Broker", "QueueSpec", "ExchangeSpec",
+    "BindingSpec", "RunSpec",
+    "ProducerGroup", "Bursts", "ReplaySpec", "CoDelSpec", "EgressSpec", "ConsumerGroup", "LinkSpec", "NetworkSpec", "Phase", "Scenario",
 ]
 
 BASE_PHASE = "base"
@@ -28,11 +29,15 @@ LEAF = "leaf"
 YAML_LAYOUT: dict[str, dict[str, str]] = {
     "scenario": {"name": LEAF, "description": LEAF, "broker": "broker", "queue": "queue",
                  "run": "run", "producers": "[producer]", "consumers": "[consumer]",
-                 "timeline": "[phase]", "slo": "[]", "network": "network"},
+                 "timeline": "[phase]", "slo": "[]", "network": "network",
+                 "exchanges": "[exchange]", "bindings": "[binding]"},
     "broker": {"url": LEAF, "heartbeat_s": LEAF, "connect_timeout_s": LEAF, "managed": "managed"},
     "managed": {"port": LEAF, "settings": "{}", "keep": LEAF},
-    "queue": {"name": LEAF, "durable": LEAF, "auto_delete": LEAF, "arguments": "{}",
+    "queue": {"name": LEAF, "type": LEAF, "durable": LEAF, "auto_delete": LEAF, "arguments": "{}",
               "purge_on_start": LEAF, "delete_on_end": LEAF},
+    "exchange": {"name": LEAF, "type": LEAF, "durable": LEAF, "auto_delete": LEAF, "arguments": "{}",
+                 "delete_on_end": LEAF},
+    "binding": {"exchange": LEAF, "routing_key": LEAF, "arguments": "{}"},
     "run": {"duration_s": LEAF, "warmup_s": LEAF, "drain_timeout_s": LEAF},
     "producer": {"name": LEAF, "count": LEAF, "rate": LEAF, "arrival": LEAF, "size_bytes": LEAF,
                  "persistent": LEAF, "confirms": LEAF, "confirm_window": LEAF,
@@ -41,7 +46,9 @@ YAML_LAYOUT: dict[str, dict[str, str]] = {
     "bursts": {"on_s": LEAF, "off_s": LEAF, "off_rate": LEAF, "start_s": LEAF},
     "replay": {"path": LEAF, "speed": LEAF, "window": "[]", "loop": LEAF, "split": LEAF, "routing": LEAF},
     "consumer": {"name": LEAF, "count": LEAF, "prefetch": LEAF, "prefetch_scope": LEAF,
-                 "ack_mode": LEAF, "processing_ms": "processing", "codel": "codel"},
+                 "ack_mode": LEAF, "processing_ms": "processing", "codel": "codel", "leave": LEAF,
+                 "egress": "egress"},
+    "egress": {"max_depth_units": LEAF, "min_burst": LEAF, "classes": "{}"},
     "codel": {"target_ms": LEAF, "interval_ms": LEAF, "requeue": LEAF},
     "network": {"listen_port": LEAF, "upstream": "link", "downstream": "link", "down": LEAF,
                 "reset_peer": LEAF},
@@ -68,7 +75,7 @@ NETWORK_PATHS: tuple[str, ...] = (
 # `<kind>.<group>.`), and for the network (paths below `network.`).
 PHASE_SETTABLE: dict[str, tuple[str, ...]] = {
     "producers": ("rate", "count", "size_bytes", "arrival"),
-    "consumers": ("count", "processing_ms", "prefetch"),
+    "consumers": ("count", "processing_ms", "prefetch", "leave"),
     "network": tuple(path for path in NETWORK_PATHS if path != "listen_port"),
 }
 
@@ -194,6 +201,39 @@ class QueueSpec:
     arguments: FrozenMapping
     purge_on_start: bool
     delete_on_end: bool
+    type: str | None = None
+    """`queue.type` as given (classic or quorum), None when absent: shorthand for `x-queue-type`,
+    kept apart from `arguments` so the resolved scenario reads back as written."""
+
+    @property
+    def queue_type(self) -> str:
+        """The type the broker makes: `type`, else the `x-queue-type` argument, else classic."""
+        return self.type or str(self.arguments.get("x-queue-type", "classic"))
+
+    def declare_arguments(self) -> dict[str, Any]:
+        """The arguments of queue.declare: `arguments` plus `x-queue-type` when `type` is given."""
+        return {**self.arguments, "x-queue-type": self.type} if self.type else dict(self.arguments)
+
+
+@dataclass(frozen=True)
+class ExchangeSpec:
+    """An exchange the run declares before its queue (docs/scenarios.md, `exchanges`)."""
+
+    name: str
+    type: str
+    durable: bool = True
+    auto_delete: bool = False
+    arguments: FrozenMapping = field(default_factory=FrozenMapping)
+    delete_on_end: bool = False
+
+
+@dataclass(frozen=True)
+class BindingSpec:
+    """A binding of the scenario's queue to `exchange`, made after the queue is declared."""
+
+    exchange: str
+    routing_key: str = ""
+    arguments: FrozenMapping = field(default_factory=FrozenMapping)
 
 
 @dataclass(frozen=True)
@@ -283,6 +323,18 @@ class CoDelSpec:
 
 
 @dataclass(frozen=True)
+class EgressSpec:
+    """The client buffer as Solace-style egress classes (loadgen/egress.py, docs/discards.md): each
+    class holds at most `max_depth_units` work units of 2,048 bytes, the oldest discarded past that,
+    but `min_burst` messages are always admitted. The classes together cover AMQP priorities 0..255."""
+
+    max_depth_units: int = 20_000
+    min_burst: int = 4
+    classes: tuple[tuple[str, tuple[tuple[int, int], ...]], ...] = (("all", ((0, 255),)),)
+    """(name, its inclusive priority ranges) per class, in the order served (highest first)."""
+
+
+@dataclass(frozen=True)
 class ConsumerGroup:
     name: str
     count: int
@@ -292,6 +344,12 @@ class ConsumerGroup:
     processing: Processing
     codel: CoDelSpec | None = None
     """None: CoDel off."""
+    leave: str = "clean"
+    """How a consumer goes when its slot drops out of `count`: "clean" (cancel, process and ack its
+    buffer, close) or "crash" (process the delivery in hand without acking it, then drop the TCP
+    connection without a word, so the broker requeues every unacked delivery)."""
+    egress: EgressSpec | None = None
+    """None: the client buffer is one unbounded FIFO (bounded only by the prefetch)."""
 
 
 @dataclass(frozen=True)
@@ -375,6 +433,10 @@ class Scenario:
     slo: tuple[str, ...]
     network: NetworkSpec | None = None
     """None: workers talk to the broker directly, no delay-line proxy."""
+    exchanges: tuple[ExchangeSpec, ...] = ()
+    """Declared before the queue, in this order."""
+    bindings: tuple[BindingSpec, ...] = ()
+    """The queue's bindings, made after it is declared."""
 
     def __post_init__(self) -> None:
         # Not dataclass fields: a per-phase memo, and (on effective copies) the base scenario.
@@ -459,20 +521,32 @@ class Scenario:
             "queue": {"name": self.queue.name, "durable": self.queue.durable,
                       "auto_delete": self.queue.auto_delete, "arguments": dict(self.queue.arguments),
                       "purge_on_start": self.queue.purge_on_start,
-                      "delete_on_end": self.queue.delete_on_end},
+                      "delete_on_end": self.queue.delete_on_end, "type": self.queue.type},
+            "exchanges": [_plain(asdict(x)) for x in self.exchanges],
+            "bindings": [_plain(asdict(b)) for b in self.bindings],
             "run": {"duration_s": self.run.duration_s, "warmup_s": self.run.warmup_s,
                     "drain_timeout_s": self.run.drain_timeout_s},
             "producers": [_plain(asdict(g)) for g in self.producers],
             "consumers": [{"name": g.name, "count": g.count, "prefetch": g.prefetch,
                            "prefetch_scope": g.prefetch_scope, "ack_mode": g.ack_mode,
                            "processing_ms": g.processing.to_dict(),
-                           "codel": asdict(g.codel) if g.codel else None} for g in self.consumers],
+                           "codel": asdict(g.codel) if g.codel else None, "leave": g.leave,
+                           "egress": _egress_dict(g.egress)}
+                          for g in self.consumers],
             "timeline": [{"name": p.name, "start_s": p.start_s, "end_s": p.end_s,
                           "set": {path: _plain(value) for path, value in p.set}}
                          for p in self.timeline],
             "slo": list(self.slo),
             "network": asdict(self.network) if self.network else None,
         }
+
+
+def _egress_dict(spec: EgressSpec | None) -> dict[str, Any] | None:
+    if spec is None:
+        return None
+    return {"max_depth_units": spec.max_depth_units, "min_burst": spec.min_burst,
+            "classes": {name: [list(r) for r in ranges] if len(ranges) > 1 else list(ranges[0])
+                        for name, ranges in spec.classes}}
 
 
 def _plain(value: Any) -> Any:

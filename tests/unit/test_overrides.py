@@ -135,7 +135,7 @@ def test_a_nested_mapping_can_be_edited_in_place(scenario_file):
      "--set consumers.main={name: main, prefech: 3}: consumers[0].prefech: unknown key (did you mean 'prefetch'?)"),
     (["timeline.slow.set.consumers.main.ack_mode=auto"],
      "--set timeline.slow.set.consumers.main.ack_mode=auto: can not be changed by a phase "
-     "(a phase may set consumers.<group>.{count, processing_ms, prefetch})"),
+     "(a phase may set consumers.<group>.{count, processing_ms, prefetch, leave})"),
     (["slo.first=x < 1"], "--set slo.first=x < 1: slo entries are addressed by index, e.g. slo[0], not 'first'"),
     (["run.duration_s={a: [}"], None),
 ])

@@ -114,13 +114,13 @@ def test_phase_values_are_validated_like_the_base_field(tmp_path):
 @pytest.mark.parametrize("set_line, expected", [
     ("consumers.main.ack_mode: auto",
      "timeline[0].set.consumers.main.ack_mode: can not be changed by a phase "
-     "(a phase may set consumers.<group>.{count, processing_ms, prefetch})"),
+     "(a phase may set consumers.<group>.{count, processing_ms, prefetch, leave})"),
     ("producers.main.confirms: false",
      "timeline[0].set.producers.main.confirms: can not be changed by a phase "
      "(a phase may set producers.<group>.{rate, count, size_bytes, arrival})"),
     ("consumers.main.prefech: 3",
      "timeline[0].set.consumers.main.prefech: unknown key (did you mean 'prefetch'?) "
-     "(a phase may set consumers.<group>.{count, processing_ms, prefetch})"),
+     "(a phase may set consumers.<group>.{count, processing_ms, prefetch, leave})"),
     ("consumers.mian.count: 3", "timeline[0].set.consumers.mian.count: no consumer group named 'mian' (did you mean 'main'?)"),
     ("consumer.main.count: 3",
      "timeline[0].set.consumer.main.count: expected producers.<group>.<field>, consumers.<group>.<field> "
