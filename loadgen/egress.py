@@ -17,10 +17,10 @@ instance when its group has `egress` set (docs/scenarios.md, docs/discards.md).
 from __future__ import annotations
 
 from collections import deque
-from typing import Generic, NamedTuple, Sequence, TypeVar
+from typing import Any, Generic, NamedTuple, Sequence, TypeVar
 
 __all__ = ["WORK_UNIT_BYTES", "DEFAULT_MAX_DEPTH_UNITS", "DEFAULT_MIN_BURST", "PRIORITIES",
-           "work_units", "ClassRange", "Admitted", "Popped", "ClassStats", "EgressBuffer"]
+           "work_units", "ClassSpec", "Admitted", "Popped", "ClassStats", "EgressBuffer", "egress_warnings"]
 
 WORK_UNIT_BYTES = 2048
 DEFAULT_MAX_DEPTH_UNITS = 20_000  # Solace's default max depth of a per-client priority queue
@@ -35,12 +35,12 @@ def work_units(size_bytes: int) -> int:
     return max(1, -(-size_bytes // WORK_UNIT_BYTES))
 
 
-class ClassRange(NamedTuple):
-    """An egress class: the AMQP priorities `low..high` (inclusive) it takes."""
+class ClassSpec(NamedTuple):
+    """An egress class: its name and the inclusive AMQP priority ranges it takes
+    (the shape of loadgen.scenario.EgressSpec.classes)."""
 
     name: str
-    low: int
-    high: int
+    ranges: tuple[tuple[int, int], ...]
 
 
 class Admitted(NamedTuple, Generic[T]):
@@ -99,18 +99,20 @@ class EgressBuffer(Generic[T]):
     and truthiness count the messages held, like the deque it replaces.
     """
 
-    def __init__(self, classes: Sequence[ClassRange], max_depth_units: int, min_burst: int) -> None:
+    def __init__(self, classes: Sequence[tuple[str, Sequence[tuple[int, int]]]], max_depth_units: int,
+                 min_burst: int) -> None:
         if max_depth_units < 1 or min_burst < 1:
             raise ValueError(f"max_depth_units and min_burst must be >= 1, got {max_depth_units}, {min_burst}")
         self.max_depth_units = max_depth_units
         self.min_burst = min_burst
-        self._classes: list[_Class[T]] = [_Class(c.name) for c in classes]
+        self._classes: list[_Class[T]] = [_Class(name) for name, _ in classes]
         self._by_priority: list[_Class[T] | None] = [None] * PRIORITIES
-        for spec, cls in zip(classes, self._classes):
-            for priority in range(spec.low, spec.high + 1):
-                if self._by_priority[priority] is not None:
-                    raise ValueError(f"priority {priority} is in two classes")
-                self._by_priority[priority] = cls
+        for (_, ranges), cls in zip(classes, self._classes):
+            for low, high in ranges:
+                for priority in range(low, high + 1):
+                    if self._by_priority[priority] is not None:
+                        raise ValueError(f"priority {priority} is in two classes")
+                    self._by_priority[priority] = cls
         missing = [p for p, cls in enumerate(self._by_priority) if cls is None]
         if missing:
             raise ValueError(f"priorities {missing[0]}..{missing[-1]} are in no class")
@@ -174,3 +176,43 @@ class EgressBuffer(Generic[T]):
         """One entry per class, highest first."""
         return [ClassStats(c.name, len(c.entries), c.units, c.hwm_messages, c.hwm_units, self.max_depth_units,
                            self.min_burst, c.discards, c.delivered, c.indications) for c in self._classes]
+
+
+# -- scenario warnings -------------------------------------------------------
+
+def egress_warnings(scenario: Any) -> list[str]:
+    """Warnings (not errors) about consumer groups whose egress classes can never discard.
+
+    With manual ack the broker stops at `prefetch` unacked deliveries, so a class never holds
+    more than `prefetch` messages of at most the producers' largest size: if that many messages
+    are not more than `min_burst`, or their work units not more than `max_depth_units` (in every
+    phase), nothing is ever discarded. Auto-ack (a Solace "direct" subscriber: the broker pushes
+    without waiting for acks) or prefetch 0 leaves the buffer unbounded, the natural fit.
+    Replayed sizes are not known before the run: groups fed only by replays are not checked.
+    `scenario` is a loadgen.scenario.Scenario (duck-typed: only its fields are read).
+    """
+    warnings: list[str] = []
+    moments = [0.0] + [p.start_s for p in getattr(scenario, "timeline", ())]
+    sizes = [g.size_bytes for t in moments for g in scenario.at(t).producers if g.replay is None]
+    if not sizes or any(g.replay is not None for g in scenario.producers):
+        return warnings
+    largest = max(sizes)
+    units = work_units(largest)
+    for base in scenario.consumers:
+        spec = base.egress
+        if spec is None or base.ack_mode == "auto":
+            continue
+        prefetches = [scenario.at(t).consumer(base.name).prefetch for t in moments]
+        if 0 in prefetches:
+            continue
+        most = max(prefetches)
+        if most * units <= spec.max_depth_units or most <= spec.min_burst:
+            warnings.append(
+                f"consumers.{base.name}.egress: with ack_mode manual a class holds at most prefetch {most} "
+                f"messages x {units} work unit{'s' if units > 1 else ''} (the largest message, {largest} B) = "
+                f"{most * units} units"
+                + (f", not more than max_depth_units {spec.max_depth_units}" if most * units <= spec.max_depth_units
+                   else f", and {most} messages are not more than min_burst {spec.min_burst}")
+                + ", so nothing is ever discarded; use ack_mode: auto (a Solace direct subscriber: the broker "
+                  "pushes without waiting for acks) or raise the prefetch")
+    return warnings

@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import pytest
 
-from loadgen.egress import ClassRange, EgressBuffer, work_units
+from loadgen.egress import ClassSpec, EgressBuffer, work_units
 
-ONE = [ClassRange("all", 0, 255)]
-TWO = [ClassRange("high", 5, 255), ClassRange("low", 0, 4)]
+ONE = [ClassSpec("all", ((0, 255),))]
+TWO = [ClassSpec("high", ((5, 255),)), ClassSpec("low", ((0, 4),))]
 
 
 def _drain(buffer: EgressBuffer) -> list[tuple[str, str, bool]]:
@@ -78,6 +78,14 @@ def test_pop_serves_the_highest_class_first_and_each_class_oldest_first():
     assert _drain(b) == [("h1", "high", False), ("h2", "high", False), ("l1", "low", False), ("l2", "low", False)]
 
 
+def test_a_class_may_take_several_priority_ranges():
+    b = EgressBuffer([ClassSpec("mid", ((3, 4),)), ClassSpec("rest", ((5, 255), (0, 2)))], 100, 1)
+    b.append("r9", 9, 10)
+    b.append("m3", 3, 10)
+    b.append("r0", 0, 10)
+    assert _drain(b) == [("m3", "mid", False), ("r9", "rest", False), ("r0", "rest", False)]
+
+
 def test_a_discard_in_one_class_leaves_the_other_class_alone():
     b = EgressBuffer(TWO, max_depth_units=2, min_burst=1)
     b.append("h1", 5, 10)
@@ -137,9 +145,9 @@ def test_high_water_marks_keep_the_peak_after_the_buffer_empties():
 
 def test_classes_must_cover_every_priority_once():
     with pytest.raises(ValueError, match="in no class"):
-        EgressBuffer([ClassRange("high", 5, 255)], 10, 1)
+        EgressBuffer([ClassSpec("high", ((5, 255),))], 10, 1)
     with pytest.raises(ValueError, match="two classes"):
-        EgressBuffer([ClassRange("a", 0, 5), ClassRange("b", 5, 255)], 10, 1)
+        EgressBuffer([ClassSpec("a", ((0, 5),)), ClassSpec("b", ((5, 255),))], 10, 1)
 
 
 def test_pop_of_an_empty_buffer_raises():
