@@ -98,6 +98,15 @@ DELIVERY = _COMMON + (
     _c("codel_first_above_ns", "int64", "CoDel: first-above-target deadline (0 = not above target)",
        nullable=True),
     _c("codel_drop_next_ns", "int64", "CoDel: when the next drop is due while dropping", nullable=True),
+    _c("priority", "int32", "the message's AMQP priority property (null: none)", nullable=True),
+    _c("egress_class", "string", "egress: the class of the consumer's buffer it went to (null: egress off)",
+       nullable=True),
+    _c("egress_length", "int32", "egress: messages in its class right after it was admitted, after the discards "
+       "its admission made (itself included)", nullable=True),
+    _c("egress_units", "int64", "egress: the class's depth in 2,048-byte work units at the same moment",
+       nullable=True),
+    _c("discard_indication", "bool", "egress: it was the first message taken from the buffer after a discard "
+       "(Solace's discard indication); null when egress is off or it never left the buffer", nullable=True),
 )
 
 EVENT = _COMMON + (
@@ -154,6 +163,10 @@ DELIVERY_OUTCOMES = {
     "nack_requeue": "nacked with requeue=true (CoDel): back to the queue, redelivered later",
     "nack_discard": "nacked with requeue=false (CoDel): discarded (dead-lettered if the queue has a DLX)",
     "unsettled": "the channel closed before it was settled; the broker requeues it",
+    "egress_discard": "egress: discarded from a full class of the consumer's buffer, oldest first, never "
+                      "processed; acked so the broker forgets it (settle_ns = the ack; receive time for auto-ack)",
+    "crashed": "held (buffered, or processed but not acked) when its consumer crashed on the timeline "
+               "(leave: crash): the broker requeues it; a processed one keeps start_ns and end_ns",
 }
 
 DEAD_LETTER_REASONS = {
@@ -175,6 +188,9 @@ EVENT_KINDS = {
     "producer_join": "a producer started publishing (name = producer)",
     "producer_leave": "a producer stopped publishing (name = producer)",
     "connection_lost": "a connection closed unexpectedly (detail has the reason)",
+    "consumer_crash": "a consumer crashed on the timeline (leave: crash): dropped its TCP connection without "
+                      "closing (name = consumer, value = deliveries it held; detail: unacked, in_hand = the "
+                      "id processed but not acked)",
     "connection_blocked": "the broker blocked a producer's connection (a memory or disk alarm; "
                           "name = producer, detail has the reason)",
     "connection_unblocked": "the broker unblocked a producer's connection (name = producer)",
@@ -184,6 +200,9 @@ EVENT_KINDS = {
     "drain_start": "publishing stopped; consumers drain what is left",
     "drain_end": "drain finished or timed out (detail says which)",
     "broker_depth": "messages ready in the queue (name = queue, value = depth)",
+    "queue_sample": "the run's queue sampled once a second by the declaring process (name = queue; value = "
+                    "messages ready; detail = unacked (from the management API, null without it), consumers, "
+                    "source, took_ms; ts_ns = halfway through the passive declare's round trip)",
     "network_change": "the network impairment changed (name = phase; detail = the settings now in force)",
     "network_down": "network outage began: connections cut, new ones refused (name = phase)",
     "network_up": "network outage ended (name = phase)",
@@ -193,6 +212,8 @@ EVENT_KINDS = {
     "deadletter_capture": "dead-letter capture bound (name = capture queue; detail = exchange, binding keys) or "
                           "stopped (value = messages captured)",
     "queue_deleted": "queue.delete_on_end: the queue was deleted after the census (name = queue)",
+    "exchange_deleted": "exchanges[].delete_on_end: the exchange was deleted at the end, after the queue "
+                        "(name = exchange)",
     "run_end": "a worker process finished its part of the run",
 }
 

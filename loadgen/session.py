@@ -20,6 +20,7 @@ from loadgen.census import take_census
 from loadgen.deadletter import capture_warnings
 from loadgen.errors import BrokerOperationFailed, BrokerUnreachable
 from loadgen.netem import NetemError
+from loadgen.queue_sampler import QueueSampler
 from loadgen.redact import mask_text
 from loadgen.replay.sources import describe
 from loadgen.runinfo import default_run_dir, update_run_json, write_run_json
@@ -47,6 +48,8 @@ class _State:
     role = "local"
     finished_workers: set[str] = set()
     ended = False
+    failed = False  # the start failed (e.g. a refused declaration): no census, no deletion at the end
+    sampler: QueueSampler | None = None  # queue depth once a second, in the declaring process
 
 
 def _role(runner) -> str:
@@ -100,6 +103,7 @@ def start(environment) -> None:
         run_dir, run_id = opts.run_dir, opts.run_id
         t0_ns = getattr(opts, "sojourn_t0_ns", None)
     _State.ended = False
+    _State.failed = False
     ctx = _State.ctx = RunContext(scenario, run_dir, run_id, role, t0_ns)
     if role != "worker":
         write_run_json(run_dir, scenario, run_id=run_id, t0_ns=ctx.t0_ns, status="running",
@@ -116,6 +120,8 @@ def start(environment) -> None:
     except (BrokerUnreachable, BrokerOperationFailed, NetemError) as exc:
         _fail(environment, exc)
         return
+    if role != "worker":  # slow-consumer detection: docs/slow-consumers.md
+        _State.sampler = QueueSampler(ctx).start()
     if role != "master":
         ctx.start_drain_monitor()
     if role == "worker":
@@ -129,6 +135,7 @@ def _fail(environment, exc: Exception) -> None:
     code = 3 if isinstance(exc, BrokerUnreachable) else 2
     sys.stderr.write(f"error: {mask_text(str(exc))}\n")
     environment.process_exit_code = code
+    _State.failed = True
     if _State.role != "worker" and _State.ctx is not None:
         update_run_json(_State.ctx.run_dir, status="failed", error=mask_text(str(exc)))
     gevent.spawn_later(0, environment.runner.quit)
@@ -185,9 +192,12 @@ def stop(environment) -> None:
     _State.ended = True
     drained = ctx.finished.is_set() or (_State.role == "master" and all_finished(environment.runner))
     ctx.stopping.set()
-    if _State.role == "worker":
+    if _State.role == "worker" or _State.failed:
+        # After a failed start the queue may be someone else's (a 406 on declare): counting or
+        # deleting it would be wrong, and run.json keeps status "failed".
         ctx.flush_traces()
         return
+    _stop_sampler()  # after the drain, before the census takes messages off the queue
     depth = None
     try:
         depth = take_census(ctx)
@@ -197,16 +207,27 @@ def stop(environment) -> None:
     except Exception as exc:  # noqa: BLE001 - a lost broker must not lose the traces
         log.error("sojourn: census failed, messages left in the broker are not known by id: %s",
                   mask_text(str(exc)))
+    try:
+        ctx.delete_exchanges()  # exchanges[].delete_on_end, after the queue and the dead-letter capture
+    except Exception as exc:  # noqa: BLE001 - the traces matter more than the cleanup
+        log.error("sojourn: could not delete the scenario's exchanges: %s", mask_text(str(exc)))
     status = "completed" if drained else "interrupted"
     update_run_json(ctx.run_dir, status=status, broker_depth_at_end=depth, ended_ns=time.time_ns())
     ctx.flush_traces()
+
+
+def _stop_sampler() -> None:
+    sampler, _State.sampler = _State.sampler, None
+    if sampler is not None:
+        sampler.stop()
 
 
 def quit(environment) -> None:  # noqa: A001 - mirrors Locust's event name
     ctx = _State.ctx
     if ctx is None:
         return
-    if not _State.ended and _State.role != "worker":
+    _stop_sampler()
+    if not _State.ended and not _State.failed and _State.role != "worker":
         try:
             update_run_json(ctx.run_dir, status="interrupted", ended_ns=time.time_ns())
         except OSError:
