@@ -157,8 +157,10 @@ def _print_warnings(scenario, capture: bool = True) -> None:
     them when the run starts (also under a bare `locust`)."""
     from loadgen.codel import codel_warnings
     from loadgen.deadletter import capture_warnings
+    from loadgen.egress import egress_warnings
 
-    for warning in [*codel_warnings(scenario), *(capture_warnings(scenario) if capture else [])]:
+    for warning in [*codel_warnings(scenario), *egress_warnings(scenario),
+                    *(capture_warnings(scenario) if capture else [])]:
         print(f"warning: {warning}", file=sys.stderr)
 
 
@@ -267,7 +269,8 @@ def _run_locust(args, run_dir: str) -> bool:
     if code == EXIT_BROKER:
         raise CliError("the load generator could not reach the broker (see above)\n" + BROKER_HELP, EXIT_BROKER)
     if code == EXIT_INPUT:
-        raise CliError("the load generator rejected the scenario (see above)", EXIT_INPUT)
+        raise CliError("the run did not start: the scenario, or what it declares on the broker, was refused "
+                       "(see above)", EXIT_INPUT)
     if code not in (0, 1) and not interrupted:
         print(f"sojourn: locust exited with status {code}; see {run_dir}/locust.log", file=sys.stderr)
     return interrupted

@@ -26,6 +26,7 @@ from loadgen.deadletter import DeadLetterCapture, capture_plan
 from loadgen.errors import BrokerOperationFailed
 from loadgen.lateness import Lateness
 from loadgen.replay.sources import load_sources
+from loadgen.scenario.topology import required_exchanges
 from loadgen.schedule import producer_rng
 from loadgen.trace import TraceWriter
 
@@ -197,15 +198,45 @@ class RunContext:
             return amqp.open_channel(self._control_conn)
 
     def declare_topology(self, purge: bool) -> int:
-        q = self.scenario.queue
+        """The scenario's exchanges, then its queue (purged when `purge` and purge_on_start), then the
+        queue's bindings; every exchange used but not declared must exist. Returns the queue's depth.
+        A refusal raises topology.TopologyError naming the object and saying what to do."""
+        s = self.scenario
+        q = s.queue
         with self._control_lock:
-            depth = topology.declare_queue(self.control(), q.name, durable=q.durable,
-                                           auto_delete=q.auto_delete, arguments=dict(q.arguments))
+            for i, x in enumerate(s.exchanges):
+                self._declare(lambda ch, x=x: topology.declare_exchange(
+                    ch, x.name, exchange_type=x.type, durable=x.durable, auto_delete=x.auto_delete,
+                    arguments=x.arguments), "exchange", x.name, f"exchanges[{i}]")
+            for name, path in required_exchanges(s):
+                if not self._exchange_exists(name):
+                    raise topology.missing_exchange(name, f"{s.source_path}: {path}")
+            depth = self._declare(lambda ch: topology.declare_queue(
+                ch, q.name, durable=q.durable, auto_delete=q.auto_delete, arguments=q.declare_arguments()),
+                "queue", q.name, "queue")
+            for i, b in enumerate(s.bindings):
+                self._declare(lambda ch, b=b: topology.bind_queue(ch, q.name, b.exchange, b.routing_key, b.arguments),
+                              "binding", b.exchange, f"bindings[{i}]")
             if purge and q.purge_on_start and depth:
                 topology.purge_queue(self.control(), q.name)
                 self.event("broker_depth", "runner", q.name, float(depth), {"purged": True})
                 depth = 0
         return depth
+
+    def _declare(self, operation, kind: str, name: str, yaml_path: str):
+        """operation(control channel); a refusal becomes a TopologyError located in the scenario."""
+        try:
+            return operation(self.control())
+        except BrokerOperationFailed as exc:
+            raise topology.refused(exc, kind, name, f"{self.scenario.source_path}: {yaml_path}") from None
+
+    def _exchange_exists(self, name: str) -> bool:
+        channel = self.new_channel()  # a missing exchange closes the channel it was asked on
+        try:
+            return topology.exchange_exists(channel, name)
+        finally:
+            if channel.is_open:
+                channel.close()
 
     def start_dead_letter_capture(self, purge: bool) -> None:
         """When the queue has a dead-letter exchange: declare the capture and consume it (docs/discards.md)."""
@@ -228,6 +259,14 @@ class RunContext:
             if self.dead_letters is not None:
                 topology.delete_queue(self.control(), self.dead_letters.plan.queue)
         self.event("queue_deleted", "runner", self.scenario.queue.name)
+
+    def delete_exchanges(self) -> None:
+        """exchanges[].delete_on_end: remove those exchanges (and their bindings) after the run."""
+        for x in self.scenario.exchanges:
+            if x.delete_on_end:
+                with self._control_lock:
+                    topology.delete_exchange(self.control(), x.name)
+                self.event("exchange_deleted", "runner", x.name)
 
     def queue_depth(self) -> int | None:
         try:

@@ -35,7 +35,7 @@ def message(tmp_path: pathlib.Path, text: str, overrides=(), env=None) -> str:
     (HEAD + "runn: {}\n", "runn: unknown key (did you mean 'run'?)"),
     (HEAD + "broker: {url: 'amqp://h/', heartbeat: 3}\n", "broker.heartbeat: unknown key (did you mean 'heartbeat_s'?)"),
     (HEAD + "zzz: 1\n", "zzz: unknown key (expected one of: name, description, broker, queue, run, "
-                        "producers, consumers, timeline, slo, network)"),
+                        "producers, consumers, timeline, slo, network, exchanges, bindings)"),
     (HEAD + CONSUMER + "    processing_ms: {distribution: exponential, mean: 4}\n",
      "consumers[0].processing_ms.mean: unknown key for distribution exponential (did you mean 'mean_ms'?)"),
 ])

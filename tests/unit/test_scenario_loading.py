@@ -242,7 +242,7 @@ def test_slow_processing_loads_with_the_documented_settings():
 def test_scenario_is_exported_with_the_documented_fields():
     names = [f.name for f in dataclasses.fields(Scenario)]
     assert names == ["name", "description", "source_path", "overrides", "broker", "queue", "run",
-                     "producers", "consumers", "timeline", "slo", "network"]
+                     "producers", "consumers", "timeline", "slo", "network", "exchanges", "bindings"]
 
 
 # ---- the documentation stays true

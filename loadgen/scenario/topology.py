@@ -1,0 +1,184 @@
+"""The scenario's topology sections: `queue` (with `type` and checked arguments), `exchanges` and
+`bindings`, and which exchanges the run must find on the broker because the scenario uses them
+without declaring them. Pure: the checks follow what RabbitMQ 3.10 accepts (docs/scenarios.md).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from loadgen.scenario.checks import Check, Reader, boolean, choice, fail, integer, sub, text
+from loadgen.scenario.errors import Invalid, show
+from loadgen.scenario.model import BindingSpec, ExchangeSpec, FrozenMapping, QueueSpec
+
+__all__ = ["arguments", "read_queue", "read_exchanges", "read_bindings", "required_exchanges",
+           "QUEUE_TYPES", "EXCHANGE_TYPES"]
+
+QUEUE_TYPES = ("classic", "quorum")
+EXCHANGE_TYPES = ("direct", "fanout", "topic", "headers")
+OVERFLOWS = ("drop-head", "reject-publish", "reject-publish-dlx")
+HEADERS_MATCH = ("all", "any", "all-with-x", "any-with-x")
+RESERVED_PREFIX = "amq."
+
+
+def _string(value: Any) -> str:
+    if not isinstance(value, str):
+        raise Invalid(f"expected a string, got {show(value)}")
+    return value
+
+
+# Queue arguments whose values decide what the broker discards: checked here so a typo is a
+# scenario error before the run, not a 406 from the broker (or, for a string where a number
+# belongs, a limit the broker never applies). Other arguments pass through unchecked.
+_ARGUMENT_CHECKS: dict[str, Check] = {
+    "x-max-length": integer(0),
+    "x-max-length-bytes": integer(0),
+    "x-overflow": choice(*OVERFLOWS),
+    "x-message-ttl": integer(0),
+    "x-max-priority": integer(1, 255),
+    "x-delivery-limit": integer(1),
+    "x-dead-letter-exchange": _string,
+    "x-dead-letter-routing-key": _string,
+    "x-queue-type": choice(*QUEUE_TYPES),
+}
+
+# What a quorum queue refuses (RabbitMQ 3.10), with what to do instead.
+_QUORUM_REFUSES = {
+    "x-max-priority": "quorum queues have no message priorities in RabbitMQ 3.10 (use a classic queue)",
+    "x-queue-mode": "x-queue-mode is a classic-queue setting; quorum queues refuse it",
+}
+_CLASSIC_REFUSES = {
+    "x-delivery-limit": "only quorum queues count deliveries; the broker refuses x-delivery-limit on a "
+                        "classic queue (set queue.type: quorum)",
+}
+
+
+def arguments(value: Any) -> FrozenMapping:
+    """A free mapping of AMQP arguments: string keys to string, number or boolean values."""
+    if value is None:
+        return FrozenMapping()
+    if not isinstance(value, dict):
+        raise Invalid(f"expected a mapping of argument name to value, got {show(value)}")
+    for key, item in value.items():
+        if not isinstance(key, str):
+            raise Invalid(f"expected argument names to be strings, got {show(key)}", key, str(key))
+        if not isinstance(item, (str, int, float, bool)):
+            raise Invalid(f"expected a string, number or boolean, got {show(item)}", item, key)
+    return FrozenMapping(value)
+
+
+def _queue_arguments(value: Any) -> FrozenMapping:
+    args = arguments(value)
+    for key, check in _ARGUMENT_CHECKS.items():
+        if key in args:
+            sub(dict(args), key, check)
+    return args
+
+
+def read_queue(top: Reader) -> QueueSpec:
+    """The `queue` section; `type` and the arguments are checked against each other."""
+    q = top.section("queue", "queue", required=True)
+    source = top.source
+    name = q.get("name", text(nonempty=True))
+    args = q.get("arguments", _queue_arguments, FrozenMapping())
+    given = q.get("type", lambda v: None if v is None else choice(*QUEUE_TYPES)(v), None)
+    explicit = args.get("x-queue-type")
+    if given is not None and explicit is not None and explicit != given:
+        fail(source, "queue.type", given, f"conflicts with queue.arguments.x-queue-type ({explicit!r}); "
+             "give the type once")
+    kind = given or explicit or "classic"
+    durable = q.get("durable", boolean, kind == "quorum")
+    auto_delete = q.get("auto_delete", boolean, False)
+    if kind == "quorum":
+        if not durable:
+            fail(source, "queue.durable", durable, "a quorum queue is always durable (the broker refuses "
+                 "durable: false); remove the key or set durable: true")
+        if auto_delete:
+            fail(source, "queue.auto_delete", auto_delete, "quorum queues can not be auto-deleted "
+                 "(the broker refuses it); use delete_on_end: true to remove it after the run")
+        for key, why in _QUORUM_REFUSES.items():
+            if key in args:
+                fail(source, f"queue.arguments.{key}", args[key], why)
+        if args.get("x-overflow") == "reject-publish-dlx":
+            fail(source, "queue.arguments.x-overflow", "reject-publish-dlx",
+                 "quorum queues do not support reject-publish-dlx in RabbitMQ 3.10: the broker accepts it "
+                 "and then drops from the head instead; use reject-publish (nacks) or drop-head "
+                 "(dead-letters)")
+    else:
+        for key, why in _CLASSIC_REFUSES.items():
+            if key in args:
+                fail(source, f"queue.arguments.{key}", args[key], why)
+    return QueueSpec(name, durable, auto_delete, args, q.get("purge_on_start", boolean, True),
+                     q.get("delete_on_end", boolean, False), given)
+
+
+def _exchange_type(value: Any) -> str:
+    if isinstance(value, str) and (value in EXCHANGE_TYPES or (value.startswith("x-") and len(value) > 2)):
+        return value
+    raise Invalid(f"expected one of {', '.join(EXCHANGE_TYPES)} or a plugin's x- type "
+                  f"(e.g. x-consistent-hash), got {show(value)}")
+
+
+def _exchange_name(value: Any) -> str:
+    name = text(nonempty=True)(value)
+    if name.startswith(RESERVED_PREFIX):
+        raise Invalid(f"names starting with {RESERVED_PREFIX!r} are the broker's own exchanges and can not be "
+                      "declared; to use one (e.g. amq.topic), name it in bindings or a producer's exchange "
+                      "without declaring it")
+    return name
+
+
+def read_exchanges(top: Reader) -> tuple[ExchangeSpec, ...]:
+    """The `exchanges` list, in declaration order; names are unique."""
+    out: list[ExchangeSpec] = []
+    seen: dict[str, int] = {}
+    for i, raw in enumerate(top.items("exchanges")):
+        x = Reader(top.source, raw, f"exchanges[{i}]", "exchange")
+        name = x.get("name", _exchange_name)
+        if name in seen:
+            fail(top.source, f"exchanges[{i}].name", name, f"duplicate name: exchanges[{seen[name]}] is also "
+                 f"called {name!r}")
+        seen[name] = i
+        out.append(ExchangeSpec(name, x.get("type", _exchange_type), x.get("durable", boolean, True),
+                                x.get("auto_delete", boolean, False), x.get("arguments", arguments, FrozenMapping()),
+                                x.get("delete_on_end", boolean, False)))
+    return tuple(out)
+
+
+def _binding_exchange(value: Any) -> str:
+    if value == "":
+        raise Invalid("the default exchange (\"\") reaches every queue by its name and can not be bound to; "
+                      "publish with exchange \"\" and routing_key the queue's name instead")
+    return text(nonempty=True)(value)
+
+
+def read_bindings(top: Reader, exchanges: tuple[ExchangeSpec, ...]) -> tuple[BindingSpec, ...]:
+    """The `bindings` list (the scenario's queue to each exchange); no binding twice."""
+    declared = {x.name: x for x in exchanges}
+    out: list[BindingSpec] = []
+    seen: dict[BindingSpec, int] = {}
+    for i, raw in enumerate(top.items("bindings")):
+        b = Reader(top.source, raw, f"bindings[{i}]", "binding")
+        binding = BindingSpec(b.get("exchange", _binding_exchange), b.get("routing_key", text(), ""),
+                              b.get("arguments", arguments, FrozenMapping()))
+        target = declared.get(binding.exchange)
+        if target is not None and target.type == "headers" and "x-match" in binding.arguments:
+            b.get("arguments", lambda v: sub(v, "x-match", choice(*HEADERS_MATCH)))
+        if binding in seen:
+            fail(top.source, f"bindings[{i}]", raw, f"the same binding as bindings[{seen[binding]}]")
+        seen[binding] = i
+        out.append(binding)
+    return tuple(out)
+
+
+def required_exchanges(scenario: Any) -> list[tuple[str, str]]:
+    """(exchange, YAML path of its first use) for every exchange the scenario publishes to or binds
+    to without declaring it: the run checks that each exists before it starts."""
+    declared = {x.name for x in scenario.exchanges}
+    uses = [(f"producers[{i}].exchange", p.exchange) for i, p in enumerate(scenario.producers)]
+    uses += [(f"bindings[{i}].exchange", b.exchange) for i, b in enumerate(scenario.bindings)]
+    out: dict[str, str] = {}
+    for path, name in uses:
+        if name and name not in declared and name not in out:
+            out[name] = path
+    return [(name, path) for name, path in out.items()]
+
