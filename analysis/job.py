@@ -27,10 +27,13 @@ from analysis.transforms import (
     unaccounted_ids, with_confirm_latency, with_delivery_latencies,
 )
 from analysis.transforms._common import seconds_to_ns
+from analysis.transforms.churn import churn_block
 from analysis.transforms.codel import codel_block
+from analysis.transforms.egress import egress_block
 from analysis.transforms.fidelity import fidelity_block
 from analysis.transforms.flow_control import flow_control_block
 from analysis.transforms.priority import priority_rows
+from analysis.transforms.slow_consumers import queue_depth_series, queue_samples, slow_consumers_block
 from analysis.transforms.model import (COMPONENTS, QUANTILES, consumer_sojourn_quantiles, model_inputs,
                                        model_row, window_components)
 from analysis.transforms.network import network_summary
@@ -288,11 +291,17 @@ def summarize(traces: Traces, run: Mapping[str, Any], progress: Progress | None 
                              deliveries.transform(model_inputs(t0, ("consumer", "phase"))).collect(),
                              consumers)
         codel = codel_block(deliveries)  # CoDel per consumer (empty when it was off): docs/summary.md
+        egress = egress_block(deliveries, run.get("scenario"))  # egress classes per group ({} when off): docs/summary.md
         say("computing publish lateness and replay fidelity")
         fidelity = fidelity_block(publishes, t0, run.get("replay"))  # per producer group: docs/summary.md
         say("computing producer flow control and priority classes")
         flow_control = flow_control_block(publishes, traces["event"], int(run.get("ended_ns") or window_end))  # docs/summary.md
         priorities = priority_rows(publishes, deliveries, classified, DISCARD_CLASSES)  # docs/summary.md
+        say("computing consumer churn")
+        churn = churn_block(deliveries, traces["event"], classified)  # crashes, requeues: docs/summary.md
+        say("computing slow consumers")  # docs/slow-consumers.md
+        slow_consumers = slow_consumers_block(deliveries, traces["event"], t0)
+        queue_depth = [r.asDict() for r in queue_depth_series(queue_samples(traces["event"]), t0).collect()]
         say("computing phases")
         phases = [_phase_row(r) for r in
                   deliveries.transform(phase_summary(segments, t0, publishes)).collect()]
@@ -311,7 +320,8 @@ def summarize(traces: Traces, run: Mapping[str, Any], progress: Progress | None 
             counts[r["bin"]] = r["count"]
         say("collecting events")
         events = [r.asDict() for r in
-                  traces["event"].transform(timeline_events(t0)).limit(MAX_EVENTS + 1).collect()]
+                  traces["event"].where(F.col("kind") != "queue_sample")  # in queue_depth instead
+                  .transform(timeline_events(t0)).limit(MAX_EVENTS + 1).collect()]
         if len(events) > MAX_EVENTS:
             say(f"events: keeping the first {MAX_EVENTS} of more")
             events = events[:MAX_EVENTS]
@@ -332,6 +342,7 @@ def summarize(traces: Traces, run: Mapping[str, Any], progress: Progress | None 
         },
         "consumers": consumers,
         "codel": codel,
+        "egress": egress,
         "model": model,
         "phases": phases,
         "windows": windows,
@@ -341,6 +352,9 @@ def summarize(traces: Traces, run: Mapping[str, Any], progress: Progress | None 
         "fidelity": fidelity,
         "flow_control": flow_control,
         "priorities": priorities,
+        "consumers_churn": churn,
+        "slow_consumers": slow_consumers,
+        "queue_depth": queue_depth,
     }
 
 
