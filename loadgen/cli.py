@@ -174,7 +174,13 @@ def cmd_validate(args) -> int:
     print(f"{s.source_path}: ok — scenario {s.name!r}, {s.run.duration_s:g} s "
           f"(warm-up {s.run.warmup_s:g} s, drain up to {s.run.drain_timeout_s:g} s), "
           f"broker {mask_url(s.broker.url)}{' (a private node sojourn run starts)' if s.broker.managed else ''}, "
-          f"queue {s.queue.name!r}")
+          f"queue {s.queue.name!r} ({s.queue.queue_type})")
+    for x in s.exchanges:
+        print(f"  exchange {x.name}: {x.type}, {'durable' if x.durable else 'not durable'}"
+              f"{', deleted at the end' if x.delete_on_end else ''}")
+    for b in s.bindings:
+        print(f"  binding: {b.exchange} -> queue with key {b.routing_key!r}"
+              f"{f' and arguments {dict(b.arguments)}' if b.arguments else ''}")
     replay = describe(s, load_sources(s))
     for g in s.producers:
         confirms = f"confirms {'window ' + str(g.confirm_window) if g.confirms else 'off'}"
