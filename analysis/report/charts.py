@@ -25,6 +25,7 @@ TIMELINE_PHASE_KINDS = frozenset({"phase_start", "phase_end"})
 _PHASE_COLOURS = ("#8dd3c7", "#fdb462", "#bebada", "#fb8072", "#80b1d3", "#b3de69", "#fccde5", "#d9d9d9")
 _WARMUP_COLOUR = "#9e9e9e"
 _EVENT_COLOUR = "#6d4c41"
+_CRASH_COLOUR = "#d62728"
 _MAX_EVENT_LINES = 200  # beyond this the lines hide the data; the events table lists them all
 _MAX_DENSE_WINDOWS = 1_000_000
 _HEIGHT_PX = 420
@@ -166,6 +167,13 @@ def _decorate_timeline(fig: go.Figure, summary: Summary) -> go.Figure:
             hovertext=[_event_hover(e) for e in events], hoverinfo="text",
         ))
         fig.update_layout(yaxis2=dict(overlaying="y", range=[0, 1], visible=False, fixedrange=True))
+        crashes = [e for e in events if dig(e, "kind") == "consumer_crash"]
+        if crashes:  # a crash requeues what the consumer held: mark it apart from the other events
+            fig.add_trace(go.Scatter(
+                x=[e["t_s"] for e in crashes], y=[0.9] * len(crashes), yaxis="y2", mode="markers",
+                name="consumer crash", marker=dict(symbol="x", size=11, color=_CRASH_COLOUR),
+                hovertext=[_event_hover(e) for e in crashes], hoverinfo="text",
+            ))
     from .network import mark_impairments  # imported here: network -> tables -> charts
     return mark_impairments(fig, summary)
 

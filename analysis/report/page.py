@@ -16,10 +16,13 @@ from . import charts, tables
 from ._format import (
     as_list, as_number, dig, esc, fmt_count, fmt_exact, fmt_ms, fmt_rate, fmt_seconds, fmt_utc,
 )
+from .churn import churn_section
 from .codel import codel_section
+from .egress import egress_section
 from .fidelity import behind_banner, fidelity_section
 from .model import components_figure, model_section, sojourn_cdf_figure, utilisation_figure
 from .network import network_section
+from .slow_consumers import slow_consumers_section
 
 __all__ = ["build_page", "Links"]
 
@@ -254,6 +257,10 @@ def _nav(summary: Summary) -> str:
     entries = [("verdict", "Verdict"), ("numbers", "Key numbers")]
     entries += [(key, title) for key, title, _, _ in _CHARTS]
     entries.append(("model", "Queueing-model check"))
+    if isinstance(summary.get("egress"), Mapping) and summary.get("egress"):
+        entries.append(("egress", "Egress classes"))
+    if dig(summary, "consumers_churn", "churn") is True:
+        entries.append(("churn", "Consumer churn"))
     entries += [(key, title) for key, title, _, _ in _TABLES if key not in _OPTIONAL or summary.get(key)]
     return '<nav class="toc">' + " · ".join(f'<a href="#{k}">{esc(t)}</a>' for k, t in entries) + "</nav>"
 
@@ -271,6 +278,6 @@ def build_page(summary: Summary, links: Links | None = None) -> str:
         f'<meta name="viewport" content="width=device-width, initial-scale=1">'
         f"<title>{esc(title)}</title><style>{_css()}</style></head><body>"
         f"{_header(summary, links)}{_nav(summary)}<main>{behind_banner(summary)}{_verdict(summary)}{_key_numbers(summary)}"
-        f"{_chart_sections(summary)}{_model_section(summary)}{network_section(summary)}{codel_section(summary)}{fidelity_section(summary, _chart_div)}{_table_sections(summary)}</main>"
+        f"{_chart_sections(summary)}{_model_section(summary)}{network_section(summary)}{codel_section(summary)}{egress_section(summary)}{churn_section(summary)}{fidelity_section(summary, _chart_div)}{slow_consumers_section(summary, _chart_div)}{_table_sections(summary)}</main>"
         f"<footer>{esc(footer)}</footer></body></html>\n"
     )
