@@ -8,7 +8,9 @@ with prefetch N really holds up to N deliveries in its buffer.
 
 With `codel` set on the group, a CoDel controller (loadgen.codel) decides as each
 delivery leaves the buffer whether to nack it instead of processing it
-(docs/codel.md).
+(docs/codel.md). With `egress` set, the buffer is split into priority classes that
+discard their oldest deliveries when full (loadgen.egress, docs/discards.md): the
+hub acks each discarded delivery as it admits the new one.
 """
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ from gevent.event import Event
 
 from loadgen.amqp import connection as amqp
 from loadgen.codel import CoDel
+from loadgen.egress import EgressBuffer
 from loadgen.producer import Report
 from loadgen.runtime import Participant
 
@@ -44,12 +47,23 @@ class Delivery(NamedTuple):
     phase: str
     channel: object
     recorded_us: int | None  # the `sojourn-proc-us` header of a replayed message
+    priority: int | None  # the AMQP priority property
+
+
+_NO_EGRESS = (None, None, None, None)  # egress_class, egress_length, egress_units, discard_indication
 
 
 class Consumer(Participant):
     def __init__(self, ctx, group: str, slot: int, report: Report):
         super().__init__(ctx, group, slot, report)
-        self._buffer: deque[Delivery] = deque()
+        base = ctx.scenario.consumer(group)
+        spec = base.egress
+        # With egress the buffer is an EgressBuffer: len(), truth and popleft() work as on the deque.
+        self._egress: EgressBuffer[Delivery] | None = (
+            EgressBuffer(spec.classes, spec.max_depth_units, spec.min_burst) if spec is not None else None)
+        self._buffer: deque[Delivery] | EgressBuffer[Delivery] = self._egress if self._egress is not None else deque()
+        self._auto_ack = base.ack_mode == "auto"  # not phase-settable
+        self._discard_name = f"egress_discard:{ctx.scenario.queue.name}"
         self._has_work = Event()
         self._busy = False
         self._conn = None
@@ -229,15 +243,46 @@ class Consumer(Participant):
         """Runs in the hub, right after the frame was read: stamp and buffer, nothing else."""
         receive_ns = time.time_ns()
         headers = props.headers or {}
-        self._buffer.append(Delivery(
+        d = Delivery(
             receive_ns, method.delivery_tag, method.redelivered, headers.get("sojourn-id"),
             headers.get("sojourn-pub-ns"), len(body), self._prefetch, len(self._buffer),
-            self.ctx.scenario.phase_at(self.ctx.elapsed_s()), channel, headers.get("sojourn-proc-us")))
+            self.ctx.scenario.phase_at(self.ctx.elapsed_s()), channel, headers.get("sojourn-proc-us"),
+            props.priority)
+        if self._egress is None:
+            self._buffer.append(d)
+        else:
+            discarded = self._egress.append(d, d.priority, d.size)
+            if discarded:
+                self._discard(discarded)
         self.ctx.counters["delivered"] += 1
         self._has_work.set()
 
+    def _discard(self, discarded) -> None:
+        """Egress discarded these (oldest first) to admit a new delivery: ack each so the broker
+        forgets it (a frame the I/O loop writes; nothing waits) and trace it. Runs in the hub."""
+        for admitted in discarded:
+            d = admitted.item
+            settle_ns, outcome = None, "unsettled"
+            if self._auto_ack:
+                settle_ns, outcome = d.receive_ns, "egress_discard"
+            elif d.channel is self._channel and d.channel.is_open:
+                d.channel.basic_ack(d.tag)
+                settle_ns, outcome = time.time_ns(), "egress_discard"
+            self._trace(d, None, None, settle_ns, outcome, None, None,
+                        (admitted.egress_class, admitted.length, admitted.depth_units, None))
+            if settle_ns is not None:
+                self.report("discard", self._discard_name, (settle_ns - d.receive_ns) / 1e6, d.size, None)
+
+    def _take(self) -> tuple[Delivery, tuple]:
+        """The next delivery to process and its egress columns (`_NO_EGRESS` without egress)."""
+        if self._egress is None:
+            return self._buffer.popleft(), _NO_EGRESS
+        popped = self._egress.pop()
+        a = popped.admitted
+        return a.item, (a.egress_class, a.length, a.depth_units, popped.discard_indication)
+
     def _process_one(self, settings) -> None:
-        d = self._buffer.popleft()
+        d, egress = self._take()
         self._busy = True
         start_ns = time.time_ns()
         codel = self._controller(settings)
@@ -246,7 +291,7 @@ class Consumer(Participant):
             drop = codel.on_dequeue(start_ns - d.receive_ns, start_ns, len(self._buffer))
             codel_state = codel.state()
             if drop:
-                self._nack(d, start_ns, settings.codel.requeue, codel_state)
+                self._nack(d, start_ns, settings.codel.requeue, codel_state, egress)
                 return
         processing_ms = settings.processing.sample_ms(
             self.rng, d.recorded_us / 1000 if isinstance(d.recorded_us, int) else None)
@@ -263,7 +308,7 @@ class Consumer(Participant):
                 settle_ns, outcome = time.time_ns(), "ack"
         finally:
             self._busy = False
-            self._trace(d, start_ns, end_ns, settle_ns, outcome, processing_ms, codel_state)
+            self._trace(d, start_ns, end_ns, settle_ns, outcome, processing_ms, codel_state, egress)
         if outcome in ("ack", "auto_ack"):
             self.ctx.counters["acked"] += 1
             latency_ms = (end_ns - d.publish_ns) / 1e6 if d.publish_ns else 0.0
@@ -278,7 +323,7 @@ class Consumer(Participant):
             self._codel, self._codel_spec = CoDel(spec.target_ms, spec.interval_ms), spec
         return self._codel
 
-    def _nack(self, d: Delivery, start_ns: int, requeue: bool, codel_state) -> None:
+    def _nack(self, d: Delivery, start_ns: int, requeue: bool, codel_state, egress: tuple = _NO_EGRESS) -> None:
         """CoDel dropped `d` as it left the buffer: nack it on its own channel (a frame
         written by the I/O loop; nothing here waits), trace it and report it to Locust."""
         settle_ns, outcome = None, "unsettled"
@@ -289,7 +334,7 @@ class Consumer(Participant):
                 outcome = "nack_requeue" if requeue else "nack_discard"
         finally:
             self._busy = False
-            self._trace(d, start_ns, None, settle_ns, outcome, None, codel_state)
+            self._trace(d, start_ns, None, settle_ns, outcome, None, codel_state, egress)
         if settle_ns is not None:
             self.report("nack", self._nack_name, (start_ns - d.receive_ns) / 1e6, d.size, None)
 
@@ -309,14 +354,16 @@ class Consumer(Participant):
 
     def _trace_unsettled_buffer(self) -> None:
         while self._buffer:
-            self._trace(self._buffer.popleft(), None, None, None, "unsettled", None)
+            d, egress = self._take()
+            self._trace(d, None, None, None, "unsettled", None, None, egress[:3] + (None,))
 
     def _trace(self, d: Delivery, start_ns, end_ns, settle_ns, outcome: str, processing_ms,
-               codel_state=None) -> None:
+               codel_state=None, egress: tuple = _NO_EGRESS) -> None:
         """One delivery row; `codel_state` is the controller's state after deciding on `d`
-        (loadgen.codel.CoDelState), None when CoDel is off or never saw `d`."""
+        (loadgen.codel.CoDelState), None when CoDel is off or never saw `d`; `egress` its
+        (class, length, units, discard indication) columns, all None without egress."""
         codel = codel_state if codel_state is not None else (None, None, None, None)
         self.ctx.writer.append("delivery", (
             d.message_id, self.name, self.group, d.phase, d.tag, d.redelivered, d.publish_ns,
             d.receive_ns, start_ns, end_ns, settle_ns, outcome, d.prefetch, d.buffer_len, d.size,
-            processing_ms, *codel))
+            processing_ms, *codel, d.priority, *egress))

@@ -172,6 +172,10 @@ class EgressBuffer(Generic[T]):
             cls.indications += 1
         return Popped(admitted, indication)
 
+    def popleft(self) -> T:
+        """`pop()`'s item alone, so code written for the deque this replaces keeps working."""
+        return self.pop().admitted.item
+
     def stats(self) -> list[ClassStats]:
         """One entry per class, highest first."""
         return [ClassStats(c.name, len(c.entries), c.units, c.hwm_messages, c.hwm_units, self.max_depth_units,

@@ -1,7 +1,7 @@
 """Message accounting: every published message id ends in exactly one class.
 
 First match wins, in this order (docs/summary.md, docs/discards.md): acked,
-consumer_nack_discard, publish_rejected_maxlen, publish_nacked, unroutable, publish_failed,
+consumer_nack_discard, egress_discard, publish_rejected_maxlen, publish_nacked, unroutable, publish_failed,
 publish_failed_blocked, dead_lettered_maxlen, dead_lettered_expired, dead_lettered_rejected,
 dead_lettered_delivery_limit, left_in_broker, connection_lost, unaccounted. All counts are
 exact (`count`, never an approximate distinct count).
@@ -25,13 +25,13 @@ DEAD_LETTER_CLASSES = {
     "delivery_limit": "dead_lettered_delivery_limit",
 }
 
-ACCOUNT_CLASSES = ("acked", "consumer_nack_discard", "publish_rejected_maxlen", "publish_nacked",
+ACCOUNT_CLASSES = ("acked", "consumer_nack_discard", "egress_discard", "publish_rejected_maxlen", "publish_nacked",
                    "unroutable", "publish_failed", "publish_failed_blocked", *DEAD_LETTER_CLASSES.values(),
                    "left_in_broker", "connection_lost", "unaccounted")
 # The first four are the original keys of summary.json's messages.discarded, in their order.
 DISCARD_CLASSES = ("publish_nacked", "publish_failed", "consumer_nack_discard", "connection_lost",
                    "publish_rejected_maxlen", "unroutable", "publish_failed_blocked",
-                   *DEAD_LETTER_CLASSES.values())
+                   *DEAD_LETTER_CLASSES.values(), "egress_discard")
 
 # x-overflow values with which a full queue makes the broker nack the publish.
 _REJECTING_OVERFLOW = ("reject-publish", "reject-publish-dlx")
@@ -78,6 +78,10 @@ def classify_messages(deliveries: DataFrame, leftovers: DataFrame,
     `x-overflow` is reject-publish or reject-publish-dlx) a nacked publish is
     `publish_rejected_maxlen` instead of `publish_nacked`.
 
+    `egress_discard`: a consumer's egress class discarded a delivery of it (outcome `egress_discard`:
+    acked with manual ack, or already forgotten by the broker under auto-ack) and no delivery of
+    it was acked.
+
     `unroutable`: a mandatory publish the broker returned (outcome `returned`, or with
     confirms off a `publish_returned` event naming its id); `publish_failed_blocked`: given up
     on a blocked connection (outcome `blocked_timeout`), unless another attempt reached the broker.
@@ -109,6 +113,7 @@ def classify_messages(deliveries: DataFrame, leftovers: DataFrame,
         delivered = deliveries.where(F.col("message_id").isNotNull()).groupBy("message_id").agg(
             _flag(is_acked()).alias("_acked"),
             _flag(outcome == "nack_discard").alias("_nack_discard"),
+            _flag(outcome == "egress_discard").alias("_egress_discard"),
         )
         left = (leftovers.where(F.col("message_id").isNotNull())
                 .select("message_id").distinct().withColumn("_left", F.lit(True)))
@@ -124,6 +129,7 @@ def classify_messages(deliveries: DataFrame, leftovers: DataFrame,
         account = (
             F.when(flag("_acked"), "acked")
             .when(flag("_nack_discard"), "consumer_nack_discard")
+            .when(flag("_egress_discard"), "egress_discard")
             .when(nacked, "publish_rejected_maxlen" if publish_rejects else "publish_nacked")
             .when(flag("_returned") | flag("_returned_event"), "unroutable")
             .when(flag("_failed") & ~flag("_reached"), "publish_failed")

@@ -36,7 +36,8 @@ def priority_rows(publishes: DataFrame, deliveries: DataFrame, classified: DataF
         F.count_if(F.col("account").isin(*discard_classes)).alias("discarded"),
         F.count_if(F.col("account") == "left_in_broker").alias("left_in_broker"),
     ).collect()}
-    acked = deliveries.where(is_acked() & F.col("measured")).join(classes, "message_id", "left")
+    # The publish's priority names the class; the delivery's own column (schema 4) would clash.
+    acked = deliveries.drop("priority").where(is_acked() & F.col("measured")).join(classes, "message_id", "left")
     latency = {r["priority"]: r for r in acked.transform(stats_by(["priority"], _LATENCIES)).collect()}
     out = []
     for priority in sorted(counts, key=lambda p: (p is not None, p)):

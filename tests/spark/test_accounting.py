@@ -60,7 +60,8 @@ def test_totals_satisfy_the_accounting_identity(frame):
                       "publish_nacked": 1, "publish_failed": 1, "left_in_broker": 2,
                       "connection_lost": 0, "unaccounted": 2, "publish_rejected_maxlen": 0,
                       "dead_lettered_maxlen": 0, "dead_lettered_expired": 0, "dead_lettered_rejected": 0,
-                      "dead_lettered_delivery_limit": 0, "unroutable": 0, "publish_failed_blocked": 0}
+                      "dead_lettered_delivery_limit": 0, "unroutable": 0, "publish_failed_blocked": 0,
+                      "egress_discard": 0}
     # published = acked + discarded_total + left_in_broker + unaccounted: 11 = 4 + 3 + 2 + 2
     assert totals["published"] == sum(totals[c] for c in ACCOUNT_CLASSES)
 

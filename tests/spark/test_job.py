@@ -71,7 +71,7 @@ def test_every_message_is_accounted_for(analysed):
                                "connection_lost": 0, "publish_rejected_maxlen": 0, "unroutable": 0,
                                "publish_failed_blocked": 0, "dead_lettered_maxlen": 0,
                                "dead_lettered_expired": 0, "dead_lettered_rejected": 0,
-                               "dead_lettered_delivery_limit": 0},
+                               "dead_lettered_delivery_limit": 0, "egress_discard": 0},
                  "discarded_total": 1, "left_in_broker": 1, "unaccounted": 0,
                  "unaccounted_ids": [], "redelivered": 0, "duplicates": 0}
 
