@@ -115,13 +115,12 @@ def start(environment) -> None:
         ctx.declare_topology(purge=role != "worker")
         if role != "worker":  # the process that purges the queue also captures its dead-letters
             ctx.start_dead_letter_capture(purge=True)
+            _State.sampler = QueueSampler(ctx).start()  # slow-consumer detection: docs/slow-consumers.md
         if role != "master":  # each process that runs participants has its own network proxy
             ctx.start_netem()
     except (BrokerUnreachable, BrokerOperationFailed, NetemError) as exc:
         _fail(environment, exc)
         return
-    if role != "worker":  # slow-consumer detection: docs/slow-consumers.md
-        _State.sampler = QueueSampler(ctx).start()
     if role != "master":
         ctx.start_drain_monitor()
     if role == "worker":
