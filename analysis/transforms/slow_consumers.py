@@ -52,7 +52,7 @@ def _consumers(deliveries: DataFrame, events: DataFrame) -> DataFrame:
     samples count for it: first join (or receive) to last leave (or receive/settle)."""
     by_delivery = deliveries.groupBy("consumer").agg(
         F.first("consumer_group", ignorenulls=True).alias("group"),
-        F.bool_and(F.col("outcome") == "auto_ack").alias("auto_ack"),
+        F.bool_or(F.col("outcome") == "auto_ack").alias("auto_ack"),  # fixed per consumer
         F.max("prefetch").alias("max_prefetch"),
         F.min("receive_ns").alias("first_receive_ns"),
         F.greatest(F.max("receive_ns"), F.max("settle_ns")).alias("last_ns"))
