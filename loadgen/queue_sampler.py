@@ -106,8 +106,10 @@ class QueueSampler:
     """A greenlet sampling the run's queue at every whole second of run time until stopped."""
 
     def __init__(self, ctx, every_s: float = SAMPLE_EVERY_S,
-                 fetch: Callable[[ManagementEndpoint, float], bytes] = _http_get):
+                 fetch: Callable[[ManagementEndpoint, float], bytes] = _http_get,
+                 management_port: int | None = None):
         self.ctx = ctx
+        self.management_port = management_port  # None: 15672 (15671 for amqps)
         self.queue = ctx.scenario.queue.name
         self.every_s = every_s
         self._fetch = fetch
@@ -154,7 +156,7 @@ class QueueSampler:
             self.sample()
 
     def probe(self) -> ManagementEndpoint | None:
-        endpoint = management_endpoint(self.ctx.scenario.broker.url, self.queue)
+        endpoint = management_endpoint(self.ctx.scenario.broker.url, self.queue, self.management_port)
         try:
             counts = parse_queue_json(_cooperative(lambda: self._fetch(endpoint, HTTP_TIMEOUT_S)))
         except Exception as exc:  # noqa: BLE001 - no API: the declare alone gives ready and consumers

@@ -68,3 +68,40 @@ def test_a_failed_probe_falls_back_to_the_declare_and_logs_no_password(caplog):
         assert sampler.probe() is None
     assert sampler.source == "declare"
     assert "management API not used" in caplog.text and "hunter2" not in caplog.text
+
+
+def test_the_probe_reads_the_queue_over_http_with_basic_auth():
+    # A loopback HTTP server standing in for the management API: checks the path and the header.
+    import http.server
+    import threading
+
+    seen = {}
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 - the stdlib's name
+            seen["path"], seen["auth"] = self.path, self.headers.get("Authorization")
+            body = b'{"messages_ready": 4, "messages_unacknowledged": 7, "consumers": 1}'
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        ctx = SimpleNamespace(scenario=SimpleNamespace(queue=SimpleNamespace(name="jobs/1"),
+                                                       broker=SimpleNamespace(url="amqp://ops:pw@127.0.0.1/vh")))
+        sampler = QueueSampler(ctx, management_port=server.server_port)
+        assert sampler.source == "declare"  # until a probe succeeds
+        sampler.endpoint = sampler.probe()
+        assert sampler.endpoint is not None and sampler.source == "declare+management"
+        assert seen["path"] == "/api/queues/vh/jobs%2F1"
+        assert _credentials(seen["auth"]) == "ops:pw"
+    finally:
+        server.shutdown()
+        server.server_close()
