@@ -194,7 +194,9 @@ def cmd_validate(args) -> int:
             print(f"  warning: {r['source']}: ignored columns {', '.join(r['ignored_columns'])}", file=sys.stderr)
     for g in s.consumers:
         print(f"  consumer {g.name}: {g.count} x prefetch {g.prefetch} ({g.prefetch_scope}), "
-              f"{g.ack_mode} ack, processing mean {g.processing.mean_ms:g} ms ({g.processing.distribution})")
+              f"{g.ack_mode} ack, processing mean {g.processing.mean_ms:g} ms ({g.processing.distribution})"
+              + (f", egress {', '.join(name for name, _ in g.egress.classes)} at most "
+                 f"{g.egress.max_depth_units:,} units each (min burst {g.egress.min_burst})" if g.egress else ""))
     if s.network is not None:
         print(f"  network (delay-line proxy): {_link_text('up', s.network.upstream)}, "
               f"{_link_text('down', s.network.downstream)}{', DOWN' if s.network.down else ''}")

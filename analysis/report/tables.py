@@ -153,7 +153,8 @@ def accounting_table(summary: Summary) -> str:
     rows = [["published", "", fmt_count(dig(messages, "published"))],
             ["= acked", "delivered and acked (or auto-acked)", fmt_count(dig(messages, "acked"))]]
     rows.append(["+ discarded", "lost with a reason: rejected, returned, dropped or expired by the broker, "
-                 "given up while blocked, failed to publish, nack-discarded or lost with a connection (below)",
+                 "given up while blocked, failed to publish, nack-discarded, egress-discarded or lost with a "
+                 "connection (below)",
                  fmt_count(_discarded(messages))])
     for reason, count in _discard_reasons(messages):
         rows.append([f'<span class="sub">of which <code>{esc(reason)}</code></span>', "",
