@@ -1,6 +1,7 @@
 """Slow-consumer detection on a real run: a slow and a fast consumer on one backlogged queue."""
 from __future__ import annotations
 
+import bisect
 import json
 import subprocess
 import sys
@@ -46,6 +47,17 @@ def test_the_slow_consumer_is_full_with_messages_waiting_and_the_fast_one_is_not
     assert all(json.loads(e["detail"])["consumers"] == 2 for e in steady)
     assert all(e["value"] > 0 for e in steady)          # the backlog is there while publishing
     assert {json.loads(e["detail"])["source"] for e in samples} <= {"declare", "declare+management"}
+    # Each sample's ready count against the traces: published before it minus received before it.
+    # That is at least ready (messages still on their way to the queue and deliveries not yet read
+    # by a client count in it, not in ready; a few the other way when a publish stamped just after
+    # the sample's midpoint reached the queue before the broker counted) and exceeds it by at most
+    # what was in flight: the two prefetch windows (6) and a fraction of a second of publishes.
+    # Measured: 0 to 5 above ready.
+    published = sorted(p["publish_ns"] for p in read_rows(run_dir, "publish"))
+    received = sorted(d["receive_ns"] for d in read_rows(run_dir, "delivery"))
+    for e in samples:
+        in_traces = bisect.bisect_right(published, e["ts_ns"]) - bisect.bisect_right(received, e["ts_ns"])
+        assert -5 <= in_traces - e["value"] <= 6 + 30, (e, in_traces)
 
     summary = analyze_in_process(run_dir)
     block = summary["slow_consumers"]
