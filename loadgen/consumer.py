@@ -203,26 +203,31 @@ class Consumer(Participant):
         self._leaving = True  # the close that follows is this crash, not a lost connection
         conn, in_hand = self._conn, None
         if self._buffer:
-            d = self._buffer.popleft()
+            d, egress = self._take()
             self._busy = True
             start_ns = time.time_ns()
             processing_ms = settings.processing.sample_ms(
                 self.rng, d.recorded_us / 1000 if isinstance(d.recorded_us, int) else None)
             if processing_ms > 0:
                 self._simulate(processing_ms / 1000.0)
-            in_hand = (d, start_ns, time.time_ns(), processing_ms)
+            in_hand = (d, egress, start_ns, time.time_ns(), processing_ms)
         amqp.flush_writes(conn)  # acks traced as sent must reach the broker ahead of the FIN
         amqp.sever(conn)
         deadline = time.monotonic() + CLOSE_WAIT_S
         while not conn.is_closed and time.monotonic() < deadline:
-            gevent.sleep(0.01)  # pika reads the EOF in the hub; deliveries read until then are held too
+            gevent.sleep(0.01)  # pika reads until the broker's EOF; deliveries read until then are held too
+        if not conn.is_closed:
+            log.warning("consumer %s: the broker did not close its end %g s after the crash; aborting",
+                        self.name, CLOSE_WAIT_S)
+            amqp.sever(conn, abort=True)
         held = 0
         if in_hand is not None:
-            d, start_ns, end_ns, processing_ms = in_hand
-            self._trace(d, start_ns, end_ns, None, "crashed", processing_ms)
+            d, egress, start_ns, end_ns, processing_ms = in_hand
+            self._trace(d, start_ns, end_ns, None, "crashed", processing_ms, None, egress)
             held += 1
         while self._buffer:
-            self._trace(self._buffer.popleft(), None, None, None, "crashed", None)
+            d, egress = self._take()
+            self._trace(d, None, None, None, "crashed", None, None, egress[:3] + (None,))
             held += 1
         self._busy = False
         self._channel = None

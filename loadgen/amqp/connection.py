@@ -126,17 +126,21 @@ def flush_writes(conn, timeout_s: float = 1.0) -> bool:
         gevent.sleep(0.001)
 
 
-def sever(conn) -> bool:
+def sever(conn, abort: bool = False) -> bool:
     """Drop `conn`'s TCP connection the way a crashed client does: no channel.close, no
-    connection.close, just the socket shut down in both directions (the kernel sends what it
-    already holds, then FIN). The broker sees the peer gone and requeues every unacked delivery.
+    connection.close, just the socket shut down for writing (the kernel sends what it already
+    holds, then FIN). The broker sees the peer gone without a close, closes its end and requeues
+    every unacked delivery. Reading stays open until then, so whatever the broker had already
+    sent still reaches the client and can be accounted for (SHUT_RDWR would make the kernel drop
+    it unread, leaving requeued deliveries nobody traced).
 
     pika keeps the socket on the connection's transport: BaseConnection._transport (an
     _AsyncPlaintextTransport or _AsyncSSLTransport from pika.adapters.utils.io_services_utils)
     holds it in `_sock`. Both are private, so a pika without them falls back to the transport's
     public abort(), which closes the socket just as abruptly. pika then reads EOF in the hub and
     closes the connection on its side (on_close_callback with StreamLostError); nothing here waits.
-    Returns False when the connection had no transport left (already gone)."""
+    `abort`: skip the shutdown and abort the transport at once (for a broker that never closes
+    its end). Returns False when the connection had no transport left (already gone)."""
     import socket
 
     transport = getattr(conn, "_transport", None)
@@ -144,8 +148,8 @@ def sever(conn) -> bool:
         return False
     sock = getattr(transport, "_sock", None)
     try:
-        if sock is not None:
-            sock.shutdown(socket.SHUT_RDWR)
+        if sock is not None and not abort:
+            sock.shutdown(socket.SHUT_WR)
             return True
     except OSError:
         pass  # already disconnected: let pika's abort finish the job
