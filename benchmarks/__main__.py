@@ -9,6 +9,12 @@ the machine) and to a JSON file.
     python -m benchmarks                           # every comparison, 5 rounds of 3 s
     python -m benchmarks --only publish --rounds 3 # comparisons whose name contains 'publish'
     python -m benchmarks --seconds 0.2 --rounds 1 --json /tmp/b.json --no-docs   # the smoke test
+    python -m benchmarks --only end-to-end --run-seconds 8 --rounds 3  # sojourn run vs the bare pair
+    python -m benchmarks --only scaling --run-seconds 8 --rounds 3     # --processes 1, 2, 4
+
+`end-to-end` and `scaling` (benchmarks.endtoend) run the real `sojourn run` CLI, each trial
+`--run-seconds` long. With --only, the rows not rerun are kept from the existing JSON file,
+so the regenerated report still shows every comparison (each row says when it was measured).
 """
 from __future__ import annotations
 
@@ -21,6 +27,7 @@ import sys
 import time
 from pathlib import Path
 
+from benchmarks import endtoend
 from benchmarks.netem import DEFAULT_URL, _repo, machine_facts
 
 QUEUE = "sojourn.bench.loadpath"
@@ -34,6 +41,7 @@ COMPARISONS: dict[str, tuple[str, dict, tuple[str, ...]]] = {
     "consume-prefetch-100": ("consume", {"prefetch": 100}, ("bare", "sojourn", "sojourn-notrace")),
     "consume-prefetch-300": ("consume", {"prefetch": 300}, ("bare", "sojourn", "sojourn-notrace")),
 }
+RUN_COMPARISONS = ("end-to-end", "scaling")  # whole `sojourn run`s: benchmarks.endtoend
 
 
 def _versions() -> dict:
@@ -110,6 +118,74 @@ def run_comparison(name: str, url: str, seconds: float, rounds: int) -> dict:
     return result
 
 
+def _when(r: dict) -> str:
+    """A row kept from an earlier invocation says when it was measured."""
+    return f" ({r['measured']})" if r.get("measured") else ""
+
+
+def _num(x, spec: str) -> str:
+    return "?" if x is None else format(x, spec)
+
+
+def _cores(c: dict) -> str:
+    return " / ".join("?" if c.get(k) is None else f"{c[k]:.2f}"
+                      for k in ("broker_cores", "loadgen_cores", "machine_busy_cores"))
+
+
+def _render_runs(results: list[dict]) -> list[str]:
+    lines: list[str] = []
+    for r in results:
+        if r["name"] == "end-to-end":
+            m, cpu = r["median_per_s"], r["cpu"]
+            lines += [
+                "", f"### End to end: `sojourn run` against the bare pair{_when(r)}", "",
+                f"{r['rounds']} rounds alternating the two, {r['seconds']:g} s of publishing each; the rate is acks "
+                f"per second at the consumer over [{r['warmup_s']:g} s, {r['seconds']:g} s] of the publishing time "
+                "(warm-up and drain left out), by the wall-clock time of each ack. *bare*: a pika publisher "
+                f"(confirms, window {endtoend.CONFIRM_WINDOW}) and a pika consumer (manual ack, prefetch "
+                f"{endtoend.PREFETCH}) as two processes on one queue, {endtoend.BODY_BYTES}-byte messages. *sojourn*: "
+                "`sojourn run --no-analyze` (one process, the default) of a scenario with one producer at "
+                f"{endtoend.MAX_RATE:,} msg/s and one consumer with the same settings, counted from its delivery "
+                "trace (`settle_ns` of the acks). CPU in cores (CPU seconds per second) over the same window: "
+                "broker (beam.smp) / load generator (the pair, or the run's process tree) / whole machine.",
+                "",
+                "| variant | acked msg/s (median) | per round | CPU: broker / load generator / machine |",
+                "|---|---|---|---|",
+                f"| bare pair | {m['bare']} | {', '.join(f'{x:.0f}' for x in r['per_s']['bare'])} "
+                f"| {_cores(cpu['bare'])} |",
+                f"| sojourn run | {m['sojourn']} | {', '.join(f'{x:.0f}' for x in r['per_s']['sojourn'])} "
+                f"| {_cores(cpu['sojourn'])} |",
+                "",
+                f"sojourn / bare: **{_num(r['ratio_vs_bare'], '.2f')}**. The producer "
+                f"{'fell behind in every round' if r['producer_fell_behind'] else 'did NOT fall behind in every round'}"
+                f" (it published {_num(r['median_publish_per_s'], '.0f')} msg/s in the window, median, and was "
+                f"{_num(r['median_lag_at_end_s'], 'g')} s behind its schedule at its last publish); "
+                "accounting from the traces "
+                f"(every published message acked once or left in the queue, no other outcome): "
+                f"{'sane in every round' if r['accounting_ok'] else '**NOT sane** (see the JSON)'}.",
+            ]
+        elif r["name"] == "scaling":
+            lines += [
+                "", f"### Scaling with `--processes`{_when(r)}", "",
+                f"The same kind of scenario with {r['users']} producers and {r['users']} consumers (so every worker "
+                f"process gets users at 4 processes), run with `--processes N`; {r['rounds']} rounds, the order of "
+                f"the process counts rotating each round, {r['seconds']:g} s of publishing each, acks per second "
+                f"over [{r['warmup_s']:g} s, {r['seconds']:g} s]. CPU in cores over that window.",
+                "",
+                f"| --processes | acked msg/s (median) | vs {r['rows'][0]['processes']} | published msg/s "
+                "| CPU: broker | load generator "
+                "| machine busy | producers, consumers per process | accounting |",
+                "|---|---|---|---|---|---|---|---|---|",
+            ]
+            for row in r["rows"]:
+                lines.append(
+                    f"| {row['processes']} | {row['median_per_s']} | {_num(row['ratio_vs_first'], '.2f')} "
+                    f"| {_num(row['median_publish_per_s'], '.0f')} | {row['broker_cores']} | {row['loadgen_cores']} "
+                    f"| {row['machine_busy_cores']} | {' / '.join(f'{p}p {c}c' for p, c in row['users_per_worker'])} "
+                    f"| {'sane' if row['accounting_ok'] else 'NOT sane'} |")
+    return lines
+
+
 def render(facts: dict, results: list[dict]) -> str:
     v = facts["versions"]
     lines = [
@@ -135,15 +211,18 @@ def render(facts: dict, results: list[dict]) -> str:
         "| tracing overhead (target <= 5 %) |",
         "|---|---|---|---|---|---|---|",
     ]
-    for r in results:
+    for r in (r for r in results if r["name"] in COMPARISONS):
         m = r["median_per_s"]
         ratio = r.get("ratio_vs_bare")
         over = r.get("tracing_overhead")
         lines.append(
-            f"| {r['name']} | {r['rounds']} x {r['seconds']:g} | {m.get('bare', '–')} | {m.get('sojourn', '–')} "
+            f"| {r['name']}{_when(r)} | {r['rounds']} x {r['seconds']:g} | {m.get('bare', '–')} "
+            f"| {m.get('sojourn', '–')} "
             f"| {m.get('sojourn-notrace', '–')} | {'–' if ratio is None else f'{ratio:.2f}'}"
             f"{'' if ratio is None or ratio >= 0.9 else ' (missed)'} "
-            f"| {'–' if over is None else f'{over * 100:.1f} %'}{'' if over is None or over <= 0.05 else ' (missed)'} |")
+            f"| {'–' if over is None else f'{over * 100:.1f} %'}"
+            f"{'' if over is None or over <= 0.05 else ' (missed)'} |")
+    lines += _render_runs(results)
     notes = Path(__file__).with_name("NOTES.md")  # the findings and the fixes, kept by hand
     lines += ["", notes.read_text() if notes.exists() else ""]
     return "\n".join(lines).rstrip("\n") + "\n"
@@ -160,22 +239,66 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--docs", metavar="PATH", default=str(Path(_repo(), "docs", "benchmarks.md")),
                    help="the Markdown report to regenerate (default docs/benchmarks.md)")
     p.add_argument("--no-docs", action="store_true", help="do not rewrite the Markdown report")
+    p.add_argument("--run-seconds", type=float, default=8.0,
+                   help="publishing time per trial of end-to-end and scaling (default 8)")
+    p.add_argument("--processes", default="1,2,4", metavar="N,N,...",
+                   help="scaling: the --processes values to compare (default 1,2,4)")
+    p.add_argument("--users", type=int, default=4, help="scaling: producers and consumers in the scenario (default 4)")
+    p.add_argument("--quick", action="store_true",
+                   help="one round, 0.2 s trials, 1 s runs, scaling with 1 process only: checks that it all runs")
     args = p.parse_args(argv)
-    names = [n for n in COMPARISONS if not args.only or args.only in n]
+    if args.quick:
+        args.rounds, args.seconds, args.run_seconds, args.processes = 1, 0.2, 1.0, "1"
+    try:
+        process_counts = tuple(int(x) for x in args.processes.split(",") if x.strip())
+    except ValueError:
+        p.error(f"--processes: expected comma-separated whole numbers, got {args.processes!r}")
+    if not process_counts or min(process_counts) < 1:
+        p.error(f"--processes: expected counts >= 1, got {args.processes!r}")
+    every = [*COMPARISONS, *RUN_COMPARISONS]
+    names = [n for n in every if not args.only or args.only in n]
     if not names:
-        p.error(f"--only {args.only!r} matches none of {', '.join(COMPARISONS)}")
+        p.error(f"--only {args.only!r} matches none of {', '.join(every)}")
     facts = {**machine_facts(), "versions": _versions(), "broker": _broker_version(args.url)}
     results = []
     for name in names:
+        if name == "end-to-end":
+            results.append(endtoend.run_end_to_end(args.url, args.run_seconds, args.rounds))
+            r = results[-1]
+            print(f"{name}: bare {r['median_per_s']['bare']} msg/s, sojourn {r['median_per_s']['sojourn']} msg/s; "
+                  f"sojourn/bare {r['ratio_vs_bare']}; producer fell behind {r['producer_fell_behind']}, "
+                  f"accounting ok {r['accounting_ok']}", flush=True)
+            continue
+        if name == "scaling":
+            results.append(endtoend.run_scaling(args.url, args.run_seconds, args.rounds, process_counts, args.users))
+            print(f"{name}: " + ", ".join(f"{row['processes']} -> {row['median_per_s']} msg/s "
+                                          f"({row['ratio_vs_first']})" for row in results[-1]["rows"]), flush=True)
+            continue
         results.append(run_comparison(name, args.url, args.seconds, args.rounds))
         m = results[-1]["median_per_s"]
         print(f"{name}: " + ", ".join(f"{v} {x} msg/s" for v, x in m.items())
               + f"; sojourn/bare {results[-1].get('ratio_vs_bare')}, tracing overhead "
               f"{results[-1].get('tracing_overhead')}", flush=True)
+    for r in results:
+        r["load_1m_after"] = round(os.getloadavg()[0], 2)
+    results = _merge(Path(args.json), results, every) if args.only else results
     Path(args.json).write_text(json.dumps({"machine": facts, "results": results}, indent=2) + "\n")
     if not args.no_docs:
         Path(args.docs).write_text(render(facts, results))
     return 0
+
+
+def _merge(path: Path, fresh: list[dict], order: list[str]) -> list[dict]:
+    """The fresh rows, and the rows of the existing JSON file that were not rerun (marked with their date)."""
+    try:
+        old = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return fresh
+    rerun = {r["name"] for r in fresh}
+    kept = [{**r, "measured": r.get("measured") or old.get("machine", {}).get("date")}
+            for r in old.get("results", []) if r.get("name") not in rerun]
+    rows = {r["name"]: r for r in [*kept, *fresh]}
+    return [rows[n] for n in order if n in rows]
 
 
 if __name__ == "__main__":
