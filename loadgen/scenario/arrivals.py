@@ -8,9 +8,9 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from loadgen.scenario.checks import Check, choice, number, sub
+from loadgen.scenario.checks import Check, choice, known_keys, number, sub
 from loadgen.scenario.errors import Invalid, did_you_mean, show
-from loadgen.scenario.model import YAML_LAYOUT, Bursts, RatePoints, ReplaySpec
+from loadgen.scenario.model import Bursts, RatePoints, ReplaySpec
 
 __all__ = ["rate", "bursts", "replay", "priority", "RATE_EXAMPLE", "REPLAY_ONLY_FIELDS"]
 
@@ -19,17 +19,6 @@ BURSTS_EXAMPLE = "{on_s: 2, off_s: 8}"
 REPLAY_EXAMPLE = "{path: traces/sample.csv, speed: 1.0}"
 REPLAY_ONLY_FIELDS = ("rate", "arrival", "size_bytes", "bursts", "priority")
 """Producer keys that a replay group takes from its file instead (an error when given)."""
-
-
-def _keys(value: dict, section: str, required: tuple[str, ...]) -> None:
-    allowed = YAML_LAYOUT[section]
-    for key in value:
-        if key not in allowed:
-            hint = did_you_mean(key, allowed) or f" (expected one of: {', '.join(allowed)})"
-            raise Invalid(f"unknown key{hint}", value[key], str(key))
-    for key in required:
-        if key not in value:
-            raise Invalid("missing required key", None, key)
 
 
 def rate(value: Any) -> float | RatePoints:
@@ -92,7 +81,7 @@ def bursts(value: Any) -> Bursts | None:
         return None
     if not isinstance(value, dict):
         raise Invalid(f"expected a mapping such as {BURSTS_EXAMPLE}, or null, got {show(value)}")
-    _keys(value, "bursts", ("on_s", "off_s"))
+    known_keys(value, "bursts", ("on_s", "off_s"))
     return Bursts(sub(value, "on_s", number(0, strict=True)), sub(value, "off_s", number(0, strict=True)),
                   sub(value, "off_rate", number(0)) if "off_rate" in value else 0.0,
                   sub(value, "start_s", number(0)) if "start_s" in value else 0.0)
@@ -106,7 +95,7 @@ def replay(scenario_dir: str) -> Check:
             return None
         if not isinstance(value, dict):
             raise Invalid(f"expected a mapping such as {REPLAY_EXAMPLE}, or null, got {show(value)}")
-        _keys(value, "replay", ("path",))
+        known_keys(value, "replay", ("path",))
         path = sub(value, "path", _path(scenario_dir))
         speed = sub(value, "speed", number(0, strict=True)) if "speed" in value else 1.0
         window = sub(value, "window", _window) if "window" in value else (0.0, None)

@@ -13,7 +13,7 @@ from loadgen.scenario.errors import Invalid, ScenarioError, did_you_mean, join_p
 from loadgen.scenario.model import YAML_LAYOUT
 
 __all__ = ["Check", "REQUIRED", "Reader", "fail", "integer", "number", "optional_number", "boolean",
-           "choice", "identifier", "text", "sub"]
+           "choice", "identifier", "text", "sub", "known_keys"]
 
 Check = Callable[[Any], Any]
 REQUIRED: Any = object()
@@ -106,6 +106,19 @@ def sub(mapping: dict, key: str, check: Check) -> Any:
         return check(mapping[key])
     except Invalid as bad:
         raise bad.within(key, mapping[key]) from None
+
+
+def known_keys(value: dict, section: str, required: tuple[str, ...] = ()) -> None:
+    """Refuse a key the YAML layout's `section` does not allow (with a did-you-mean), and a missing
+    required one; for a mapping checked as one value (codel, egress, bursts, replay, managed)."""
+    allowed = YAML_LAYOUT[section]
+    for key in value:
+        if key not in allowed:
+            hint = did_you_mean(key, allowed) or f" (expected one of: {', '.join(allowed)})"
+            raise Invalid(f"unknown key{hint}", value[key], str(key))
+    for key in required:
+        if key not in value:
+            raise Invalid("missing required key", None, key)
 
 
 class Reader:

@@ -13,7 +13,7 @@ import yaml
 
 from analysis.slo import SloError, parse_slo
 from loadgen.scenario.checks import (
-    Check, Reader as _Reader, boolean as _boolean, choice as _choice, optional_number,
+    Check, Reader as _Reader, known_keys, boolean as _boolean, choice as _choice, optional_number,
     fail as _fail, identifier as _name, integer as _integer, number as _number, sub as _sub, text as _text,
 )
 from loadgen.scenario.errors import (
@@ -136,10 +136,7 @@ def _managed(value: Any) -> ManagedSpec | None:
     if not isinstance(value, dict):
         raise Invalid(f"expected true or a mapping such as {{port: 5674, settings: "
                       f"{{vm_memory_high_watermark.absolute: 200MiB}}}}, got {show(value)}")
-    for key in value:
-        if key not in YAML_LAYOUT["managed"]:
-            hint = did_you_mean(key, YAML_LAYOUT["managed"]) or f" (expected one of: {', '.join(YAML_LAYOUT['managed'])})"
-            raise Invalid(f"unknown key{hint}", value[key], str(key))
+    known_keys(value, "managed")
     port = _sub(value, "port", _integer(1, 65535)) if "port" in value else MANAGED_PORT
     settings = value.get("settings") or {}
     if not isinstance(settings, dict):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from loadgen.scenario.checks import Check, Reader, boolean, integer, number, optional_number, sub
+from loadgen.scenario.checks import Check, Reader, boolean, integer, known_keys, number, optional_number, sub
 from loadgen.scenario.errors import Invalid, did_you_mean, show
 from loadgen.scenario.model import (
     NETWORK_PATHS, PHASE_SETTABLE, YAML_LAYOUT, CoDelSpec, EgressSpec, LinkSpec, NetworkSpec,
@@ -33,14 +33,7 @@ def codel(value: Any) -> CoDelSpec | None:
         return None
     if not isinstance(value, dict):
         raise Invalid(f"expected a mapping such as {CODEL_EXAMPLE}, or null for CoDel off, got {show(value)}")
-    allowed = YAML_LAYOUT["codel"]
-    for key in value:
-        if key not in allowed:
-            hint = did_you_mean(key, allowed) or f" (expected one of: {', '.join(allowed)})"
-            raise Invalid(f"unknown key{hint}", value[key], str(key))
-    for key in ("target_ms", "interval_ms"):
-        if key not in value:
-            raise Invalid("missing required key", None, key)
+    known_keys(value, "codel", ("target_ms", "interval_ms"))
     requeue = sub(value, "requeue", boolean) if "requeue" in value else True
     return CoDelSpec(sub(value, "target_ms", number(0, strict=True)),
                      sub(value, "interval_ms", number(0, strict=True)), requeue)
@@ -54,11 +47,7 @@ def egress(value: Any) -> EgressSpec | None:
         value = {}
     if not isinstance(value, dict):
         raise Invalid(f"expected a mapping such as {EGRESS_EXAMPLE}, or null for none, got {show(value)}")
-    allowed = YAML_LAYOUT["egress"]
-    for key in value:
-        if key not in allowed:
-            hint = did_you_mean(key, allowed) or f" (expected one of: {', '.join(allowed)})"
-            raise Invalid(f"unknown key{hint}", value[key], str(key))
+    known_keys(value, "egress")
     default = EgressSpec()
     max_depth = sub(value, "max_depth_units", integer(1)) if "max_depth_units" in value else default.max_depth_units
     min_burst = sub(value, "min_burst", integer(1)) if "min_burst" in value else default.min_burst

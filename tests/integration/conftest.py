@@ -46,6 +46,29 @@ def write_scenario(path: Path, text: str) -> str:
     return str(path)
 
 
+def run_together(base: Path, scenarios: dict[str, str], timeout: float = 180) -> dict[str, tuple[Path, str]]:
+    """Run each scenario text (`sojourn run --no-analyze`) at once, one process each, into
+    `base/<case>`; return case -> (run_dir, stderr). Every run must exit 0; a run left behind by a
+    failed one is killed."""
+    procs = {}
+    try:
+        for case, text in scenarios.items():
+            path = write_scenario(base / f"{case}.yaml", text)
+            procs[case] = subprocess.Popen(
+                [str(BIN / "sojourn"), "run", path, "--out", str(base / case), "--no-analyze"],
+                cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        out = {}
+        for case, proc in procs.items():
+            _, stderr = proc.communicate(timeout=timeout)
+            assert proc.returncode == 0, f"{case}: {stderr[-3000:]}"
+            out[case] = (base / case, stderr)
+        return out
+    finally:
+        for proc in procs.values():
+            if proc.poll() is None:
+                proc.kill()
+
+
 @pytest.fixture(scope="session")
 def analyze_in_process():
     """analyze_in_process(run_dir) -> summary: the analysis on one Spark session shared by the

@@ -7,13 +7,11 @@ turn: a `sojourn run` with analysis per case would pay for Spark three times.
 """
 from __future__ import annotations
 
-import subprocess
-from pathlib import Path
 
 import pytest
 
-from tests.integration.conftest import BIN, REPO, write_scenario
-from tests.integration.traces import read_rows
+from tests.integration.conftest import run_together
+from tests.integration.traces import independent_outcomes, read_rows
 
 DLX = "sojourn.it.discards.dlx"
 TTL_MS = 200
@@ -87,43 +85,14 @@ def runs(tmp_path_factory, analyze_in_process):
     """case -> (run_dir, stderr, summary): the three loads started together, then analysed on the
     integration tests' shared Spark session."""
 
-    base = tmp_path_factory.mktemp("discards")
-    procs = {}
-    for case, text in SCENARIOS.items():
-        path = write_scenario(base / f"{case}.yaml", text)
-        procs[case] = subprocess.Popen(
-            [str(BIN / "sojourn"), "run", path, "--out", str(base / case), "--no-analyze"],
-            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    out = {}
-    for case, proc in procs.items():
-        _, stderr = proc.communicate(timeout=180)
-        assert proc.returncode == 0, f"{case}: {stderr[-3000:]}"
-        out[case] = (base / case, stderr)
-    for case, (run_dir, stderr) in out.items():
-        out[case] = (run_dir, stderr, analyze_in_process(run_dir))
-    return out
-
-
-def _ids(rows, **where):
-    return {r["message_id"] for r in rows if all(r[k] == v for k, v in where.items())}
-
-
-def _independent(run_dir: Path) -> dict[str, set]:
-    """From the traces alone, with pyarrow: what was published, acked, left, dead-lettered and why."""
-    published = _ids(read_rows(run_dir, "publish"))
-    deliveries = read_rows(run_dir, "delivery")
-    acked = {d["message_id"] for d in deliveries if d["outcome"] in ("ack", "auto_ack")}
-    left = _ids(read_rows(run_dir, "leftover"))
-    dead = read_rows(run_dir, "deadletter")
-    return {"published": published, "acked": acked, "left": left,
-            "maxlen": _ids(dead, reason="maxlen"), "expired": _ids(dead, reason="expired"),
-            "nacked": _ids(read_rows(run_dir, "publish"), outcome="nacked")}
+    done = run_together(tmp_path_factory.mktemp("discards"), SCENARIOS)
+    return {case: (run_dir, stderr, analyze_in_process(run_dir)) for case, (run_dir, stderr) in done.items()}
 
 
 def test_overflow_dropped_from_the_head_is_dead_lettered_and_accounted_as_maxlen(runs):
     run_dir, stderr, summary = runs["maxlen"]
     m = summary["messages"]
-    got = _independent(run_dir)
+    got = independent_outcomes(run_dir)
     gone = got["published"] - got["acked"] - got["left"]
     assert m["discarded"]["dead_lettered_maxlen"] > 0
     assert m["unaccounted"] == 0, m["unaccounted_ids"]
@@ -138,7 +107,7 @@ def test_overflow_dropped_from_the_head_is_dead_lettered_and_accounted_as_maxlen
 def test_messages_older_than_the_ttl_are_dead_lettered_and_accounted_as_expired(runs):
     run_dir, _, summary = runs["expired"]
     m = summary["messages"]
-    got = _independent(run_dir)
+    got = independent_outcomes(run_dir)
     gone = got["published"] - got["acked"] - got["left"]
     assert m["discarded"]["dead_lettered_expired"] == len(gone) > 0
     assert gone == got["expired"] & got["published"]
@@ -154,7 +123,7 @@ def test_messages_older_than_the_ttl_are_dead_lettered_and_accounted_as_expired(
 def test_publishes_a_full_queue_refuses_are_rejections_at_publish(runs):
     run_dir, stderr, summary = runs["rejected"]
     m = summary["messages"]
-    got = _independent(run_dir)
+    got = independent_outcomes(run_dir)
     assert m["discarded"]["publish_rejected_maxlen"] == len(got["nacked"] - got["acked"]) > 0
     assert m["discarded"]["publish_nacked"] == 0
     assert m["unaccounted"] == 0, m["unaccounted_ids"]

@@ -4,7 +4,6 @@ serves the high class first, and every discard is accounted for."""
 from __future__ import annotations
 
 from collections import Counter
-from pathlib import Path
 
 import pytest
 

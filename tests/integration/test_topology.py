@@ -9,7 +9,6 @@ Every queue and exchange name carries a per-session suffix and is deleted at the
 from __future__ import annotations
 
 import json
-import subprocess
 import uuid
 from collections import Counter
 from pathlib import Path
@@ -17,9 +16,8 @@ from pathlib import Path
 import pika
 import pytest
 
-from tests.integration.conftest import BIN, REPO, sojourn, write_scenario
-from tests.integration.test_discards import _ids, _independent
-from tests.integration.traces import read_rows
+from tests.integration.conftest import run_together, sojourn, write_scenario
+from tests.integration.traces import ids, independent_outcomes, read_rows
 
 SUFFIX = uuid.uuid4().hex[:8]
 PREFIX = f"sojourn.it.topology.{SUFFIX}"
@@ -112,38 +110,26 @@ def cleanup(queues=(), exchanges=()) -> None:
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory, analyze_in_process):
     """case -> (run_dir, summary): the three loads started together, then analysed in turn."""
-    base = tmp_path_factory.mktemp("topology")
-    procs = {}
-    for case, text in SCENARIOS.items():
-        path = write_scenario(base / f"{case}.yaml", text)
-        procs[case] = subprocess.Popen(
-            [str(BIN / "sojourn"), "run", path, "--out", str(base / case), "--no-analyze"],
-            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        for case, proc in procs.items():
-            _, stderr = proc.communicate(timeout=180)
-            assert proc.returncode == 0, f"{case}: {stderr[-3000:]}"
-        yield {case: (base / case, analyze_in_process(base / case)) for case in SCENARIOS}
+        done = run_together(tmp_path_factory.mktemp("topology"), SCENARIOS)
+        yield {case: (run_dir, analyze_in_process(run_dir)) for case, (run_dir, _stderr) in done.items()}
     finally:
-        for proc in procs.values():
-            if proc.poll() is None:
-                proc.kill()
         cleanup([f"{PREFIX}.{q}" for q in ("topic", "quorum", "capped")]
                 + [f"sojourn.{PREFIX}.{q}.dead-letters" for q in ("quorum", "capped")], DECLARED_EXCHANGES)
 
 
 def _published_by(run_dir: Path, group: str) -> set:
-    return _ids([r for r in read_rows(run_dir, "publish") if r["producer_group"] == group])
+    return ids([r for r in read_rows(run_dir, "publish") if r["producer_group"] == group])
 
 
 def test_a_topic_exchange_routes_only_the_keys_its_bindings_match(runs):
     run_dir, summary = runs["topic"]
     m = summary["messages"]
     hit, miss = _published_by(run_dir, "hit"), _published_by(run_dir, "miss")
-    got = _independent(run_dir)
+    got = independent_outcomes(run_dir)
     assert hit and miss
     assert got["acked"] == hit  # every orders.eu message reached the queue and was consumed
-    returned = _ids(read_rows(run_dir, "publish"), outcome="returned")
+    returned = ids(read_rows(run_dir, "publish"), outcome="returned")
     assert returned == miss  # the broker returned every audit.eu publish: no binding matched it
     assert m["discarded"]["unroutable"] == len(miss)
     assert m["acked"] == len(hit)
@@ -166,7 +152,7 @@ def test_delete_on_end_removes_the_declared_exchanges(runs):
 def test_messages_requeued_past_the_quorum_delivery_limit_are_dead_lettered_for_that_reason(runs):
     run_dir, summary = runs["delivery_limit"]
     m = summary["messages"]
-    got = _independent(run_dir)
+    got = independent_outcomes(run_dir)
     deliveries = read_rows(run_dir, "delivery")
     requeues = Counter(d["message_id"] for d in deliveries if d["outcome"] == "nack_requeue")
     # The broker's rule: the return that takes a message's delivery count past the limit
@@ -174,7 +160,7 @@ def test_messages_requeued_past_the_quorum_delivery_limit_are_dead_lettered_for_
     over = {mid for mid, n in requeues.items() if n > DELIVERY_LIMIT}
     assert over, "CoDel should have requeued some messages past the limit"
     assert all(requeues[mid] == DELIVERY_LIMIT + 1 for mid in over)
-    assert _ids(read_rows(run_dir, "deadletter"), reason="delivery_limit") == over
+    assert ids(read_rows(run_dir, "deadletter"), reason="delivery_limit") == over
     assert got["acked"] == got["published"] - over and not got["left"]
     assert m["discarded"]["dead_lettered_delivery_limit"] == len(over)
     assert m["acked"] == len(got["published"]) - len(over)
@@ -185,7 +171,7 @@ def test_messages_requeued_past_the_quorum_delivery_limit_are_dead_lettered_for_
 def test_reject_publish_dlx_overflow_is_nacked_and_dead_lettered_and_counted_once(runs):
     run_dir, summary = runs["reject_publish_dlx"]
     m = summary["messages"]
-    got = _independent(run_dir)
+    got = independent_outcomes(run_dir)
     published = len(got["published"])
     refused = published - MAX_LENGTH  # no consumer: the queue keeps the first MAX_LENGTH, refuses the rest
     assert refused > 0

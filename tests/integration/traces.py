@@ -12,3 +12,20 @@ def read_rows(run_dir: str | Path, kind: str) -> list[dict]:
     for part in parts:
         rows.extend(pq.read_table(part).to_pylist())
     return rows
+
+
+def ids(rows, **where) -> set:
+    """The message ids of the rows whose columns equal `where`."""
+    return {r["message_id"] for r in rows if all(r[k] == v for k, v in where.items())}
+
+
+def independent_outcomes(run_dir: Path) -> dict[str, set]:
+    """From the traces alone, with pyarrow: what was published, acked, left, dead-lettered and why."""
+    published = ids(read_rows(run_dir, "publish"))
+    deliveries = read_rows(run_dir, "delivery")
+    acked = {d["message_id"] for d in deliveries if d["outcome"] in ("ack", "auto_ack")}
+    left = ids(read_rows(run_dir, "leftover"))
+    dead = read_rows(run_dir, "deadletter")
+    return {"published": published, "acked": acked, "left": left,
+            "maxlen": ids(dead, reason="maxlen"), "expired": ids(dead, reason="expired"),
+            "nacked": ids(read_rows(run_dir, "publish"), outcome="nacked")}

@@ -1,7 +1,7 @@
 """The console summary after a run: a load generator that fell behind, or a replay that lost rows, is loud."""
 from __future__ import annotations
 
-from loadgen.cli import format_summary
+from loadgen.commands.run import format_summary
 
 
 def test_a_group_behind_schedule_and_a_replay_with_missing_rows_are_warned_about():

@@ -1,0 +1,1 @@
+"""The `sojourn` subcommands, one module each; loadgen.cli parses and dispatches."""

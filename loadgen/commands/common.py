@@ -1,0 +1,115 @@
+"""What the `sojourn` commands share: exit statuses, the error they raise, loading a scenario,
+its warnings, the broker a run uses, and running Locust headless in a child process."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+__all__ = ["EXIT_OK", "EXIT_SLO", "EXIT_INPUT", "EXIT_BROKER", "EXIT_INTERRUPTED", "BROKER_HELP", "CliError",
+           "load", "print_warnings", "broker_for", "run_locust", "say"]
+
+EXIT_OK, EXIT_SLO, EXIT_INPUT, EXIT_BROKER, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+
+LOCUSTFILE = Path(__file__).resolve().parents[1] / "locustfile.py"
+
+BROKER_HELP = """\
+Start a local RabbitMQ and try again:
+  rabbitmq-server -detached            # installed but stopped
+  apt-get install -y rabbitmq-server   # not installed (Debian/Ubuntu)
+or point sojourn at another broker with SOJOURN_AMQP_URL=amqp://user:pass@host:5672/ (amqps:// for TLS)."""
+
+
+def say(message: str) -> None:
+    """A progress line on stderr, as every command prints them."""
+    print(f"sojourn: {message}", file=sys.stderr)
+
+
+class CliError(Exception):
+    def __init__(self, message: str, code: int):
+        super().__init__(message)
+        self.code = code
+
+def load(path: str, overrides: list[str]):
+    from loadgen.replay.sources import load_sources
+    from loadgen.scenario import ScenarioError, load_scenario
+
+    try:
+        scenario = load_scenario(path, overrides)
+        load_sources(scenario)  # replay files: a bad row is an input error before anything runs
+        return scenario
+    except ScenarioError as exc:
+        raise CliError(str(exc), EXIT_INPUT) from None
+
+
+def print_warnings(scenario, capture: bool = True) -> None:
+    """Settings that are valid but probably not what the user meant: stderr, exit status unchanged.
+    `capture=False`: leave the dead-letter capture warnings to the load generator, which prints
+    them when the run starts (also under a bare `locust`)."""
+    from loadgen.codel import codel_warnings
+    from loadgen.deadletter import capture_warnings
+    from loadgen.egress import egress_warnings
+
+    for warning in [*codel_warnings(scenario), *egress_warnings(scenario),
+                    *(capture_warnings(scenario) if capture else [])]:
+        print(f"warning: {warning}", file=sys.stderr)
+
+
+@contextmanager
+def broker_for(scenario) -> Iterator[list[str]]:
+    """The broker a run of `scenario` uses, up for the duration (loadgen.broker.for_run): yields the
+    overrides to add to the run's (the private node's URL when one stands in for the default broker)."""
+    from loadgen.broker.for_run import broker_for_run
+    from loadgen.broker.managed import BrokerError
+    from loadgen.errors import BrokerUnreachable
+
+    try:
+        with broker_for_run(scenario, say) as url:
+            yield [] if url is None else [f"broker.url={url}"]
+    except BrokerUnreachable as exc:
+        raise CliError(f"{exc}\n{BROKER_HELP}", EXIT_BROKER) from None
+    except BrokerError as exc:
+        raise CliError(f"the private broker did not start: {exc}", EXIT_BROKER) from None
+
+
+def run_locust(scenario_path: str, overrides: list[str], run_dir: str, processes: int = 0) -> bool:
+    """Run Locust headless in a child process; return True if it was interrupted."""
+    cmd = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--headless", "--only-summary",
+           "--scenario", scenario_path, "--run-dir", run_dir,
+           "--html", os.path.join(run_dir, "locust.html"),
+           "--csv", os.path.join(run_dir, "locust"),
+           "--exit-code-on-error", "0", "--loglevel", "WARNING"]
+    for override in overrides:
+        cmd += ["--set", override]
+    if processes:
+        cmd += ["--processes", str(processes)]
+    say(f"running {scenario_path} -> {run_dir}")
+    with open(os.path.join(run_dir, "locust.log"), "w") as log_file:
+        child = subprocess.Popen(cmd, stdout=log_file, stderr=None)
+        interrupted = False
+        while True:
+            try:
+                code = child.wait()
+                break
+            except KeyboardInterrupt:
+                # The child got the same SIGINT and is flushing its traces; wait for it.
+                interrupted = True
+                print("sojourn: interrupted; waiting for the load generator to flush its traces "
+                      "(Ctrl-C again to force)", file=sys.stderr)
+                try:
+                    code = child.wait()
+                    break
+                except KeyboardInterrupt:
+                    child.send_signal(signal.SIGTERM)
+    if code == EXIT_BROKER:
+        raise CliError("the load generator could not reach the broker (see above)\n" + BROKER_HELP, EXIT_BROKER)
+    if code == EXIT_INPUT:
+        raise CliError("the run did not start: the scenario, or what it declares on the broker, was refused "
+                       "(see above)", EXIT_INPUT)
+    if code not in (0, 1) and not interrupted:
+        print(f"sojourn: locust exited with status {code}; see {run_dir}/locust.log", file=sys.stderr)
+    return interrupted

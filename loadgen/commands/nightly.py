@@ -1,0 +1,60 @@
+"""`sojourn nightly`: a suite of scenarios with SLOs, JUnit, history and trends (docs/nightly.md)."""
+from __future__ import annotations
+
+import os
+
+from loadgen.commands.common import (EXIT_INPUT, EXIT_INTERRUPTED, EXIT_OK, EXIT_SLO, CliError, broker_for, load,
+                                     run_locust, say)
+from loadgen.commands.run import format_summary
+
+__all__ = ["cmd_nightly"]
+
+
+def cmd_nightly(args) -> int:
+    from loadgen.scenario import ScenarioError
+    from loadgen.suite import LockHeld, ResultsLock, load_suite
+    from loadgen.suite.runner import run_suite, write_history
+
+    try:
+        suite = load_suite(args.suite)
+    except ScenarioError as exc:
+        raise CliError(str(exc), EXIT_INPUT) from None
+    scenarios = [load(e.scenario_path, list(e.overrides)) for e in suite.entries]  # all valid before any run
+    scenario_of = {id(e): s for e, s in zip(suite.entries, scenarios)}
+    lock = ResultsLock(args.out)
+    try:
+        lock.acquire()
+    except LockHeld as exc:
+        raise CliError(str(exc), EXIT_INPUT) from None
+    spark = None
+
+    def run_load(entry, run_dir: str) -> bool:
+        with broker_for(scenario_of[id(entry)]) as extra:  # per entry: each scenario names its own broker
+            return run_locust(entry.scenario_path, [*entry.overrides, *extra], run_dir)
+
+    def analyze_run(run_dir: str) -> dict:
+        nonlocal spark
+        from analysis.job import analyze
+        from analysis.session import get_spark
+
+        if spark is None:
+            spark = get_spark(args.spark_master)
+        summary = analyze(run_dir, spark=spark)
+        print(format_summary(summary, run_dir))
+        return summary
+
+    try:
+        outcome = run_suite(suite, args.out, run_load=run_load, analyze=analyze_run,
+                            say=say)
+        write_history(suite, args.out, outcome)
+    finally:
+        if spark is not None:
+            spark.stop()
+        lock.release()
+    failures = [f"{c.classname} {c.name}" for c in outcome.cases if c.failure]
+    print(f"nightly {suite.name}: {len(suite.entries)} scenarios, {len(failures)} failed checks"
+          + "".join(f"\n  FAIL {f}" for f in failures))
+    print(f"  junit: {os.path.join(args.out, 'junit.xml')}  trends: {os.path.join(args.out, 'index.html')}")
+    if outcome.interrupted:
+        return EXIT_INTERRUPTED
+    return EXIT_SLO if outcome.failed else EXIT_OK

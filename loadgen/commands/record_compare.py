@@ -1,0 +1,58 @@
+"""`sojourn record` (the firehose into a replay file) and `sojourn compare` (analysed runs side by side)."""
+from __future__ import annotations
+
+import os
+
+from loadgen.commands.common import BROKER_HELP, EXIT_BROKER, EXIT_INPUT, EXIT_INTERRUPTED, EXIT_OK, CliError
+
+__all__ = ["cmd_record", "cmd_compare"]
+
+
+def cmd_record(args) -> int:
+    from loadgen.errors import BrokerUnreachable
+    from loadgen.record import RecordError, RecordOptions, record
+    from loadgen.replay.writer import TraceFileError
+
+    duration = args.duration if args.duration is not None else (None if args.count is not None else 60.0)
+    url = args.url or os.environ.get("SOJOURN_AMQP_URL") or "amqp://guest:guest@127.0.0.1:5672/"
+    opts = RecordOptions(url=url, out=args.out, duration_s=duration, count=args.count,
+                         exchanges=tuple(args.exchanges), payloads=args.payloads, trace_on=args.trace_on)
+    try:
+        result = record(opts)
+    except (RecordError, TraceFileError) as exc:
+        raise CliError(str(exc), EXIT_INPUT) from None
+    except BrokerUnreachable as exc:
+        raise CliError(f"{exc}\n{BROKER_HELP}", EXIT_BROKER) from None
+    print(result.summary())
+    if result.connection_lost:
+        return EXIT_BROKER
+    return EXIT_INTERRUPTED if result.interrupted else EXIT_OK
+
+
+def cmd_compare(args) -> int:
+    import json
+
+    from analysis.report.compare import render_compare
+
+    runs, links = [], {}
+    out_dir = os.path.dirname(os.path.abspath(args.out))
+    for run_dir in args.run_dirs:
+        path = os.path.join(run_dir, "summary.json")
+        try:
+            with open(path, encoding="utf-8") as f:
+                summary = json.load(f)
+        except FileNotFoundError:
+            raise CliError(f"{run_dir}: no summary.json; analyze it first with: sojourn analyze {run_dir}",
+                           EXIT_INPUT) from None
+        except (OSError, ValueError) as exc:
+            raise CliError(f"{path}: can not read: {exc}", EXIT_INPUT) from None
+        label = os.path.basename(os.path.normpath(run_dir))
+        if label in links:
+            label = os.path.normpath(run_dir)
+        runs.append((label, summary))
+        links[label] = os.path.relpath(os.path.join(os.path.abspath(run_dir), "report.html"), out_dir)
+    html = render_compare(runs, links=links)
+    with open(args.out, "w", encoding="utf-8") as f:
+        f.write(html)
+    print(f"comparison of {len(runs)} runs: {args.out}")
+    return EXIT_OK

@@ -1,0 +1,95 @@
+"""`sojourn run` (the load, then the analysis) and `sojourn analyze`, and the summary lines both print."""
+from __future__ import annotations
+
+import os
+import sys
+
+from loadgen.commands.common import (EXIT_INPUT, EXIT_INTERRUPTED, EXIT_OK, EXIT_SLO, CliError, broker_for, load,
+                                     print_warnings, run_locust, say)
+
+__all__ = ["cmd_run", "cmd_analyze", "analyze_run", "format_summary"]
+
+
+def cmd_run(args) -> int:
+    from loadgen.runinfo import default_run_dir
+
+    scenario = load(args.scenario, args.overrides)
+    print_warnings(scenario, capture=False)
+    run_dir = args.out or default_run_dir(scenario.name)
+    if os.path.exists(os.path.join(run_dir, "traces")):
+        raise CliError(f"{run_dir}: already holds a run's traces; choose another --out", EXIT_INPUT)
+    with broker_for(scenario) as extra:
+        os.makedirs(run_dir, exist_ok=True)
+        interrupted = run_locust(args.scenario, [*args.overrides, *extra], run_dir, args.processes)
+    if args.no_analyze:
+        print(f"traces written to {run_dir}; analyze with: sojourn analyze {run_dir}")
+        return EXIT_INTERRUPTED if interrupted else EXIT_OK
+    code = analyze_run(run_dir, args.spark_master)
+    return EXIT_INTERRUPTED if interrupted else code
+
+
+def cmd_analyze(args) -> int:
+    if not os.path.isfile(os.path.join(args.run_dir, "run.json")):
+        raise CliError(f"{args.run_dir}: not a run directory (no run.json)", EXIT_INPUT)
+    return analyze_run(args.run_dir, args.spark_master)
+
+
+def analyze_run(run_dir: str, master: str | None) -> int:
+    from analysis.errors import AnalysisError
+    from analysis.job import analyze
+
+    say(f"analyzing {run_dir} with Spark")
+    try:
+        summary = analyze(run_dir, master=master,
+                          progress=lambda msg: print(f"  {msg}", file=sys.stderr))
+    except AnalysisError as exc:
+        raise CliError(str(exc), EXIT_INPUT) from None
+    print(format_summary(summary, run_dir))
+    failed = [s for s in summary.get("slo", []) if not s.get("passed")]
+    return EXIT_SLO if failed else EXIT_OK
+
+
+def format_summary(summary: dict, run_dir: str) -> str:
+    m = summary.get("messages", {})
+    t = summary.get("throughput", {})
+    sj = summary.get("sojourn_ms", {})
+    e2e = summary.get("latency_ms", {}).get("end_to_end", {})
+
+    def ms(v):
+        return "–" if v is None else f"{v:,.1f}"
+
+    lines = [
+        f"run {summary.get('run', {}).get('run_id', '?')}  ({summary.get('run', {}).get('status', '?')})",
+        f"  messages   published {m.get('published', 0):,}  acked {m.get('acked', 0):,}  "
+        f"discarded {m.get('discarded_total', 0):,}  left in broker {m.get('left_in_broker', 0):,}  "
+        f"unaccounted {m.get('unaccounted', 0):,}",
+        f"  throughput publish {t.get('publish_per_s', 0) or 0:,.1f}/s  deliver {t.get('deliver_per_s', 0) or 0:,.1f}/s  "
+        f"ack {t.get('ack_per_s', 0) or 0:,.1f}/s",
+        f"  sojourn ms p50 {ms(sj.get('p50'))}  p95 {ms(sj.get('p95'))}  p99 {ms(sj.get('p99'))}  "
+        f"max {ms(sj.get('max'))}",
+        f"  e2e ms     p50 {ms(e2e.get('p50'))}  p99 {ms(e2e.get('p99'))}",
+    ]
+    for phase in summary.get("phases", []):
+        psj = phase.get("sojourn_ms", {})
+        span = f"{phase.get('start_s', 0):g}–{phase.get('end_s', 0):g} s"
+        lines.append(f"  phase {phase.get('phase')} ({span}): sojourn p50 {ms(psj.get('p50'))} "
+                     f"p99 {ms(psj.get('p99'))}")
+    for s in summary.get("slo", []):
+        value = s.get("value")
+        shown = "none" if value is None else f"{value:,.6g}"
+        lines.append(f"  SLO {'PASS' if s.get('passed') else 'FAIL'}  {s.get('expr')}  (value {shown})")
+    for group, f in sorted((summary.get("fidelity") or {}).items()):
+        if not isinstance(f, dict):
+            continue
+        late = f.get("lateness_ms") or {}
+        if f.get("behind"):
+            lines.append(f"  WARNING: producer group {group} fell behind its schedule: p99 {ms(late.get('p99'))} ms "
+                         f"late (max {ms(late.get('max'))} ms); the results under-state the offered load")
+        replay = f.get("replay") if isinstance(f.get("replay"), dict) else {}
+        if replay.get("missing") or replay.get("duplicates"):
+            lines.append(f"  WARNING: replay {group}: {replay.get('missing') or 0:,} rows missing, "
+                         f"{replay.get('duplicates') or 0:,} duplicate publishes")
+    if m.get("unaccounted"):
+        lines.append(f"  WARNING: {m['unaccounted']} messages unaccounted for, e.g. {m.get('unaccounted_ids', [])[:5]}")
+    lines.append(f"  report: {os.path.join(run_dir, 'report.html')}")
+    return "\n".join(lines)

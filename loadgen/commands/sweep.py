@@ -1,0 +1,113 @@
+"""`sojourn sweep`: one run per value of one field, analysed on one Spark session, side by side."""
+from __future__ import annotations
+
+import json
+import os
+
+from loadgen.commands.common import (EXIT_INPUT, EXIT_INTERRUPTED, EXIT_OK, EXIT_SLO, CliError, broker_for, load,
+                                     run_locust, say)
+
+__all__ = ["cmd_sweep", "sweep_rows", "sweep_table"]
+
+
+def _vary(text: str) -> tuple[str, list[str]]:
+    path, sep, values = text.partition("=")
+    vals = [v.strip() for v in values.split(",") if v.strip()]
+    if not sep or not path.strip() or len(vals) < 1:
+        raise CliError(f"--vary {text!r}: expected PATH=V1,V2,... e.g. consumers.main.prefetch=1,26,51",
+                       EXIT_INPUT)
+    return path.strip(), vals
+
+
+def cmd_sweep(args) -> int:
+    from loadgen.runinfo import default_run_dir
+
+    path, values = _vary(args.vary)
+    variants = [(v, [*args.overrides, f"{path}={v}"]) for v in values]
+    scenarios = [load(args.scenario, overrides) for _v, overrides in variants]  # all valid before any run
+    out = args.out or default_run_dir(scenarios[0].name) + "-sweep"
+    label = path.rsplit(".", 1)[-1]
+    runs = [(v, os.path.join(out, f"{label}-{v}"), overrides) for v, overrides in variants]
+    for _v, run_dir, _o in runs:
+        if os.path.exists(os.path.join(run_dir, "traces")):
+            raise CliError(f"{run_dir}: already holds a run's traces; choose another --out", EXIT_INPUT)
+    for scenario, (v, run_dir, overrides) in zip(scenarios, runs):
+        say(f"sweep {path}={v}")
+        with broker_for(scenario) as extra:  # per run: the swept field may be a broker setting
+            os.makedirs(run_dir, exist_ok=True)
+            if run_locust(args.scenario, [*overrides, *extra], run_dir, args.processes):
+                say(f"sweep interrupted; finished runs are in {out}")
+                return EXIT_INTERRUPTED
+
+    from analysis.errors import AnalysisError
+    from analysis.job import analyze
+    from analysis.session import get_spark
+
+    say(f"analyzing {len(runs)} runs with Spark")
+    spark = get_spark(args.spark_master)
+    summaries = []
+    try:
+        for v, run_dir, _o in runs:
+            try:
+                summaries.append((v, run_dir, analyze(run_dir, spark=spark)))
+            except AnalysisError as exc:
+                raise CliError(str(exc), EXIT_INPUT) from None
+    finally:
+        spark.stop()
+    rows = sweep_rows(summaries)
+    table = sweep_table(path, rows)
+    with open(os.path.join(out, "sweep.md"), "w", encoding="utf-8") as f:
+        f.write(f"# sweep of {path} over {args.scenario}\n\n{table}\n")
+    with open(os.path.join(out, "sweep.json"), "w", encoding="utf-8") as f:
+        json.dump({"scenario": args.scenario, "vary": path, "overrides": args.overrides, "rows": rows}, f, indent=2)
+    print(table)
+    unaccounted = sum((s.get("messages") or {}).get("unaccounted") or 0 for _v, _d, s in summaries)
+    if unaccounted:
+        print(f"  WARNING: {unaccounted} messages unaccounted for; see each run's report")
+    print(f"  runs and reports: {out}/{label}-*/report.html; table: {out}/sweep.md")
+    failed = any(not s.get("passed") for _v, _d, summary in summaries for s in summary.get("slo", []))
+    return EXIT_SLO if failed else EXIT_OK
+
+
+def sweep_rows(summaries: list[tuple[str, str, dict]]) -> list[dict]:
+    """One row per run and phase. Utilisation is estimated as acks/s x mean processing time per
+    consumer (the summary's per-phase block has no processing time of its own)."""
+    rows = []
+    for value, run_dir, summary in summaries:
+        processing_ms = ((summary.get("latency_ms") or {}).get("processing") or {}).get("mean")
+        consumers = max(1, len(summary.get("consumers") or []))
+        periods = ((summary.get("network") or {}).get("periods")) or []
+        for phase in summary.get("phases") or []:
+            ack = (phase.get("throughput") or {}).get("ack_per_s")
+            # the impairment period in force when the phase began (periods follow network changes only)
+            net = next((p for p in periods
+                        if (p.get("start_s") or 0) <= (phase.get("start_s") or 0) < (p.get("end_s") or 0)), None)
+            rows.append({
+                "value": value, "run_dir": run_dir, "phase": phase.get("phase"),
+                "start_s": phase.get("start_s"), "end_s": phase.get("end_s"),
+                "network_ms": None if net is None else [(net.get("upstream") or {}).get("latency_ms"),
+                                                        (net.get("downstream") or {}).get("latency_ms")],
+                "ack_per_s": ack,
+                "utilisation": None if ack is None or processing_ms is None
+                else ack * processing_ms / 1000.0 / consumers,
+                "sojourn_p50_ms": (phase.get("sojourn_ms") or {}).get("p50"),
+                "sojourn_p99_ms": (phase.get("sojourn_ms") or {}).get("p99"),
+                "e2e_p50_ms": ((phase.get("latency_ms") or {}).get("end_to_end") or {}).get("p50"),
+                "unaccounted": (summary.get("messages") or {}).get("unaccounted"),
+            })
+    return rows
+
+
+def sweep_table(path: str, rows: list[dict]) -> str:
+    def num(v, fmt="{:,.1f}"):
+        return "–" if v is None else fmt.format(v)
+
+    lines = [f"| {path} | phase | s | network up/down (ms) | ack/s | utilisation | "
+             f"sojourn p50 (ms) | sojourn p99 (ms) | e2e p50 (ms) |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        net = "–" if r["network_ms"] is None else "/".join(num(x, "{:g}") for x in r["network_ms"])
+        lines.append(f"| {r['value']} | {r['phase']} | {num(r['start_s'], '{:g}')}–{num(r['end_s'], '{:g}')} "
+                     f"| {net} | {num(r['ack_per_s'])} | {num(r['utilisation'], '{:.1%}')} "
+                     f"| {num(r['sojourn_p50_ms'])} | {num(r['sojourn_p99_ms'])} | {num(r['e2e_p50_ms'], '{:,.0f}')} |")
+    return "\n".join(lines)
