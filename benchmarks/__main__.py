@@ -139,30 +139,36 @@ def _render_runs(results: list[dict]) -> list[str]:
             m, cpu = r["median_per_s"], r["cpu"]
             lines += [
                 "", f"### End to end: `sojourn run` against the bare pair{_when(r)}", "",
-                f"{r['rounds']} rounds alternating the two, {r['seconds']:g} s of publishing each; the rate is acks "
-                f"per second at the consumer over [{r['warmup_s']:g} s, {r['seconds']:g} s] of the publishing time "
-                "(warm-up and drain left out), by the wall-clock time of each ack. *bare*: a pika publisher "
+                f"{r['rounds']} rounds alternating the variants, {r['seconds']:g} s of publishing each; the rate is "
+                f"acks per second at the consumer over [{r['warmup_s']:g} s, {r['seconds']:g} s] of the publishing "
+                "time (warm-up and drain left out), by the wall-clock time of each ack. *bare*: a pika publisher "
                 f"(confirms, window {endtoend.CONFIRM_WINDOW}) and a pika consumer (manual ack, prefetch "
                 f"{endtoend.PREFETCH}) as two processes on one queue, {endtoend.BODY_BYTES}-byte messages. *sojourn*: "
-                "`sojourn run --no-analyze` (one process, the default) of a scenario with one producer at "
+                "`sojourn run --no-analyze` (in one process, the default, and with `--processes 2`, where Locust puts "
+                "the producer and the consumer in two worker processes as the pair has them) of a scenario with "
+                "one producer at "
                 f"{endtoend.MAX_RATE:,} msg/s and one consumer with the same settings, counted from its delivery "
                 "trace (`settle_ns` of the acks). CPU in cores (CPU seconds per second) over the same window: "
                 "broker (beam.smp) / load generator (the pair, or the run's process tree) / whole machine.",
                 "",
-                "| variant | acked msg/s (median) | per round | CPU: broker / load generator / machine |",
-                "|---|---|---|---|",
-                f"| bare pair | {m['bare']} | {', '.join(f'{x:.0f}' for x in r['per_s']['bare'])} "
-                f"| {_cores(cpu['bare'])} |",
-                f"| sojourn run | {m['sojourn']} | {', '.join(f'{x:.0f}' for x in r['per_s']['sojourn'])} "
-                f"| {_cores(cpu['sojourn'])} |",
+                "| variant | acked msg/s (median) | / bare | per round | published msg/s | CPU: broker / load "
+                "generator / machine |",
+                "|---|---|---|---|---|---|",
+            ]
+            labels = {"bare": "bare pair", "sojourn": "sojourn run", "sojourn-2p": "sojourn run --processes 2"}
+            for v, label in labels.items():
+                if v in m:
+                    ratio = "1" if v == "bare" else _num(r["ratio_vs_bare"].get(v), ".2f")
+                    lines.append(f"| {label} | {m[v]} | {ratio} | {', '.join(f'{x:.0f}' for x in r['per_s'][v])} "
+                                 f"| {_num(r['median_publish_per_s'].get(v), '.0f') if v != 'bare' else '–'} "
+                                 f"| {_cores(cpu[v])} |")
+            lines += [
                 "",
-                f"sojourn / bare: **{_num(r['ratio_vs_bare'], '.2f')}**. The producer "
+                "The producer "
                 f"{'fell behind in every round' if r['producer_fell_behind'] else 'did NOT fall behind in every round'}"
-                f" (it published {_num(r['median_publish_per_s'], '.0f')} msg/s in the window, median, and was "
-                f"{_num(r['median_lag_at_end_s'], 'g')} s behind its schedule at its last publish); "
-                "accounting from the traces "
-                f"(every published message acked once or left in the queue, no other outcome): "
-                f"{'sane in every round' if r['accounting_ok'] else '**NOT sane** (see the JSON)'}.",
+                f" (at its last publish it was {_num(r['median_lag_at_end_s'], 'g')} s behind its schedule, median); "
+                "accounting from the traces (every published message acked once or left in the queue, no other "
+                f"outcome): {'sane in every run' if r['accounting_ok'] else '**NOT sane** (see the JSON)'}.",
             ]
         elif r["name"] == "scaling":
             lines += [
@@ -265,8 +271,8 @@ def main(argv: list[str] | None = None) -> int:
         if name == "end-to-end":
             results.append(endtoend.run_end_to_end(args.url, args.run_seconds, args.rounds))
             r = results[-1]
-            print(f"{name}: bare {r['median_per_s']['bare']} msg/s, sojourn {r['median_per_s']['sojourn']} msg/s; "
-                  f"sojourn/bare {r['ratio_vs_bare']}; producer fell behind {r['producer_fell_behind']}, "
+            print(f"{name}: " + ", ".join(f"{v} {x} msg/s" for v, x in r["median_per_s"].items())
+                  + f"; vs bare {r['ratio_vs_bare']}; producer fell behind {r['producer_fell_behind']}, "
                   f"accounting ok {r['accounting_ok']}", flush=True)
             continue
         if name == "scaling":

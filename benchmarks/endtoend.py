@@ -204,21 +204,29 @@ def _med(rows: list[dict], key: str):
     return round(statistics.median(values), 2) if values else None
 
 
+VARIANTS = ("bare", "sojourn", "sojourn-2p")  # sojourn-2p: --processes 2, producer and consumer apart like the pair
+
+
 def run_end_to_end(url: str, seconds: float, rounds: int, log=print) -> dict:
-    trials: dict[str, list[dict]] = {"bare": [], "sojourn": []}
+    trials: dict[str, list[dict]] = {v: [] for v in VARIANTS}
     for r in range(rounds):
-        for variant in (("bare", "sojourn") if r % 2 == 0 else ("sojourn", "bare")):
-            row = bare_pair(url, seconds) if variant == "bare" else sojourn_run(url, seconds)
+        for variant in (VARIANTS if r % 2 == 0 else VARIANTS[::-1]):  # no side always goes first
+            if variant == "bare":
+                row = bare_pair(url, seconds)
+            else:
+                row = sojourn_run(url, seconds, processes=2 if variant == "sojourn-2p" else 0)
             trials[variant].append(row)
             log(f"  end-to-end round {r + 1} {variant}: {row['per_s']:.0f} msg/s")
     med = {v: round(statistics.median(t["per_s"] for t in rows)) for v, rows in trials.items()}
-    sj = trials["sojourn"]
+    runs = trials["sojourn"] + trials["sojourn-2p"]
     return {"name": "end-to-end", "kind": "end-to-end", "rounds": rounds, "seconds": seconds,
             "warmup_s": warmup_for(seconds), "per_s": {v: [t["per_s"] for t in rows] for v, rows in trials.items()},
-            "median_per_s": med, "ratio_vs_bare": round(med["sojourn"] / med["bare"], 3) if med["bare"] else None,
-            "producer_fell_behind": all(t["fell_behind"] for t in sj),
-            "median_publish_per_s": _med(sj, "publish_per_s"), "median_lag_at_end_s": _med(sj, "lag_at_end_s"),
-            "accounting_ok": all(t["accounting_ok"] for t in sj),
+            "median_per_s": med,
+            "ratio_vs_bare": {v: round(med[v] / med["bare"], 3) if med["bare"] else None for v in VARIANTS[1:]},
+            "producer_fell_behind": all(t["fell_behind"] for t in runs),
+            "median_publish_per_s": {v: _med(trials[v], "publish_per_s") for v in VARIANTS[1:]},
+            "median_lag_at_end_s": _med(runs, "lag_at_end_s"),
+            "accounting_ok": all(t["accounting_ok"] for t in runs),
             "cpu": {v: {k: _med(rows, k) for k in ("broker_cores", "loadgen_cores", "machine_busy_cores")}
                     for v, rows in trials.items()},
             "trials": trials}

@@ -21,3 +21,43 @@ def test_the_benchmark_entry_point_runs_a_comparison_and_writes_its_json(tmp_pat
     assert set(row["median_per_s"]) == {"bare", "sojourn", "sojourn-notrace"}
     assert all(rate > 0 for rate in row["median_per_s"].values())
     assert "ratio_vs_bare" in row and "tracing_overhead" in row
+
+
+def test_the_end_to_end_comparison_runs_sojourn_and_the_bare_pair_and_keeps_earlier_rows(tmp_path):
+    out, docs = tmp_path / "results.json", tmp_path / "benchmarks.md"
+    earlier = {"machine": {"date": "2026-01-01 00:00 UTC"},
+               "results": [{"name": "publish", "kind": "publish", "rounds": 1, "seconds": 1,
+                            "median_per_s": {"bare": 10, "sojourn": 9, "sojourn-notrace": 9}}]}
+    out.write_text(json.dumps(earlier))
+    result = subprocess.run([sys.executable, "-m", "benchmarks", "--only", "end-to-end", "--quick",
+                             "--json", str(out), "--docs", str(docs)],
+                            cwd=REPO, capture_output=True, text=True, timeout=240)
+    assert result.returncode == 0, result.stderr
+    rows = {r["name"]: r for r in json.loads(out.read_text())["results"]}
+    assert set(rows) == {"publish", "end-to-end"}
+    assert rows["publish"]["measured"] == "2026-01-01 00:00 UTC"  # kept, and says when it was measured
+    e2e = rows["end-to-end"]
+    assert set(e2e["median_per_s"]) == {"bare", "sojourn", "sojourn-2p"}
+    assert all(rate > 0 for rate in e2e["median_per_s"].values())
+    # 1,000,000 msg/s asked: the producer can only fall behind; every message acked or left over.
+    assert e2e["producer_fell_behind"] is True
+    assert e2e["accounting_ok"] is True
+    for run in e2e["trials"]["sojourn"] + e2e["trials"]["sojourn-2p"]:
+        assert run["acked"] + run["leftover"] == run["published"] > 0
+    [two] = e2e["trials"]["sojourn-2p"]
+    assert sorted(two["users_per_worker"]) == [[0, 1], [1, 0]]  # producer and consumer in separate processes
+    text = docs.read_text()
+    assert "### End to end" in text and "| publish (2026-01-01 00:00 UTC) |" in text
+
+
+def test_the_scaling_measurement_runs_sojourn_with_worker_processes(tmp_path):
+    out = tmp_path / "results.json"
+    result = subprocess.run([sys.executable, "-m", "benchmarks", "--only", "scaling", "--quick", "--users", "2",
+                             "--json", str(out), "--no-docs"],
+                            cwd=REPO, capture_output=True, text=True, timeout=240)
+    assert result.returncode == 0, result.stderr
+    [row] = json.loads(out.read_text())["results"]
+    [one] = row["rows"]
+    assert one["processes"] == 1 and one["median_per_s"] > 0 and one["accounting_ok"] is True
+    assert one["users_per_worker"] == [[2, 2]]  # one worker process holds both groups' users
+    assert one["broker_cores"] > 0 and one["loadgen_cores"] > 0
