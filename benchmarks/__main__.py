@@ -14,7 +14,8 @@ the machine) and to a JSON file.
 
 `end-to-end` and `scaling` (benchmarks.endtoend) run the real `sojourn run` CLI, each trial
 `--run-seconds` long. With --only, the rows not rerun are kept from the existing JSON file,
-so the regenerated report still shows every comparison (each row says when it was measured).
+so the regenerated report still shows every comparison (each row says when it was measured);
+`--report-only` regenerates the report from the JSON file without measuring.
 """
 from __future__ import annotations
 
@@ -127,6 +128,12 @@ def _num(x, spec: str) -> str:
     return "?" if x is None else format(x, spec)
 
 
+def _us_per_msg(c: dict, per_s) -> str:
+    """CPU microseconds per acked message: broker / load generator."""
+    return " / ".join("?" if c.get(k) is None or not per_s else f"{c[k] / per_s * 1e6:.0f}"
+                      for k in ("broker_cores", "loadgen_cores"))
+
+
 def _cores(c: dict) -> str:
     return " / ".join("?" if c.get(k) is None else f"{c[k]:.2f}"
                       for k in ("broker_cores", "loadgen_cores", "machine_busy_cores"))
@@ -151,9 +158,9 @@ def _render_runs(results: list[dict]) -> list[str]:
                 "trace (`settle_ns` of the acks). CPU in cores (CPU seconds per second) over the same window: "
                 "broker (beam.smp) / load generator (the pair, or the run's process tree) / whole machine.",
                 "",
-                "| variant | acked msg/s (median) | / bare | per round | published msg/s | CPU: broker / load "
-                "generator / machine |",
-                "|---|---|---|---|---|---|",
+                "| variant | acked msg/s (median) | / bare | per round | published msg/s | CPU cores: broker / load "
+                "generator / machine | CPU us per message: broker / load generator |",
+                "|---|---|---|---|---|---|---|",
             ]
             labels = {"bare": "bare pair", "sojourn": "sojourn run", "sojourn-2p": "sojourn run --processes 2"}
             for v, label in labels.items():
@@ -161,7 +168,7 @@ def _render_runs(results: list[dict]) -> list[str]:
                     ratio = "1" if v == "bare" else _num(r["ratio_vs_bare"].get(v), ".2f")
                     lines.append(f"| {label} | {m[v]} | {ratio} | {', '.join(f'{x:.0f}' for x in r['per_s'][v])} "
                                  f"| {_num(r['median_publish_per_s'].get(v), '.0f') if v != 'bare' else '–'} "
-                                 f"| {_cores(cpu[v])} |")
+                                 f"| {_cores(cpu[v])} | {_us_per_msg(cpu[v], m[v])} |")
             lines += [
                 "",
                 "The producer "
@@ -179,15 +186,17 @@ def _render_runs(results: list[dict]) -> list[str]:
                 f"over [{r['warmup_s']:g} s, {r['seconds']:g} s]. CPU in cores over that window.",
                 "",
                 f"| --processes | acked msg/s (median) | vs {r['rows'][0]['processes']} | published msg/s "
-                "| CPU: broker | load generator "
-                "| machine busy | producers, consumers per process | accounting |",
-                "|---|---|---|---|---|---|---|---|---|",
+                "| CPU cores: broker | load generator "
+                "| machine busy | CPU us per message: broker / load generator | producers, consumers per process "
+                "| accounting |",
+                "|---|---|---|---|---|---|---|---|---|---|",
             ]
             for row in r["rows"]:
                 lines.append(
                     f"| {row['processes']} | {row['median_per_s']} | {_num(row['ratio_vs_first'], '.2f')} "
                     f"| {_num(row['median_publish_per_s'], '.0f')} | {row['broker_cores']} | {row['loadgen_cores']} "
-                    f"| {row['machine_busy_cores']} | {' / '.join(f'{p}p {c}c' for p, c in row['users_per_worker'])} "
+                    f"| {row['machine_busy_cores']} | {_us_per_msg(row, row['median_per_s'])} "
+                    f"| {' / '.join(f'{p}p {c}c' for p, c in row['users_per_worker'])} "
                     f"| {'sane' if row['accounting_ok'] else 'NOT sane'} |")
     return lines
 
@@ -252,7 +261,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--users", type=int, default=4, help="scaling: producers and consumers in the scenario (default 4)")
     p.add_argument("--quick", action="store_true",
                    help="one round, 0.2 s trials, 1 s runs, scaling with 1 process only: checks that it all runs")
+    p.add_argument("--report-only", action="store_true",
+                   help="measure nothing: regenerate the Markdown report from the JSON file (after editing NOTES.md)")
     args = p.parse_args(argv)
+    if args.report_only:
+        data = json.loads(Path(args.json).read_text())
+        Path(args.docs).write_text(render(data["machine"], data["results"]))
+        return 0
     if args.quick:
         args.rounds, args.seconds, args.run_seconds, args.processes = 1, 0.2, 1.0, "1"
     try:
