@@ -136,7 +136,7 @@ def _us_per_msg(c: dict, per_s) -> str:
 
 def _cores(c: dict) -> str:
     return " / ".join("?" if c.get(k) is None else f"{c[k]:.2f}"
-                      for k in ("broker_cores", "loadgen_cores", "machine_busy_cores"))
+                      for k in ("broker_cores", "loadgen_cores", "busiest_process_cores", "machine_busy_cores"))
 
 
 def _render_runs(results: list[dict]) -> list[str]:
@@ -156,10 +156,11 @@ def _render_runs(results: list[dict]) -> list[str]:
                 "one producer at "
                 f"{endtoend.MAX_RATE:,} msg/s and one consumer with the same settings, counted from its delivery "
                 "trace (`settle_ns` of the acks). CPU in cores (CPU seconds per second) over the same window: "
-                "broker (beam.smp) / load generator (the pair, or the run's process tree) / whole machine.",
+                "broker (beam.smp) / load generator (the pair, or the run's process tree) / the busiest process of "
+                "the load generator (1.00 is a process bound by its one core) / whole machine.",
                 "",
                 "| variant | acked msg/s (median) | / bare | per round | published msg/s | CPU cores: broker / load "
-                "generator / machine | CPU us per message: broker / load generator |",
+                "generator / its busiest process / machine | CPU us per message: broker / load generator |",
                 "|---|---|---|---|---|---|---|",
             ]
             labels = {"bare": "bare pair", "sojourn": "sojourn run", "sojourn-2p": "sojourn run --processes 2"}
@@ -186,15 +187,16 @@ def _render_runs(results: list[dict]) -> list[str]:
                 f"over [{r['warmup_s']:g} s, {r['seconds']:g} s]. CPU in cores over that window.",
                 "",
                 f"| --processes | acked msg/s (median) | vs {r['rows'][0]['processes']} | published msg/s "
-                "| CPU cores: broker | load generator "
+                "| CPU cores: broker | load generator | its busiest process "
                 "| machine busy | CPU us per message: broker / load generator | producers, consumers per process "
                 "| accounting |",
-                "|---|---|---|---|---|---|---|---|---|---|",
+                "|---|---|---|---|---|---|---|---|---|---|---|",
             ]
             for row in r["rows"]:
                 lines.append(
                     f"| {row['processes']} | {row['median_per_s']} | {_num(row['ratio_vs_first'], '.2f')} "
                     f"| {_num(row['median_publish_per_s'], '.0f')} | {row['broker_cores']} | {row['loadgen_cores']} "
+                    f"| {row.get('busiest_process_cores', '?')} "
                     f"| {row['machine_busy_cores']} | {_us_per_msg(row, row['median_per_s'])} "
                     f"| {' / '.join(f'{p}p {c}c' for p, c in row['users_per_worker'])} "
                     f"| {'sane' if row['accounting_ok'] else 'NOT sane'} |")

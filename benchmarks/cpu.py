@@ -5,7 +5,8 @@ name), the descendants of some root processes (a `sojourn run` or the bare pair:
 master, its workers, the trace writers' children), and the machine's busy time (/proc/stat).
 A process that exits keeps the last CPU time it was seen with, so a group's total never
 goes down. `cores(start_ns, end_ns)` turns the samples nearest a wall-clock window into
-cores used (CPU seconds per second). Linux only; elsewhere every figure is None.
+cores used (CPU seconds per second), also for the tree's busiest process (a gevent process
+near 1.0 is bound by its one core). Linux only; elsewhere every figure is None.
 """
 from __future__ import annotations
 
@@ -52,6 +53,7 @@ class CpuSampler:
     def __init__(self, root_pids: list[int], interval_s: float = 0.25):
         self.interval_s = interval_s
         self.samples: list[tuple[int, int, int, int, int]] = []  # time_ns, broker, tree, busy, total ticks
+        self.per_process: list[dict[int, int]] = []  # the tree's ticks per pid, at each sample
         self._last: dict[str, dict[int, int]] = {"broker": {}, "tree": {}}
         self._tree: set[int] = set(root_pids)
         self._stop = threading.Event()
@@ -88,19 +90,27 @@ class CpuSampler:
             if pid in self._tree:
                 self._last["tree"][pid] = ticks
         busy, total = _machine_ticks()
+        self.per_process.append(dict(self._last["tree"]))
         self.samples.append((time.time_ns(), sum(self._last["broker"].values()),
                              sum(self._last["tree"].values()), busy, total))
 
     def cores(self, start_ns: int, end_ns: int) -> dict:
-        """Cores used by the broker, the tree and the machine between the samples nearest the window."""
+        """Cores used by the broker, the tree, its busiest process and the machine between the samples
+        nearest the window."""
+        none = {"broker_cores": None, "loadgen_cores": None, "busiest_process_cores": None,
+                "machine_busy_cores": None}
         if len(self.samples) < 2:
-            return {"broker_cores": None, "loadgen_cores": None, "machine_busy_cores": None}
-        a = min(self.samples, key=lambda s: abs(s[0] - start_ns))
-        b = min(self.samples, key=lambda s: abs(s[0] - end_ns))
+            return none
+        ia = min(range(len(self.samples)), key=lambda i: abs(self.samples[i][0] - start_ns))
+        ib = min(range(len(self.samples)), key=lambda i: abs(self.samples[i][0] - end_ns))
+        a, b = self.samples[ia], self.samples[ib]
         seconds = (b[0] - a[0]) / 1e9
         if seconds <= 0:
-            return {"broker_cores": None, "loadgen_cores": None, "machine_busy_cores": None}
+            return none
+        pa, pb = self.per_process[ia], self.per_process[ib]
+        busiest = max((ticks - pa.get(pid, 0) for pid, ticks in pb.items()), default=0)
         ncpu = os.cpu_count() or 1
         return {"broker_cores": round((b[1] - a[1]) * TICK_S / seconds, 2),
                 "loadgen_cores": round((b[2] - a[2]) * TICK_S / seconds, 2),
+                "busiest_process_cores": round(busiest * TICK_S / seconds, 2),
                 "machine_busy_cores": round(ncpu * (b[3] - a[3]) / max(1, b[4] - a[4]), 2)}

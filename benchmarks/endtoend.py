@@ -33,6 +33,7 @@ BODY_BYTES = 100
 CONFIRM_WINDOW = 100
 PREFETCH = 100
 MAX_RATE = 1_000_000  # msg/s asked of the producer: far above what this machine does
+CPU_KEYS = ("broker_cores", "loadgen_cores", "busiest_process_cores", "machine_busy_cores")
 
 SCENARIO = """\
 name: bench-e2e
@@ -227,7 +228,7 @@ def run_end_to_end(url: str, seconds: float, rounds: int, log=print) -> dict:
             "median_publish_per_s": {v: _med(trials[v], "publish_per_s") for v in VARIANTS[1:]},
             "median_lag_at_end_s": _med(runs, "lag_at_end_s"),
             "accounting_ok": all(t["accounting_ok"] for t in runs),
-            "cpu": {v: {k: _med(rows, k) for k in ("broker_cores", "loadgen_cores", "machine_busy_cores")}
+            "cpu": {v: {k: _med(rows, k) for k in CPU_KEYS}
                     for v, rows in trials.items()},
             "trials": trials}
 
@@ -250,8 +251,7 @@ def run_scaling(url: str, seconds: float, rounds: int, processes: tuple[int, ...
         m = statistics.median(t["per_s"] for t in ts)
         rows.append({"processes": n, "median_per_s": round(m), "ratio_vs_first": round(m / base, 3) if base else None,
                      "median_publish_per_s": _med(ts, "publish_per_s"),
-                     "broker_cores": _med(ts, "broker_cores"), "loadgen_cores": _med(ts, "loadgen_cores"),
-                     "machine_busy_cores": _med(ts, "machine_busy_cores"),
+                     **{k: _med(ts, k) for k in CPU_KEYS},
                      "worker_processes": max(t["worker_processes"] for t in ts),
                      "users_per_worker": ts[0]["users_per_worker"],
                      "accounting_ok": all(t["accounting_ok"] for t in ts), "per_s": [t["per_s"] for t in ts]})
