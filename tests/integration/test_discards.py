@@ -1,8 +1,9 @@
-"""Broker-side discards end to end: overflow and expiry dead-lettered through a DLX are captured
-and accounted by reason, publishes a full queue refuses are rejections at publish, and nothing
-ends up unaccounted (docs/discards.md).
+"""Discards end to end: overflow and expiry dead-lettered through a DLX are captured and accounted
+by reason, publishes a full queue refuses are rejections at publish, a CoDel consumer's
+nack without requeue is a consumer discard (and its `rejected` dead-letter is not counted twice),
+and nothing ends up unaccounted (docs/discards.md).
 
-The three loads run at once (each on its own queue), then one Spark session analyses them in
+The four loads run at once (each on its own queue), then one Spark session analyses them in
 turn: a `sojourn run` with analysis per case would pay for Spark three times.
 """
 from __future__ import annotations
@@ -77,12 +78,28 @@ consumers:
     prefetch: 10
     processing_ms: 20
 """,
+    # A consumer at 20 ms behind 150 msg/s with CoDel (target 5 ms, no requeue): its buffer's
+    # sojourn stays above target, so CoDel nacks deliveries with requeue=false; the queue's DLX
+    # turns each into a dead-letter with reason `rejected`.
+    "codel": f"""
+name: it-discards-codel
+queue:
+  name: sojourn.it.discards.codel
+  arguments: {{x-dead-letter-exchange: {DLX}}}
+  delete_on_end: true
+{COMMON}
+consumers:
+  - name: c
+    prefetch: 20
+    processing_ms: 20
+    codel: {{target_ms: 5, interval_ms: 50, requeue: false}}
+""",
 }
 
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory, analyze_in_process):
-    """case -> (run_dir, stderr, summary): the three loads started together, then analysed on the
+    """case -> (run_dir, stderr, summary): the four loads started together, then analysed on the
     integration tests' shared Spark session."""
 
     done = run_together(tmp_path_factory.mktemp("discards"), SCENARIOS)
@@ -130,3 +147,21 @@ def test_publishes_a_full_queue_refuses_are_rejections_at_publish(runs):
     assert m["published"] == m["acked"] + m["discarded_total"] + m["left_in_broker"]
     assert read_rows(run_dir, "deadletter") == []  # no DLX: nothing to capture, nothing declared
     assert "warning: queue.arguments" not in stderr  # reject-publish with confirms needs no DLX
+
+
+def test_a_codel_nack_without_requeue_is_a_consumer_discard_counted_once(runs):
+    run_dir, _, summary = runs["codel"]
+    m = summary["messages"]
+    deliveries = read_rows(run_dir, "delivery")
+    nacked = {d["message_id"] for d in deliveries if d["outcome"] == "nack_discard"}
+    acked = {d["message_id"] for d in deliveries if d["outcome"] == "ack"}
+    published = {p["message_id"] for p in read_rows(run_dir, "publish")}
+    rejected = {r["message_id"] for r in read_rows(run_dir, "deadletter") if r["reason"] == "rejected"} & published
+    assert nacked and not nacked & acked  # a message nacked without requeue never comes back
+    # The broker dead-lettered exactly what the consumer nacked, and the cause (the nack) is the class.
+    assert rejected == nacked
+    assert m["discarded"]["consumer_nack_discard"] == len(nacked)
+    assert m["discarded"]["dead_lettered_rejected"] == 0
+    assert m["acked"] == len(acked)
+    assert m["unaccounted"] == 0, m["unaccounted_ids"]
+    assert m["published"] == m["acked"] + m["discarded_total"] + m["left_in_broker"]
