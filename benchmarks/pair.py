@@ -24,7 +24,7 @@ import gevent  # noqa: E402
 import pika  # noqa: E402
 from gevent.event import Event  # noqa: E402
 
-from benchmarks.trial import BODY_BYTES, _bare_channel, _drain_writes  # noqa: E402
+from benchmarks.trial import BODY_BYTES, BareConfirms, _bare_channel, _drain_writes  # noqa: E402
 from loadgen.producer import WRITE_BUFFER_LIMIT  # noqa: E402
 
 
@@ -43,20 +43,9 @@ def _sleep_until_ns(t_ns: int) -> None:
 def publisher(spec: dict) -> dict:
     conn, ch = _bare_channel(spec["url"])
     window_size = spec["confirm_window"]
-    outstanding = [0]
-    confirmed = [0]
-    window = Event()
-
-    def on_confirm(frame):
-        m = frame.method
-        n = m.delivery_tag - confirmed[0] if m.multiple else 1
-        confirmed[0] += n
-        outstanding[0] -= n
-        window.set()
-
-    done = Event()
-    ch.confirm_delivery(on_confirm, callback=lambda _f: done.set())
-    done.wait(10)
+    confirms = BareConfirms()
+    outstanding, confirmed, window = confirms.outstanding, confirms.confirmed, confirms.window
+    confirms.select(ch)
     print("ready", flush=True)
     start_ns = _wait_start(spec["start_file"])
     _sleep_until_ns(start_ns)

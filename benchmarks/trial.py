@@ -46,24 +46,37 @@ def _drain_writes(conn) -> None:
         gevent.sleep(0.0005)
 
 
+class BareConfirms:
+    """What a plain pika publisher keeps for a confirm window: publishes outstanding, confirms
+    received, and an event set whenever a confirm frees a slot. `select(ch)` turns confirms on."""
+
+    def __init__(self) -> None:
+        self.outstanding = [0]
+        self.confirmed = [0]
+        self.window = Event()
+        self.window.set()
+
+    def _on_confirm(self, frame) -> None:
+        m = frame.method
+        n = m.delivery_tag - self.confirmed[0] if m.multiple else 1
+        self.confirmed[0] += n
+        self.outstanding[0] -= n
+        self.window.set()
+
+    def select(self, ch) -> None:
+        done = Event()
+        ch.confirm_delivery(self._on_confirm, callback=lambda _f: done.set())
+        done.wait(10)
+
+
 def bare_publish(url: str, seconds: float, confirm_window: int) -> tuple[int, float]:
     conn, ch = _bare_channel(url)
     ch.queue_purge(QUEUE)
     body = b"x" * BODY_BYTES
-    outstanding = [0]
-    window = Event()
-    window.set()
-    confirmed = [0]
+    confirms = BareConfirms()
+    outstanding, confirmed, window = confirms.outstanding, confirms.confirmed, confirms.window
     if confirm_window:
-        def on_confirm(frame):
-            m = frame.method
-            n = m.delivery_tag - confirmed[0] if m.multiple else 1
-            confirmed[0] += n
-            outstanding[0] -= n
-            window.set()
-        done = Event()
-        ch.confirm_delivery(on_confirm, callback=lambda _f: done.set())
-        done.wait(10)
+        confirms.select(ch)
     transport = conn._transport
     sent = 0
     start = time.perf_counter()
