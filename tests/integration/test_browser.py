@@ -50,11 +50,12 @@ CHART_IDS = ("chart-throughput", "chart-sojourn", "chart-components", "chart-dis
 
 
 @pytest.fixture(scope="module")
-def rendered(tmp_path_factory):
+def rendered(tmp_path_factory, analyze_in_process):
     tmp = tmp_path_factory.mktemp("browser")
     run_dir = tmp / "run"
-    result = sojourn("run", write_scenario(tmp / "tiny.yaml", TINY), "--out", str(run_dir))
+    result = sojourn("run", write_scenario(tmp / "tiny.yaml", TINY), "--out", str(run_dir), "--no-analyze")
     assert result.returncode == 0, result.stderr[-3000:]
+    analyze_in_process(run_dir)  # writes report.html as `sojourn run` would, on the suite's Spark session
     report = run_dir / "report.html"
     assert report.is_file()
     dom, errors, screenshot = render_in_chromium(report, tmp)
