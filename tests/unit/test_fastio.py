@@ -1,0 +1,163 @@
+"""loadgen.amqp.fastio: a publish goes on the wire as exactly the bytes pika would send, and the
+coalescing writer sends every queued byte once, in order, whatever the socket accepts per call."""
+import errno
+from collections import deque
+from decimal import Decimal
+
+import pika
+import pytest
+from pika import frame, spec
+
+from loadgen.amqp.fastio import COALESCE_BYTES, FramePublisher, produce_coalesced
+from loadgen.producer import _PublishProperties
+
+FRAME_MAX_BODY = 131_072 - 8  # pika's body frame limit at the broker's default frame_max
+
+
+class _Conn:
+    def __init__(self):
+        self.written: list[bytes] = []
+        self.bytes_sent = self.frames_sent = 0
+        self._body_max_length = FRAME_MAX_BODY
+
+    def _adapter_emit_data(self, data: bytes) -> None:
+        self.written.append(data)
+
+
+class _Channel:
+    def __init__(self, number: int = 1, is_open: bool = True):
+        self.connection = _Conn()
+        self.channel_number = number
+        self.is_open = is_open
+        self.pika_calls: list[tuple] = []
+
+    def basic_publish(self, exchange, routing_key, body, properties, mandatory=False):
+        self.pika_calls.append((exchange, routing_key, body, properties, mandatory))
+
+
+def _pika_frames(number: int, exchange: str, routing_key: str, body: bytes, props, mandatory: bool) -> list[bytes]:
+    """What pika's Connection._send_message marshals for the same publish (pika's own classes)."""
+    frames = [frame.Method(number, spec.Basic.Publish(exchange=exchange, routing_key=routing_key,
+                                                      mandatory=mandatory)).marshal(),
+              frame.Header(number, len(body), props).marshal()]
+    if body:
+        frames.append(frame.Body(number, body).marshal())
+    return frames
+
+
+CASES = [
+    ("", "sojourn.q", b"x" * 100, _PublishProperties(1, "run:p/w/0:0", 1_795_292_889_153_618_331), False),
+    ("orders", "eu.paid", b"y" * 4000, _PublishProperties(2, "run:p/w/3:99", 1_795_292_889_153_618_331), True),
+    ("", "q", b"", pika.BasicProperties(delivery_mode=1, message_id="m", priority=5,
+                                        headers={"sojourn-id": "m", "sojourn-pub-ns": 2 ** 40,
+                                                 "tenant": "ä", "weight": Decimal("1.5")}), False),
+    ("ex", "k" * 255, b"\x00\xce" * 50, pika.BasicProperties(), False),
+]
+
+
+@pytest.mark.parametrize("number", [1, 7, 65535])
+@pytest.mark.parametrize("exchange,routing_key,body,props,mandatory", CASES)
+def test_one_write_holding_pikas_frames(number, exchange, routing_key, body, props, mandatory):
+    channel = _Channel(number)
+    FramePublisher(channel).publish(exchange, routing_key, body, props, mandatory=mandatory)
+    expected = _pika_frames(number, exchange, routing_key, body, props, mandatory)
+    conn = channel.connection
+    assert conn.written == [b"".join(expected)]
+    assert (conn.bytes_sent, conn.frames_sent) == (sum(map(len, expected)), len(expected))
+    assert channel.pika_calls == []
+
+
+def test_the_method_frame_follows_each_publishs_exchange_key_and_mandatory_flag():
+    channel = _Channel()
+    publisher = FramePublisher(channel)
+    props = pika.BasicProperties(delivery_mode=1)
+    sends = [("a", "k1", False), ("a", "k2", False), ("b", "k1", True), ("a", "k1", False), ("a", "k1", True)]
+    for exchange, key, mandatory in sends:
+        publisher.publish(exchange, key, b"body", props, mandatory=mandatory)
+    assert channel.connection.written == [b"".join(_pika_frames(1, e, k, b"body", props, m)) for e, k, m in sends]
+
+
+def test_a_body_over_the_frame_size_and_a_closed_channel_take_pikas_own_path():
+    channel = _Channel()
+    props = pika.BasicProperties()
+    big = b"z" * (FRAME_MAX_BODY + 1)
+    FramePublisher(channel).publish("", "q", big, props)
+    closed = _Channel(is_open=False)
+    FramePublisher(closed).publish("", "q", b"small", props, mandatory=True)
+    assert channel.pika_calls == [("", "q", big, props, False)] and channel.connection.written == []
+    assert closed.pika_calls == [("", "q", b"small", props, True)] and closed.connection.written == []
+
+
+class _Socket:
+    """Accepts at most `accept[i]` bytes on its i-th send; None raises EWOULDBLOCK."""
+
+    def __init__(self, accept):
+        self.accept = list(accept)
+        self.received = bytearray()
+        self.calls = 0
+
+    def send(self, data):
+        self.calls += 1
+        limit = self.accept.pop(0) if self.accept else len(data)
+        if limit is None:
+            raise BlockingIOError(errno.EWOULDBLOCK, "would block")
+        n = min(limit, len(data))
+        self.received += bytes(data[:n])
+        return n
+
+
+class _Transport:
+    def __init__(self, sock, chunks):
+        self._sock = sock
+        self._tx_buffers = deque(chunks)
+        self._tx_buffered_byte_count = sum(map(len, chunks))
+
+    @staticmethod
+    def _sigint_safe_send(sock, data):
+        return sock.send(data)
+
+
+def _drain(transport, max_rounds=100):
+    """Call produce as pika's writability handler does until the queue is empty."""
+    for _ in range(max_rounds):
+        try:
+            produce_coalesced(transport)
+        except BlockingIOError:
+            assert transport._tx_buffered_byte_count == sum(map(len, transport._tx_buffers))
+            continue
+        if not transport._tx_buffers:
+            return
+    raise AssertionError("queue never emptied")
+
+
+def test_queued_frames_go_out_in_order_in_one_send():
+    chunks = [bytes([i % 256]) * (10 + i % 50) for i in range(300)]
+    sock = _Socket([])
+    transport = _Transport(sock, chunks)
+    _drain(transport)
+    assert bytes(sock.received) == b"".join(chunks)
+    assert sock.calls == 1 and transport._tx_buffered_byte_count == 0
+
+
+@pytest.mark.parametrize("accept", [[7, 1, None, 3, None, 1000, 2], [None, None, 1], [1] * 50])
+def test_partial_sends_and_would_block_lose_and_repeat_nothing(accept):
+    chunks = [bytes([65 + i % 26]) * (1 + i % 40) for i in range(200)]
+    sock = _Socket(accept)
+    transport = _Transport(sock, chunks)
+    _drain(transport, max_rounds=500)
+    assert bytes(sock.received) == b"".join(chunks)
+    assert transport._tx_buffered_byte_count == 0
+
+
+def test_no_send_is_larger_than_the_cap_plus_one_chunk():
+    chunks = [b"a" * 50_000 for _ in range(10)]
+    sizes = []
+
+    class Recording(_Socket):
+        def send(self, data):
+            sizes.append(len(data))
+            return super().send(data)
+
+    transport = _Transport(Recording([]), chunks)
+    _drain(transport)
+    assert sum(sizes) == 500_000 and max(sizes) < COALESCE_BYTES + 50_000 and len(sizes) > 1
