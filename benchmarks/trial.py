@@ -34,10 +34,21 @@ BODY_BYTES = 100
 # --- bare pika on gevent --------------------------------------------------------------
 
 def _bare_channel(url: str):
-    from loadgen.amqp import connection as amqp
+    """A connection and channel as a plain pika script opens them: pika's GeventConnection as it
+    comes (none of loadgen's tuning, loadgen.amqp.fastio), waited for with gevent events."""
+    from pika.adapters.gevent_connection import GeventConnection
 
-    conn = amqp.connect(url, name="bench-bare")
-    return conn, amqp.open_channel(conn)
+    opened, channel = Event(), []
+    params = pika.URLParameters(url)
+    params.client_properties = {"connection_name": "bench-bare"}
+    conn = GeventConnection(params, on_open_callback=lambda _c: opened.set(),
+                            on_open_error_callback=lambda _c, exc: opened.set())
+    if not opened.wait(15) or not conn.is_open:
+        raise SystemExit(f"bare pika could not connect to {url}")
+    conn.channel(on_open_callback=lambda ch: (channel.append(ch), opened.set()))
+    opened.clear()
+    opened.wait(15)
+    return conn, channel[0]
 
 
 def _drain_writes(conn) -> None:

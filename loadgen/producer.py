@@ -19,6 +19,7 @@ import pika
 from gevent.event import Event
 
 from loadgen.amqp import connection as amqp
+from loadgen.amqp import fastio
 from loadgen.replay.plan import ReplayItem, plan
 from loadgen.replay.sources import plan_kwargs
 from loadgen.runtime import Participant
@@ -87,6 +88,7 @@ class Producer(Participant):
         self._entered = False
         self._conn = None
         self._channel = None
+        self._publisher = None  # basic.publish on the channel (loadgen.amqp.fastio)
         self._leaving = False
         self._pending: dict[int, list] = {}   # delivery tag -> publish row (confirms on)
         self._next_tag = 1
@@ -180,6 +182,7 @@ class Producer(Participant):
         self._conn.add_on_connection_blocked_callback(self._on_blocked)
         self._conn.add_on_connection_unblocked_callback(self._on_unblocked)
         self._channel = amqp.open_channel(self._conn)
+        self._publisher = fastio.FramePublisher(self._channel)
         if settings.mandatory:
             self._channel.add_on_return_callback(self._on_return)
         self._next_tag = 1
@@ -255,7 +258,7 @@ class Producer(Participant):
                         RuntimeError("connection blocked by the broker longer than max_blocked_wait_s"))
             return
         try:
-            self._channel.basic_publish(settings.exchange, routing_key, body, props, mandatory=settings.mandatory)
+            self._publisher.publish(settings.exchange, routing_key, body, props, mandatory=settings.mandatory)
         except Exception as exc:  # noqa: BLE001 - connection gone: record and carry on
             row[11] = "failed"
             self._trace(row)
