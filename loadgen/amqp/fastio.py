@@ -1,14 +1,15 @@
-"""Less work per message on a pika connection: coalesced writes, larger reads, pre-marshalled publishes.
+"""Less work per message on a pika connection: coalesced writes and pre-marshalled publishes.
 
 pika's asynchronous transport (`_AsyncPlaintextTransport`, pika.adapters.utils.io_services_utils)
 queues each frame it is given as its own chunk and, when the socket is writable, sends the chunks
 one `send()` each: a publish is three frames (method, header, body), so three system calls, and
 an ack one. Under load the queue holds many frames by the time the hub gets to it; sending them
 joined, up to `COALESCE_BYTES` per call, hands the kernel the same bytes in the same order, at the
-same moment the first frame would have gone, with a fraction of the calls. Reads likewise take up
-to `RECV_BYTES` per `recv()` instead of pika's 4,096 (some 20 deliveries of a 100-byte message).
+same moment the first frame would have gone, with a fraction of the calls. (Reads stay at pika's
+4,096 bytes per `recv()`: pika trims its frame buffer by copying the rest after every frame, so a
+larger read costs more in copies than it saves in calls.)
 
-Both are set per connection, on sojourn's own connections only, and only on the plaintext
+Coalescing is set per connection, on sojourn's own connections only, and only on the plaintext
 transport: a TLS socket must be retried with the same buffer after a partial write, so its
 transport is left as pika made it. The attributes touched are pika's private ones; a pika
 without them is left alone (`tune` returns False) and works as before.
@@ -18,15 +19,14 @@ from __future__ import annotations
 import struct
 import types
 
-__all__ = ["COALESCE_BYTES", "RECV_BYTES", "FramePublisher", "tune"]
+__all__ = ["COALESCE_BYTES", "FramePublisher", "tune"]
 
 COALESCE_BYTES = 128 * 1024  # at most this much joined into one send()
-RECV_BYTES = 64 * 1024       # per recv(); pika stops reading after 100 KiB per readable event anyway
 
 
 def tune(conn) -> bool:
-    """Coalesce `conn`'s writes and enlarge its reads; False when its transport is not pika's
-    plaintext one (TLS, or a pika whose internals differ), which is then left unchanged."""
+    """Coalesce `conn`'s writes; False when its transport is not pika's plaintext one (TLS, or a
+    pika whose internals differ), which is then left unchanged."""
     try:
         from pika.adapters.utils.io_services_utils import _AsyncPlaintextTransport
     except ImportError:  # pragma: no cover - a pika without the module
@@ -34,10 +34,9 @@ def tune(conn) -> bool:
     transport = getattr(conn, "_transport", None)
     if type(transport) is not _AsyncPlaintextTransport or not all(
             hasattr(transport, name) for name in ("_tx_buffers", "_tx_buffered_byte_count", "_sock",
-                                                  "_sigint_safe_send", "_MAX_RECV_BYTES")):
+                                                  "_sigint_safe_send")):
         return False
     transport._produce = types.MethodType(produce_coalesced, transport)
-    transport._MAX_RECV_BYTES = RECV_BYTES
     return True
 
 
