@@ -23,6 +23,7 @@ import gevent
 from gevent.event import Event
 
 from loadgen.amqp import connection as amqp
+from loadgen.amqp import fastio
 from loadgen.codel import CoDel
 from loadgen.egress import EgressBuffer
 from loadgen.producer import Report
@@ -68,6 +69,7 @@ class Consumer(Participant):
         self._busy = False
         self._conn = None
         self._channel = None
+        self._frames = None  # basic.ack / basic.nack on the channel (loadgen.amqp.fastio)
         self._prefetch = 0
         self._consumer_tag = None
         self._leaving = False
@@ -130,6 +132,7 @@ class Consumer(Participant):
         self._conn = self.ctx.connect(f"sojourn-consumer-{self.name}", on_close=self._on_connection_closed)
         channel = amqp.open_channel(self._conn)
         self._channel = channel
+        self._frames = fastio.FrameWriter(channel)  # acks and nacks as pre-built frames
         self._set_prefetch(settings)
         self._consume(settings)
         self.ctx.event("consumer_join", self.name, self.name,
@@ -271,7 +274,7 @@ class Consumer(Participant):
             if self._auto_ack:
                 settle_ns, outcome = d.receive_ns, "egress_discard"
             elif d.channel is self._channel and d.channel.is_open:
-                d.channel.basic_ack(d.tag)
+                self._frames.ack(d.tag)
                 settle_ns, outcome = time.time_ns(), "egress_discard"
             self._trace(d, None, None, settle_ns, outcome, None, None,
                         (admitted.egress_class, admitted.length, admitted.depth_units, None))
@@ -309,7 +312,7 @@ class Consumer(Participant):
             if settings.ack_mode == "auto":
                 settle_ns, outcome = d.receive_ns, "auto_ack"
             elif d.channel is self._channel and d.channel.is_open:
-                d.channel.basic_ack(d.tag)
+                self._frames.ack(d.tag)
                 settle_ns, outcome = time.time_ns(), "ack"
         finally:
             self._busy = False
@@ -334,7 +337,7 @@ class Consumer(Participant):
         settle_ns, outcome = None, "unsettled"
         try:
             if d.channel is self._channel and d.channel.is_open:
-                d.channel.basic_nack(d.tag, multiple=False, requeue=requeue)
+                self._frames.nack(d.tag, multiple=False, requeue=requeue)
                 settle_ns = time.time_ns()
                 outcome = "nack_requeue" if requeue else "nack_discard"
         finally:

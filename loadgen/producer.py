@@ -182,7 +182,7 @@ class Producer(Participant):
         self._conn.add_on_connection_blocked_callback(self._on_blocked)
         self._conn.add_on_connection_unblocked_callback(self._on_unblocked)
         self._channel = amqp.open_channel(self._conn)
-        self._publisher = fastio.FramePublisher(self._channel)
+        self._publisher = fastio.FrameWriter(self._channel)
         if settings.mandatory:
             self._channel.add_on_return_callback(self._on_return)
         self._next_tag = 1

@@ -19,7 +19,7 @@ from __future__ import annotations
 import struct
 import types
 
-__all__ = ["COALESCE_BYTES", "FramePublisher", "tune"]
+__all__ = ["COALESCE_BYTES", "FrameWriter", "tune"]
 
 COALESCE_BYTES = 128 * 1024  # at most this much joined into one send()
 
@@ -65,11 +65,14 @@ def produce_coalesced(self) -> None:
 _FRAME_HEAD = struct.Struct(">BHI")          # frame type, channel, payload size
 _CONTENT_HEAD = struct.Struct(">BHIHxxQ")    # header frame's head + class id, weight (0), body size
 _FRAME_END = b"\xce"
+# A whole basic.ack / basic.nack method frame: type 1, channel, size 13, method index, tag, bits, end.
+_SETTLE = struct.Struct(">BHIIQBB")
+_ACK, _NACK = 0x003C0050, 0x003C0078  # pika.spec.Basic.Ack.INDEX, Basic.Nack.INDEX
 
 
-class FramePublisher:
-    """`basic.publish` on one channel, its three frames marshalled here and handed to the transport
-    as one write.
+class FrameWriter:
+    """`basic.publish`, `basic.ack` and `basic.nack` on one channel, marshalled here and handed to
+    the transport as one write each.
 
     pika's `Channel.basic_publish` builds a `Basic.Publish` method object, three frame objects and
     their byte strings for every message, and writes each frame separately: about half of a
@@ -77,7 +80,8 @@ class FramePublisher:
     per (exchange, routing key, mandatory) and kept; the content header is the properties' own
     `encode()` behind a fixed head; the bytes are the same as pika's. A body larger than the
     connection's frame size, a closed channel or a pika without the internals used here take
-    pika's own path (which raises as usual)."""
+    pika's own path (which raises as usual). An ack or nack is one struct call instead of pika's
+    method object, frame object and three-piece join (a third of a consumer's CPU)."""
 
     def __init__(self, channel):
         self._channel = channel
@@ -110,6 +114,24 @@ class FramePublisher:
         conn = self._conn
         conn.bytes_sent += len(data)
         conn.frames_sent += frames
+        self._emit(data)
+
+    def ack(self, delivery_tag: int, multiple: bool = False) -> None:
+        if self._emit is None or not self._channel.is_open:
+            self._channel.basic_ack(delivery_tag, multiple)
+            return
+        self._settle(_SETTLE.pack(1, self._number, 13, _ACK, delivery_tag, multiple, 0xCE))
+
+    def nack(self, delivery_tag: int, multiple: bool = False, requeue: bool = True) -> None:
+        if self._emit is None or not self._channel.is_open:
+            self._channel.basic_nack(delivery_tag, multiple, requeue)
+            return
+        self._settle(_SETTLE.pack(1, self._number, 13, _NACK, delivery_tag, multiple | requeue << 1, 0xCE))
+
+    def _settle(self, data: bytes) -> None:
+        conn = self._conn
+        conn.bytes_sent += 21
+        conn.frames_sent += 1
         self._emit(data)
 
     def _method_frame(self, exchange: str, routing_key: str, mandatory: bool) -> bytes:

@@ -151,6 +151,8 @@ class Processing:
     def sample_ms(self, rng: random.Random, recorded_ms: float | None = None) -> float:
         """One processing time in ms, drawn from `rng`; never negative. `recorded`: the
         message's own recorded time (`recorded_ms`, from a replay), else `default_ms`."""
+        if self.distribution == "fixed":  # the common case, per delivery: no dict
+            return self.params[0][1]
         p = dict(self.params)
         if self.distribution == "recorded":
             ok = isinstance(recorded_ms, (int, float)) and not isinstance(recorded_ms, bool) and recorded_ms >= 0

@@ -1,4 +1,4 @@
-"""On the real broker: publishes through loadgen's tuned connection and FramePublisher
+"""On the real broker: publishes through loadgen's tuned connection and FrameWriter
 (loadgen.amqp.fastio) arrive whole, in order, with their properties, whatever their size,
 including an empty body and one larger than a frame (pika's own path)."""
 import json
@@ -24,7 +24,7 @@ url, queue, sizes = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
 conn = amqp.connect(url, name="fastio-wire-test")
 channel = amqp.open_channel(conn)
 tuned = type(conn._transport).__name__ == "_AsyncPlaintextTransport" and conn._transport._produce.__name__ == "produce_coalesced"
-publisher = fastio.FramePublisher(channel)
+publisher = fastio.FrameWriter(channel)
 for i, size in enumerate(sizes):
     body = bytes([i % 251]) * size
     if i % 2:

@@ -8,7 +8,7 @@ import pika
 import pytest
 from pika import frame, spec
 
-from loadgen.amqp.fastio import COALESCE_BYTES, FramePublisher, produce_coalesced
+from loadgen.amqp.fastio import COALESCE_BYTES, FrameWriter, produce_coalesced
 from loadgen.producer import _PublishProperties
 
 FRAME_MAX_BODY = 131_072 - 8  # pika's body frame limit at the broker's default frame_max
@@ -59,7 +59,7 @@ CASES = [
 @pytest.mark.parametrize("exchange,routing_key,body,props,mandatory", CASES)
 def test_one_write_holding_pikas_frames(number, exchange, routing_key, body, props, mandatory):
     channel = _Channel(number)
-    FramePublisher(channel).publish(exchange, routing_key, body, props, mandatory=mandatory)
+    FrameWriter(channel).publish(exchange, routing_key, body, props, mandatory=mandatory)
     expected = _pika_frames(number, exchange, routing_key, body, props, mandatory)
     conn = channel.connection
     assert conn.written == [b"".join(expected)]
@@ -69,7 +69,7 @@ def test_one_write_holding_pikas_frames(number, exchange, routing_key, body, pro
 
 def test_the_method_frame_follows_each_publishs_exchange_key_and_mandatory_flag():
     channel = _Channel()
-    publisher = FramePublisher(channel)
+    publisher = FrameWriter(channel)
     props = pika.BasicProperties(delivery_mode=1)
     sends = [("a", "k1", False), ("a", "k2", False), ("b", "k1", True), ("a", "k1", False), ("a", "k1", True)]
     for exchange, key, mandatory in sends:
@@ -81,11 +81,43 @@ def test_a_body_over_the_frame_size_and_a_closed_channel_take_pikas_own_path():
     channel = _Channel()
     props = pika.BasicProperties()
     big = b"z" * (FRAME_MAX_BODY + 1)
-    FramePublisher(channel).publish("", "q", big, props)
+    FrameWriter(channel).publish("", "q", big, props)
     closed = _Channel(is_open=False)
-    FramePublisher(closed).publish("", "q", b"small", props, mandatory=True)
+    FrameWriter(closed).publish("", "q", b"small", props, mandatory=True)
     assert channel.pika_calls == [("", "q", big, props, False)] and channel.connection.written == []
     assert closed.pika_calls == [("", "q", b"small", props, True)] and closed.connection.written == []
+
+
+@pytest.mark.parametrize("number", [1, 300])
+@pytest.mark.parametrize("tag", [1, 2 ** 32 + 5, 2 ** 64 - 1])
+@pytest.mark.parametrize("multiple", [False, True])
+def test_acks_and_nacks_are_pikas_frames(number, tag, multiple):
+    channel = _Channel(number)
+    writer = FrameWriter(channel)
+    writer.ack(tag, multiple)
+    writer.nack(tag, multiple, requeue=True)
+    writer.nack(tag, multiple, requeue=False)
+    expected = [frame.Method(number, spec.Basic.Ack(tag, multiple)).marshal(),
+                frame.Method(number, spec.Basic.Nack(tag, multiple, True)).marshal(),
+                frame.Method(number, spec.Basic.Nack(tag, multiple, False)).marshal()]
+    assert channel.connection.written == expected
+    assert (channel.connection.bytes_sent, channel.connection.frames_sent) == (sum(map(len, expected)), 3)
+
+
+def test_on_a_closed_channel_acks_and_nacks_are_pikas_calls():
+    calls = []
+
+    class Closed(_Channel):
+        def basic_ack(self, tag, multiple=False):
+            calls.append(("ack", tag, multiple))
+
+        def basic_nack(self, tag, multiple=False, requeue=True):
+            calls.append(("nack", tag, multiple, requeue))
+
+    channel = Closed(is_open=False)
+    FrameWriter(channel).ack(4)
+    FrameWriter(channel).nack(5, False, False)
+    assert calls == [("ack", 4, False), ("nack", 5, False, False)] and channel.connection.written == []
 
 
 class _Socket:
