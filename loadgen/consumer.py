@@ -76,6 +76,10 @@ class Consumer(Participant):
         self._overshoot_s = 0.0  # running mean of how late gevent's timer wakes us
         self._request_name = f"consume:{ctx.scenario.queue.name}"
         self._nack_name = f"nack:{ctx.scenario.queue.name}"
+        # Settings under which a delivery arriving to an idle consumer is settled in the hub as it
+        # arrives (no processing time, CoDel or egress: see _on_message), and until when they hold.
+        self._inline_settings = None
+        self._inline_until = float("-inf")
         self._codel: CoDel | None = None  # one controller per consumer instance, kept across phases
         self._codel_spec = None
 
@@ -99,6 +103,8 @@ class Consumer(Participant):
                 if t >= valid_until:  # looked up once per phase, not once per delivery
                     settings = scenario.at(min(t, last_moment)).consumer(self.group)
                     valid_until = next((c for c in changes if c > t), float("inf"))
+                    self._inline_settings = settings if self._settles_on_arrival(settings) else None
+                    self._inline_until = valid_until
                 if self.slot >= settings.count:
                     if self._channel is not None and settings.leave == "crash":
                         self._crash(settings)
@@ -115,6 +121,7 @@ class Consumer(Participant):
                 else:
                     if self._codel is not None:
                         self._codel.on_empty(time.time_ns())
+                    fastio.send_now(self._conn)  # the acks go before this greenlet waits
                     self._has_work.clear()
                     self._has_work.wait(0.05)
             clean = not ctx.stopping.is_set()
@@ -248,14 +255,24 @@ class Consumer(Participant):
 
     # -- the hot path -------------------------------------------------------
     def _on_message(self, channel, method, props, body) -> None:
-        """Runs in the hub, right after the frame was read: stamp and buffer, nothing else."""
+        """Runs in the hub, right after the frame was read: stamp and buffer, nothing else; except
+        that a delivery with nothing to wait for (no processing time, CoDel or egress, and an idle
+        consumer with an empty buffer) is settled here and now, as the consumer's greenlet would
+        the moment it woke, without the wake-up: what a plain pika consumer does in its callback."""
         receive_ns = time.time_ns()
         headers = props.headers or {}
+        t = self.ctx.elapsed_s()
         d = Delivery(
             receive_ns, method.delivery_tag, method.redelivered, headers.get("sojourn-id"),
             headers.get("sojourn-pub-ns"), len(body), self._prefetch, len(self._buffer),
-            self.ctx.scenario.phase_at(self.ctx.elapsed_s()), channel, headers.get("sojourn-proc-us"),
+            self.ctx.scenario.phase_at(t), channel, headers.get("sojourn-proc-us"),
             props.priority)
+        inline = self._inline_settings
+        if inline is not None and t < self._inline_until and not self._buffer and not self._busy \
+                and not self._leaving:
+            self.ctx.counters["delivered"] += 1
+            self._process(d, _NO_EGRESS, inline, in_hub=True)
+            return
         if self._egress is None:
             self._buffer.append(d)
         else:
@@ -289,8 +306,20 @@ class Consumer(Participant):
         a = popped.admitted
         return a.item, (a.egress_class, a.length, a.depth_units, popped.discard_indication)
 
+    def _settles_on_arrival(self, settings) -> bool:
+        """Whether a delivery under `settings` has nothing to wait for once it arrives."""
+        p = settings.processing
+        return (self.slot < settings.count and self._egress is None and settings.codel is None
+                and p.distribution == "fixed" and p.params[0][1] == 0)
+
     def _process_one(self, settings) -> None:
         d, egress = self._take()
+        self._process(d, egress, settings)
+
+    def _process(self, d: Delivery, egress: tuple, settings, in_hub: bool = False) -> None:
+        """Process and settle `d`, and trace it. `in_hub`: called from `_on_message`, where the ack
+        is sent at once only after the last delivery pika has read (its frame buffer is empty);
+        earlier ones queue theirs, and the hub sends them together right after."""
         self._busy = True
         start_ns = time.time_ns()
         codel = self._controller(settings)
@@ -312,7 +341,9 @@ class Consumer(Participant):
             if settings.ack_mode == "auto":
                 settle_ns, outcome = d.receive_ns, "auto_ack"
             elif d.channel is self._channel and d.channel.is_open:
-                self._frames.ack(d.tag)
+                # Nothing more to ack soon: it goes now, and the trace is written while it travels.
+                now = not self._buffer and (not in_hub or not getattr(self._conn, "_frame_buffer", True))
+                self._frames.ack(d.tag, now=now)
                 settle_ns, outcome = time.time_ns(), "ack"
         finally:
             self._busy = False

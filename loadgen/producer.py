@@ -217,6 +217,7 @@ class Producer(Participant):
             blocked_ms = (self._unblocked_at_s - max(intended_s, self._blocked_since_s)) * 1000
         while settings.confirms and len(self._pending) >= settings.confirm_window \
                 and not self.ctx.stopping.is_set():
+            fastio.send_now(self._conn)  # the publishes whose confirms open the window go first
             self._window_open.clear()
             self._window_open.wait(1.0)
         transport = getattr(self._conn, "_transport", None)

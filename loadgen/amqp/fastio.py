@@ -19,7 +19,7 @@ from __future__ import annotations
 import struct
 import types
 
-__all__ = ["COALESCE_BYTES", "FrameWriter", "tune"]
+__all__ = ["COALESCE_BYTES", "FrameWriter", "send_now", "tune"]
 
 COALESCE_BYTES = 128 * 1024  # at most this much joined into one send()
 
@@ -38,6 +38,19 @@ def tune(conn) -> bool:
         return False
     transport._produce = types.MethodType(produce_coalesced, transport)
     return True
+
+
+def send_now(conn) -> None:
+    """Send what `conn`'s tuned transport holds now, from the calling greenlet, instead of at the
+    hub's next turn: for a greenlet about to wait (a consumer with an empty buffer, a producer with
+    a full confirm window), so the ack or publish that the broker's answer depends on does not wait
+    for one more round of the event loop. pika's own writability handler does the work: what the
+    socket does not take stays queued for the hub, and a socket error aborts the connection as it
+    would there."""
+    transport = getattr(conn, "_transport", None)
+    if transport is not None and transport._tx_buffers and \
+            getattr(transport._produce, "__func__", None) is produce_coalesced:
+        transport._on_socket_writable()
 
 
 def produce_coalesced(self) -> None:
@@ -116,11 +129,12 @@ class FrameWriter:
         conn.frames_sent += frames
         self._emit(data)
 
-    def ack(self, delivery_tag: int, multiple: bool = False) -> None:
+    def ack(self, delivery_tag: int, multiple: bool = False, now: bool = False) -> None:
+        """`now`: send it at once when nothing is queued ahead of it (see `_settle`)."""
         if self._emit is None or not self._channel.is_open:
             self._channel.basic_ack(delivery_tag, multiple)
             return
-        self._settle(_SETTLE.pack(1, self._number, 13, _ACK, delivery_tag, multiple, 0xCE))
+        self._settle(_SETTLE.pack(1, self._number, 13, _ACK, delivery_tag, multiple, 0xCE), now)
 
     def nack(self, delivery_tag: int, multiple: bool = False, requeue: bool = True) -> None:
         if self._emit is None or not self._channel.is_open:
@@ -128,10 +142,25 @@ class FrameWriter:
             return
         self._settle(_SETTLE.pack(1, self._number, 13, _NACK, delivery_tag, multiple | requeue << 1, 0xCE))
 
-    def _settle(self, data: bytes) -> None:
+    def _settle(self, data: bytes, now: bool = False) -> None:
+        """Queue `data` for the hub to send; with `now` and an empty queue on a tuned transport, send
+        it from here instead: the caller has nothing else to send soon (e.g. an ack at prefetch 1,
+        which the broker waits for), and pika's queue-then-watch-for-writability costs a watcher
+        set and removed per frame and a turn of the event loop. Whatever the socket does not take,
+        or an error, goes through pika's queue as before."""
         conn = self._conn
         conn.bytes_sent += 21
         conn.frames_sent += 1
+        transport = getattr(conn, "_transport", None) if now else None
+        if transport is not None and not transport._tx_buffers and \
+                getattr(transport._produce, "__func__", None) is produce_coalesced:
+            try:
+                sent = transport._sock.send(data)
+            except OSError:  # would block, or a broken socket: pika's writer meets it and aborts
+                sent = 0
+            if sent == len(data):
+                return
+            data = data[sent:]
         self._emit(data)
 
     def _method_frame(self, exchange: str, routing_key: str, mandatory: bool) -> bytes:

@@ -193,3 +193,31 @@ def test_no_send_is_larger_than_the_cap_plus_one_chunk():
     transport = _Transport(Recording([]), chunks)
     _drain(transport)
     assert sum(sizes) == 500_000 and max(sizes) < COALESCE_BYTES + 50_000 and len(sizes) > 1
+
+
+class _TunedTransport(_Transport):
+    """A tuned transport as `send_now` and an ack with `now` see it."""
+
+    def __init__(self, sock, chunks=()):
+        super().__init__(sock, list(chunks))
+        self._produce = produce_coalesced.__get__(self)
+
+
+@pytest.mark.parametrize("accept,queued", [([], b""), ([5], b"rest"), ([None], b"all"), ([0], b"all")])
+def test_an_ack_sent_now_goes_straight_to_the_socket_and_what_it_does_not_take_is_queued(accept, queued):
+    sock = _Socket(accept)
+    channel = _Channel()
+    channel.connection._transport = _TunedTransport(sock)
+    FrameWriter(channel).ack(9, now=True)
+    frame_bytes = frame.Method(1, spec.Basic.Ack(9, False)).marshal()
+    got = bytes(sock.received) + b"".join(channel.connection.written)
+    assert got == frame_bytes  # every byte once, in order, on the socket or in pika's queue
+    assert channel.connection.written == ([] if not queued else [frame_bytes[len(sock.received):]])
+
+
+def test_an_ack_sent_now_queues_behind_frames_already_waiting():
+    sock = _Socket([])
+    channel = _Channel()
+    channel.connection._transport = _TunedTransport(sock, [b"earlier frame"])
+    FrameWriter(channel).ack(9, now=True)
+    assert sock.calls == 0 and channel.connection.written == [frame.Method(1, spec.Basic.Ack(9, False)).marshal()]
