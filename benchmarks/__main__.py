@@ -98,6 +98,8 @@ def _trial(spec: dict) -> dict:
 def run_comparison(name: str, url: str, seconds: float, rounds: int) -> dict:
     kind, params, variants = COMPARISONS[name]
     rates: dict[str, list[float]] = {v: [] for v in variants}
+    cpu_us: dict[str, list[float]] = {v: [] for v in variants}
+    child_us: dict[str, list[float]] = {v: [] for v in variants}
     for r in range(rounds):
         order = variants if r % 2 == 0 else tuple(reversed(variants))  # no side always goes first
         for variant in order:
@@ -107,16 +109,33 @@ def run_comparison(name: str, url: str, seconds: float, rounds: int) -> dict:
                 _prepare(url, spec["messages"])
             else:
                 _prepare(url)
-            rates[variant].append(_trial(spec)["per_s"])
+            out = _trial(spec)
+            rates[variant].append(out["per_s"])
+            cpu_us[variant].append(out["cpu_us"])
+            child_us[variant].append(out["child_cpu_us"])
     _prepare(url)
     med = {v: statistics.median(x) for v, x in rates.items()}
     result = {"name": name, "kind": kind, **params, "rounds": rounds, "seconds": seconds,
-              "per_s": rates, "median_per_s": {v: round(m) for v, m in med.items()}}
+              "per_s": rates, "median_per_s": {v: round(m) for v, m in med.items()},
+              # CPU microseconds per message in each trial's measured window: the loop's own process,
+              # and the trace writer's child (0 for bare and untraced, which have none)
+              "cpu_us": cpu_us, "median_cpu_us": {v: round(statistics.median(x), 1) for v, x in cpu_us.items()},
+              "median_child_cpu_us": {v: round(statistics.median(x), 1) for v, x in child_us.items()}}
     if "sojourn" in med and med.get("bare"):
         result["ratio_vs_bare"] = round(med["sojourn"] / med["bare"], 3)
     if med.get("sojourn-notrace"):
         result["tracing_overhead"] = round(1 - med["sojourn"] / med["sojourn-notrace"], 3)
     return result
+
+
+def _loop_cpu(r: dict) -> str:
+    """bare / sojourn (+ trace writer child) / untraced CPU us per message, or ? for an older row."""
+    cpu, child = r.get("median_cpu_us"), r.get("median_child_cpu_us") or {}
+    if not cpu:
+        return "?"
+    sojourn = f"{cpu['sojourn']:.1f} (+ {child.get('sojourn', 0):.1f})" if "sojourn" in cpu else "–"
+    return " / ".join((f"{cpu['bare']:.1f}" if "bare" in cpu else "–", sojourn,
+                       f"{cpu['sojourn-notrace']:.1f}" if "sojourn-notrace" in cpu else "–"))
 
 
 def _when(r: dict) -> str:
@@ -225,8 +244,8 @@ def render(facts: dict, results: list[dict]) -> str:
         "confirms, once its confirm arrived. Consumers ack each delivery (manual ack, no processing time).",
         "",
         "| comparison | rounds x s | bare msg/s | sojourn msg/s | untraced msg/s | sojourn / bare (target >= 0.9) "
-        "| tracing overhead (target <= 5 %) |",
-        "|---|---|---|---|---|---|---|",
+        "| tracing overhead (target <= 5 %) | CPU us per message: bare / sojourn (+ its trace writer) / untraced |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for r in (r for r in results if r["name"] in COMPARISONS):
         m = r["median_per_s"]
@@ -238,7 +257,7 @@ def render(facts: dict, results: list[dict]) -> str:
             f"| {m.get('sojourn-notrace', '–')} | {'–' if ratio is None else f'{ratio:.2f}'}"
             f"{'' if ratio is None or ratio >= 0.9 else ' (missed)'} "
             f"| {'–' if over is None else f'{over * 100:.1f} %'}"
-            f"{'' if over is None or over <= 0.05 else ' (missed)'} |")
+            f"{'' if over is None or over <= 0.05 else ' (missed)'} | {_loop_cpu(r)} |")
     lines += _render_runs(results)
     notes = Path(__file__).with_name("NOTES.md")  # the findings and the fixes, kept by hand
     lines += ["", notes.read_text() if notes.exists() else ""]
@@ -298,6 +317,9 @@ def main(argv: list[str] | None = None) -> int:
                                           f"({row['ratio_vs_first']})" for row in results[-1]["rows"]), flush=True)
             continue
         results.append(run_comparison(name, args.url, args.seconds, args.rounds))
+        print(f"{name}: CPU us per message " + ", ".join(
+            f"{v} {x}" + (f" (+ writer {results[-1]['median_child_cpu_us'][v]})" if v == "sojourn" else "")
+            for v, x in results[-1]["median_cpu_us"].items()), flush=True)
         m = results[-1]["median_per_s"]
         print(f"{name}: " + ", ".join(f"{v} {x} msg/s" for v, x in m.items())
               + f"; sojourn/bare {results[-1].get('ratio_vs_bare')}, tracing overhead "

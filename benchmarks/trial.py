@@ -31,6 +31,35 @@ QUEUE = "sojourn.bench.loadpath"
 BODY_BYTES = 100
 
 
+class Window:
+    """The measured stretch of a trial: wall-clock seconds, this process's CPU seconds and, for a
+    traced sojourn trial, the CPU seconds of the trace writer's child process in the same stretch."""
+
+    def __init__(self, child_pid: int | None = None):
+        self.child_pid = child_pid
+
+    def _child_s(self) -> float:
+        from benchmarks.cpu import TICK_S, _stat
+
+        st = _stat(self.child_pid) if self.child_pid else None
+        return st[2] * TICK_S if st else 0.0
+
+    def start(self) -> "Window":
+        self.t0, self.cpu0, self.child0 = time.perf_counter(), time.process_time(), self._child_s()
+        return self
+
+    def stop(self) -> "Window":
+        self.seconds = time.perf_counter() - self.t0
+        self.cpu_s = time.process_time() - self.cpu0
+        self.child_cpu_s = self._child_s() - self.child0
+        return self
+
+
+def _writer_pid(ctx) -> int | None:
+    child = getattr(ctx.writer, "_child", None)
+    return child.proc.pid if child is not None else None
+
+
 # --- bare pika on gevent --------------------------------------------------------------
 
 def _bare_channel(url: str):
@@ -80,7 +109,7 @@ class BareConfirms:
         done.wait(10)
 
 
-def bare_publish(url: str, seconds: float, confirm_window: int) -> tuple[int, float]:
+def bare_publish(url: str, seconds: float, confirm_window: int) -> tuple[int, Window]:
     conn, ch = _bare_channel(url)
     ch.queue_purge(QUEUE)
     body = b"x" * BODY_BYTES
@@ -90,8 +119,8 @@ def bare_publish(url: str, seconds: float, confirm_window: int) -> tuple[int, fl
         confirms.select(ch)
     transport = conn._transport
     sent = 0
-    start = time.perf_counter()
-    end = start + seconds
+    clock = Window().start()
+    end = clock.t0 + seconds
     while time.perf_counter() < end:
         while confirm_window and outstanding[0] >= confirm_window:
             window.clear()
@@ -104,12 +133,12 @@ def bare_publish(url: str, seconds: float, confirm_window: int) -> tuple[int, fl
     _drain_writes(conn)
     while confirm_window and outstanding[0] > 0 and time.perf_counter() < end + 5:
         gevent.sleep(0.001)
-    elapsed = time.perf_counter() - start
+    clock.stop()
     conn.close()
-    return (confirmed[0] if confirm_window else sent), elapsed
+    return (confirmed[0] if confirm_window else sent), clock
 
 
-def bare_consume(url: str, messages: int, prefetch: int) -> tuple[int, float]:
+def bare_consume(url: str, messages: int, prefetch: int) -> tuple[int, Window]:
     conn, ch = _bare_channel(url)
     done = Event()
     qos = Event()
@@ -125,13 +154,13 @@ def bare_consume(url: str, messages: int, prefetch: int) -> tuple[int, float]:
         if count[0] >= messages:
             done.set()
 
-    start = time.perf_counter()
+    clock = Window().start()
     ch.basic_consume(QUEUE, on_message)
     done.wait(120)
     _drain_writes(conn)
-    elapsed = time.perf_counter() - start
+    clock.stop()
     conn.close()
-    return count[0], elapsed
+    return count[0], clock
 
 
 # --- sojourn's load path ---------------------------------------------------------------
@@ -180,7 +209,7 @@ def _context(url: str, seconds: float, producer: str, consumer: str, trace: bool
     return ctx, session.reporter(env)
 
 
-def sojourn_publish(url: str, seconds: float, confirm_window: int, trace: bool) -> tuple[int, float]:
+def sojourn_publish(url: str, seconds: float, confirm_window: int, trace: bool) -> tuple[int, Window]:
     from loadgen.producer import Producer
 
     confirms = f"confirms: true, confirm_window: {confirm_window}" if confirm_window else "confirms: false"
@@ -188,41 +217,43 @@ def sojourn_publish(url: str, seconds: float, confirm_window: int, trace: bool) 
                                          f"{confirms}", "count: 0", trace)
     ctx.declare_topology(purge=True)
     p = Producer(ctx, "p", 0, report)
-    start = time.perf_counter()
+    p._join(ctx.scenario.producer("p"))  # connected before the clock starts, as the bare loop is
+    clock = Window(_writer_pid(ctx)).start()
     # The schedule asks for more than any loop can send, and a late producer only looks at
     # `stopping` through its pre-publish sleep, so the loop's own sleep checks the clock, as the
     # bare loop does (both sleeps: `sleep_until_precise` paces publishes, `sleep_until` the
     # segments). run() then waits for the outstanding confirms and closes the connection,
     # which sends what is left in the write buffer.
-    deadline = start + seconds
+    deadline = clock.t0 + seconds
     sleep_until, sleep_until_precise = ctx.sleep_until, ctx.sleep_until_precise
     ctx.sleep_until = lambda t, interrupt=None: time.perf_counter() < deadline and sleep_until(t, interrupt)
     ctx.sleep_until_precise = lambda t, interrupt: (time.perf_counter() < deadline
                                                     and sleep_until_precise(t, interrupt))
     p.run()
-    elapsed = time.perf_counter() - start
+    clock.stop()
     n = ctx.counters["confirmed" if confirm_window else "published"]
     ctx.close()
-    return n, elapsed
+    return n, clock
 
 
-def sojourn_consume(url: str, messages: int, prefetch: int, trace: bool) -> tuple[int, float]:
+def sojourn_consume(url: str, messages: int, prefetch: int, trace: bool) -> tuple[int, Window]:
     from loadgen.consumer import Consumer
 
     ctx, report = _context(url, 3600, "count: 0, rate: 1", f"prefetch: {prefetch}, processing_ms: 0", trace)
     c = Consumer(ctx, "c", 0, report)
-    start = time.perf_counter()
+    c._join(ctx.scenario.at(0).consumer("c"))  # connected (and consuming) before the clock starts, as bare is
+    clock = Window(_writer_pid(ctx)).start()
     g = gevent.spawn(c.run)
-    while ctx.counters["acked"] < messages and time.perf_counter() < start + 120:
-        gevent.sleep(0.001)
+    while ctx.counters["acked"] < messages and time.perf_counter() < clock.t0 + 120:
+        gevent.sleep(0.005)
     conn = c._conn
     _drain_writes(conn)
-    elapsed = time.perf_counter() - start
+    clock.stop()
     n = ctx.counters["acked"]
     ctx.stopping.set()
     g.join(10)
     ctx.close()
-    return n, elapsed
+    return n, clock
 
 
 def main(argv: list[str]) -> int:
@@ -232,19 +263,22 @@ def main(argv: list[str]) -> int:
     trace = variant != "sojourn-notrace"
     if kind == "publish":
         if variant == "bare":
-            n, s = bare_publish(url, spec["seconds"], spec["confirm_window"])
+            n, w = bare_publish(url, spec["seconds"], spec["confirm_window"])
         else:
-            n, s = sojourn_publish(url, spec["seconds"], spec["confirm_window"], trace)
+            n, w = sojourn_publish(url, spec["seconds"], spec["confirm_window"], trace)
     elif kind == "consume":
         if variant == "bare":
-            n, s = bare_consume(url, spec["messages"], spec["prefetch"])
+            n, w = bare_consume(url, spec["messages"], spec["prefetch"])
         else:
-            n, s = sojourn_consume(url, spec["messages"], spec["prefetch"], trace)
+            n, w = sojourn_consume(url, spec["messages"], spec["prefetch"], trace)
     else:
         raise SystemExit(f"unknown trial kind {kind!r}")
     cpu = time.process_time() - cpu0  # includes imports and connecting: a hint, not a measurement
-    print(json.dumps({"messages": n, "seconds": round(s, 4), "per_s": round(n / s, 1), "cpu_s": round(cpu, 3)}),
-          flush=True)
+    print(json.dumps({"messages": n, "seconds": round(w.seconds, 4), "per_s": round(n / w.seconds, 1),
+                      "cpu_s": round(cpu, 3),
+                      # CPU per message in the measured window: the loop's process, the trace writer's child
+                      "cpu_us": round(w.cpu_s / max(n, 1) * 1e6, 2),
+                      "child_cpu_us": round(w.child_cpu_s / max(n, 1) * 1e6, 2)}), flush=True)
     return 0
 
 
