@@ -4,7 +4,11 @@ pika's gevent adapter runs `_on_message` in the hub as soon as a frame is read:
 it only stamps the receive time and appends to the client buffer. Processing
 runs in the consumer's own greenlet, in arrival order, sleeping cooperatively, so
 the I/O loop keeps reading deliveries and sending acks meanwhile and a consumer
-with prefetch N really holds up to N deliveries in its buffer.
+with prefetch N really holds up to N deliveries in its buffer. A delivery with nothing to wait
+for (no processing time, CoDel or egress) that reaches an idle consumer with an empty buffer is
+settled in the hub as it arrives instead, as a plain pika callback would: there is nothing to
+simulate, and waking the greenlet for it cost a third more CPU per message (docs/benchmarks.md).
+Acks, nacks and publishes go out as pre-built frames (loadgen.amqp.fastio).
 
 With `codel` set on the group, a CoDel controller (loadgen.codel) decides as each
 delivery leaves the buffer whether to nack it instead of processing it
