@@ -164,9 +164,12 @@ class Producer(Participant):
     def _send_all(self, settings, sends) -> None:
         """Publish each (intended_s, phase, replay item or None) at its time until the run stops."""
         late_streak = 0
+        run_end_s = self.ctx.scenario.run.duration_s
         for intended_s, phase, item in sends:
             if not self.ctx.sleep_until_precise(intended_s, self.ctx.stopping) or self.ctx.draining.is_set():
                 break  # stopped, or the run is over: a late schedule is not published after it
+            if self.ctx.elapsed_s() >= run_end_s:
+                break  # over by the clock, before the drain's greenlet got the CPU to say so
             self._publish(settings, intended_s, phase, item)
             late_streak = late_streak + 1 if intended_s <= self.ctx.elapsed_s() else 0
             if late_streak >= LATE_YIELD_EVERY:
