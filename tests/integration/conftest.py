@@ -1,10 +1,14 @@
 """Integration tests: real RabbitMQ on 127.0.0.1 (or SOJOURN_AMQP_URL), real Locust, real Spark."""
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
 import sys
+import threading
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -46,27 +50,110 @@ def write_scenario(path: Path, text: str) -> str:
     return str(path)
 
 
-def run_together(base: Path, scenarios: dict[str, str], timeout: float = 180) -> dict[str, tuple[Path, str]]:
-    """Run each scenario text (`sojourn run --no-analyze`) at once, one process each, into
-    `base/<case>`; return case -> (run_dir, stderr). Every run must exit 0; a run left behind by a
-    failed one is killed."""
-    procs = {}
+@dataclass
+class Ran:
+    """One finished run of the batch: where its traces are and what the command said."""
+    run_dir: Path
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+@dataclass
+class _Planned:
+    module: str
+    scenario: str
+    command: str                  # "sojourn": `sojourn run --no-analyze`; "locust": the locustfile headless
+    extra: tuple = ()             # more arguments; "{base}" is the batch directory
+    env: dict = field(default_factory=dict)
+    during: object = None         # during(proc, run_dir), in a thread while the run goes on
+    before: object = None         # before(), ahead of the start (e.g. a vhost to create)
+
+
+_BATCH: dict[str, _Planned] = {}
+
+
+def run_in_batch(module: str, case: str, scenario: str, *, command: str = "sojourn", extra: tuple = (),
+                 env: dict | None = None, during=None, before=None) -> None:
+    """Plan `case` for the session's batch: the short runs whose assertions do not depend on the
+    machine being idle (counts, outcomes, orderings, broker behaviour) all start at once, before
+    the first test that needs one, and all have finished before that test goes on, so none runs
+    beside a test that measures timing. Each would otherwise cost its own 5-30 s of mostly waiting.
+    Only the cases of modules with a selected test are started."""
+    assert case not in _BATCH, case
+    _BATCH[case] = _Planned(module, scenario, command, tuple(extra), dict(env or {}), during, before)
+
+
+def _argv(case: str, plan: _Planned, base: Path) -> list[str]:
+    path = write_scenario(base / f"{case}.yaml", plan.scenario)
+    extra = [a.format(base=base) for a in plan.extra]
+    if plan.command == "locust":
+        return [sys.executable, "-m", "locust", "-f", "loadgen/locustfile.py", "--headless", "--only-summary",
+                "--scenario", path, "--run-dir", str(base / case), *extra]
+    assert plan.command == "sojourn", plan.command
+    return [str(BIN / "sojourn"), "run", path, "--out", str(base / case), "--no-analyze", *extra]
+
+
+def start_together(base: Path, plans: dict[str, _Planned], timeout: float = 240) -> dict[str, Ran]:
+    """Start every planned run at once, one process each, into `base/<case>`; wait for all of them
+    (and their `during` actions); a run still going after `timeout` is killed and fails its tests."""
+    procs, threads, failures = {}, [], {}
     try:
-        for case, text in scenarios.items():
-            path = write_scenario(base / f"{case}.yaml", text)
-            procs[case] = subprocess.Popen(
-                [str(BIN / "sojourn"), "run", path, "--out", str(base / case), "--no-analyze"],
-                cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for case, plan in plans.items():
+            if plan.before is not None:
+                plan.before()
+            procs[case] = subprocess.Popen(_argv(case, plan, base), cwd=REPO, stdout=subprocess.PIPE,
+                                           stderr=subprocess.PIPE, text=True, start_new_session=True,
+                                           env={**os.environ, **plan.env})
+            if plan.during is not None:
+                def act(case=case, plan=plan):
+                    try:
+                        plan.during(procs[case], base / case)
+                    except BaseException as exc:  # noqa: BLE001 - reported as the case's failure
+                        failures[case] = f"its action during the run failed: {exc!r}"
+                thread = threading.Thread(target=act, daemon=True)
+                thread.start()
+                threads.append(thread)
         out = {}
         for case, proc in procs.items():
-            _, stderr = proc.communicate(timeout=timeout)
-            assert proc.returncode == 0, f"{case}: {stderr[-3000:]}"
-            out[case] = (base / case, stderr)
+            try:
+                stdout, stderr = proc.communicate(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                stdout, stderr = proc.communicate()
+                stderr += f"\n(killed after {timeout} s)"
+            out[case] = Ran(base / case, proc.returncode, stdout, stderr)
+        for thread in threads:
+            thread.join(timeout)
+        for case, message in failures.items():
+            out[case] = Ran(out[case].run_dir, -1, out[case].stdout, out[case].stderr + "\n" + message)
         return out
     finally:
         for proc in procs.values():
             if proc.poll() is None:
                 proc.kill()
+
+
+def wait_for_t0(proc: subprocess.Popen, run_dir: Path, timeout: float = 60) -> float:
+    """The run's t0 (epoch seconds) once run.json names it: the moment its load starts, however
+    long the processes took to start on a busy machine."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            return int(json.loads((run_dir / "run.json").read_text())["t0_ns"]) / 1e9
+        except (OSError, ValueError, KeyError):
+            if proc.poll() is not None:
+                raise AssertionError(f"the run ended (exit {proc.returncode}) before writing its t0")
+            time.sleep(0.05)
+    raise AssertionError(f"no t0 in {run_dir / 'run.json'} after {timeout} s")
+
+
+@pytest.fixture(scope="session")
+def batch(request, tmp_path_factory) -> dict[str, Ran]:
+    """case -> Ran for the runs planned with run_in_batch (one start, one wait for all)."""
+    selected = {item.module.__name__ for item in request.session.items if getattr(item, "module", None)}
+    plans = {case: plan for case, plan in _BATCH.items() if plan.module in selected}
+    return start_together(tmp_path_factory.mktemp("batch"), plans)
 
 
 @pytest.fixture(scope="session")

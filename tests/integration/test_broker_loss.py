@@ -4,7 +4,6 @@ Isolated in its own virtual host, so closing its connections touches nothing els
 """
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import time
@@ -12,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.conftest import BIN, REPO, write_scenario
+from tests.integration.conftest import run_in_batch, wait_for_t0
 from tests.integration.traces import read_rows
 
 VHOST = "sojourn-fault-test"
@@ -23,35 +22,41 @@ def _ctl(*args: str) -> None:
     subprocess.run([RABBITMQCTL, *args], check=True, capture_output=True, timeout=60)
 
 
-@pytest.fixture()
-def vhost():
-    if not Path(RABBITMQCTL).exists():
-        pytest.skip("rabbitmqctl is not available to inject the fault")
+def _create_vhost() -> None:
     existing = subprocess.run([RABBITMQCTL, "list_vhosts", "-q"], capture_output=True, text=True,
                               timeout=60).stdout.split()
     if VHOST not in existing:
         _ctl("add_vhost", VHOST)
     _ctl("set_permissions", "-p", VHOST, "guest", ".*", ".*", ".*")
-    yield f"amqp://guest:guest@127.0.0.1:5672/{VHOST}"
 
 
-def test_run_survives_lost_connections_and_accounts_for_every_message(tmp_path: Path, vhost: str, analyze_in_process):
-    scenario = write_scenario(tmp_path / "fault.yaml", """
+def _close_all_connections_mid_run(proc, run_dir) -> None:
+    time.sleep(max(0.0, wait_for_t0(proc, run_dir) + 5 - time.time()))  # 5 s into the 14 s load
+    _ctl("close_all_connections", "--vhost", VHOST, "sojourn fault test")
+
+
+if Path(RABBITMQCTL).exists():
+    run_in_batch(__name__, "broker-loss", """
 name: it-fault
 queue: {name: sojourn.it.fault}
 run: {duration_s: 14, warmup_s: 1, drain_timeout_s: 20}
 producers: [{name: p, rate: 100, confirms: true}]
 consumers: [{name: c, prefetch: 20, processing_ms: 5}]
-""")
-    run_dir = tmp_path / "run"
-    child = subprocess.Popen([str(BIN / "sojourn"), "run", scenario, "--out", str(run_dir), "--no-analyze"], cwd=REPO,
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                             env={**os.environ, "SOJOURN_AMQP_URL": vhost})
-    time.sleep(7)
-    _ctl("close_all_connections", "--vhost", VHOST, "sojourn fault test")
-    out, err = child.communicate(timeout=240)
-    assert child.returncode == 0, err[-3000:]
+""", env={"SOJOURN_AMQP_URL": f"amqp://guest:guest@127.0.0.1:5672/{VHOST}"},
+                 before=_create_vhost, during=_close_all_connections_mid_run)
 
+
+@pytest.fixture()
+def vhost():
+    if not Path(RABBITMQCTL).exists():
+        pytest.skip("rabbitmqctl is not available to inject the fault")
+    yield f"amqp://guest:guest@127.0.0.1:5672/{VHOST}"
+
+
+def test_run_survives_lost_connections_and_accounts_for_every_message(vhost: str, batch, analyze_in_process):
+    ran = batch["broker-loss"]
+    run_dir = ran.run_dir
+    assert ran.returncode == 0, ran.stderr[-3000:]
     events = read_rows(run_dir, "event")
     lost = [e for e in events if e["kind"] == "connection_lost"]
     assert {e["source"].split("/")[0] for e in lost} >= {"p", "c"}  # both sides saw it

@@ -4,11 +4,10 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
 import time
 from pathlib import Path
 
-from tests.integration.conftest import BIN, REPO, sojourn, write_scenario
+from tests.integration.conftest import run_in_batch, sojourn, wait_for_t0, write_scenario
 from tests.integration.traces import read_rows
 
 
@@ -42,22 +41,24 @@ def test_unreachable_broker_exits_3_with_masked_url_and_advice():
     assert "rabbitmq-server" in result.stderr
 
 
-def test_ctrl_c_keeps_traces_and_accounts_for_every_message(tmp_path: Path):
-    scenario = write_scenario(tmp_path / "long.yaml", """
+def _interrupt_after_5_s_of_load(proc, run_dir):
+    time.sleep(max(0.0, wait_for_t0(proc, run_dir) + 5 - time.time()))
+    os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C does: the whole process group
+
+
+run_in_batch(__name__, "ctrl-c", """
 name: it-interrupt
 queue: {name: sojourn.it.interrupt}
 run: {duration_s: 60, drain_timeout_s: 5}
 producers: [{name: p, rate: 100}]
 consumers: [{name: c, prefetch: 50, processing_ms: 15}]
-""")
-    run_dir = tmp_path / "run"
-    child = subprocess.Popen([str(BIN / "sojourn"), "run", scenario, "--out", str(run_dir), "--no-analyze"],
-                             cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                             start_new_session=True)
-    time.sleep(8)
-    os.killpg(child.pid, signal.SIGINT)  # what a terminal's Ctrl-C does: the whole process group
-    _out, err = child.communicate(timeout=90)
-    assert child.returncode == 130, err[-3000:]
+""", during=_interrupt_after_5_s_of_load)
+
+
+def test_ctrl_c_keeps_traces_and_accounts_for_every_message(batch):
+    ran = batch["ctrl-c"]
+    run_dir = ran.run_dir
+    assert ran.returncode == 130, ran.stderr[-3000:]
     assert json.loads((run_dir / "run.json").read_text())["status"] == "interrupted"
     publishes = read_rows(run_dir, "publish")
     deliveries = read_rows(run_dir, "delivery")

@@ -3,15 +3,15 @@ by reason, publishes a full queue refuses are rejections at publish, a CoDel con
 nack without requeue is a consumer discard (and its `rejected` dead-letter is not counted twice),
 and nothing ends up unaccounted (docs/discards.md).
 
-The four loads run at once (each on its own queue), then one Spark session analyses them in
-turn: a `sojourn run` with analysis per case would pay for Spark three times.
+The four loads run at once (each on its own queue, in the integration tests' batch), then one Spark
+session analyses them in turn: a `sojourn run` with analysis per case would pay for Spark three times.
 """
 from __future__ import annotations
 
 
 import pytest
 
-from tests.integration.conftest import run_together
+from tests.integration.conftest import run_in_batch
 from tests.integration.traces import independent_outcomes, read_rows
 
 DLX = "sojourn.it.discards.dlx"
@@ -97,13 +97,18 @@ consumers:
 }
 
 
-@pytest.fixture(scope="module")
-def runs(tmp_path_factory, analyze_in_process):
-    """case -> (run_dir, stderr, summary): the four loads started together, then analysed on the
-    integration tests' shared Spark session."""
+for _case, _text in SCENARIOS.items():
+    run_in_batch(__name__, f"discards-{_case}", _text)
 
-    done = run_together(tmp_path_factory.mktemp("discards"), SCENARIOS)
-    return {case: (run_dir, stderr, analyze_in_process(run_dir)) for case, (run_dir, stderr) in done.items()}
+
+@pytest.fixture(scope="module")
+def runs(batch, analyze_in_process):
+    """case -> (run_dir, stderr, summary): the four loads, started together with the batch, then
+    analysed on the integration tests' shared Spark session."""
+    done = {case: batch[f"discards-{case}"] for case in SCENARIOS}
+    for case, ran in done.items():
+        assert ran.returncode == 0, f"{case}: {ran.stderr[-3000:]}"
+    return {case: (ran.run_dir, ran.stderr, analyze_in_process(ran.run_dir)) for case, ran in done.items()}
 
 
 def test_overflow_dropped_from_the_head_is_dead_lettered_and_accounted_as_maxlen(runs):

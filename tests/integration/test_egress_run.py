@@ -7,7 +7,7 @@ from collections import Counter
 
 import pytest
 
-from tests.integration.conftest import sojourn, write_scenario
+from tests.integration.conftest import run_in_batch
 from tests.integration.traces import read_rows
 
 MAX_DEPTH_UNITS, SIZE_BYTES = 100, 3000  # 3,000 B = 2 work units: a class holds at most 50 messages
@@ -32,15 +32,15 @@ consumers:
     processing_ms: 20
     egress: {{max_depth_units: {MAX_DEPTH_UNITS}, min_burst: 4, classes: {{high: [5, 255], low: default}}}}
 """
+run_in_batch(__name__, "egress", SCENARIO)
 
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory, analyze_in_process):
-    tmp = tmp_path_factory.mktemp("egress")
-    run_dir = tmp / "run"
-    result = sojourn("run", write_scenario(tmp / "s.yaml", SCENARIO), "--out", str(run_dir), "--no-analyze")
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert "warning: consumers.sub.egress" not in result.stderr  # 2,000 x 2 units can overflow 100
+def run(batch, analyze_in_process):
+    ran = batch["egress"]
+    run_dir = ran.run_dir
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    assert "warning: consumers.sub.egress" not in ran.stderr  # 2,000 x 2 units can overflow 100
     return run_dir, analyze_in_process(run_dir), read_rows(run_dir, "delivery"), read_rows(run_dir, "publish")
 
 

@@ -1,18 +1,12 @@
 """A phase that changes a live consumer's prefetch really changes what the broker sends it."""
 from __future__ import annotations
 
-import subprocess
-import sys
-from pathlib import Path
-
-from tests.integration.conftest import REPO, write_scenario
+from tests.integration.conftest import run_in_batch
 from tests.integration.traces import read_rows
 
-
-def test_prefetch_widened_by_a_phase_fills_the_buffer(tmp_path: Path):
-    # 200 msg/s offered, 10 ms processing (at most 100/s served): a backlog waits in the
-    # broker, so the consumer's buffer holds whatever the prefetch lets through.
-    scenario = write_scenario(tmp_path / "s.yaml", """
+# 200 msg/s offered, 10 ms processing (at most 100/s served): a backlog waits in the
+# broker, so the consumer's buffer holds whatever the prefetch lets through.
+run_in_batch(__name__, "prefetch-change", """
 name: it-prefetch-change
 queue: {name: sojourn.it.prefetch-change, delete_on_end: true}
 run: {duration_s: 8, drain_timeout_s: 20}
@@ -22,12 +16,13 @@ timeline:
   - name: wide
     start_s: 4
     set: {consumers.c.prefetch: 20}
-""")
-    run_dir = tmp_path / "run"
-    result = subprocess.run([sys.executable, "-m", "locust", "-f", "loadgen/locustfile.py", "--headless",
-                             "--only-summary", "--scenario", scenario, "--run-dir", str(run_dir)],
-                            cwd=REPO, capture_output=True, text=True, timeout=120)
-    assert result.returncode == 0, result.stderr[-3000:]
+""", command="locust")
+
+
+def test_prefetch_widened_by_a_phase_fills_the_buffer(batch):
+    ran = batch["prefetch-change"]
+    run_dir = ran.run_dir
+    assert ran.returncode == 0, ran.stderr[-3000:]
     deliveries = read_rows(run_dir, "delivery")
     narrow = [d for d in deliveries if d["prefetch"] == 1]
     wide = [d for d in deliveries if d["prefetch"] == 20]

@@ -2,9 +2,7 @@
 as `returned`, and a priority mix sends each priority in its share."""
 from __future__ import annotations
 
-from pathlib import Path
-
-from tests.integration.conftest import sojourn, write_scenario
+from tests.integration.conftest import run_in_batch
 from tests.integration.traces import read_rows
 
 SCENARIO = """
@@ -17,12 +15,13 @@ producers:
 consumers:
   - {name: c, prefetch: 100}
 """
+run_in_batch(__name__, "publisher-outcomes", SCENARIO)
 
 
-def test_unroutable_mandatory_publishes_are_returned_and_priorities_follow_their_mix(tmp_path: Path):
-    run_dir = tmp_path / "run"
-    result = sojourn("run", write_scenario(tmp_path / "s.yaml", SCENARIO), "--out", str(run_dir), "--no-analyze")
-    assert result.returncode == 0, result.stderr[-3000:]
+def test_unroutable_mandatory_publishes_are_returned_and_priorities_follow_their_mix(batch):
+    ran = batch["publisher-outcomes"]
+    run_dir = ran.run_dir
+    assert ran.returncode == 0, ran.stderr[-3000:]
     publishes = read_rows(run_dir, "publish")
     lost = [p for p in publishes if p["producer_group"] == "lost"]
     mixed = [p for p in publishes if p["producer_group"] == "mixed"]

@@ -3,7 +3,8 @@ bindings match, `delete_on_end` removes exchanges, a declaration the broker refu
 with exit 2 and advice; and the two discards a topology makes possible, each in exactly one
 accounting class: a quorum queue's delivery limit, and reject-publish-dlx (docs/discards.md).
 
-The three loads run at once, then share the integration tests' Spark session (as test_discards).
+The three loads run at once (in the integration tests' batch), then share the integration tests'
+Spark session (as test_discards).
 Every queue and exchange name carries a per-session suffix and is deleted at the end.
 """
 from __future__ import annotations
@@ -16,7 +17,7 @@ from pathlib import Path
 import pika
 import pytest
 
-from tests.integration.conftest import run_together, sojourn, write_scenario
+from tests.integration.conftest import run_in_batch, sojourn, write_scenario
 from tests.integration.traces import ids, independent_outcomes, read_rows
 
 SUFFIX = uuid.uuid4().hex[:8]
@@ -107,12 +108,18 @@ def cleanup(queues=(), exchanges=()) -> None:
     connection.close()
 
 
+for _case, _text in SCENARIOS.items():
+    run_in_batch(__name__, f"topology-{_case}", _text)
+
+
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory, analyze_in_process):
-    """case -> (run_dir, summary): the three loads started together, then analysed in turn."""
+def runs(batch, analyze_in_process):
+    """case -> (run_dir, summary): the three loads started together with the batch, then analysed in turn."""
     try:
-        done = run_together(tmp_path_factory.mktemp("topology"), SCENARIOS)
-        yield {case: (run_dir, analyze_in_process(run_dir)) for case, (run_dir, _stderr) in done.items()}
+        done = {case: batch[f"topology-{case}"] for case in SCENARIOS}
+        for case, ran in done.items():
+            assert ran.returncode == 0, f"{case}: {ran.stderr[-3000:]}"
+        yield {case: (ran.run_dir, analyze_in_process(ran.run_dir)) for case, ran in done.items()}
     finally:
         cleanup([f"{PREFIX}.{q}" for q in ("topic", "quorum", "capped")]
                 + [f"sojourn.{PREFIX}.{q}.dead-letters" for q in ("quorum", "capped")], DECLARED_EXCHANGES)
