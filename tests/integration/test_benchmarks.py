@@ -21,6 +21,12 @@ def test_the_benchmark_entry_point_runs_a_comparison_and_writes_its_json(tmp_pat
     assert set(row["median_per_s"]) == {"bare", "sojourn", "sojourn-notrace"}
     assert all(rate > 0 for rate in row["median_per_s"].values())
     assert "ratio_vs_bare" in row and "tracing_overhead" in row
+    # CPU per message in each trial's window: every variant's loop used some; only the traced
+    # sojourn side has a trace writer process, whose CPU is reported apart (it may be 0 in 0.2 s).
+    assert set(row["median_cpu_us"]) == {"bare", "sojourn", "sojourn-notrace"}
+    assert all(us > 0 for us in row["median_cpu_us"].values())
+    assert row["median_child_cpu_us"]["bare"] == row["median_child_cpu_us"]["sojourn-notrace"] == 0
+    assert row["median_child_cpu_us"]["sojourn"] >= 0
 
 
 def test_the_end_to_end_comparison_runs_sojourn_and_the_bare_pair_and_keeps_earlier_rows(tmp_path):
