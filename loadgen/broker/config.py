@@ -13,7 +13,7 @@ from loadgen.errors import LoadgenError
 
 __all__ = [
     "BrokerSettingsError", "DEFAULT_SETTINGS", "MIB", "Settings",
-    "effective_settings", "parse_setting", "render_config", "validate_port", "watermark_settings",
+    "effective_settings", "parse_setting", "render_config", "tls_ports", "validate_port", "watermark_settings",
 ]
 
 Settings = dict[str, str]
@@ -32,6 +32,11 @@ DEFAULT_SETTINGS: Mapping[str, str] = {
 _WATERMARK = ("vm_memory_high_watermark.relative", "vm_memory_high_watermark.absolute")
 _DISK = ("disk_free_limit.relative", "disk_free_limit.absolute")
 _OWNED_PREFIXES = ("listeners.tcp.",)  # the port is --port: a second listener would defeat "loopback only"
+# An amqps listener is the user's to add (`listeners.ssl.default = 127.0.0.1:5671`), on loopback
+# only like the plain one; its ssl_options files are read by the node, from its own directory.
+_TLS_LISTENER_PREFIX = "listeners.ssl."
+_TLS_LISTENER = re.compile(r"^127\.0\.0\.1:(\d{1,5})$")
+_TLS_FILES = ("ssl_options.cacertfile", "ssl_options.certfile", "ssl_options.keyfile")
 _KEY = re.compile(r"^[A-Za-z0-9_$-]+(\.[A-Za-z0-9_$-]+)*$")
 # rabbit.schema's information units: bytes, or k/kiB/M/MiB/G/GiB (powers of 2), kB/MB/GB (powers of 10).
 _INFORMATION_UNIT = re.compile(r"^\d+([kmg](i?b)?)?$", re.IGNORECASE)
@@ -107,8 +112,19 @@ def render_config(settings: Mapping[str, object] | None = None, *, port: int) ->
         "# Written by `sojourn broker up`; rewritten on every start (edit with --setting key=value).",
         f"listeners.tcp.default = 127.0.0.1:{port}",
     ]
-    lines += [f"{key} = {value}" for key, value in effective_settings(settings).items()]
+    effective = effective_settings(settings)
+    for key, tls_port in tls_ports(effective).items():
+        if tls_port == port:
+            raise BrokerSettingsError(key, effective[key], f"the TLS listener needs a port other than the "
+                                                           f"AMQP port {port}")
+    lines += [f"{key} = {value}" for key, value in effective.items()]
     return "\n".join(lines) + "\n"
+
+
+def tls_ports(settings: Mapping[str, str]) -> dict[str, int]:
+    """The amqps listeners among validated settings: key -> port on 127.0.0.1."""
+    return {key: int(_TLS_LISTENER.match(value).group(1))  # type: ignore[union-attr]
+            for key, value in settings.items() if key.startswith(_TLS_LISTENER_PREFIX)}
 
 
 def _as_text(key: str, value: object) -> str:
@@ -134,6 +150,14 @@ def _validate(key: str, value: str) -> str:
     if "\n" in value or "\r" in value or "#" in value:
         raise BrokerSettingsError(key, value, "a value can not contain a newline or '#' (rabbitmq.conf "
                                               "reads '#' as the start of a comment)")
+    if key.startswith(_TLS_LISTENER_PREFIX):
+        found = _TLS_LISTENER.match(value)
+        if not found or not 1 <= int(found.group(1)) <= 65535:
+            raise BrokerSettingsError(key, value, "the private node listens on loopback only: give "
+                                                  "127.0.0.1:PORT (PORT other than --port)")
+    if key in _TLS_FILES and not value.startswith("/"):
+        raise BrokerSettingsError(key, value, "must be an absolute path (the node does not run in "
+                                              "your current directory)")
     if key in ("vm_memory_high_watermark.relative", "disk_free_limit.relative"):
         return _fraction(key, value, upper=1.0 if key.startswith("vm_") else None)
     if key in ("vm_memory_high_watermark.absolute", "disk_free_limit.absolute"):

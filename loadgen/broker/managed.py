@@ -29,7 +29,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from loadgen.broker.config import MIB, Settings, effective_settings, render_config, validate_port
+from loadgen.broker.config import MIB, Settings, effective_settings, render_config, tls_ports, validate_port
 from loadgen.errors import LoadgenError
 
 __all__ = [
@@ -57,11 +57,11 @@ class BrokerNotInstalled(BrokerError):
 
 
 class BrokerPortInUse(BrokerError):
-    def __init__(self, port: int, what: str, owner: str | None):
+    def __init__(self, port: int, what: str, owner: str | None, advice: str = "choose another --port"):
         self.port = port
         self.owner = owner
         by = f" by {owner}" if owner else " by another process"
-        super().__init__(f"{what} port {port} on 127.0.0.1 is in use{by}; choose another --port")
+        super().__init__(f"{what} port {port} on 127.0.0.1 is in use{by}; {advice}")
 
 
 class BrokerStartFailed(BrokerError):
@@ -211,6 +211,8 @@ class ManagedBroker:
         if running is not None:
             return StartResult(True, 0.0, running)
         _check_free(self.port, "AMQP")
+        for key, tls_port in tls_ports(self.settings).items():
+            _check_free(tls_port, "TLS (amqps)", f"choose another port in --setting {key}=127.0.0.1:PORT")
         dist_port = self._dist_port()
         self._write_files(dist_port)
         env = self._env(dist_port)
@@ -416,9 +418,9 @@ def _port_free(port: int) -> bool:
     return True
 
 
-def _check_free(port: int, what: str) -> None:
+def _check_free(port: int, what: str, advice: str = "choose another --port") -> None:
     if not _port_free(port):
-        raise BrokerPortInUse(port, what, _port_owner(port))
+        raise BrokerPortInUse(port, what, _port_owner(port), advice)
 
 
 def _port_owner(port: int) -> str | None:

@@ -7,6 +7,7 @@ from loadgen.broker import (
     BrokerSettingsError, ManagedBroker, default_dir, effective_settings, parse_setting, render_config,
     watermark_settings,
 )
+from loadgen.broker.config import tls_ports
 
 
 def conf_lines(text: str) -> dict[str, str]:
@@ -92,6 +93,11 @@ def test_both_watermark_options_at_once_are_refused():
     ("disk_free_limit.absolute", "2TB", "size such as 100MiB"),
     ("listeners.tcp.default", "0.0.0.0:5672", "use --port"),
     ("listeners.tcp.other", "5674", "use --port"),
+    ("listeners.ssl.default", "5671", "loopback only"),
+    ("listeners.ssl.default", "0.0.0.0:5671", "loopback only"),
+    ("listeners.ssl.default", "127.0.0.1:70000", "loopback only"),
+    ("ssl_options.certfile", "certs/server.pem", "absolute path"),
+    ("ssl_options.keyfile", "server.key", "absolute path"),
     ("bad key", "1", "not a rabbitmq.conf key"),
     ("default_pass", "a#b", "'#'"),
     ("default_user", "a\nlisteners.tcp.x = 0.0.0.0:1", "newline"),
@@ -175,3 +181,45 @@ def test_a_corrupt_state_file_is_reported_not_raised(tmp_path, capsys):
     (tmp_path / "sojourn-broker.json").write_text("{not json")
     assert main(["broker", "status", "--dir", str(tmp_path)]) == 2
     assert "sojourn-broker.json" in capsys.readouterr().err
+
+
+def test_an_amqps_listener_on_loopback_and_its_certificate_files_are_written_as_given():
+    tls = {"listeners.ssl.default": "127.0.0.1:5671", "ssl_options.cacertfile": "/tmp/c/ca.pem",
+           "ssl_options.certfile": "/tmp/c/server.pem", "ssl_options.keyfile": "/tmp/c/server.key",
+           "ssl_options.verify": "verify_none", "ssl_options.fail_if_no_peer_cert": False}
+    conf = conf_lines(render_config(tls, port=5673))
+    assert conf["listeners.tcp.default"] == "127.0.0.1:5673"
+    assert conf["listeners.ssl.default"] == "127.0.0.1:5671"
+    assert conf["ssl_options.keyfile"] == "/tmp/c/server.key"
+    assert conf["ssl_options.fail_if_no_peer_cert"] == "false"
+    assert tls_ports(effective_settings(tls)) == {"listeners.ssl.default": 5671}
+
+
+def test_the_amqps_listener_can_not_share_the_amqp_port():
+    with pytest.raises(BrokerSettingsError, match="other than the AMQP port 5673") as caught:
+        render_config({"listeners.ssl.default": "127.0.0.1:5673"}, port=5673)
+    assert caught.value.key == "listeners.ssl.default"
+
+
+def test_a_taken_amqps_port_is_refused_before_the_node_starts(tmp_path):
+    import socket
+
+    from loadgen.broker import BrokerNotInstalled, BrokerPortInUse
+    with socket.socket() as busy, socket.socket() as free:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        free.bind(("127.0.0.1", 0))
+        amqp_port, tls_port = free.getsockname()[1], busy.getsockname()[1]
+        free.close()
+        broker = ManagedBroker(tmp_path / "node", amqp_port, {"listeners.ssl.default": f"127.0.0.1:{tls_port}"})
+        try:
+            broker.start(timeout=1)
+        except BrokerNotInstalled:
+            pytest.skip("rabbitmq-server is not installed")
+        except BrokerPortInUse as exc:
+            assert exc.port == tls_port
+            assert "TLS (amqps) port" in str(exc) and "listeners.ssl.default" in str(exc)
+        else:  # pragma: no cover - it started: stop it before failing
+            broker.stop(purge=True)
+            pytest.fail("the node started although its TLS port was taken")
+    assert not (tmp_path / "node").exists(), "nothing is written before the checks pass"
