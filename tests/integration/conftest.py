@@ -165,6 +165,12 @@ def analyze_in_process():
     from analysis.session import get_spark
 
     session = get_spark("local[2]", app_name="sojourn-integration-tests")
-    session.conf.set("spark.sql.shuffle.partitions", "2")
+    # A run's traces are a few thousand rows: one shuffle partition, no adaptive re-planning and no
+    # whole-stage code generation take an analysis from ~20 s to ~14 s on the loaded test machine
+    # (same results; `sojourn run` and `sojourn nightly` in the end-to-end tests keep analysis'
+    # own settings).
+    session.conf.set("spark.sql.shuffle.partitions", "1")
+    session.conf.set("spark.sql.adaptive.enabled", "false")
+    session.conf.set("spark.sql.codegen.wholeStage", "false")
     yield lambda run_dir: analyze(run_dir, spark=session)
     session.stop()
