@@ -1,4 +1,4 @@
-"""The trace writer's child process: marshalled batches in, Parquet part files out.
+"""The trace writer's child process: serialised batches in, Parquet part files out.
 
 `python -m loadgen.trace.sink ROOT RUN_ID WORKER IN_FD OUT_FD`, started by TraceWriter
 (loadgen.trace.writer), which numbers the parts and waits for each answer. It exits
@@ -14,9 +14,19 @@ import signal
 import sys
 from pathlib import Path
 
-from loadgen.trace.writer import FRAME, MARSHAL, REPLY, _read_exact, _write_all, part_name, warm_pyarrow, write_part
+from loadgen.trace.writer import CHUNKS, FRAME, MARSHAL, REPLY, _read_exact, _write_all, part_name, warm_pyarrow, write_part
 
 NICENESS = 10
+
+
+def decode(fmt: int, payload: bytes) -> list[tuple]:
+    """The rows of a payload the writer built (TraceWriter._serialise)."""
+    if fmt != CHUNKS:
+        raise ValueError(f"unknown payload format {fmt}")
+    rows: list[tuple] = []
+    for chunk_fmt, chunk in marshal.loads(payload):
+        rows.extend(marshal.loads(chunk) if chunk_fmt == MARSHAL else pickle.loads(chunk))
+    return rows
 
 
 def serve(root: Path, run_id: str, worker: str, in_fd: int, out_fd: int) -> None:
@@ -29,7 +39,7 @@ def serve(root: Path, run_id: str, worker: str, in_fd: int, out_fd: int) -> None
         kind = _read_exact(in_fd, kind_len).decode()
         payload = _read_exact(in_fd, size)
         try:
-            rows = marshal.loads(payload) if fmt == MARSHAL else pickle.loads(payload)
+            rows = decode(fmt, payload)
             n = write_part(root, kind, part_name(worker, seq), run_id, worker, rows)
             reply = REPLY.pack(0, n, 0)
         except Exception as exc:  # noqa: BLE001 - the parent raises it where the flush was asked for

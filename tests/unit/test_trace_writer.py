@@ -1,11 +1,14 @@
 """The batched Parquet trace writer: what lands on disk, and when."""
 from pathlib import Path
 
+import marshal
+
 import pyarrow.parquet as pq
 import pytest
 
 from analysis.schema import column_names, KINDS, SCHEMA_VERSION
 from loadgen.trace import TraceWriter
+from loadgen.trace.writer import CHUNK_ROWS, CHUNKS
 
 
 def _event(i: int) -> tuple:
@@ -131,3 +134,26 @@ def test_a_batch_the_writer_process_can_not_convert_fails_the_flush_that_asked(t
     w.append("event", _event(1))  # the process is still there for the next batch
     w.close()
     assert w.rows_written["event"] == 1
+
+
+def test_a_flush_serialises_in_chunks_pausing_between_them_and_the_child_reads_every_row_back():
+    from decimal import Decimal
+
+    from loadgen.trace.sink import decode
+
+    rows = [(i, f"r{i}") for i in range(2 * CHUNK_ROWS + 7)]
+    rows[CHUNK_ROWS + 3] = (Decimal("1.5"), "marshal can not: this chunk is pickled")
+    pauses = []
+    chunks = TraceWriter._serialise(rows, lambda: pauses.append(1))
+    assert len(chunks) == 3 and len(pauses) == 2  # a pause between chunks, none before or after
+    assert [fmt for fmt, _ in chunks] == [0, 1, 0]  # marshal, pickle, marshal
+    assert decode(CHUNKS, marshal.dumps(chunks)) == rows
+
+
+def test_close_does_not_pause(tmp_path: Path):
+    pauses = []
+    w = TraceWriter(tmp_path, "r", "w", out_of_process=True, pause=lambda: pauses.append(1))
+    for i in range(CHUNK_ROWS * 2):
+        w.append("publish", _publish(i))
+    w.close()  # at exit there may be no loop to yield to
+    assert pauses == [] and w.rows_written["publish"] == CHUNK_ROWS * 2
