@@ -22,7 +22,7 @@ from loadgen.amqp import connection as amqp
 from loadgen.amqp import fastio
 from loadgen.replay.plan import ReplayItem, plan
 from loadgen.replay.sources import plan_kwargs
-from loadgen.runtime import Participant
+from loadgen.runtime import LOOP_TURN_S, Participant
 from loadgen.schedule import ArrivalSchedule, rate_curve
 
 __all__ = ["Producer", "Report"]
@@ -174,7 +174,7 @@ class Producer(Participant):
             late_streak = late_streak + 1 if intended_s <= self.ctx.elapsed_s() else 0
             if late_streak >= LATE_YIELD_EVERY:
                 late_streak = 0
-                gevent.sleep(0)  # behind schedule: let the hub serve confirms, timers, other users
+                gevent.sleep(LOOP_TURN_S)  # behind schedule: let the hub serve confirms, timers, other users
 
     def _join(self, settings) -> None:
         if self._channel is not None and self._channel.is_open:
