@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Iterator
 
 __all__ = ["EXIT_OK", "EXIT_SLO", "EXIT_INPUT", "EXIT_BROKER", "EXIT_INTERRUPTED", "BROKER_HELP", "CliError",
-           "load", "print_warnings", "broker_for", "run_locust", "say"]
+           "broker_help", "load", "print_warnings", "broker_for", "run_locust", "say"]
 
 EXIT_OK, EXIT_SLO, EXIT_INPUT, EXIT_BROKER, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
@@ -22,6 +22,19 @@ Start a local RabbitMQ and try again:
   rabbitmq-server -detached            # installed but stopped
   apt-get install -y rabbitmq-server   # not installed (Debian/Ubuntu)
 or point sojourn at another broker with SOJOURN_AMQP_URL=amqp://user:pass@host:5672/ (amqps:// for TLS)."""
+
+TLS_HELP = """The broker answered but the TLS handshake failed. Check that SOJOURN_TLS_CAFILE names the CA that
+signed the broker's certificate and that the URL's host is a name in it (SOJOURN_TLS_INSECURE=1
+skips verification, for a throwaway test broker only), and that the port is the broker's TLS
+listener (5671 by default)."""
+
+
+def broker_help(exc: BaseException) -> str:
+    """What to do about an unreachable broker: TLS advice for a failed handshake (starting a local
+    RabbitMQ would not help), else how to start one."""
+    text = str(exc)
+    tls = ("SSL", "CERTIFICATE", "TLS", "WRONG_VERSION_NUMBER", "certificate")
+    return TLS_HELP if any(word in text for word in tls) else BROKER_HELP
 
 
 def say(message: str) -> None:
@@ -71,7 +84,7 @@ def broker_for(scenario) -> Iterator[list[str]]:
         with broker_for_run(scenario, say) as url:
             yield [] if url is None else [f"broker.url={url}"]
     except BrokerUnreachable as exc:
-        raise CliError(f"{exc}\n{BROKER_HELP}", EXIT_BROKER) from None
+        raise CliError(f"{exc}\n{broker_help(exc)}", EXIT_BROKER) from None
     except BrokerError as exc:
         raise CliError(f"the private broker did not start: {exc}", EXIT_BROKER) from None
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import os
 
-from loadgen.commands.common import BROKER_HELP, EXIT_BROKER, EXIT_INPUT, EXIT_INTERRUPTED, EXIT_OK, CliError
+from loadgen.commands.common import EXIT_BROKER, EXIT_INPUT, EXIT_INTERRUPTED, EXIT_OK, CliError, broker_help
 
 __all__ = ["cmd_record", "cmd_compare"]
 
@@ -22,7 +22,7 @@ def cmd_record(args) -> int:
     except (RecordError, TraceFileError) as exc:
         raise CliError(str(exc), EXIT_INPUT) from None
     except BrokerUnreachable as exc:
-        raise CliError(f"{exc}\n{BROKER_HELP}", EXIT_BROKER) from None
+        raise CliError(f"{exc}\n{broker_help(exc)}", EXIT_BROKER) from None
     print(result.summary())
     if result.connection_lost:
         return EXIT_BROKER
