@@ -87,6 +87,19 @@ def _os_lock():
     return get_original("_thread", "allocate_lock")()
 
 
+def _os_close():
+    """The operating system's close(2), also under gevent's monkey patching: gevent (25.8.1 and
+    later) defers `os.close` of a pipe to the event loop's next turn, and a loop with nothing else
+    to do never turns while the caller waits for the child to exit, so the child never saw the end
+    of its input and every close waited out its 30 s timeout. Nothing watches these pipes in the
+    loop (they are read and written by threads), which is the case gevent's deferral guards."""
+    try:
+        from gevent.monkey import get_original
+    except ImportError:  # pragma: no cover - gevent comes with Locust
+        return os.close
+    return get_original("os", "close")
+
+
 def _read_exact(fd: int, n: int) -> bytes:
     chunks, left = [], n
     while left:
@@ -119,8 +132,8 @@ class _Child:
                  str(to_child), str(from_child)],
                 pass_fds=(to_child, from_child), stdin=subprocess.DEVNULL, env=env)
         finally:
-            os.close(to_child)
-            os.close(from_child)
+            _os_close()(to_child)
+            _os_close()(from_child)
 
     def write(self, kind: str, seq: int, fmt: int, payload: bytes) -> int:
         k = kind.encode()
@@ -133,9 +146,10 @@ class _Child:
         return n
 
     def close(self, timeout_s: float = 30.0) -> None:
+        close = _os_close()
         for fd in (self._to_child, self._from_child):
             try:
-                os.close(fd)
+                close(fd)
             except OSError:
                 pass
         try:

@@ -157,3 +157,26 @@ def test_close_does_not_pause(tmp_path: Path):
         w.append("publish", _publish(i))
     w.close()  # at exit there may be no loop to yield to
     assert pauses == [] and w.rows_written["publish"] == CHUNK_ROWS * 2
+
+
+def test_under_gevent_the_writer_process_sees_the_end_of_its_input_and_exits_by_itself(tmp_path: Path):
+    """gevent's patched os.close defers a pipe's close to the loop's next turn, which an idle loop
+    never takes while close() waits for the child: the child never saw EOF and was killed at the
+    timeout. Its exit status tells the two apart (0: it ended on EOF; -9: killed)."""
+    import subprocess
+    import sys
+
+    script = (
+        "from gevent import monkey; monkey.patch_all()\n"
+        "import sys\n"
+        "from loadgen.trace import TraceWriter\n"
+        "w = TraceWriter(sys.argv[1], 'r', 'w', out_of_process=True)\n"
+        "w.append('event', (1, 'phase_start', 'runner', 'p', None, None))\n"
+        "child = w._child\n"
+        "child.close(timeout_s=20)\n"
+        "print(child.proc.returncode)\n")
+    repo = Path(__file__).resolve().parents[2]
+    out = subprocess.run([sys.executable, "-c", script, str(tmp_path)], cwd=repo, capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["0"]
