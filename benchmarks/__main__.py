@@ -11,6 +11,7 @@ the machine) and to a JSON file.
     python -m benchmarks --seconds 0.2 --rounds 1 --json /tmp/b.json --no-docs   # the smoke test
     python -m benchmarks --only end-to-end --run-seconds 8 --rounds 3  # sojourn run vs the bare pair
     python -m benchmarks --only scaling --run-seconds 8 --rounds 3     # --processes 1, 2, 4
+    python -m benchmarks --only flush-stall --rounds 5                 # a trace flush vs the event loop
 
 `end-to-end` and `scaling` (benchmarks.endtoend) run the real `sojourn run` CLI, each trial
 `--run-seconds` long. With --only, the rows not rerun are kept from the existing JSON file,
@@ -43,6 +44,9 @@ COMPARISONS: dict[str, tuple[str, dict, tuple[str, ...]]] = {
     "consume-prefetch-300": ("consume", {"prefetch": 300}, ("bare", "sojourn", "sojourn-notrace")),
 }
 RUN_COMPARISONS = ("end-to-end", "scaling")  # whole `sojourn run`s: benchmarks.endtoend
+STALL = "flush-stall"  # how long a trace flush holds the event loop: benchmarks.stall
+STALL_VARIANTS = ("none", "one-call", "chunked")
+STALL_ROWS = 17_000    # a second of deliveries at the consume-prefetch-300 rate
 
 
 def _versions() -> dict:
@@ -136,6 +140,39 @@ def _loop_cpu(r: dict) -> str:
     sojourn = f"{cpu['sojourn']:.1f} (+ {child.get('sojourn', 0):.1f})" if "sojourn" in cpu else "–"
     return " / ".join((f"{cpu['bare']:.1f}" if "bare" in cpu else "–", sojourn,
                        f"{cpu['sojourn-notrace']:.1f}" if "sojourn-notrace" in cpu else "–"))
+
+
+def run_stall(rounds: int, flushes: int = 5) -> dict:
+    """The flush-stall trials, variants alternated, each in its own process."""
+    trials: dict[str, list[dict]] = {v: [] for v in STALL_VARIANTS}
+    for r in range(rounds):
+        for variant in STALL_VARIANTS if r % 2 == 0 else tuple(reversed(STALL_VARIANTS)):
+            out = subprocess.run([sys.executable, "-m", "benchmarks.stall",
+                                  json.dumps({"variant": variant, "rows": STALL_ROWS, "flushes": flushes})],
+                                 cwd=_repo(), capture_output=True, text=True, timeout=300)
+            if out.returncode != 0:
+                raise RuntimeError(f"stall trial {variant} failed:\n{out.stderr[-2000:]}")
+            trials[variant].append(json.loads(out.stdout.strip().splitlines()[-1]))
+    return {"name": STALL, "rounds": rounds, "rows": STALL_ROWS, "flushes": flushes, "trials": trials,
+            "median": {v: {k: statistics.median(t[k] for t in ts) for k in ("worst_ms", "p99_ms", "flush_call_ms")}
+                       for v, ts in trials.items()}}
+
+
+def _render_stall(r: dict) -> list[str]:
+    labels = {"none": "no flush (the probe alone)", "one-call": "flush, rows serialised in one call",
+              "chunked": "flush as runs do it: 1,000 rows per call, the loop turning between calls"}
+    lines = ["", f"### Trace flushes and the event loop{_when(r)}", "",
+             f"A probe greenlet sleeps 0.5 ms at a time and records how late it wakes while the process flushes "
+             f"{r['rows']:,} delivery rows (a second at about the consume-prefetch-300 rate) to the trace writer's "
+             f"child, {r['flushes']} flushes per trial, {r['rounds']} trials per variant alternated "
+             "(`benchmarks/stall.py`); medians over the trials.", "",
+             "| variant | probe's worst lateness, ms | its 99th percentile, ms | flush call in the caller, ms |",
+             "|---|---|---|---|"]
+    for v, label in labels.items():
+        m = r["median"].get(v)
+        if m:
+            lines.append(f"| {label} | {m['worst_ms']:.1f} | {m['p99_ms']:.1f} | {m['flush_call_ms']:.1f} |")
+    return lines
 
 
 def _when(r: dict) -> str:
@@ -259,6 +296,9 @@ def render(facts: dict, results: list[dict]) -> str:
             f"| {'–' if over is None else f'{over * 100:.1f} %'}"
             f"{'' if over is None or over <= 0.05 else ' (missed)'} | {_loop_cpu(r)} |")
     lines += _render_runs(results)
+    for r in results:
+        if r["name"] == STALL:
+            lines += _render_stall(r)
     notes = Path(__file__).with_name("NOTES.md")  # the findings and the fixes, kept by hand
     lines += ["", notes.read_text() if notes.exists() else ""]
     return "\n".join(lines).rstrip("\n") + "\n"
@@ -297,7 +337,7 @@ def main(argv: list[str] | None = None) -> int:
         p.error(f"--processes: expected comma-separated whole numbers, got {args.processes!r}")
     if not process_counts or min(process_counts) < 1:
         p.error(f"--processes: expected counts >= 1, got {args.processes!r}")
-    every = [*COMPARISONS, *RUN_COMPARISONS]
+    every = [*COMPARISONS, *RUN_COMPARISONS, STALL]
     names = [n for n in every if not args.only or args.only in n]
     if not names:
         p.error(f"--only {args.only!r} matches none of {', '.join(every)}")
@@ -310,6 +350,11 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{name}: " + ", ".join(f"{v} {x} msg/s" for v, x in r["median_per_s"].items())
                   + f"; vs bare {r['ratio_vs_bare']}; producer fell behind {r['producer_fell_behind']}, "
                   f"accounting ok {r['accounting_ok']}", flush=True)
+            continue
+        if name == STALL:
+            results.append(run_stall(1, flushes=2) if args.quick else run_stall(args.rounds))
+            print(f"{name}: " + ", ".join(f"{v} worst {m['worst_ms']} ms p99 {m['p99_ms']} ms"
+                                          for v, m in results[-1]["median"].items()), flush=True)
             continue
         if name == "scaling":
             results.append(endtoend.run_scaling(args.url, args.run_seconds, args.rounds, process_counts, args.users))

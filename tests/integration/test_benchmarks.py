@@ -67,3 +67,16 @@ def test_the_scaling_measurement_runs_sojourn_with_worker_processes(tmp_path):
     assert one["processes"] == 1 and one["median_per_s"] > 0 and one["accounting_ok"] is True
     assert one["users_per_worker"] == [[2, 2]]  # one worker process holds both groups' users
     assert one["broker_cores"] > 0 and one["loadgen_cores"] > 0
+
+
+def test_the_flush_stall_probe_runs_each_variant_and_writes_its_json(tmp_path):
+    out, docs = tmp_path / "results.json", tmp_path / "benchmarks.md"
+    result = subprocess.run([sys.executable, "-m", "benchmarks", "--only", "flush-stall", "--quick",
+                             "--json", str(out), "--docs", str(docs)],
+                            cwd=REPO, capture_output=True, text=True, timeout=180)
+    assert result.returncode == 0, result.stderr
+    [row] = json.loads(out.read_text())["results"]
+    assert set(row["median"]) == {"none", "one-call", "chunked"}
+    assert all(m["worst_ms"] >= m["p99_ms"] >= 0 for m in row["median"].values())
+    assert row["median"]["none"]["flush_call_ms"] == 0  # the baseline flushes nothing
+    assert "### Trace flushes and the event loop" in docs.read_text()
