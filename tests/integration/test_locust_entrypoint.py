@@ -3,10 +3,12 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from collections import Counter
 from pathlib import Path
 
-from tests.integration.conftest import run_in_batch
+from tests.integration.conftest import REPO, write_scenario
 from tests.integration.traces import read_rows
 
 SCENARIO = """
@@ -30,11 +32,10 @@ consumers:
 """
 
 
-# Both through the locustfile as users run it (--headless --scenario --run-dir), in the batch.
-run_in_batch(__name__, "locust-single", SCENARIO.format(tag="single", producers=1, consumers=1),
-             command="locust", extra=("--csv", "{base}/locust-single-stats"))
-run_in_batch(__name__, "locust-multi", SCENARIO.format(tag="multi", producers=2, consumers=2),
-             command="locust", extra=("--processes", "2"))
+def _locust(scenario: str, run_dir: Path, *extra: str) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, "-m", "locust", "-f", "loadgen/locustfile.py", "--headless",
+           "--scenario", scenario, "--run-dir", str(run_dir), "--only-summary", *extra]
+    return subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=120)
 
 
 def _check_accounted(run_dir: Path) -> tuple[list[dict], list[dict]]:
@@ -65,22 +66,24 @@ def _queue_exists(name: str) -> bool:
             conn.close()
 
 
-def test_headless_locust_run_writes_traces_and_reports_rows(batch):
-    ran = batch["locust-single"]
-    assert ran.returncode == 0, ran.stderr[-3000:]
-    publishes, _ = _check_accounted(ran.run_dir)
+def test_headless_locust_run_writes_traces_and_reports_rows(tmp_path: Path):
+    scenario = write_scenario(tmp_path / "s.yaml", SCENARIO.format(tag="single", producers=1, consumers=1))
+    result = _locust(scenario, tmp_path / "run", "--csv", str(tmp_path / "stats"))
+    assert result.returncode == 0, result.stderr[-3000:]
+    publishes, _ = _check_accounted(tmp_path / "run")
     # 50 msg/s constant for 5 s: arrivals at 0, 20 ms, ..., 4.98 s = 250 messages
     assert len(publishes) == 250
     assert not _queue_exists("sojourn.it.locust-single")  # delete_on_end, after the census
-    stats = (ran.run_dir.parent / "locust-single-stats_stats.csv").read_text()
+    stats = (tmp_path / "stats_stats.csv").read_text()
     assert "publish:(default):sojourn.it.locust-single" in stats
     assert "consume:sojourn.it.locust-single" in stats
 
 
-def test_processes_split_users_and_trace_each_message_once(batch):
-    ran = batch["locust-multi"]
-    assert ran.returncode == 0, ran.stderr[-3000:]
-    publishes, deliveries = _check_accounted(ran.run_dir)
+def test_processes_split_users_and_trace_each_message_once(tmp_path: Path):
+    scenario = write_scenario(tmp_path / "s.yaml", SCENARIO.format(tag="multi", producers=2, consumers=2))
+    result = _locust(scenario, tmp_path / "run", "--processes", "2")
+    assert result.returncode == 0, result.stderr[-3000:]
+    publishes, deliveries = _check_accounted(tmp_path / "run")
     # two producers at 50 msg/s for 5 s
     assert len(publishes) == 500
     assert len({p["producer"] for p in publishes}) == 2
