@@ -184,7 +184,7 @@ class Producer(Participant):
         self._unblocked.set()
         self._conn.add_on_connection_blocked_callback(self._on_blocked)
         self._conn.add_on_connection_unblocked_callback(self._on_unblocked)
-        self._channel = amqp.open_channel(self._conn)
+        self._channel = amqp.open_channel(self._conn, on_close=self._on_channel_closed)
         self._publisher = fastio.FrameWriter(self._channel)
         if settings.mandatory:
             self._channel.add_on_return_callback(self._on_return)
@@ -357,6 +357,13 @@ class Producer(Participant):
         self._give_up_pending("unconfirmed")
         self._window_open.set()
         self._unblocked.set()  # a blocked connection that closed blocks no one any more
+
+    def _on_channel_closed(self, channel, exc) -> None:
+        """The channel closed: as part of leaving or of a lost connection (said elsewhere), or the
+        broker closed it alone, for a reason the next failed publish would not tell."""
+        if not self._leaving and self._conn is not None and self._conn.is_open:
+            log.warning("producer %s: the broker closed its channel %s: %s", self.name,
+                        getattr(channel, "channel_number", "?"), exc)
 
     def _give_up_pending(self, outcome: str) -> None:
         now_ns = time.time_ns()
