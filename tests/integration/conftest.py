@@ -38,6 +38,24 @@ def _require_broker():
                     "(or rabbitmq-server -detached) before the integration tests")
 
 
+def free_port(avoid: frozenset[int] | set[int] = frozenset()) -> int:
+    """A free loopback port, not in `avoid`, whose Erlang distribution port (+20000) is free too,
+    so a private node (`sojourn broker up --port`) uses the convention."""
+    for _ in range(50):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port in avoid or port + 20000 > 65535:
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port + 20000))
+            except OSError:
+                continue
+        return port
+    pytest.skip("no free port pair found")
+
+
 def sojourn(*args: str, timeout: float = 240, env: dict | None = None) -> subprocess.CompletedProcess:
     """Run the `sojourn` console script as a user would."""
     full_env = {**os.environ, **(env or {})}

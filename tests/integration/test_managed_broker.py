@@ -16,7 +16,7 @@ import pika
 import pytest
 
 from loadgen.broker import ManagedBroker
-from tests.integration.conftest import sojourn
+from tests.integration.conftest import free_port, sojourn
 from tests.integration.traces import read_rows
 
 # Above the node's own memory use at boot (125-140 MiB RSS measured here), so it starts without
@@ -34,22 +34,6 @@ pytestmark = pytest.mark.skipif(shutil.which("rabbitmq-server") is None
                                 and not Path("/usr/lib/rabbitmq/bin/rabbitmq-server").exists(),
                                 reason="rabbitmq-server is not installed")
 
-
-def free_port() -> int:
-    """A free port whose distribution port (+20000) is free too, so the node uses the convention."""
-    for _ in range(50):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        if port + 20000 > 65535:
-            continue
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port + 20000))
-            except OSError:
-                continue
-        return port
-    pytest.skip("no free port pair found")
 
 
 @pytest.fixture

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import secrets
 import shutil
-import socket
 import subprocess
 import time
 from pathlib import Path
@@ -19,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from loadgen.broker import ManagedBroker
-from tests.integration.conftest import BIN, REPO, sojourn, write_scenario
+from tests.integration.conftest import BIN, REPO, free_port, sojourn, write_scenario
 from tests.integration.traces import read_rows
 
 _HAVE_RABBIT = (shutil.which("rabbitmq-server") is not None
@@ -44,22 +43,6 @@ consumers:
   - {{name: c, prefetch: 50}}
 """
 
-
-def free_port(avoid: set[int] = frozenset()) -> int:
-    """A free port whose distribution port (+20000) is free too, so the node uses the convention."""
-    for _ in range(50):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        if port in avoid or port + 20000 > 65535:
-            continue
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port + 20000))
-            except OSError:
-                continue
-        return port
-    pytest.skip("no free port pair found")
 
 
 def openssl(*args: str, cwd: Path) -> None:
