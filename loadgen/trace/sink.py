@@ -8,15 +8,12 @@ batch it had handed over written.
 from __future__ import annotations
 
 import marshal
-import os
 import pickle
 import signal
 import sys
 from pathlib import Path
 
 from loadgen.trace.writer import CHUNKS, FRAME, MARSHAL, REPLY, _read_exact, _write_all, part_name, warm_pyarrow, write_part
-
-NICENESS = 10
 
 
 def decode(fmt: int, payload: bytes) -> list[tuple]:
@@ -51,13 +48,6 @@ def serve(root: Path, run_id: str, worker: str, in_fd: int, out_fd: int) -> None
 def main(argv: list[str]) -> int:
     # Ctrl-C reaches the whole process group; the parent's last flush still needs this process.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    # Lowest priority but one: on a machine whose cores the load generator and the broker share,
-    # the writer takes the CPU they leave idle, not theirs (docs/benchmarks.md). It only defers
-    # the work: every batch handed over is still written, at the latest once the load stops.
-    try:
-        os.nice(NICENESS)
-    except OSError:  # pragma: no cover - not allowed here: run at the parent's priority
-        pass
     root, run_id, worker, in_fd, out_fd = argv
     warm_pyarrow()
     serve(Path(root), run_id, worker, int(in_fd), int(out_fd))
