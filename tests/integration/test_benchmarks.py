@@ -78,5 +78,7 @@ def test_the_flush_stall_probe_runs_each_variant_and_writes_its_json(tmp_path):
     [row] = json.loads(out.read_text())["results"]
     assert set(row["median"]) == {"none", "one-call", "chunked"}
     assert all(m["worst_ms"] >= m["p99_ms"] >= 0 for m in row["median"].values())
-    assert row["median"]["none"]["flush_call_ms"] == 0  # the baseline flushes nothing
+    # one trial per variant (--quick), each flushing a second's rows twice (none: the probe alone)
+    assert {v: [(t["rows"], t["flushes"]) for t in ts] for v, ts in row["trials"].items()} == \
+        {v: [(17_000, 2)] for v in ("none", "one-call", "chunked")}
     assert "### Trace flushes and the event loop" in docs.read_text()
