@@ -50,9 +50,13 @@ def send_now(conn) -> None:
     socket does not take stays queued for the hub, and a socket error aborts the connection as it
     would there."""
     transport = getattr(conn, "_transport", None)
-    if transport is not None and transport._tx_buffers and \
-            getattr(transport._produce, "__func__", None) is produce_coalesced:
+    if transport is not None and transport._tx_buffers and _tuned(transport):
         transport._on_socket_writable()
+
+
+def _tuned(transport) -> bool:
+    """Whether `tune` set this transport up (plaintext, non-blocking, coalescing)."""
+    return getattr(transport._produce, "__func__", None) is produce_coalesced
 
 
 def produce_coalesced(self) -> None:
@@ -154,8 +158,7 @@ class FrameWriter:
         conn.bytes_sent += 21
         conn.frames_sent += 1
         transport = getattr(conn, "_transport", None) if now else None
-        if transport is not None and not transport._tx_buffers and \
-                getattr(transport._produce, "__func__", None) is produce_coalesced:
+        if transport is not None and not transport._tx_buffers and _tuned(transport):
             try:
                 sent = transport._sock.send(data)
             except OSError:  # would block, or a broken socket: pika's writer meets it and aborts
