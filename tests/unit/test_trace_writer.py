@@ -180,3 +180,24 @@ def test_under_gevent_the_writer_process_sees_the_end_of_its_input_and_exits_by_
                          text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["0"]
+
+
+def test_every_column_of_a_row_reads_back_as_written_nulls_included_and_only_strings_use_a_dictionary(tmp_path: Path):
+    names = column_names("delivery")[3:]
+    full = ("m-1", "c/w/0", "c", "base", 7, True, 10, 20, 30, 40, 50, "acked", 100, 3, 128, 1.5,
+            True, 2, 60, 70, 9, "high", 4, 5, True)
+    empty = ("m-2", "c/w/0", "c", "base", 8, False, None, 21, None, None, None, "unsettled", 0, 0, 0, None,
+             None, None, None, None, None, None, None, None, None)
+    assert len(full) == len(empty) == len(names)
+    w = TraceWriter(tmp_path, "r", "w", out_of_process=False)
+    w.append("delivery", full)
+    w.append("delivery", empty)
+    w.close()
+    (part,) = (tmp_path / "traces" / "delivery").glob("*.parquet")
+    rows = pq.read_table(part).to_pylist()
+    assert [tuple(r[n] for n in names) for r in rows] == [full, empty]
+    meta = pq.ParquetFile(part).metadata.row_group(0)
+    dictionary = {meta.column(i).path_in_schema for i in range(meta.num_columns)
+                  if any("DICTIONARY" in e for e in meta.column(i).encodings)}
+    assert {"message_id", "consumer", "outcome", "run_id"} <= dictionary
+    assert not dictionary & {"receive_ns", "delivery_tag", "processing_ms"}
