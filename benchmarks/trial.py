@@ -189,7 +189,7 @@ def _context(url: str, seconds: float, producer: str, consumer: str, trace: bool
     from locust.env import Environment
 
     from loadgen import session
-    from loadgen.runtime import RunContext
+    from loadgen.runtime import RunContext, freeze_heap
     from loadgen.scenario import load_scenario
 
     yaml = (f"name: bench\nbroker: {{url: '{url}'}}\nqueue: {{name: {QUEUE}}}\n"
@@ -206,6 +206,7 @@ def _context(url: str, seconds: float, producer: str, consumer: str, trace: bool
         ctx.writer = DroppingWriter()
     else:  # the writer's first part (run_start) is on disk: its process is up, pyarrow loaded
         ctx.writer.flush()
+    freeze_heap()  # as a run's set-up ends (loadgen.session.start)
     return ctx, session.reporter(env)
 
 

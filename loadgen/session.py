@@ -24,7 +24,7 @@ from loadgen.queue_sampler import QueueSampler
 from loadgen.redact import mask_text
 from loadgen.replay.sources import describe
 from loadgen.runinfo import default_run_dir, update_run_json, write_run_json
-from loadgen.runtime import RunContext
+from loadgen.runtime import RunContext, freeze_heap
 
 __all__ = ["init", "start", "stop", "quit", "context", "reporter", "all_finished", "FINISH_GRACE_S"]
 
@@ -121,6 +121,7 @@ def start(environment) -> None:
     except (BrokerUnreachable, BrokerOperationFailed, NetemError) as exc:
         _fail(environment, exc)
         return
+    freeze_heap()  # set up: keep the collector from walking all of it mid-run
     if role != "master":
         ctx.start_drain_monitor()
     if role == "worker":
