@@ -52,8 +52,9 @@ def write_part(root: Path, kind: str, name: str, run_id: str, worker: str, rows:
 
     The rows become one struct array in a single C++ call (no transpose into per-column Python
     lists, then a call per column: 0.6 against 1.2 us a publish row, docs/benchmarks.md), and only
-    the string columns are dictionary-encoded: timestamps and sequence numbers never repeat, and
-    trying a dictionary on them cost time and made the file bigger."""
+    the string columns that repeat (names, phases, outcomes; not the message id) are
+    dictionary-encoded: timestamps, sequence numbers and ids never repeat, and trying a dictionary
+    on them cost time and made the file bigger."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -79,7 +80,7 @@ def write_part(root: Path, kind: str, name: str, run_id: str, worker: str, rows:
 def _dictionary_columns(kind: str) -> tuple[str, ...]:
     import pyarrow as pa
 
-    return tuple(f.name for f in arrow_schema(kind) if pa.types.is_string(f.type))
+    return tuple(f.name for f in arrow_schema(kind) if pa.types.is_string(f.type) and f.name != "message_id")
 
 
 def warm_pyarrow() -> None:

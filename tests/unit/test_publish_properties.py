@@ -32,3 +32,19 @@ def test_a_consumer_decodes_the_id_and_the_publish_time():
     decoded.decode(b"".join(_PublishProperties(2, "run:p/w/0:7", ns).encode()))
     assert (decoded.delivery_mode, decoded.message_id, decoded.priority) == (2, "run:p/w/0:7", None)
     assert decoded.headers == {"sojourn-id": "run:p/w/0:7", "sojourn-pub-ns": ns}
+
+
+def test_the_publish_time_a_consumer_traces_is_a_plain_int_that_marshal_takes():
+    import marshal
+
+    from loadgen.consumer import header_int
+
+    ns = time.time_ns()
+    decoded = pika.BasicProperties()
+    decoded.decode(b"".join(_PublishProperties(2, "run:p/w/0:7", ns).encode()))
+    raw = decoded.headers["sojourn-pub-ns"]
+    with pytest.raises(ValueError):  # what pika hands over: its int subclass
+        marshal.dumps(raw)
+    value = header_int(raw)
+    assert type(value) is int and value == ns and marshal.loads(marshal.dumps(value)) == ns
+    assert [header_int(v) for v in (None, "123", 1.5, True)] == [None, None, None, None]  # foreign headers
