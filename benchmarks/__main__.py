@@ -104,6 +104,8 @@ def run_comparison(name: str, url: str, seconds: float, rounds: int) -> dict:
     rates: dict[str, list[float]] = {v: [] for v in variants}
     cpu_us: dict[str, list[float]] = {v: [] for v in variants}
     child_us: dict[str, list[float]] = {v: [] for v in variants}
+    gc_us: dict[str, list[float]] = {v: [] for v in variants}
+    gc_worst_ms: dict[str, list[float]] = {v: [] for v in variants}
     for r in range(rounds):
         order = variants if r % 2 == 0 else tuple(reversed(variants))  # no side always goes first
         for variant in order:
@@ -117,6 +119,8 @@ def run_comparison(name: str, url: str, seconds: float, rounds: int) -> dict:
             rates[variant].append(out["per_s"])
             cpu_us[variant].append(out["cpu_us"])
             child_us[variant].append(out["child_cpu_us"])
+            gc_us[variant].append(out["gc_us"])
+            gc_worst_ms[variant].append(out["gc_worst_ms"])
     _prepare(url)
     med = {v: statistics.median(x) for v, x in rates.items()}
     result = {"name": name, "kind": kind, **params, "rounds": rounds, "seconds": seconds,
@@ -124,7 +128,11 @@ def run_comparison(name: str, url: str, seconds: float, rounds: int) -> dict:
               # CPU microseconds per message in each trial's measured window: the loop's own process,
               # and the trace writer's child (0 for bare and untraced, which have none)
               "cpu_us": cpu_us, "median_cpu_us": {v: round(statistics.median(x), 1) for v, x in cpu_us.items()},
-              "median_child_cpu_us": {v: round(statistics.median(x), 1) for v, x in child_us.items()}}
+              "median_child_cpu_us": {v: round(statistics.median(x), 1) for v, x in child_us.items()},
+              # the garbage collector's pauses of the loop's process: us per message (median), the
+              # longest single pause of any trial (ms)
+              "median_gc_us": {v: round(statistics.median(x), 2) for v, x in gc_us.items()},
+              "gc_worst_ms": {v: max(x) for v, x in gc_worst_ms.items()}}
     if "sojourn" in med and med.get("bare"):
         result["ratio_vs_bare"] = round(med["sojourn"] / med["bare"], 3)
     if med.get("sojourn-notrace"):
@@ -140,6 +148,15 @@ def _loop_cpu(r: dict) -> str:
     sojourn = f"{cpu['sojourn']:.1f} (+ {child.get('sojourn', 0):.1f})" if "sojourn" in cpu else "–"
     return " / ".join((f"{cpu['bare']:.1f}" if "bare" in cpu else "–", sojourn,
                        f"{cpu['sojourn-notrace']:.1f}" if "sojourn-notrace" in cpu else "–"))
+
+
+def _gc(r: dict) -> str:
+    """bare / sojourn / untraced collector time per message (longest pause), or ? for an older row."""
+    per, worst = r.get("median_gc_us"), r.get("gc_worst_ms")
+    if not per:
+        return "?"
+    return " / ".join(f"{per[v]:.2f} ({worst[v]:.1f})" if v in per else "–"
+                      for v in ("bare", "sojourn", "sojourn-notrace"))
 
 
 def run_stall(rounds: int, flushes: int = 5) -> dict:
@@ -281,8 +298,9 @@ def render(facts: dict, results: list[dict]) -> str:
         "confirms, once its confirm arrived. Consumers ack each delivery (manual ack, no processing time).",
         "",
         "| comparison | rounds x s | bare msg/s | sojourn msg/s | untraced msg/s | sojourn / bare (target >= 0.9) "
-        "| tracing overhead (target <= 5 %) | CPU us per message: bare / sojourn (+ its trace writer) / untraced |",
-        "|---|---|---|---|---|---|---|---|",
+        "| tracing overhead (target <= 5 %) | CPU us per message: bare / sojourn (+ its trace writer) / untraced "
+        "| garbage collection, us per message (longest pause, ms): bare / sojourn / untraced |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in (r for r in results if r["name"] in COMPARISONS):
         m = r["median_per_s"]
@@ -294,7 +312,7 @@ def render(facts: dict, results: list[dict]) -> str:
             f"| {m.get('sojourn-notrace', '–')} | {'–' if ratio is None else f'{ratio:.2f}'}"
             f"{'' if ratio is None or ratio >= 0.9 else ' (missed)'} "
             f"| {'–' if over is None else f'{over * 100:.1f} %'}"
-            f"{'' if over is None or over <= 0.05 else ' (missed)'} | {_loop_cpu(r)} |")
+            f"{'' if over is None or over <= 0.05 else ' (missed)'} | {_loop_cpu(r)} | {_gc(r)} |")
     lines += _render_runs(results)
     for r in results:
         if r["name"] == STALL:

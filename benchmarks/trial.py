@@ -15,6 +15,7 @@ from gevent import monkey
 
 monkey.patch_all()
 
+import gc  # noqa: E402
 import json  # noqa: E402
 import sys  # noqa: E402
 import tempfile  # noqa: E402
@@ -33,10 +34,13 @@ BODY_BYTES = 100
 
 class Window:
     """The measured stretch of a trial: wall-clock seconds, this process's CPU seconds and, for a
-    traced sojourn trial, the CPU seconds of the trace writer's child process in the same stretch."""
+    traced sojourn trial, the CPU seconds of the trace writer's child process in the same stretch;
+    also the garbage collector's pauses in this process (each one stops the I/O loop)."""
 
     def __init__(self, child_pid: int | None = None):
         self.child_pid = child_pid
+        self.gc_s = self.gc_worst_s = 0.0
+        self._gc_began = 0.0
 
     def _child_s(self) -> float:
         from benchmarks.cpu import TICK_S, _stat
@@ -44,7 +48,16 @@ class Window:
         st = _stat(self.child_pid) if self.child_pid else None
         return st[2] * TICK_S if st else 0.0
 
+    def _on_gc(self, phase: str, _info: dict) -> None:
+        if phase == "start":
+            self._gc_began = time.perf_counter()
+        else:
+            pause = time.perf_counter() - self._gc_began
+            self.gc_s += pause
+            self.gc_worst_s = max(self.gc_worst_s, pause)
+
     def start(self) -> "Window":
+        gc.callbacks.append(self._on_gc)
         self.t0, self.cpu0, self.child0 = time.perf_counter(), time.process_time(), self._child_s()
         return self
 
@@ -52,6 +65,7 @@ class Window:
         self.seconds = time.perf_counter() - self.t0
         self.cpu_s = time.process_time() - self.cpu0
         self.child_cpu_s = self._child_s() - self.child0
+        gc.callbacks.remove(self._on_gc)
         return self
 
 
@@ -279,7 +293,10 @@ def main(argv: list[str]) -> int:
                       "cpu_s": round(cpu, 3),
                       # CPU per message in the measured window: the loop's process, the trace writer's child
                       "cpu_us": round(w.cpu_s / max(n, 1) * 1e6, 2),
-                      "child_cpu_us": round(w.child_cpu_s / max(n, 1) * 1e6, 2)}), flush=True)
+                      "child_cpu_us": round(w.child_cpu_s / max(n, 1) * 1e6, 2),
+                      # the collector's pauses in the window: per message, and the longest
+                      "gc_us": round(w.gc_s / max(n, 1) * 1e6, 2), "gc_worst_ms": round(w.gc_worst_s * 1e3, 2)}),
+          flush=True)
     return 0
 
 

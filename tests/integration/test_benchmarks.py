@@ -27,6 +27,9 @@ def test_the_benchmark_entry_point_runs_a_comparison_and_writes_its_json(tmp_pat
     assert all(us > 0 for us in row["median_cpu_us"].values())
     assert row["median_child_cpu_us"]["bare"] == row["median_child_cpu_us"]["sojourn-notrace"] == 0
     assert row["median_child_cpu_us"]["sojourn"] >= 0
+    # the collector's pauses in each window, reported per variant (possibly none in 0.2 s)
+    assert set(row["median_gc_us"]) == set(row["gc_worst_ms"]) == {"bare", "sojourn", "sojourn-notrace"}
+    assert all(ms >= 0 for ms in row["gc_worst_ms"].values())
 
 
 def test_the_end_to_end_comparison_runs_sojourn_and_the_bare_pair_and_keeps_earlier_rows(tmp_path):
