@@ -133,11 +133,26 @@ def run_comparison(name: str, url: str, seconds: float, rounds: int) -> dict:
               # longest single pause of any trial (ms)
               "median_gc_us": {v: round(statistics.median(x), 2) for v, x in gc_us.items()},
               "gc_worst_ms": {v: max(x) for v, x in gc_worst_ms.items()}}
-    if "sojourn" in med and med.get("bare"):
-        result["ratio_vs_bare"] = round(med["sojourn"] / med["bare"], 3)
-    if med.get("sojourn-notrace"):
-        result["tracing_overhead"] = round(1 - med["sojourn"] / med["sojourn-notrace"], 3)
+    # The ratios are taken within each round, between trials run back to back, and their median
+    # reported: the machine drifts between rounds (the broker's state, other load), and a ratio of
+    # medians taken from different rounds mixes that drift in. Every round's ratio is kept too.
+    if "sojourn" in rates and "bare" in rates:
+        result["ratio_vs_bare_rounds"] = _paired(rates["sojourn"], rates["bare"])
+        result["ratio_vs_bare"] = round(statistics.median(result["ratio_vs_bare_rounds"]), 3)
+    if "sojourn" in rates and "sojourn-notrace" in rates:
+        result["tracing_overhead_rounds"] = [round(1 - x, 3) for x in _paired(rates["sojourn"], rates["sojourn-notrace"])]
+        result["tracing_overhead"] = round(statistics.median(result["tracing_overhead_rounds"]), 3)
     return result
+
+
+def _paired(a: list[float], b: list[float]) -> list[float]:
+    """a / b for each round (the same index: the two trials of one round)."""
+    return [round(x / y, 4) for x, y in zip(a, b) if y]
+
+
+def _spread(values: list[float] | None, fmt) -> str:
+    """ (lowest to highest round), or nothing for an older row without them."""
+    return f" ({fmt(min(values))} to {fmt(max(values))})" if values else ""
 
 
 def _loop_cpu(r: dict) -> str:
@@ -290,7 +305,9 @@ def render(facts: dict, results: list[dict]) -> str:
         f"{facts['loadavg_1m']:.2f} (other work shares the machine: compare ratios, not absolute rates).",
         "",
         "Each row alternates its variants for the stated rounds, each trial a fresh gevent process "
-        "(`benchmarks/trial.py`); numbers are medians. *bare* is a pika GeventConnection script doing the same "
+        "(`benchmarks/trial.py`); numbers are medians. The two ratios are taken within each round, between "
+        "trials run back to back, and the median of the rounds' ratios is shown, with the lowest and highest "
+        "round in brackets: the spread is how far one round can be trusted on this machine. *bare* is a pika GeventConnection script doing the same "
         "work (100-byte messages, one connection, no Locust, no tracing); *sojourn* is loadgen's Producer or "
         "Consumer with its RunContext, Parquet trace writer and Locust's request event; *untraced* is the same "
         "with a trace writer that drops rows. A publish counts once its bytes left the client (both loops wait "
@@ -310,9 +327,12 @@ def render(facts: dict, results: list[dict]) -> str:
             f"| {r['name']}{_when(r)} | {r['rounds']} x {r['seconds']:g} | {m.get('bare', '–')} "
             f"| {m.get('sojourn', '–')} "
             f"| {m.get('sojourn-notrace', '–')} | {'–' if ratio is None else f'{ratio:.2f}'}"
-            f"{'' if ratio is None or ratio >= 0.9 else ' (missed)'} "
+            f"{'' if ratio is None or ratio >= 0.9 else ' (missed)'}"
+            f"{_spread(r.get('ratio_vs_bare_rounds'), lambda x: f'{x:.2f}')} "
             f"| {'–' if over is None else f'{over * 100:.1f} %'}"
-            f"{'' if over is None or over <= 0.05 else ' (missed)'} | {_loop_cpu(r)} | {_gc(r)} |")
+            f"{'' if over is None or over <= 0.05 else ' (missed)'}"
+            f"{_spread(r.get('tracing_overhead_rounds'), lambda x: f'{x * 100:.1f}')} "
+            f"| {_loop_cpu(r)} | {_gc(r)} |")
     lines += _render_runs(results)
     for r in results:
         if r["name"] == STALL:

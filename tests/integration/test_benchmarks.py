@@ -20,7 +20,12 @@ def test_the_benchmark_entry_point_runs_a_comparison_and_writes_its_json(tmp_pat
     assert row["name"] == "consume-prefetch-100"
     assert set(row["median_per_s"]) == {"bare", "sojourn", "sojourn-notrace"}
     assert all(rate > 0 for rate in row["median_per_s"].values())
-    assert "ratio_vs_bare" in row and "tracing_overhead" in row
+    # the ratios are taken within a round, from the round's own trials (one round here)
+    [bare], [traced], [untraced] = (row["per_s"][v] for v in ("bare", "sojourn", "sojourn-notrace"))
+    assert row["ratio_vs_bare_rounds"] == [round(traced / bare, 4)]
+    assert row["ratio_vs_bare"] == round(traced / bare, 3)
+    assert row["tracing_overhead_rounds"] == [round(1 - round(traced / untraced, 4), 3)]
+    assert row["tracing_overhead"] == row["tracing_overhead_rounds"][0]
     # CPU per message in each trial's window: every variant's loop used some; only the traced
     # sojourn side has a trace writer process, whose CPU is reported apart (it may be 0 in 0.2 s).
     assert set(row["median_cpu_us"]) == {"bare", "sojourn", "sojourn-notrace"}
