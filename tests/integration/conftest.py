@@ -56,9 +56,18 @@ def free_port(avoid: frozenset[int] | set[int] = frozenset()) -> int:
     pytest.skip("no free port pair found")
 
 
+# Test-only JVM option for the Spark driver a `sojourn run` / `sojourn nightly` started by a test
+# launches (pyspark reads PYSPARK_SUBMIT_ARGS when it starts the JVM): such a JVM lives for one or
+# two analyses of a few thousand rows, and C1 alone (no C2 compilation) starts it and runs its first
+# analysis ~10-20 s sooner on this 2-core machine. Not for users: a long analysis of big traces
+# gains from C2, so analysis/session.py leaves the JVM's defaults alone. A PYSPARK_SUBMIT_ARGS
+# already in the environment wins.
+CLI_SPARK_SUBMIT_ARGS = "--driver-java-options -XX:TieredStopAtLevel=1 pyspark-shell"
+
+
 def sojourn(*args: str, timeout: float = 240, env: dict | None = None) -> subprocess.CompletedProcess:
-    """Run the `sojourn` console script as a user would."""
-    full_env = {**os.environ, **(env or {})}
+    """Run the `sojourn` console script as a user would (its Spark JVM with CLI_SPARK_SUBMIT_ARGS)."""
+    full_env = {"PYSPARK_SUBMIT_ARGS": CLI_SPARK_SUBMIT_ARGS, **os.environ, **(env or {})}
     return subprocess.run([str(BIN / "sojourn"), *args], cwd=REPO, capture_output=True, text=True,
                           timeout=timeout, env=full_env)
 
@@ -86,6 +95,7 @@ class _Planned:
     env: dict = field(default_factory=dict)
     during: object = None         # during(proc, run_dir), in a thread while the run goes on
     before: object = None         # before(), ahead of the start (e.g. a vhost to create)
+    files: dict = field(default_factory=dict)   # more files the scenario names: written beside it
 
 
 _BATCH: dict[str, _Planned] = {}
@@ -98,13 +108,41 @@ def run_in_batch(module: str, case: str, scenario: str, *, command: str = "sojou
     the first test that needs one, and all have finished before that test goes on, so none runs
     beside a test that measures timing. Each would otherwise cost its own 5-30 s of mostly waiting.
     Only the cases of modules with a selected test are started."""
+    assert command in ("sojourn", "locust"), command
     assert case not in _BATCH, case
     _BATCH[case] = _Planned(module, scenario, command, tuple(extra), dict(env or {}), during, before)
 
 
+_END_TO_END: dict[str, _Planned] = {}
+
+
+def run_end_to_end(module: str, case: str, command: str, text: str, *, files: dict | None = None,
+                   extra: tuple = ()) -> None:
+    """Plan `case` for the end-to-end pair: commands that run load *and* their own Spark analysis
+    in the command's own JVM, as a user runs them ("sojourn-run": `sojourn run SCENARIO`;
+    "nightly": `sojourn nightly SUITE`, `files` being the scenarios it names). Their checks are
+    on counts, verdicts and files, not on timing, and each alternates waiting on its load with
+    about one busy core planning Spark jobs: started together (before the first test that needs
+    one, and all finished before that test goes on) they took 85 s here, against 91 + 78 s one
+    after the other."""
+    assert command in ("sojourn-run", "nightly"), command
+    assert case not in _END_TO_END, case
+    _END_TO_END[case] = _Planned(module, text, command, tuple(extra), files=dict(files or {}))
+
+
 def _argv(case: str, plan: _Planned, base: Path) -> list[str]:
-    path = write_scenario(base / f"{case}.yaml", plan.scenario)
+    if plan.files:
+        (base / f"{case}-input").mkdir()
+        for name, text in plan.files.items():
+            write_scenario(base / f"{case}-input" / name, text)
+        path = write_scenario(base / f"{case}-input" / f"{case}.yaml", plan.scenario)
+    else:
+        path = write_scenario(base / f"{case}.yaml", plan.scenario)
     extra = [a.format(base=base) for a in plan.extra]
+    if plan.command == "sojourn-run":
+        return [str(BIN / "sojourn"), "run", path, "--out", str(base / case), *extra]
+    if plan.command == "nightly":
+        return [str(BIN / "sojourn"), "nightly", path, "--out", str(base / case), *extra]
     if plan.command == "locust":
         return [sys.executable, "-m", "locust", "-f", "loadgen/locustfile.py", "--headless", "--only-summary",
                 "--scenario", path, "--run-dir", str(base / case), *extra]
@@ -122,7 +160,8 @@ def start_together(base: Path, plans: dict[str, _Planned], timeout: float = 240)
                 plan.before()
             procs[case] = subprocess.Popen(_argv(case, plan, base), cwd=REPO, stdout=subprocess.PIPE,
                                            stderr=subprocess.PIPE, text=True, start_new_session=True,
-                                           env={**os.environ, **plan.env})
+                                           env={"PYSPARK_SUBMIT_ARGS": CLI_SPARK_SUBMIT_ARGS,
+                                                **os.environ, **plan.env})
             if plan.during is not None:
                 def act(case=case, plan=plan):
                     try:
@@ -175,10 +214,18 @@ def batch(request, tmp_path_factory) -> dict[str, Ran]:
 
 
 @pytest.fixture(scope="session")
+def end_to_end(request, tmp_path_factory) -> dict[str, Ran]:
+    """case -> Ran for the commands planned with run_end_to_end (one start, one wait for all)."""
+    selected = {item.module.__name__ for item in request.session.items if getattr(item, "module", None)}
+    plans = {case: plan for case, plan in _END_TO_END.items() if plan.module in selected}
+    return start_together(tmp_path_factory.mktemp("end-to-end"), plans, timeout=360)
+
+
+@pytest.fixture(scope="session")
 def analyze_in_process():
     """analyze_in_process(run_dir) -> summary: the analysis on one Spark session shared by the
     tests that use it (each `sojourn run` with analysis starts a JVM of its own, ~15 s). The
-    end-to-end tests of `sojourn run` and `sojourn analyze` keep the command-line path."""
+    end-to-end tests of `sojourn run` and `sojourn nightly` keep the command-line path."""
     from analysis.job import analyze
     from analysis.session import get_spark
 

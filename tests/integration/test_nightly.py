@@ -7,7 +7,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from loadgen.suite import ResultsLock
-from tests.integration.conftest import sojourn, write_scenario
+from tests.integration.conftest import run_end_to_end, sojourn, write_scenario
 
 TINY = """
 name: {name}
@@ -16,7 +16,7 @@ broker:
 queue:
   name: sojourn.it.nightly.{name}
 run:
-  duration_s: 4
+  duration_s: 2     # enough: the checks are on verdicts, JUnit, history and pages (~50 acks/s vs "> 10")
   warmup_s: 1
   drain_timeout_s: 10
 producers:
@@ -42,12 +42,14 @@ scenarios:
 """
 
 
-def test_a_suite_with_a_failing_slo_exits_1_and_names_it_in_junit(tmp_path: Path):
-    write_scenario(tmp_path / "a.yaml", TINY.format(name="it-night-a"))
-    write_scenario(tmp_path / "b.yaml", TINY.format(name="it-night-b"))
-    suite = write_scenario(tmp_path / "suite.yaml", SUITE)
-    out = tmp_path / "results"
-    result = sojourn("nightly", suite, "--out", str(out), timeout=180)
+# `sojourn nightly SUITE --out RESULTS`, started together with the other end-to-end command
+run_end_to_end(__name__, "nightly", "nightly", SUITE,
+               files={"a.yaml": TINY.format(name="it-night-a"), "b.yaml": TINY.format(name="it-night-b")})
+
+
+def test_a_suite_with_a_failing_slo_exits_1_and_names_it_in_junit(end_to_end, tmp_path: Path):
+    result = end_to_end["nightly"]
+    out = result.run_dir
     assert result.returncode == 1, result.stderr[-3000:]
     assert "FAIL it.b slo: throughput.ack_per_s > 100000" in result.stdout
 

@@ -5,7 +5,7 @@ import json
 from collections import Counter
 from pathlib import Path
 
-from tests.integration.conftest import sojourn, write_scenario
+from tests.integration.conftest import run_end_to_end, sojourn, write_scenario
 from tests.integration.traces import read_rows
 
 SHORT = """
@@ -40,10 +40,13 @@ slo:
 """
 
 
-def test_every_published_message_is_acked_and_reported(tmp_path: Path):
-    scenario = write_scenario(tmp_path / "short.yaml", SHORT)
-    run_dir = tmp_path / "run"
-    result = sojourn("run", scenario, "--out", str(run_dir))
+# `sojourn run SCENARIO --out RUN_DIR` with its own analysis, started together with `sojourn nightly`
+run_end_to_end(__name__, "sojourn-run", "sojourn-run", SHORT)
+
+
+def test_every_published_message_is_acked_and_reported(end_to_end):
+    result = end_to_end["sojourn-run"]
+    run_dir = result.run_dir
     # exit 1: the run and the analysis worked, and one SLO failed
     assert result.returncode == 1, result.stderr[-3000:]
     assert "SLO FAIL  throughput.publish_per_s > 1000" in result.stdout
