@@ -32,7 +32,10 @@ from pathlib import Path
 from benchmarks import endtoend
 from benchmarks.netem import DEFAULT_URL, _repo, machine_facts
 
-QUEUE = "sojourn.bench.loadpath"
+# The loop paths' queue, one per `python -m benchmarks` (its trials find it in the environment): two
+# benchmarks, or a benchmark and the test suite's smoke test, on one broker purged and drained each
+# other's queue, and a consume trial then waited out its limit. Deleted when the command ends.
+QUEUE = os.environ.setdefault("SOJOURN_BENCH_QUEUE", f"sojourn.bench.loadpath.{os.getpid()}")
 CONSUME_RATE_GUESS = 16_000  # msg/s: sizes the prefilled queue so a consume trial lasts about --seconds
 
 # name -> (trial kind, parameters, variants). Variants: bare pika, sojourn traced, sojourn untraced.
@@ -381,6 +384,34 @@ def main(argv: list[str] | None = None) -> int:
         p.error(f"--only {args.only!r} matches none of {', '.join(every)}")
     facts = {**machine_facts(), "versions": _versions(), "broker": _broker_version(args.url)}
     results = []
+    try:
+        _measure(args, names, process_counts, results)
+    finally:
+        _delete_queue(args.url)
+    for r in results:
+        r["load_1m_after"] = round(os.getloadavg()[0], 2)
+    results = _merge(Path(args.json), results, every) if args.only else results
+    Path(args.json).write_text(json.dumps({"machine": facts, "results": results}, indent=2) + "\n")
+    if not args.no_docs:
+        Path(args.docs).write_text(render(facts, results))
+    return 0
+
+
+def _delete_queue(url: str) -> None:
+    import pika
+
+    try:
+        conn = pika.BlockingConnection(pika.URLParameters(url))
+    except Exception:  # noqa: BLE001 - the broker is gone: nothing to clean up there
+        return
+    try:
+        conn.channel().queue_delete(QUEUE)
+    finally:
+        conn.close()
+
+
+def _measure(args, names: list[str], process_counts: tuple[int, ...], results: list[dict]) -> None:
+    """Run the comparisons `names`, appending each one's result to `results` as it ends."""
     for name in names:
         if name == "end-to-end":
             results.append(endtoend.run_end_to_end(args.url, args.run_seconds, args.rounds))
@@ -407,13 +438,6 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name}: " + ", ".join(f"{v} {x} msg/s" for v, x in m.items())
               + f"; sojourn/bare {results[-1].get('ratio_vs_bare')}, tracing overhead "
               f"{results[-1].get('tracing_overhead')}", flush=True)
-    for r in results:
-        r["load_1m_after"] = round(os.getloadavg()[0], 2)
-    results = _merge(Path(args.json), results, every) if args.only else results
-    Path(args.json).write_text(json.dumps({"machine": facts, "results": results}, indent=2) + "\n")
-    if not args.no_docs:
-        Path(args.docs).write_text(render(facts, results))
-    return 0
 
 
 def _merge(path: Path, fresh: list[dict], order: list[str]) -> list[dict]:

@@ -17,6 +17,7 @@ monkey.patch_all()
 
 import gc  # noqa: E402
 import json  # noqa: E402
+import os  # noqa: E402
 import sys  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
@@ -28,7 +29,7 @@ from gevent.event import Event  # noqa: E402
 
 from loadgen.producer import WRITE_BUFFER_LIMIT  # noqa: E402
 
-QUEUE = "sojourn.bench.loadpath"
+QUEUE = os.environ.get("SOJOURN_BENCH_QUEUE", "sojourn.bench.loadpath")  # set by python -m benchmarks
 BODY_BYTES = 100
 
 
