@@ -194,7 +194,11 @@ def sojourn_run(url: str, seconds: float, users: int = 1, processes: int = 0) ->
         raise RuntimeError(f"sojourn run failed ({proc.returncode}), kept in {work}: {err[-2000:]}")
     facts = run_facts(work / "run")
     facts.update(sampler.cores(*facts.pop("window_ns")))
-    shutil.rmtree(work, ignore_errors=True)
+    if facts["accounting_ok"]:
+        shutil.rmtree(work, ignore_errors=True)
+    else:  # the evidence stays: `sojourn analyze` on it says which messages and why
+        facts["kept_in"] = str(work)
+        sys.stderr.write(f"benchmarks: a run's accounting did not close; kept in {work}\n")
     return facts
 
 

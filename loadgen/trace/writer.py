@@ -258,7 +258,13 @@ class TraceWriter:
             self.flush_kind(kind, run_in, pause)
 
     def close(self) -> None:
+        """Write everything and stop the child. Rows appended after that are not dropped: the next
+        call (at the latest the one registered with atexit) writes them here, and says so."""
         if self._closed:
+            late = self.pending()
+            if late:
+                log.warning("trace writer: %d rows arrived after it was closed; writing them now", late)
+                self.flush(pause=False)
             return
         self.flush(pause=False)
         self._closed = True

@@ -201,3 +201,16 @@ def test_every_column_of_a_row_reads_back_as_written_nulls_included_and_only_rep
                   if any("DICTIONARY" in e for e in meta.column(i).encodings)}
     assert {"consumer", "outcome", "run_id"} <= dictionary
     assert not dictionary & {"message_id", "receive_ns", "delivery_tag", "processing_ms"}  # never repeat
+
+
+def test_rows_appended_after_close_are_written_by_the_next_close_and_reported(tmp_path: Path, caplog):
+    w = TraceWriter(tmp_path, "r", "w", out_of_process=True)
+    w.append("event", _event(0))
+    w.close()
+    w.append("event", _event(1))  # e.g. a callback that still ran while the process was ending
+    with caplog.at_level("WARNING"):
+        w.close()  # what atexit does
+    names = sorted(r["name"] for p in (tmp_path / "traces" / "event").glob("*.parquet")
+                   for r in pq.read_table(p).to_pylist())
+    assert names == ["p0", "p1"]
+    assert "1 rows arrived after it was closed" in caplog.text
