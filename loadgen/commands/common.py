@@ -14,6 +14,7 @@ __all__ = ["EXIT_OK", "EXIT_SLO", "EXIT_INPUT", "EXIT_BROKER", "EXIT_INTERRUPTED
            "broker_help", "load", "print_warnings", "broker_for", "run_locust", "say"]
 
 EXIT_OK, EXIT_SLO, EXIT_INPUT, EXIT_BROKER, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+EXIT_LOADGEN = 4  # the load generator ended without starting the run (see the run's locust.log)
 
 LOCUSTFILE = Path(__file__).resolve().parents[1] / "locustfile.py"
 
@@ -89,6 +90,36 @@ def broker_for(scenario) -> Iterator[list[str]]:
         raise CliError(f"the private broker did not start: {exc}", EXIT_BROKER) from None
 
 
+WORKERS_EXIT_S = 120.0  # how long the command waits for worker processes still writing traces
+
+
+def _wait_for_run_processes(alive_r: int, timeout_s: float = WORKERS_EXIT_S) -> None:
+    """Wait until every process holding the other end of `alive_r` has exited (see run_locust)."""
+    import select
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    told = False
+    try:
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                print(f"sojourn: worker processes still running after {timeout_s:.0f} s; their last "
+                      "traces may be missing", file=sys.stderr)
+                return
+            try:
+                ready, _, _ = select.select([alive_r], [], [], min(left, 1.0))
+            except KeyboardInterrupt:
+                return
+            if ready and not os.read(alive_r, 4096):
+                return  # end of file: the last of them is gone
+            if not ready and not told:
+                say("waiting for the worker processes to finish writing their traces")
+                told = True
+    finally:
+        os.close(alive_r)
+
+
 def run_locust(scenario_path: str, overrides: list[str], run_dir: str, processes: int = 0) -> bool:
     """Run Locust headless in a child process; return True if it was interrupted."""
     cmd = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--headless", "--only-summary",
@@ -99,10 +130,24 @@ def run_locust(scenario_path: str, overrides: list[str], run_dir: str, processes
     for override in overrides:
         cmd += ["--set", override]
     if processes:
-        cmd += ["--processes", str(processes)]
+        # Locust's master listens for its workers on 5557 by default, on every interface: a second
+        # run with worker processes on the same machine then failed to start. A free loopback port
+        # each, which the forked workers connect to.
+        port = _free_port()
+        cmd += ["--processes", str(processes), "--master-bind-host", "127.0.0.1",
+                "--master-bind-port", str(port), "--master-port", str(port)]
     say(f"running {scenario_path} -> {run_dir}")
+    # Every process of the run holds the write end of this pipe: Locust's master, and the worker
+    # processes `--processes` forks from it. Locust's master does not wait for its workers when
+    # it exits (at exit it takes "not exited yet" for "exited"), so a worker may still be writing
+    # its last trace parts when the master is gone; the read end sees its end only when the last
+    # of them has exited, and what reads the traces next (the analysis) waits for that.
+    alive_r, alive_w = os.pipe()
     with open(os.path.join(run_dir, "locust.log"), "w") as log_file:
-        child = subprocess.Popen(cmd, stdout=log_file, stderr=None)
+        try:
+            child = subprocess.Popen(cmd, stdout=log_file, stderr=None, pass_fds=(alive_w,))
+        finally:
+            os.close(alive_w)
         interrupted = False
         while True:
             try:
@@ -118,11 +163,23 @@ def run_locust(scenario_path: str, overrides: list[str], run_dir: str, processes
                     break
                 except KeyboardInterrupt:
                     child.send_signal(signal.SIGTERM)
+    _wait_for_run_processes(alive_r)
     if code == EXIT_BROKER:
         raise CliError("the load generator could not reach the broker (see above)\n" + BROKER_HELP, EXIT_BROKER)
     if code == EXIT_INPUT:
         raise CliError("the run did not start: the scenario, or what it declares on the broker, was refused "
                        "(see above)", EXIT_INPUT)
+    if not interrupted and not os.path.isfile(os.path.join(run_dir, "run.json")):
+        raise CliError(f"the load generator ended (status {code}) without starting the run: see the messages "
+                       f"above and {run_dir}/locust.log", EXIT_LOADGEN)
     if code not in (0, 1) and not interrupted:
         print(f"sojourn: locust exited with status {code}; see {run_dir}/locust.log", file=sys.stderr)
     return interrupted
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
