@@ -34,7 +34,7 @@ from loadgen.errors import LoadgenError
 
 __all__ = [
     "BrokerError", "BrokerNotInstalled", "BrokerPortInUse", "BrokerStartFailed", "BrokerStatus",
-    "DEFAULT_PORT", "ManagedBroker", "StartResult", "default_dir", "find_rabbitmq",
+    "DEFAULT_PORT", "ManagedBroker", "StartResult", "default_dir", "find_rabbitmq", "free_loopback_port",
 ]
 
 DEFAULT_PORT = 5673
@@ -310,9 +310,7 @@ class ManagedBroker:
         preferred = self.port + DIST_PORT_OFFSET
         if preferred <= 65535 and _port_free(preferred):
             return preferred
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            return s.getsockname()[1]
+        return free_loopback_port()
 
     def _write_files(self, dist_port: int) -> None:
         self.dir.mkdir(parents=True, exist_ok=True)
@@ -405,6 +403,13 @@ def _signal(pid: int, sig: int) -> None:
         os.kill(pid, sig)
     except (ProcessLookupError, PermissionError):
         pass
+
+
+def free_loopback_port() -> int:
+    """A port on 127.0.0.1 that nothing listens on now (the kernel's pick)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def _port_free(port: int) -> bool:

@@ -133,7 +133,9 @@ def run_locust(scenario_path: str, overrides: list[str], run_dir: str, processes
         # Locust's master listens for its workers on 5557 by default, on every interface: a second
         # run with worker processes on the same machine then failed to start. A free loopback port
         # each, which the forked workers connect to.
-        port = _free_port()
+        from loadgen.broker.managed import free_loopback_port
+
+        port = free_loopback_port()
         cmd += ["--processes", str(processes), "--master-bind-host", "127.0.0.1",
                 "--master-bind-port", str(port), "--master-port", str(port)]
     say(f"running {scenario_path} -> {run_dir}")
@@ -176,10 +178,3 @@ def run_locust(scenario_path: str, overrides: list[str], run_dir: str, processes
         print(f"sojourn: locust exited with status {code}; see {run_dir}/locust.log", file=sys.stderr)
     return interrupted
 
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
