@@ -65,11 +65,15 @@ def free_port(avoid: frozenset[int] | set[int] = frozenset()) -> int:
 CLI_SPARK_SUBMIT_ARGS = "--driver-java-options -XX:TieredStopAtLevel=1 pyspark-shell"
 
 
+def _cli_env(extra: dict | None = None) -> dict:
+    """The environment of a command a test starts: this one's, CLI_SPARK_SUBMIT_ARGS unless set."""
+    return {"PYSPARK_SUBMIT_ARGS": CLI_SPARK_SUBMIT_ARGS, **os.environ, **(extra or {})}
+
+
 def sojourn(*args: str, timeout: float = 240, env: dict | None = None) -> subprocess.CompletedProcess:
     """Run the `sojourn` console script as a user would (its Spark JVM with CLI_SPARK_SUBMIT_ARGS)."""
-    full_env = {"PYSPARK_SUBMIT_ARGS": CLI_SPARK_SUBMIT_ARGS, **os.environ, **(env or {})}
     return subprocess.run([str(BIN / "sojourn"), *args], cwd=REPO, capture_output=True, text=True,
-                          timeout=timeout, env=full_env)
+                          timeout=timeout, env=_cli_env(env))
 
 
 def write_scenario(path: Path, text: str) -> str:
@@ -160,8 +164,7 @@ def start_together(base: Path, plans: dict[str, _Planned], timeout: float = 240)
                 plan.before()
             procs[case] = subprocess.Popen(_argv(case, plan, base), cwd=REPO, stdout=subprocess.PIPE,
                                            stderr=subprocess.PIPE, text=True, start_new_session=True,
-                                           env={"PYSPARK_SUBMIT_ARGS": CLI_SPARK_SUBMIT_ARGS,
-                                                **os.environ, **plan.env})
+                                           env=_cli_env(plan.env))
             if plan.during is not None:
                 def act(case=case, plan=plan):
                     try:
@@ -205,20 +208,22 @@ def wait_for_t0(proc: subprocess.Popen, run_dir: Path, timeout: float = 60) -> f
     raise AssertionError(f"no t0 in {run_dir / 'run.json'} after {timeout} s")
 
 
+def _selected(request, planned: dict[str, _Planned]) -> dict[str, _Planned]:
+    """The planned cases of the modules that have a test in this session."""
+    modules = {item.module.__name__ for item in request.session.items if getattr(item, "module", None)}
+    return {case: plan for case, plan in planned.items() if plan.module in modules}
+
+
 @pytest.fixture(scope="session")
 def batch(request, tmp_path_factory) -> dict[str, Ran]:
     """case -> Ran for the runs planned with run_in_batch (one start, one wait for all)."""
-    selected = {item.module.__name__ for item in request.session.items if getattr(item, "module", None)}
-    plans = {case: plan for case, plan in _BATCH.items() if plan.module in selected}
-    return start_together(tmp_path_factory.mktemp("batch"), plans)
+    return start_together(tmp_path_factory.mktemp("batch"), _selected(request, _BATCH))
 
 
 @pytest.fixture(scope="session")
 def end_to_end(request, tmp_path_factory) -> dict[str, Ran]:
     """case -> Ran for the commands planned with run_end_to_end (one start, one wait for all)."""
-    selected = {item.module.__name__ for item in request.session.items if getattr(item, "module", None)}
-    plans = {case: plan for case, plan in _END_TO_END.items() if plan.module in selected}
-    return start_together(tmp_path_factory.mktemp("end-to-end"), plans, timeout=360)
+    return start_together(tmp_path_factory.mktemp("end-to-end"), _selected(request, _END_TO_END), timeout=360)
 
 
 @pytest.fixture(scope="session")
