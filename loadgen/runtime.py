@@ -46,15 +46,6 @@ SPIN_MARGIN_S = 0.002  # sleep_until_precise: yield-loop this long before a dead
 LOOP_TURN_S = 1e-6
 
 
-
-def _yield_to_loop() -> None:
-    """Let the event loop run (sockets, timers, other greenlets) between the chunks a trace flush
-    serialises; a no-op in the hub itself (a full batch appended from a pika callback), which can
-    not yield to itself."""
-    if gevent.getcurrent() is not gevent.get_hub():
-        gevent.sleep(LOOP_TURN_S)
-
-
 def freeze_heap() -> None:
     """Call once the run is set up, before the load: what exists then (modules, Locust, pika, the
     scenario, the control connection) lives for the whole run, and a full collection that walks it
@@ -106,7 +97,7 @@ class RunContext:
         self.t0_ns = t0_ns or time.time_ns()
         self._t0_mono = time.monotonic() - (time.time_ns() - self.t0_ns) / 1e9
         self.writer = TraceWriter(run_dir, run_id, self.worker,
-                                  offload=lambda fn: gevent.get_hub().threadpool.spawn(fn), pause=_yield_to_loop)
+                                  offload=lambda fn: gevent.get_hub().threadpool.spawn(fn))
         self.draining = Event()   # publishing must stop
         self.drained = Event()    # consumers may leave
         self.finished = Event()   # every local participant has left

@@ -8,8 +8,11 @@ default). Flushes run in a thread so the gevent loop keeps serving sockets.
 
 A writer that serves an I/O loop (one given an `offload`) converts rows to Arrow and
 writes Parquet in a child process (`loadgen.trace.sink`): pyarrow's conversion of
-Python objects holds the GIL, and a thread holding the GIL stalls the loop; handing
-the child a marshalled batch costs the loop about a tenth of that (docs/benchmarks.md).
+Python objects holds the GIL, and a thread holding the GIL stalls the loop. Its rows
+are marshalled as they come, `CHUNK_ROWS` at a time, while they are still in the CPU's
+caches, and only the bytes are kept until the flush: keeping a second's row tuples
+for one big marshal at the flush cost the loop twice as much per row (memory the
+allocator could not reuse, collections set off by the tuples; docs/benchmarks.md).
 """
 from __future__ import annotations
 
@@ -39,8 +42,9 @@ FRAME = struct.Struct("!IBBQ")
 # child -> parent: status (0 written, 1 failed), rows written, len(message); message
 REPLY = struct.Struct("!BQI")
 MARSHAL, PICKLE = 0, 1  # how each chunk of rows is serialised
-CHUNKS = 2              # the payload's format: marshal.dumps([(MARSHAL or PICKLE, chunk bytes), ...])
-CHUNK_ROWS = 1_000      # rows serialised per call: the longest the caller's loop is held (~0.3-0.7 ms)
+CHUNKS = 3              # the payload's format: chunks, each CHUNK (MARSHAL or PICKLE, length) then its bytes
+CHUNK = struct.Struct("!BI")
+CHUNK_ROWS = 256        # rows serialised per call, as they are appended (~0.1 ms of the caller's loop)
 
 
 def part_name(worker: str, seq: int) -> str:
@@ -91,6 +95,39 @@ def warm_pyarrow() -> None:
     import pyarrow.parquet  # noqa: F401
 
     pa.array([0], pa.int64())
+
+
+def serialise(rows: list[tuple]) -> tuple[int, bytes]:
+    """One chunk of rows in one C call: marshal, or pickle for a value marshal does not know."""
+    try:
+        return MARSHAL, marshal.dumps(rows)
+    except ValueError:  # slower, but any value
+        return PICKLE, pickle.dumps(rows, pickle.HIGHEST_PROTOCOL)
+
+
+def encode(chunks: list[tuple[int, bytes]]) -> list[bytes]:
+    """A payload of CHUNKS format, as the pieces to write one after the other."""
+    return [piece for fmt, data in chunks for piece in (CHUNK.pack(fmt, len(data)), data)]
+
+
+def decode(fmt: int, payload: bytes) -> list[tuple]:
+    """The rows of a payload `encode` built."""
+    if fmt != CHUNKS:
+        raise ValueError(f"unknown payload format {fmt}")
+    chunks, view, at = [], memoryview(payload), 0
+    while at < len(view):
+        chunk_fmt, size = CHUNK.unpack_from(view, at)
+        chunks.append((chunk_fmt, view[at + CHUNK.size:at + CHUNK.size + size]))
+        at += CHUNK.size + size
+    return rows_of(chunks)
+
+
+def rows_of(chunks) -> list[tuple]:
+    """The rows of (format, bytes) chunks, in order."""
+    rows: list[tuple] = []
+    for fmt, data in chunks:
+        rows.extend(marshal.loads(data) if fmt == MARSHAL else pickle.loads(data))
+    return rows
 
 
 def _os_lock():
@@ -151,10 +188,12 @@ class _Child:
             _os_close()(to_child)
             _os_close()(from_child)
 
-    def write(self, kind: str, seq: int, fmt: int, payload: bytes) -> int:
+    def write(self, kind: str, seq: int, chunks: list[tuple[int, bytes]]) -> int:
         k = kind.encode()
-        _write_all(self._to_child, FRAME.pack(seq, fmt, len(k), len(payload)) + k)
-        _write_all(self._to_child, payload)
+        pieces = encode(chunks)
+        _write_all(self._to_child, FRAME.pack(seq, CHUNKS, len(k), sum(map(len, pieces))) + k)
+        for piece in pieces:
+            _write_all(self._to_child, piece)
         status, n, size = REPLY.unpack(_read_exact(self._from_child, REPLY.size))
         message = _read_exact(self._from_child, size).decode() if size else ""
         if status:
@@ -177,24 +216,21 @@ class _Child:
 class TraceWriter:
     def __init__(self, run_dir: str | os.PathLike, run_id: str, worker: str, *,
                  max_rows: int = 50_000, offload: Callable[[Callable[[], Any]], Any] | None = None,
-                 out_of_process: bool | None = None, pause: Callable[[], Any] | None = None):
+                 out_of_process: bool | None = None):
         """`offload(fn)` runs a full batch's write without blocking the caller (e.g. a
         thread pool's spawn); appends may come from the I/O loop itself, which must
         never wait for a file write. Without it, full batches are written inline.
 
         `out_of_process` (default: when an `offload` is given) converts and writes in a child
-        process; if it can not start or dies, the writer goes on in this process.
-
-        `pause()` is called between the chunks of `CHUNK_ROWS` rows a flush serialises for the
-        child (e.g. a yield to the event loop): serialising a second's 17,000 rows at once held
-        the loop for about 12 ms, delaying every receive stamp and ack behind it."""
+        process; if it can not start or dies, the writer goes on in this process."""
         self.root = Path(run_dir) / "traces"
         self.run_id = run_id
         self.worker = worker
         self.max_rows = max_rows
         self._offload = offload
-        self._pause = pause
-        self._rows: dict[str, list[tuple]] = {kind: [] for kind in KINDS}
+        self._rows: dict[str, list[tuple]] = {kind: [] for kind in KINDS}  # not serialised yet
+        self._chunks: dict[str, list[tuple[int, bytes]]] = {kind: [] for kind in KINDS}  # serialised
+        self._chunked: dict[str, int] = dict.fromkeys(KINDS, 0)  # rows in _chunks
         self._seq = 0
         self._lock = _os_lock()  # serialises part numbering, file writes and the child's pipe
         self._closed = False
@@ -209,27 +245,38 @@ class TraceWriter:
                 log.warning("trace writer process did not start (%s); writing traces in this process", exc)
         if self._child is None:
             warm_pyarrow()
+        # Rows kept as tuples until there are this many (the whole batch when this process writes)
+        self._chunk_rows = min(CHUNK_ROWS, max_rows) if self._child is not None else max_rows
         atexit.register(self.close)
 
     def append(self, kind: str, row: tuple) -> None:
         rows = self._rows[kind]
         rows.append(row)
-        if len(rows) >= self.max_rows:
+        if len(rows) >= self._chunk_rows:
+            self._seal(kind)
+
+    def _seal(self, kind: str) -> None:
+        """Serialise `kind`'s tuples for the child (while a child takes them); flush a full batch."""
+        if self._child is not None:
+            rows, self._rows[kind] = self._rows[kind], []
+            self._chunks[kind].append(serialise(rows))
+            self._chunked[kind] += len(rows)
+        if self._chunked[kind] + len(self._rows[kind]) >= self.max_rows:
             self.flush_kind(kind, self._offload)
 
     def pending(self) -> int:
-        return sum(len(r) for r in self._rows.values())
+        return sum(len(r) for r in self._rows.values()) + sum(self._chunked.values())
 
-    def flush_kind(self, kind: str, run_in: Callable[[Callable[[], Any]], Any] | None = None,
-                   pause: bool = True) -> None:
-        """Write `kind`'s buffered rows (`run_in`: elsewhere, e.g. a thread pool). `pause`: call the
-        writer's `pause()` between the chunks it serialises (not at exit)."""
+    def flush_kind(self, kind: str, run_in: Callable[[Callable[[], Any]], Any] | None = None) -> None:
+        """Write `kind`'s buffered rows (`run_in`: elsewhere, e.g. a thread pool)."""
         rows, self._rows[kind] = self._rows[kind], []
-        if not rows:
+        chunks, self._chunks[kind], self._chunked[kind] = self._chunks[kind], [], 0
+        if not rows and not chunks:
             return
-        if self._child is not None:
-            payload = marshal.dumps(self._serialise(rows, self._pause if pause else None))
-            write = lambda: self._write_in_child(kind, rows, CHUNKS, payload)  # noqa: E731
+        if self._child is not None or chunks:
+            if rows:
+                chunks.append(serialise(rows))
+            write = lambda: self._write_in_child(kind, chunks)  # noqa: E731
         else:
             write = lambda: self._write(kind, rows)  # noqa: E731
         if run_in is None:
@@ -237,25 +284,10 @@ class TraceWriter:
         else:
             run_in(write)
 
-    @staticmethod
-    def _serialise(rows: list[tuple], pause: Callable[[], Any] | None) -> list[tuple[int, bytes]]:
-        """`rows` in chunks of CHUNK_ROWS, each in one C call (0.25-0.7 us a row), here and not in
-        the thread, where the same call would also wait for the GIL and hand it back late."""
-        chunks = []
-        for start in range(0, len(rows), CHUNK_ROWS):
-            if start and pause is not None:
-                pause()
-            chunk = rows[start:start + CHUNK_ROWS]
-            try:
-                chunks.append((MARSHAL, marshal.dumps(chunk)))
-            except ValueError:  # a value marshal does not know: slower, but any value
-                chunks.append((PICKLE, pickle.dumps(chunk, pickle.HIGHEST_PROTOCOL)))
-        return chunks
-
-    def flush(self, run_in: Callable[[Callable[[], Any]], Any] | None = None, pause: bool = True) -> None:
+    def flush(self, run_in: Callable[[Callable[[], Any]], Any] | None = None) -> None:
         """Write every buffered row. `run_in` runs the write elsewhere (e.g. a thread pool)."""
         for kind in KINDS:
-            self.flush_kind(kind, run_in, pause)
+            self.flush_kind(kind, run_in)
 
     def close(self) -> None:
         """Write everything and stop the child. Rows appended after that are not dropped: the next
@@ -264,27 +296,30 @@ class TraceWriter:
             late = self.pending()
             if late:
                 log.warning("trace writer: %d rows arrived after it was closed; writing them now", late)
-                self.flush(pause=False)
+                self.flush()
             return
-        self.flush(pause=False)
+        self.flush()
         self._closed = True
         with self._lock:
             if self._child is not None:
                 self._child.close()
                 self._child = None
+                self._chunk_rows = self.max_rows
 
-    def _write_in_child(self, kind: str, rows: list[tuple], fmt: int, payload: bytes) -> None:
+    def _write_in_child(self, kind: str, chunks: list[tuple[int, bytes]]) -> None:
         with self._lock:
             child = self._child
             if child is not None:
                 self._seq += 1
                 try:
-                    self.rows_written[kind] += child.write(kind, self._seq, fmt, payload)
+                    self.rows_written[kind] += child.write(kind, self._seq, chunks)
                     return
                 except (OSError, EOFError) as exc:
                     log.warning("trace writer process failed (%s); writing traces in this process", exc)
                     self._child = None
-        self._write(kind, rows)  # the child is gone: this batch and the next ones are written here
+                    self._chunk_rows = self.max_rows
+        # the child is gone: this batch and the next ones are written here
+        self._write(kind, rows_of(chunks))
 
     def _write(self, kind: str, rows: list[tuple]) -> None:
         with self._lock:

@@ -1,7 +1,6 @@
 """The batched Parquet trace writer: what lands on disk, and when."""
 from pathlib import Path
 
-import marshal
 
 import pyarrow.parquet as pq
 import pytest
@@ -136,27 +135,47 @@ def test_a_batch_the_writer_process_can_not_convert_fails_the_flush_that_asked(t
     assert w.rows_written["event"] == 1
 
 
-def test_a_flush_serialises_in_chunks_pausing_between_them_and_the_child_reads_every_row_back():
+def test_rows_are_serialised_as_they_come_and_the_child_reads_every_row_back_in_order(tmp_path: Path):
     from decimal import Decimal
 
-    from loadgen.trace.sink import decode
+    from loadgen.trace.writer import decode, encode
 
+    w = TraceWriter(tmp_path, "r", "w", out_of_process=True)
     rows = [(i, f"r{i}") for i in range(2 * CHUNK_ROWS + 7)]
     rows[CHUNK_ROWS + 3] = (Decimal("1.5"), "marshal can not: this chunk is pickled")
-    pauses = []
-    chunks = TraceWriter._serialise(rows, lambda: pauses.append(1))
-    assert len(chunks) == 3 and len(pauses) == 2  # a pause between chunks, none before or after
-    assert [fmt for fmt, _ in chunks] == [0, 1, 0]  # marshal, pickle, marshal
-    assert decode(CHUNKS, marshal.dumps(chunks)) == rows
+    for row in rows:
+        w.append("event", row)
+    # every full chunk is bytes already; only the 7 rows after them are still tuples
+    assert [fmt for fmt, _ in w._chunks["event"]] == [0, 1]  # marshal, pickle
+    assert w._rows["event"] == rows[-7:] and w.pending() == len(rows)
+    assert decode(CHUNKS, b"".join(encode(w._chunks["event"]))) == rows[:-7]
+    w._chunks["event"], w._rows["event"], w._chunked["event"] = [], [], 0  # not for the file: not events
+    w.close()
 
 
-def test_close_does_not_pause(tmp_path: Path):
-    pauses = []
-    w = TraceWriter(tmp_path, "r", "w", out_of_process=True, pause=lambda: pauses.append(1))
-    for i in range(CHUNK_ROWS * 2):
+def test_a_full_batch_of_chunks_is_flushed_and_the_file_holds_every_row_in_order(tmp_path: Path):
+    handed: list = []
+    w = TraceWriter(tmp_path, "r", "w", max_rows=CHUNK_ROWS * 2, offload=handed.append)
+    for i in range(CHUNK_ROWS * 2 + 5):
         w.append("publish", _publish(i))
-    w.close()  # at exit there may be no loop to yield to
-    assert pauses == [] and w.rows_written["publish"] == CHUNK_ROWS * 2
+    assert len(handed) == 1 and w.pending() == 5  # two chunks made a batch; 5 rows wait for the next
+    handed[0]()
+    w.close()
+    seqs = [r["seq"] for p in sorted((tmp_path / "traces" / "publish").glob("*.parquet"))
+            for r in pq.read_table(p).to_pylist()]
+    assert seqs == list(range(CHUNK_ROWS * 2 + 5))
+
+
+def test_when_the_writer_process_dies_its_serialised_rows_are_written_here(tmp_path: Path):
+    w = TraceWriter(tmp_path, "r", "w", out_of_process=True)
+    for i in range(CHUNK_ROWS + 3):
+        w.append("publish", _publish(i))
+    w._child.proc.kill()
+    w._child.proc.wait()
+    w.close()
+    assert w.rows_written["publish"] == CHUNK_ROWS + 3
+    seqs = [r["seq"] for p in (tmp_path / "traces" / "publish").glob("*.parquet") for r in pq.read_table(p).to_pylist()]
+    assert sorted(seqs) == list(range(CHUNK_ROWS + 3))
 
 
 def test_under_gevent_the_writer_process_sees_the_end_of_its_input_and_exits_by_itself(tmp_path: Path):
