@@ -177,4 +177,3 @@ def run_locust(scenario_path: str, overrides: list[str], run_dir: str, processes
     if code not in (0, 1) and not interrupted:
         print(f"sojourn: locust exited with status {code}; see {run_dir}/locust.log", file=sys.stderr)
     return interrupted
-
