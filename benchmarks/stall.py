@@ -1,12 +1,14 @@
-"""How long a trace flush holds the event loop: `python -m benchmarks.stall SPEC_JSON` (one trial).
+"""How long tracing holds the event loop: `python -m benchmarks.stall SPEC_JSON` (one trial).
 
 A probe greenlet sleeps 0.5 ms at a time and records how late each wake-up is, while the loop's
-process flushes a second's worth of delivery-like rows (`rows`) to the trace writer's child, as
-RunContext's flush loop does. Variants: `chunked` (the writer as runs use it: 1,000 rows per
-serialising call, the loop turning between calls), `one-call` (the whole batch serialised in one
-call, as before) and `none` (no flush: the probe's own lateness on this machine). Prints one JSON
-line: the probe's worst and 99th-percentile lateness in ms over `flushes` flushes, and the
-median time the flush call took in the caller.
+process appends a second's worth of delivery-like rows (`rows`, in runs of `RUN_ROWS` with a loop
+turn between runs, as deliveries arrive) to a trace writer and flushes them to its child, as
+RunContext's flush loop does. Variants: `as-appended` (the writer as runs use it: rows serialised
+`CHUNK_ROWS` at a time as they come), `one-call` (the rows kept as tuples and the whole batch
+serialised in one call at the flush, as before) and `none` (the same appends, rows dropped: the
+probe's own lateness on this machine). Prints one JSON line: the probe's worst and
+99th-percentile lateness in ms over `flushes` flushes, and the median time the flush call took in
+the caller.
 """
 from gevent import monkey
 
@@ -21,6 +23,7 @@ import time  # noqa: E402
 import gevent  # noqa: E402
 
 PROBE_S = 0.0005
+RUN_ROWS = 20  # rows appended between two turns of the loop
 
 
 def _row(i: int) -> tuple:
@@ -31,12 +34,13 @@ def _row(i: int) -> tuple:
 
 
 def trial(variant: str, rows: int, flushes: int) -> dict:
-    from loadgen.runtime import _yield_to_loop
+    from loadgen.runtime import LOOP_TURN_S
     from loadgen.trace import TraceWriter
 
-    pause = _yield_to_loop if variant == "chunked" else None
     writer = TraceWriter(tempfile.mkdtemp(prefix="sojourn-stall-"), "stall", "w",
-                         offload=lambda fn: gevent.get_hub().threadpool.spawn(fn), pause=pause)
+                         offload=lambda fn: gevent.get_hub().threadpool.spawn(fn), max_rows=10 * rows)
+    if variant == "one-call":
+        writer._chunk_rows = writer.max_rows  # tuples kept until the flush serialises them
     writer.flush()  # the child is up and pyarrow loaded before measuring
     gevent.sleep(1.0)
     late: list[float] = []
@@ -50,15 +54,16 @@ def trial(variant: str, rows: int, flushes: int) -> dict:
             late.append(time.perf_counter() - t - PROBE_S)
 
     batches = [[_row(i) for i in range(rows)] for _ in range(flushes)]  # built before the probe runs
+    append = writer.append if variant != "none" else (lambda kind, row: None)
     g = gevent.spawn(probe)
     for batch in batches:
         gevent.sleep(0.1)
-        writer._rows["delivery"] = batch  # a second's rows, appended meanwhile
+        for start in range(0, len(batch), RUN_ROWS):
+            for row in batch[start:start + RUN_ROWS]:
+                append("delivery", row)
+            gevent.sleep(LOOP_TURN_S)
         t = time.perf_counter()
-        if variant != "none":
-            writer.flush_kind("delivery", writer._offload)
-        else:
-            writer._rows["delivery"] = []
+        writer.flush_kind("delivery", writer._offload)
         calls.append(time.perf_counter() - t)
         gevent.sleep(0.3)  # the child writes the part meanwhile
     stop[0] = True
