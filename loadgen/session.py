@@ -8,6 +8,7 @@ warm-up and the final census; the local runner and each worker run the drain.
 from __future__ import annotations
 
 import logging
+import signal
 import sys
 import time
 from typing import Any
@@ -50,6 +51,7 @@ class _State:
     ended = False
     failed = False  # the start failed (e.g. a refused declaration): no census, no deletion at the end
     sampler: QueueSampler | None = None  # queue depth once a second, in the declaring process
+    sigint: Any = None  # the SIGINT watcher (_interrupt_between_callbacks)
 
 
 def _role(runner) -> str:
@@ -64,9 +66,20 @@ def init(environment, scenario, scenario_path: str, overrides: list[str]) -> Non
     _State.environment = environment
     _State.scenario = scenario
     _State.role = _role(environment.runner)
+    _State.sigint = gevent.signal_handler(signal.SIGINT, _interrupt_between_callbacks)
     if _State.role == "master":
         environment.runner.register_message(
             _FINISHED_MSG, lambda msg, **_kw: _State.finished_workers.add(str(msg.data)))
+
+
+def _interrupt_between_callbacks() -> None:
+    """Ctrl-C, as Locust handles it (KeyboardInterrupt in the main greenlet: stop the users, then
+    test_stop, where the census and the trace flush run), but raised between two turns of the event
+    loop. Python's own handler raises it in whatever runs when the signal lands, often pika's
+    socket callback in the hub: gevent then stops that socket's watcher, and the connection never
+    reads or writes again. Publishes queued on it were traced as sent but never reached the broker;
+    a census whose control connection was hit waited for its timeout and found nothing."""
+    gevent.get_hub().handle_system_error(KeyboardInterrupt, KeyboardInterrupt())
 
 
 def context() -> RunContext:
