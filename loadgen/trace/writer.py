@@ -13,6 +13,14 @@ are marshalled as they come, `CHUNK_ROWS` at a time, while they are still in the
 caches, and only the bytes are kept until the flush: keeping a second's row tuples
 for one big marshal at the flush cost the loop twice as much per row (memory the
 allocator could not reuse, collections set off by the tuples; docs/benchmarks.md).
+
+The child does not convert a batch when it gets it: it keeps the bytes as they came, in a
+hidden file beside the parts (`spill`), and converts them once its input ends, after the
+load (`convert`); only a backlog over `SPILL_LIMIT_BYTES` is converted during the run,
+oldest first. The conversion is most of what tracing costs (2.5-2.8 us a row), and during
+the load it competed for the cores with the broker and the loop it measures. A spilled
+batch is as safe as a part: if the child dies, the parent converts what it left at close,
+and `sojourn run` / `sojourn analyze` convert whatever a killed run left (`recover`).
 """
 from __future__ import annotations
 
@@ -31,7 +39,7 @@ from typing import Any, Callable
 
 from analysis.schema import KINDS, SCHEMA_VERSION, arrow_schema
 
-__all__ = ["TraceWriter", "write_part"]
+__all__ = ["TraceWriter", "write_part", "recover"]
 
 log = logging.getLogger(__name__)
 
@@ -39,8 +47,12 @@ _COMMON = 3  # schema_version, run_id, worker
 
 # parent -> child: seq, payload format, len(kind), len(payload); kind; payload
 FRAME = struct.Struct("!IBBQ")
-# child -> parent: status (0 written, 1 failed), rows written, len(message); message
+# child -> parent: status (0 taken, 1 failed), 0 (was: rows written), len(message); message
 REPLY = struct.Struct("!BQI")
+# a spilled batch's file: payload format, len(run_id), len(worker); run_id; worker; the payload
+RAW = struct.Struct("!BHH")
+RAW_SUFFIX = ".raw"
+SPILL_LIMIT_BYTES = 256 << 20  # the child converts its oldest spilled batches beyond this (~2M rows)
 MARSHAL, PICKLE = 0, 1  # how each chunk of rows is serialised
 CHUNKS = 3              # the payload's format: chunks, each CHUNK (MARSHAL or PICKLE, length) then its bytes
 CHUNK = struct.Struct("!BI")
@@ -74,7 +86,7 @@ def write_part(root: Path, kind: str, name: str, run_id: str, worker: str, rows:
         *columns,
     ]
     table = pa.Table.from_arrays(arrays, schema=schema)
-    tmp = root / kind / f".{name}.tmp"
+    tmp = root / kind / f".{name}.{os.getpid()}.tmp"  # two converters of one spilled batch do not clash
     pq.write_table(table, tmp, use_dictionary=list(_dictionary_columns(kind)))
     os.replace(tmp, root / kind / name)
     return n
@@ -130,6 +142,71 @@ def rows_of(chunks) -> list[tuple]:
     return rows
 
 
+def spill_name(worker: str, seq: int) -> str:
+    return f".{part_name(worker, seq)}{RAW_SUFFIX}"
+
+
+def spill(root: Path, kind: str, seq: int, run_id: str, worker: str, fmt: int, payload) -> Path:
+    """Keep a batch as its bytes came, in a hidden file (a reader of the parts does not see it)
+    that `convert` turns into the part it would have been; written under a temporary name and
+    renamed, as a part is."""
+    name = spill_name(worker, seq)
+    path, tmp = root / kind / name, root / kind / f"{name}.tmp"
+    r, w = run_id.encode(), worker.encode()
+    with open(tmp, "wb") as f:
+        f.write(RAW.pack(fmt, len(r), len(w)) + r + w)
+        f.write(payload)
+    os.replace(tmp, path)
+    return path
+
+
+def convert(path: Path) -> int:
+    """Write the spilled batch at `path` as its part and remove it; its rows (0 if another
+    process converted it first: both would write the same part)."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return 0
+    fmt, run_len, worker_len = RAW.unpack_from(data)
+    at = RAW.size
+    run_id = data[at:at + run_len].decode()
+    worker = data[at + run_len:at + run_len + worker_len].decode()
+    rows = decode(fmt, memoryview(data)[at + run_len + worker_len:])
+    n = write_part(path.parent.parent, path.parent.name, path.name[1:-len(RAW_SUFFIX)], run_id, worker, rows)
+    try:
+        path.unlink()
+    except FileNotFoundError:
+        pass
+    return n
+
+
+def convert_spilled(path: Path) -> int:
+    """`convert`; a batch that does not convert is set aside (renamed `*.failed`) and named in an
+    error, so the others are still written and no one tries it again; its rows."""
+    try:
+        return convert(path)
+    except Exception as exc:  # noqa: BLE001 - one bad batch must not cost the others
+        try:
+            os.replace(path, path.with_name(path.name + ".failed"))
+        except OSError:
+            pass
+        log.error("trace writer: can not convert %s (set aside as %s.failed): %s: %s",
+                  path, path.name, type(exc).__name__, exc)
+        return 0
+
+
+def spilled(root: Path, worker: str | None = None) -> list[Path]:
+    """The spilled batches under `root` (a traces directory) not converted yet, of one worker or all."""
+    prefix = "." + (part_name(worker, 0)[:-len("000000.parquet")] if worker is not None else "part-")
+    return sorted(p for kind in KINDS if (root / kind).is_dir() for p in (root / kind).iterdir()
+                  if p.name.startswith(prefix) and p.name.endswith(RAW_SUFFIX))
+
+
+def recover(root: Path, worker: str | None = None) -> int:
+    """Convert the batches a writer process left spilled (it was killed, or timed out); the rows."""
+    return sum(convert_spilled(path) for path in spilled(root, worker))
+
+
 def _os_lock():
     """A lock of the operating system's, also under gevent's monkey patching: the child's pipe is
     used from thread-pool threads, where a gevent lock would look for a hub."""
@@ -151,6 +228,17 @@ def _os_close():
     except ImportError:  # pragma: no cover - gevent comes with Locust
         return os.close
     return get_original("os", "close")
+
+
+def _alive_fd() -> tuple[int, ...]:
+    """The pipe end `sojourn run` watches to know when every process writing the run's traces has
+    exited (SOJOURN_ALIVE_FD, loadgen.commands.common.run_locust): the child holds it too."""
+    try:
+        fd = int(os.environ.get("SOJOURN_ALIVE_FD", ""))
+        os.fstat(fd)
+    except (ValueError, OSError):
+        return ()
+    return (fd,)
 
 
 def _read_exact(fd: int, n: int) -> bytes:
@@ -179,28 +267,34 @@ class _Child:
         repo = str(Path(__file__).resolve().parents[2])
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (repo, env.get("PYTHONPATH")) if p)
+        self.sent_bytes = 0
         try:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "loadgen.trace.sink", str(root), run_id, worker,
                  str(to_child), str(from_child)],
-                pass_fds=(to_child, from_child), stdin=subprocess.DEVNULL, env=env)
+                pass_fds=(to_child, from_child, *_alive_fd()), stdin=subprocess.DEVNULL, env=env)
         finally:
             _os_close()(to_child)
             _os_close()(from_child)
 
-    def write(self, kind: str, seq: int, chunks: list[tuple[int, bytes]]) -> int:
+    def write(self, kind: str, seq: int, chunks: list[tuple[int, bytes]]) -> None:
         k = kind.encode()
         pieces = encode(chunks)
-        _write_all(self._to_child, FRAME.pack(seq, CHUNKS, len(k), sum(map(len, pieces))) + k)
+        size = sum(map(len, pieces))
+        _write_all(self._to_child, FRAME.pack(seq, CHUNKS, len(k), size) + k)
         for piece in pieces:
             _write_all(self._to_child, piece)
-        status, n, size = REPLY.unpack(_read_exact(self._from_child, REPLY.size))
+        self.sent_bytes += size
+        status, _, size = REPLY.unpack(_read_exact(self._from_child, REPLY.size))
         message = _read_exact(self._from_child, size).decode() if size else ""
         if status:
             raise RuntimeError(f"trace writer process: {kind} part {seq}: {message}")
-        return n
 
-    def close(self, timeout_s: float = 30.0) -> None:
+    def close(self, timeout_s: float | None = None) -> None:
+        """End its input and wait for it to convert what it spilled and exit (by default as long
+        as converting every byte sent at 2 MB/s would take, and 30 s more); kill it after that."""
+        if timeout_s is None:
+            timeout_s = 30.0 + self.sent_bytes / 2e6
         close = _os_close()
         for fd in (self._to_child, self._from_child):
             try:
@@ -210,7 +304,10 @@ class _Child:
         try:
             self.proc.wait(timeout_s)  # it exits on end of input, every part written
         except subprocess.TimeoutExpired:
+            log.warning("trace writer process still converting after %.0f s; stopping it and "
+                        "converting the rest here", timeout_s)
             self.proc.kill()
+            self.proc.wait()
 
 
 class TraceWriter:
@@ -222,7 +319,8 @@ class TraceWriter:
         never wait for a file write. Without it, full batches are written inline.
 
         `out_of_process` (default: when an `offload` is given) converts and writes in a child
-        process; if it can not start or dies, the writer goes on in this process."""
+        process; if it can not start or dies, the writer goes on in this process.
+        `rows_written` counts the rows each kind has had written, or spilled by the child."""
         self.root = Path(run_dir) / "traces"
         self.run_id = run_id
         self.worker = worker
@@ -270,13 +368,14 @@ class TraceWriter:
     def flush_kind(self, kind: str, run_in: Callable[[Callable[[], Any]], Any] | None = None) -> None:
         """Write `kind`'s buffered rows (`run_in`: elsewhere, e.g. a thread pool)."""
         rows, self._rows[kind] = self._rows[kind], []
+        n = self._chunked[kind] + len(rows)
         chunks, self._chunks[kind], self._chunked[kind] = self._chunks[kind], [], 0
-        if not rows and not chunks:
+        if not n:
             return
         if self._child is not None or chunks:
             if rows:
                 chunks.append(serialise(rows))
-            write = lambda: self._write_in_child(kind, chunks)  # noqa: E731
+            write = lambda: self._write_in_child(kind, chunks, n)  # noqa: E731
         else:
             write = lambda: self._write(kind, rows)  # noqa: E731
         if run_in is None:
@@ -305,14 +404,18 @@ class TraceWriter:
                 self._child.close()
                 self._child = None
                 self._chunk_rows = self.max_rows
+            left = recover(self.root, self.worker)  # what a child that died or was stopped had spilled
+        if left:
+            log.warning("trace writer: converted %d rows the writer process had left spilled", left)
 
-    def _write_in_child(self, kind: str, chunks: list[tuple[int, bytes]]) -> None:
+    def _write_in_child(self, kind: str, chunks: list[tuple[int, bytes]], n: int) -> None:
         with self._lock:
             child = self._child
             if child is not None:
                 self._seq += 1
                 try:
-                    self.rows_written[kind] += child.write(kind, self._seq, chunks)
+                    child.write(kind, self._seq, chunks)
+                    self.rows_written[kind] += n
                     return
                 except (OSError, EOFError) as exc:
                     log.warning("trace writer process failed (%s); writing traces in this process", exc)

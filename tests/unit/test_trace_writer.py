@@ -60,7 +60,9 @@ def test_a_full_batch_is_handed_to_the_offload_instead_of_written_by_the_appende
     w.append("event", _event(0))
     w.append("event", _event(1))  # full: handed off, the appender does not write
     assert len(handed) == 1 and list((tmp_path / "traces" / "event").glob("*.parquet")) == []
-    handed[0]()  # the thread pool runs it
+    handed[0]()  # the thread pool runs it: the writer process has the batch (spilled, see below)
+    assert w.pending() == 0 and w.rows_written["event"] == 2
+    w.close()
     (part,) = (tmp_path / "traces" / "event").glob("*.parquet")
     assert pq.read_table(part).num_rows == 2
 
@@ -79,12 +81,12 @@ def test_a_writer_process_writes_the_same_rows_as_the_writer_itself(tmp_path: Pa
         w.append("event", _event(0))
         w.flush()
     assert child.rows_written == inline.rows_written == {**dict.fromkeys(KINDS, 0), "publish": 3, "event": 1}
+    inline.close()
+    child.close()
     for kind in ("publish", "event"):
         (a,) = (tmp_path / "a" / "traces" / kind).glob("*.parquet")
         (b,) = (tmp_path / "b" / "traces" / kind).glob("*.parquet")
         assert pq.read_table(b).equals(pq.read_table(a)) and b.name == a.name
-    inline.close()
-    child.close()
 
 
 def test_a_writer_given_an_offload_writes_in_a_process_that_ends_at_close(tmp_path: Path):
@@ -125,14 +127,87 @@ def test_when_the_writer_process_dies_the_rows_are_written_here_instead(tmp_path
     assert sum(pq.read_table(p).num_rows for p in (tmp_path / "traces" / "event").glob("*.parquet")) == 2
 
 
-def test_a_batch_the_writer_process_can_not_convert_fails_the_flush_that_asked(tmp_path: Path):
+def test_a_batch_the_writer_process_can_not_convert_is_set_aside_and_named_and_the_others_are_written(
+        tmp_path: Path, capfd):
     w = TraceWriter(tmp_path, "r", "w", out_of_process=True)
     w.append("event", ("not a time", "phase_start", "runner", "p", None, None))
-    with pytest.raises(RuntimeError, match="event part"):
-        w.flush()
-    w.append("event", _event(1))  # the process is still there for the next batch
+    w.flush()
+    w.append("event", _event(1))
     w.close()
-    assert w.rows_written["event"] == 1
+    event_dir = tmp_path / "traces" / "event"
+    (part,) = event_dir.glob("*.parquet")
+    assert pq.read_table(part).column("name").to_pylist() == ["p1"]
+    (aside,) = [p.name for p in event_dir.iterdir() if p.name.endswith(".failed")]
+    assert aside == ".part-w-000001.parquet.raw.failed"
+    assert f"can not convert {event_dir / '.part-w-000001.parquet.raw'}" in capfd.readouterr().err
+
+
+def test_the_writer_process_keeps_batches_as_they_came_until_its_input_ends(tmp_path: Path):
+    w = TraceWriter(tmp_path, "r", "w", out_of_process=True)
+    for i in range(3):
+        w.append("publish", _publish(i))
+    w.flush()
+    publish_dir = tmp_path / "traces" / "publish"
+    assert [p.name for p in publish_dir.iterdir()] == [".part-w-000001.parquet.raw"]  # hidden from readers
+    w.close()
+    (part,) = publish_dir.iterdir()
+    assert part.name == "part-w-000001.parquet" and pq.read_table(part).column("seq").to_pylist() == [0, 1, 2]
+
+
+def test_beyond_its_limit_the_writer_process_converts_its_oldest_batches_during_the_run(tmp_path: Path):
+    """Its own loop, on pipes, with a limit of one byte: every batch is converted as it comes."""
+    import os
+    import threading
+
+    from loadgen.trace.sink import serve
+    from loadgen.trace.writer import _Child, serialise
+
+    (tmp_path / "event").mkdir()
+    to_child_r, to_child_w = os.pipe()
+    from_child_r, from_child_w = os.pipe()
+    server = threading.Thread(target=serve, args=(tmp_path, "r", "w", to_child_r, from_child_w, 1))
+    server.start()
+    child = _Child.__new__(_Child)  # its write() on these pipes, without a process
+    child._to_child, child._from_child, child.sent_bytes = to_child_w, from_child_r, 0
+    child.write("event", 1, [serialise([_event(0)])])
+    child.write("event", 2, [serialise([_event(1)])])  # read only after 1 was converted
+    names = {p.name for p in (tmp_path / "event").iterdir()}
+    assert "part-w-000001.parquet" in names and ".part-w-000001.parquet.raw" not in names
+    os.close(to_child_w)
+    server.join(10)
+    assert sorted(p.name for p in (tmp_path / "event").iterdir()) == ["part-w-000001.parquet",
+                                                                       "part-w-000002.parquet"]
+    for fd in (to_child_r, from_child_r, from_child_w):
+        os.close(fd)
+
+
+def test_what_a_killed_writer_process_spilled_is_converted_by_its_writer_at_close(tmp_path: Path):
+    w = TraceWriter(tmp_path, "r", "w", out_of_process=True)
+    for i in range(5):
+        w.append("publish", _publish(i))
+    w.flush()
+    w._child.proc.kill()  # before its input ended: the batch is still spilled
+    w._child.proc.wait()
+    w.close()
+    seqs = [r["seq"] for p in (tmp_path / "traces" / "publish").iterdir() for r in pq.read_table(p).to_pylist()]
+    assert seqs == [0, 1, 2, 3, 4]
+
+
+def test_recover_converts_every_workers_spilled_batches_once(tmp_path: Path):
+    from loadgen.trace.writer import CHUNKS, encode, recover, serialise, spill
+
+    root = tmp_path / "traces"
+    (root / "event").mkdir(parents=True)
+    for worker, seq in (("a", 1), ("a", 2), ("b", 1)):
+        spill(root, "event", seq, "run-9", worker, CHUNKS,
+              b"".join(encode([serialise([_event(seq), _event(10 + seq)])])))
+    assert recover(root, "b") == 2
+    assert recover(root) == 4 and recover(root) == 0
+    rows = {(p.name, r["worker"], r["run_id"], r["name"]) for p in (root / "event").iterdir()
+            for r in pq.read_table(p).to_pylist()}
+    assert rows == {("part-a-000001.parquet", "a", "run-9", "p1"), ("part-a-000001.parquet", "a", "run-9", "p11"),
+                    ("part-a-000002.parquet", "a", "run-9", "p2"), ("part-a-000002.parquet", "a", "run-9", "p12"),
+                    ("part-b-000001.parquet", "b", "run-9", "p1"), ("part-b-000001.parquet", "b", "run-9", "p11")}
 
 
 def test_rows_are_serialised_as_they_come_and_the_child_reads_every_row_back_in_order(tmp_path: Path):
