@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Iterator
 
 __all__ = ["EXIT_OK", "EXIT_SLO", "EXIT_INPUT", "EXIT_BROKER", "EXIT_INTERRUPTED", "BROKER_HELP", "CliError",
-           "broker_help", "load", "print_warnings", "broker_for", "run_locust", "say"]
+           "broker_help", "load", "print_warnings", "broker_for", "run_locust", "recover_traces", "say"]
 
 EXIT_OK, EXIT_SLO, EXIT_INPUT, EXIT_BROKER, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 EXIT_LOADGEN = 4  # the load generator ended without starting the run (see the run's locust.log)
@@ -47,6 +47,7 @@ class CliError(Exception):
     def __init__(self, message: str, code: int):
         super().__init__(message)
         self.code = code
+
 
 def load(path: str, overrides: list[str]):
     from loadgen.replay.sources import load_sources
@@ -90,6 +91,7 @@ def broker_for(scenario) -> Iterator[list[str]]:
         raise CliError(f"the private broker did not start: {exc}", EXIT_BROKER) from None
 
 
+ALIVE_FD_ENV = "SOJOURN_ALIVE_FD"
 WORKERS_EXIT_S = 120.0  # how long the command waits for worker processes still writing traces
 
 
@@ -120,6 +122,15 @@ def _wait_for_run_processes(alive_r: int, timeout_s: float = WORKERS_EXIT_S) -> 
         os.close(alive_r)
 
 
+def recover_traces(run_dir: str) -> None:
+    """Convert the trace batches a killed load generator left spilled (loadgen.trace.writer)."""
+    from loadgen.trace.writer import recover
+
+    rows = recover(Path(run_dir) / "traces")
+    if rows:
+        say(f"converted {rows:,} trace rows a stopped trace writer had left unconverted")
+
+
 def run_locust(scenario_path: str, overrides: list[str], run_dir: str, processes: int = 0) -> bool:
     """Run Locust headless in a child process; return True if it was interrupted."""
     cmd = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--headless", "--only-summary",
@@ -143,11 +154,13 @@ def run_locust(scenario_path: str, overrides: list[str], run_dir: str, processes
     # processes `--processes` forks from it. Locust's master does not wait for its workers when
     # it exits (at exit it takes "not exited yet" for "exited"), so a worker may still be writing
     # its last trace parts when the master is gone; the read end sees its end only when the last
-    # of them has exited, and what reads the traces next (the analysis) waits for that.
+    # of them has exited, and what reads the traces next (the analysis) waits for that. Their
+    # trace writer processes hold it too (SOJOURN_ALIVE_FD): they convert their traces last.
     alive_r, alive_w = os.pipe()
     with open(os.path.join(run_dir, "locust.log"), "w") as log_file:
         try:
-            child = subprocess.Popen(cmd, stdout=log_file, stderr=None, pass_fds=(alive_w,))
+            child = subprocess.Popen(cmd, stdout=log_file, stderr=None, pass_fds=(alive_w,),
+                                     env={**os.environ, ALIVE_FD_ENV: str(alive_w)})
         finally:
             os.close(alive_w)
         interrupted = False
@@ -166,6 +179,7 @@ def run_locust(scenario_path: str, overrides: list[str], run_dir: str, processes
                 except KeyboardInterrupt:
                     child.send_signal(signal.SIGTERM)
     _wait_for_run_processes(alive_r)
+    recover_traces(run_dir)
     if code == EXIT_BROKER:
         raise CliError("the load generator could not reach the broker (see above)\n" + BROKER_HELP, EXIT_BROKER)
     if code == EXIT_INPUT:

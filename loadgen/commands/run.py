@@ -5,7 +5,7 @@ import os
 import sys
 
 from loadgen.commands.common import (EXIT_INPUT, EXIT_INTERRUPTED, EXIT_OK, EXIT_SLO, CliError, broker_for, load,
-                                     print_warnings, run_locust, say)
+                                     print_warnings, recover_traces, run_locust, say)
 
 __all__ = ["cmd_run", "cmd_analyze", "analyze_run", "format_summary"]
 
@@ -31,6 +31,7 @@ def cmd_run(args) -> int:
 def cmd_analyze(args) -> int:
     if not os.path.isfile(os.path.join(args.run_dir, "run.json")):
         raise CliError(f"{args.run_dir}: not a run directory (no run.json)", EXIT_INPUT)
+    recover_traces(args.run_dir)
     return analyze_run(args.run_dir, args.spark_master)
 
 

@@ -43,3 +43,37 @@ def test_without_other_holders_it_returns_at_once_and_says_nothing(capsys):
     os.close(alive_w)
     _wait_for_run_processes(alive_r, timeout_s=60)
     assert capsys.readouterr().err == ""
+
+
+def test_a_trace_writer_process_holds_the_pipe_too_so_the_wait_covers_its_conversion(tmp_path, monkeypatch):
+    import threading
+
+    import pyarrow.parquet as pq
+
+    from loadgen.commands.common import ALIVE_FD_ENV
+    from loadgen.trace import TraceWriter
+
+    alive_r, alive_w = os.pipe()
+    monkeypatch.setenv(ALIVE_FD_ENV, str(alive_w))  # as run_locust hands it to Locust
+    w = TraceWriter(tmp_path, "r", "w", out_of_process=True)
+    os.close(alive_w)  # only the writer's process holds it now
+    w.append("event", (1, "phase_start", "runner", "p", None, None))
+    w.flush()  # spilled: converted only once the writer closes its input
+    threading.Timer(0.5, w.close).start()
+    _wait_for_run_processes(alive_r, timeout_s=60)
+    (part,) = (tmp_path / "traces" / "event").glob("*.parquet")
+    assert pq.read_table(part).num_rows == 1
+
+
+def test_batches_a_stopped_writer_left_are_converted_and_the_command_says_so(tmp_path, capsys):
+    from loadgen.commands.common import recover_traces
+    from loadgen.trace.writer import CHUNKS, encode, serialise, spill
+
+    (tmp_path / "traces" / "event").mkdir(parents=True)
+    rows = [(i, "phase_start", "runner", f"p{i}", None, None) for i in range(1200)]
+    spill(tmp_path / "traces", "event", 4, "r", "w", CHUNKS, b"".join(encode([serialise(rows)])))
+    recover_traces(str(tmp_path))
+    assert [p.name for p in (tmp_path / "traces" / "event").iterdir()] == ["part-w-000004.parquet"]
+    assert "converted 1,200 trace rows a stopped trace writer had left unconverted" in capsys.readouterr().err
+    recover_traces(str(tmp_path))  # nothing left: nothing said
+    assert capsys.readouterr().err == ""
