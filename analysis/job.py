@@ -156,6 +156,13 @@ def _slo_expressions(run: dict, run_dir: Path) -> list:
 def _part_files(directory: Path) -> list[Path]:
     if not directory.is_dir():
         return []
+    # A batch its trace writer process kept to convert after the load, and did not (it was
+    # killed): its rows are not in any part yet. `sojourn analyze` converts such batches first.
+    unconverted = sorted(directory.glob(".*.parquet.raw"))
+    if unconverted:
+        raise AnalysisError(f"{unconverted[0]}: a trace batch not converted to Parquet yet (its writer was "
+                            f"stopped; {len(unconverted)} in {directory.name}/): `sojourn analyze "
+                            f"{directory.parent.parent}` converts them first", path=unconverted[0])
     return sorted(p for p in directory.glob("*.parquet")
                   if p.is_file() and not p.name.startswith((".", "_")))
 

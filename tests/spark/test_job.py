@@ -142,6 +142,21 @@ def test_a_trace_missing_columns_is_named_with_missing_and_present_columns(tmp_p
     assert not (tmp_path / "summary.json").exists()
 
 
+def test_a_batch_its_writer_did_not_convert_is_refused_until_it_is_converted(tmp_path, spark):
+    from loadgen.trace.writer import CHUNKS, encode, recover, serialise, spill
+
+    _run_json(tmp_path)
+    (tmp_path / "traces" / "publish").mkdir(parents=True)
+    rows = [(f"m{i}", "p/w/0", "p", i, "base", T0 + i * MS, T0 + (i + 1) * MS, 100, "q", False, None, "sent",
+             None, None, None, None) for i in range(3)]
+    path = spill(tmp_path / "traces", "publish", 1, "run-1", "w", CHUNKS, b"".join(encode([serialise(rows)])))
+    with pytest.raises(AnalysisError, match="not converted to Parquet yet") as err:
+        analyze(tmp_path, spark=spark)
+    assert err.value.path == str(path) and f"sojourn analyze {tmp_path}" in str(err.value)
+    assert recover(tmp_path / "traces") == 3  # what `sojourn analyze` does first
+    assert analyze(tmp_path, spark=spark)["messages"]["published"] == 3
+
+
 def test_rows_of_another_schema_version_are_refused(tmp_path, spark, write_trace):
     _run_json(tmp_path)
     path = write_trace(tmp_path, "delivery", [dict(schema_version=99, message_id="x", receive_ns=T0)])
