@@ -112,6 +112,7 @@ def run_comparison(name: str, url: str, seconds: float, rounds: int) -> dict:
     rates: dict[str, list[float]] = {v: [] for v in variants}
     cpu_us: dict[str, list[float]] = {v: [] for v in variants}
     child_us: dict[str, list[float]] = {v: [] for v in variants}
+    after_us: dict[str, list[float]] = {v: [] for v in variants}
     gc_us: dict[str, list[float]] = {v: [] for v in variants}
     gc_worst_ms: dict[str, list[float]] = {v: [] for v in variants}
     machine_us: dict[str, list[float]] = {v: [] for v in variants}
@@ -128,6 +129,7 @@ def run_comparison(name: str, url: str, seconds: float, rounds: int) -> dict:
             rates[variant].append(out["per_s"])
             cpu_us[variant].append(out["cpu_us"])
             child_us[variant].append(out["child_cpu_us"])
+            after_us[variant].append(out.get("child_after_us", 0.0))
             gc_us[variant].append(out["gc_us"])
             gc_worst_ms[variant].append(out["gc_worst_ms"])
             machine_us[variant].append(out["machine_cpu_us"])
@@ -139,6 +141,8 @@ def run_comparison(name: str, url: str, seconds: float, rounds: int) -> dict:
               # and the trace writer's child (0 for bare and untraced, which have none)
               "cpu_us": cpu_us, "median_cpu_us": {v: round(statistics.median(x), 1) for v, x in cpu_us.items()},
               "median_child_cpu_us": {v: round(statistics.median(x), 1) for v, x in child_us.items()},
+              # the same child's CPU after the window, converting the batches it spilled during it
+              "median_child_after_us": {v: round(statistics.median(x), 1) for v, x in after_us.items()},
               # the garbage collector's pauses of the loop's process: us per message (median), the
               # longest single pause of any trial (ms)
               "median_gc_us": {v: round(statistics.median(x), 2) for v, x in gc_us.items()},
@@ -186,11 +190,14 @@ def _judged(r: dict, key: str, fmt, target: float, higher_is_better: bool) -> st
 
 
 def _loop_cpu(r: dict) -> str:
-    """bare / sojourn (+ trace writer child) / untraced CPU us per message, or ? for an older row."""
+    """bare / sojourn (+ trace writer child; + its conversion after the load) / untraced CPU us per
+    message, or ? for an older row."""
     cpu, child = r.get("median_cpu_us"), r.get("median_child_cpu_us") or {}
+    after = (r.get("median_child_after_us") or {}).get("sojourn")
     if not cpu:
         return "?"
-    sojourn = f"{cpu['sojourn']:.1f} (+ {child.get('sojourn', 0):.1f})" if "sojourn" in cpu else "–"
+    later = f"; + {after:.1f} after" if after is not None else ""
+    sojourn = f"{cpu['sojourn']:.1f} (+ {child.get('sojourn', 0):.1f}{later})" if "sojourn" in cpu else "–"
     return " / ".join((f"{cpu['bare']:.1f}" if "bare" in cpu else "–", sojourn,
                        f"{cpu['sojourn-notrace']:.1f}" if "sojourn-notrace" in cpu else "–"))
 
@@ -353,7 +360,7 @@ def render(facts: dict, results: list[dict]) -> str:
         "",
         "| comparison | rounds x s | bare msg/s | sojourn msg/s | untraced msg/s | sojourn / bare (target >= 0.9) "
         "| tracing overhead, msg/s (target <= 5 %) | tracing, machine CPU per message "
-        "| CPU us per message: bare / sojourn (+ its trace writer) / untraced "
+        "| CPU us per message: bare / sojourn (+ its trace writer; + converting after the load) / untraced "
         "| garbage collection, us per message (longest pause, ms): bare / sojourn / untraced |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]

@@ -18,6 +18,7 @@ monkey.patch_all()
 import gc  # noqa: E402
 import json  # noqa: E402
 import os  # noqa: E402
+import resource  # noqa: E402
 import sys  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
@@ -66,7 +67,8 @@ class Window:
     def stop(self) -> "Window":
         self.seconds = time.perf_counter() - self.t0
         self.cpu_s = time.process_time() - self.cpu0
-        self.child_cpu_s = self._child_s() - self.child0
+        self.child_end_s = self._child_s()
+        self.child_cpu_s = self.child_end_s - self.child0
         self.machine_cpu_s = (_machine_ticks()[0] - self.busy0) * TICK_S
         gc.callbacks.remove(self._on_gc)
         return self
@@ -292,11 +294,17 @@ def main(argv: list[str]) -> int:
     else:
         raise SystemExit(f"unknown trial kind {kind!r}")
     cpu = time.process_time() - cpu0  # includes imports and connecting: a hint, not a measurement
+    # The trace writer's child converts what it spilled once its input ends (ctx.close(), after
+    # the window): its whole CPU time, now that it was waited for, less what it had used by then.
+    child_s = resource.getrusage(resource.RUSAGE_CHILDREN)
+    after_s = max(0.0, child_s.ru_utime + child_s.ru_stime - w.child_end_s) if w.child_pid else 0.0
     print(json.dumps({"messages": n, "seconds": round(w.seconds, 4), "per_s": round(n / w.seconds, 1),
                       "cpu_s": round(cpu, 3),
                       # CPU per message in the measured window: the loop's process, the trace writer's child
                       "cpu_us": round(w.cpu_s / max(n, 1) * 1e6, 2),
                       "child_cpu_us": round(w.child_cpu_s / max(n, 1) * 1e6, 2),
+                      # the same child's CPU after the window, converting its spilled batches
+                      "child_after_us": round(after_s / max(n, 1) * 1e6, 2),
                       # the whole machine's (broker, loop, child, anything else): what the 2 cores pay
                       "machine_cpu_us": round(w.machine_cpu_s / max(n, 1) * 1e6, 2),
                       # the collector's pauses in the window: per message, and the longest

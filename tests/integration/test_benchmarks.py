@@ -23,7 +23,7 @@ def test_the_benchmark_entry_point_runs_a_comparison_and_writes_its_json(tmp_pat
     # the ratios are taken within a round, from the round's own trials (one round here)
     [bare], [traced], [untraced] = (row["per_s"][v] for v in ("bare", "sojourn", "sojourn-notrace"))
     assert row["ratio_vs_bare_rounds"] == [round(traced / bare, 4)]
-    assert row["ratio_vs_bare"] == round(traced / bare, 3)
+    assert row["ratio_vs_bare"] == round(round(traced / bare, 4), 3)  # the round's ratio is kept to 4 places
     assert row["tracing_overhead_rounds"] == [round(1 - round(traced / untraced, 4), 3)]
     assert row["tracing_overhead"] == row["tracing_overhead_rounds"][0]
     # one round can not settle a target either way, whatever its ratio
@@ -40,6 +40,9 @@ def test_the_benchmark_entry_point_runs_a_comparison_and_writes_its_json(tmp_pat
     assert all(us > 0 for us in row["median_cpu_us"].values())
     assert row["median_child_cpu_us"]["bare"] == row["median_child_cpu_us"]["sojourn-notrace"] == 0
     assert row["median_child_cpu_us"]["sojourn"] >= 0
+    # and the same process's CPU after the window, converting what it spilled during it
+    assert row["median_child_after_us"]["bare"] == row["median_child_after_us"]["sojourn-notrace"] == 0
+    assert row["median_child_after_us"]["sojourn"] >= 0
     # the collector's pauses in each window, reported per variant (possibly none in 0.2 s)
     assert set(row["median_gc_us"]) == set(row["gc_worst_ms"]) == {"bare", "sojourn", "sojourn-notrace"}
     assert all(ms >= 0 for ms in row["gc_worst_ms"].values())
