@@ -91,7 +91,6 @@ def broker_for(scenario) -> Iterator[list[str]]:
         raise CliError(f"the private broker did not start: {exc}", EXIT_BROKER) from None
 
 
-ALIVE_FD_ENV = "SOJOURN_ALIVE_FD"
 WORKERS_EXIT_S = 120.0  # how long the command waits for worker processes still writing traces
 
 
@@ -156,6 +155,8 @@ def run_locust(scenario_path: str, overrides: list[str], run_dir: str, processes
     # its last trace parts when the master is gone; the read end sees its end only when the last
     # of them has exited, and what reads the traces next (the analysis) waits for that. Their
     # trace writer processes hold it too (SOJOURN_ALIVE_FD): they convert their traces last.
+    from loadgen.trace.writer import ALIVE_FD_ENV
+
     alive_r, alive_w = os.pipe()
     with open(os.path.join(run_dir, "locust.log"), "w") as log_file:
         try:

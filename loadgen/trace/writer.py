@@ -30,6 +30,7 @@ import logging
 import marshal
 import os
 import pickle
+import re
 import struct
 import subprocess
 import sys
@@ -47,11 +48,12 @@ _COMMON = 3  # schema_version, run_id, worker
 
 # parent -> child: seq, payload format, len(kind), len(payload); kind; payload
 FRAME = struct.Struct("!IBBQ")
-# child -> parent: status (0 taken, 1 failed), 0 (was: rows written), len(message); message
+# child -> parent: status (0 taken, 1 failed), unused (0), len(message); message
 REPLY = struct.Struct("!BQI")
 # a spilled batch's file: payload format, len(run_id), len(worker); run_id; worker; the payload
 RAW = struct.Struct("!BHH")
 RAW_SUFFIX = ".raw"
+ALIVE_FD_ENV = "SOJOURN_ALIVE_FD"  # a pipe end the child holds too (_alive_fd)
 SPILL_LIMIT_BYTES = 256 << 20  # the child converts its oldest spilled batches beyond this (~2M rows)
 MARSHAL, PICKLE = 0, 1  # how each chunk of rows is serialised
 CHUNKS = 3              # the payload's format: chunks, each CHUNK (MARSHAL or PICKLE, length) then its bytes
@@ -197,9 +199,10 @@ def convert_spilled(path: Path) -> int:
 
 def spilled(root: Path, worker: str | None = None) -> list[Path]:
     """The spilled batches under `root` (a traces directory) not converted yet, of one worker or all."""
-    prefix = "." + (part_name(worker, 0)[:-len("000000.parquet")] if worker is not None else "part-")
+    name = re.compile(r"\.part-%s-\d{6,}\.parquet%s" % (".+" if worker is None else re.escape(worker),
+                                                         re.escape(RAW_SUFFIX)))
     return sorted(p for kind in KINDS if (root / kind).is_dir() for p in (root / kind).iterdir()
-                  if p.name.startswith(prefix) and p.name.endswith(RAW_SUFFIX))
+                  if name.fullmatch(p.name))
 
 
 def recover(root: Path, worker: str | None = None) -> int:
@@ -232,9 +235,9 @@ def _os_close():
 
 def _alive_fd() -> tuple[int, ...]:
     """The pipe end `sojourn run` watches to know when every process writing the run's traces has
-    exited (SOJOURN_ALIVE_FD, loadgen.commands.common.run_locust): the child holds it too."""
+    exited (loadgen.commands.common.run_locust): the child holds it too."""
     try:
-        fd = int(os.environ.get("SOJOURN_ALIVE_FD", ""))
+        fd = int(os.environ.get(ALIVE_FD_ENV, ""))
         os.fstat(fd)
     except (ValueError, OSError):
         return ()

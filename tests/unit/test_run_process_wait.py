@@ -50,7 +50,7 @@ def test_a_trace_writer_process_holds_the_pipe_too_so_the_wait_covers_its_conver
 
     import pyarrow.parquet as pq
 
-    from loadgen.commands.common import ALIVE_FD_ENV
+    from loadgen.trace.writer import ALIVE_FD_ENV
     from loadgen.trace import TraceWriter
 
     alive_r, alive_w = os.pipe()
