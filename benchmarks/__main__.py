@@ -129,7 +129,7 @@ def run_comparison(name: str, url: str, seconds: float, rounds: int) -> dict:
             rates[variant].append(out["per_s"])
             cpu_us[variant].append(out["cpu_us"])
             child_us[variant].append(out["child_cpu_us"])
-            after_us[variant].append(out.get("child_after_us", 0.0))
+            after_us[variant].append(out["child_after_us"])
             gc_us[variant].append(out["gc_us"])
             gc_worst_ms[variant].append(out["gc_worst_ms"])
             machine_us[variant].append(out["machine_cpu_us"])

@@ -38,10 +38,10 @@ def serve(root: Path, run_id: str, worker: str, in_fd: int, out_fd: int,
         try:
             backlog.append((spill(root, kind, seq, run_id, worker, fmt, payload), size))
             held += size
-            reply = REPLY.pack(0, 0, 0)
+            reply = REPLY.pack(0, 0)
         except OSError as exc:  # the parent raises it where the flush was asked for
             message = f"{type(exc).__name__}: {exc}".encode()
-            reply = REPLY.pack(1, 0, len(message)) + message
+            reply = REPLY.pack(1, len(message)) + message
         del payload
         _write_all(out_fd, reply)
         while held > limit_bytes:

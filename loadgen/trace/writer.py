@@ -48,8 +48,8 @@ _COMMON = 3  # schema_version, run_id, worker
 
 # parent -> child: seq, payload format, len(kind), len(payload); kind; payload
 FRAME = struct.Struct("!IBBQ")
-# child -> parent: status (0 taken, 1 failed), unused (0), len(message); message
-REPLY = struct.Struct("!BQI")
+# child -> parent: status (0 taken, 1 failed), len(message); message
+REPLY = struct.Struct("!BI")
 # a spilled batch's file: payload format, len(run_id), len(worker); run_id; worker; the payload
 RAW = struct.Struct("!BHH")
 RAW_SUFFIX = ".raw"
@@ -288,7 +288,7 @@ class _Child:
         for piece in pieces:
             _write_all(self._to_child, piece)
         self.sent_bytes += size
-        status, _, size = REPLY.unpack(_read_exact(self._from_child, REPLY.size))
+        status, size = REPLY.unpack(_read_exact(self._from_child, REPLY.size))
         message = _read_exact(self._from_child, size).decode() if size else ""
         if status:
             raise RuntimeError(f"trace writer process: {kind} part {seq}: {message}")
