@@ -9,12 +9,14 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 import plotly.graph_objects as go
+import plotly.io as pio
 
 from ._format import as_list, as_number, dig, fmt_count, fmt_ms, plot_text
+from .network import mark_impairments
 
 __all__ = [
     "throughput_figure", "sojourn_over_time_figure", "sojourn_histogram_figure",
-    "phase_colours", "TIMELINE_PHASE_KINDS",
+    "phase_colours", "chart_div", "TIMELINE_PHASE_KINDS",
 ]
 
 Summary = Mapping[str, Any]
@@ -42,6 +44,16 @@ def _base_layout(fig: go.Figure, x_title: str, y_title: str) -> go.Figure:
         font=dict(family="system-ui, -apple-system, Segoe UI, Roboto, sans-serif", size=12),
     )
     return fig
+
+
+def chart_div(figure: go.Figure, key: str, with_plotlyjs: bool) -> str:
+    """The chart's HTML as `<div id="chart-KEY">`; the page inlines plotly.js once, with its first chart."""
+    return pio.to_html(
+        figure, full_html=False, include_plotlyjs=with_plotlyjs, div_id=f"chart-{key}",
+        default_height=f"{figure.layout.height or _HEIGHT_PX}px",
+        config={"displaylogo": False, "responsive": True,
+                "toImageButtonOptions": {"filename": f"sojourn-{key}"}},
+    )
 
 
 def _no_data(fig: go.Figure, message: str) -> go.Figure:
@@ -174,7 +186,6 @@ def _decorate_timeline(fig: go.Figure, summary: Summary) -> go.Figure:
                 name="consumer crash", marker=dict(symbol="x", size=11, color=_CRASH_COLOUR),
                 hovertext=[_event_hover(e) for e in crashes], hoverinfo="text",
             ))
-    from .network import mark_impairments  # imported here: network -> tables -> charts
     return mark_impairments(fig, summary)
 
 

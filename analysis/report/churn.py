@@ -8,9 +8,9 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from ._format import as_list, dig, esc, fmt_count
-from .tables import Column, _table
+from ._table import Column, html_table
 
-__all__ = ["churn_section", "HOW_TO_READ"]
+__all__ = ["has_churn", "churn_body", "HOW_TO_READ"]
 
 Summary = Mapping[str, Any]
 
@@ -56,14 +56,18 @@ def _verdict(block: Mapping[str, Any]) -> str:
             f'requeued delivery held ended unaccounted</b></p>')
 
 
-def churn_section(summary: Summary) -> str:
-    """The `<section id="churn">`, or "" when the run had no consumer churn."""
-    block = dig(summary, "consumers_churn")
-    if not isinstance(block, Mapping) or dig(block, "churn") is not True:
-        return ""
+def has_churn(summary: Summary) -> bool:
+    """Whether a consumer rejoined, crashed, lost its connection or was redelivered to: the section
+    is shown only then."""
+    return dig(summary, "consumers_churn", "churn") is True
+
+
+def churn_body(summary: Summary) -> str:
+    """The section's content: per group, what its consumers' leaving did, and where it ended."""
+    block = dig(summary, "consumers_churn", default={})
     groups = [g for g in as_list(dig(block, "groups")) if isinstance(g, Mapping)]
     rows = [_row(f"<code>{esc(dig(g, 'group'))}</code>", g) for g in groups]
     if len(groups) > 1 and isinstance(dig(block, "totals"), Mapping):
         rows.append(_row("<b>all</b>", dig(block, "totals")))
-    return (f'<section id="churn"><h2>Consumer churn</h2><p class="howto">{esc(HOW_TO_READ)}</p>'
-            f'{_verdict(block)}<div class="table-wrap">{_table(_COLUMNS, rows, empty="")}</div></section>')
+    return (f'<p class="howto">{esc(HOW_TO_READ)}</p>'
+            f'{_verdict(block)}<div class="table-wrap">{html_table(_COLUMNS, rows, empty="")}</div>')

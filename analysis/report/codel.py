@@ -8,9 +8,9 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from ._format import as_list, as_number, dig, esc, fmt_count, fmt_ms, fmt_percent
-from .tables import Column, _table
+from ._table import Column, html_table
 
-__all__ = ["codel_section", "HOW_TO_READ"]
+__all__ = ["has_codel", "codel_body", "HOW_TO_READ"]
 
 Summary = Mapping[str, Any]
 
@@ -61,15 +61,21 @@ def _totals_line(totals: Any) -> str:
             f'{follow}</p>')
 
 
-def codel_section(summary: Summary) -> str:
-    """The `<section id="codel">`, or "" when the summary has no CoDel consumer."""
-    consumers = [c for c in as_list(dig(summary, "codel", "consumers")) if isinstance(c, Mapping)]
-    if not consumers:
-        return ""
+def _consumers(summary: Summary) -> list[Mapping[str, Any]]:
+    return [c for c in as_list(dig(summary, "codel", "consumers")) if isinstance(c, Mapping)]
+
+
+def has_codel(summary: Summary) -> bool:
+    """Whether a consumer ran CoDel: the section is shown only then."""
+    return bool(_consumers(summary))
+
+
+def codel_body(summary: Summary) -> str:
+    """The section's content: per consumer, its nacks and its sojourn before and after the first."""
     columns = [Column("consumer"), Column("group"), Column("CoDel"), Column("nacks", True),
                Column("requeued", True), Column("discarded", True), Column("share", True),
                Column("dropping (s)", True), Column("sojourn before p50/p99 (ms)", True),
                Column("after p50/p99 (ms)", True), Column("acked from others", True)]
-    table = _table(columns, _consumer_rows(consumers), empty="")
-    return (f'<section id="codel"><h2>CoDel</h2><p class="howto">{esc(HOW_TO_READ)}</p>'
-            f'<div class="table-wrap">{table}</div>{_totals_line(dig(summary, "codel", "totals"))}</section>')
+    table = html_table(columns, _consumer_rows(_consumers(summary)), empty="")
+    return (f'<p class="howto">{esc(HOW_TO_READ)}</p>'
+            f'<div class="table-wrap">{table}</div>{_totals_line(dig(summary, "codel", "totals"))}')

@@ -14,9 +14,9 @@ import plotly.io as pio
 from analysis.history import METRICS, metric_values
 
 from ._format import dig, esc, fmt_utc
+from ._table import Column, html_table
 from .charts import _base_layout, _histogram_bins, _series, _windows
 from .page import _css
-from .tables import Column, _table
 
 __all__ = ["compare_rows", "render_compare"]
 
@@ -108,7 +108,7 @@ def render_compare(runs: Sequence[Run], *, links: Mapping[str, str] | None = Non
     runs_table = f"<table><thead><tr><th>run</th><th>scenario</th><th>started</th><th></th></tr></thead><tbody>{head}</tbody></table>"
     columns = [Column("metric")] + [Column(label, numeric=True) for label in labels]
     rows = [[esc(r["label"])] + [_cell(c, i == 0) for i, c in enumerate(r["runs"])] for r in compare_rows(runs)]
-    metrics = _table(columns, rows, "No metrics")
+    metrics = html_table(columns, rows, "No metrics")
     charts = (f'<section id="sojourn"><h2>Sojourn distribution</h2><div class="chart">'
               f'{_figure_html(_histogram_figure(runs), "chart-sojourn", True)}</div>'
               f'<p class="howto">Share of each run\'s deliveries per sojourn bin (warm-up excluded). '

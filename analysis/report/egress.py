@@ -8,9 +8,9 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from ._format import as_list, dig, esc, fmt_count, fmt_ms, fmt_percent
-from .tables import Column, _table
+from ._table import Column, html_table
 
-__all__ = ["egress_section", "HOW_TO_READ"]
+__all__ = ["has_egress", "egress_body", "HOW_TO_READ"]
 
 Summary = Mapping[str, Any]
 
@@ -53,16 +53,18 @@ def _rows(egress: Mapping[str, Any]) -> list[list[str]]:
     return rows
 
 
-def egress_section(summary: Summary) -> str:
-    """The `<section id="egress">`, or "" when no consumer group had egress classes."""
+def has_egress(summary: Summary) -> bool:
+    """Whether a consumer group had egress classes: the section is shown only then."""
     egress = dig(summary, "egress")
-    if not isinstance(egress, Mapping) or not egress:
-        return ""
+    return isinstance(egress, Mapping) and bool(egress)
+
+
+def egress_body(summary: Summary) -> str:
+    """The section's content: one row per class of each group."""
     columns = [Column("group"), Column("class"), Column("priorities seen"),
                Column("max depth (units) / min burst", True), Column("delivered", True),
                Column("discards", True), Column("discarded share", True), Column("discard indications", True),
                Column("high water (msgs / units)", True), Column("mean (msgs / units)", True),
                Column("left in buffer", True), Column("sojourn p50 / p99 (ms)", True)]
-    table = _table(columns, _rows(egress), empty="")
-    return (f'<section id="egress"><h2>Egress classes</h2><p class="howto">{esc(HOW_TO_READ)}</p>'
-            f'<div class="table-wrap">{table}</div></section>')
+    table = html_table(columns, _rows(dig(summary, "egress", default={})), empty="")
+    return f'<p class="howto">{esc(HOW_TO_READ)}</p><div class="table-wrap">{table}</div>'

@@ -7,20 +7,18 @@ one renders neither.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping
+from typing import Any, Mapping
 
 import plotly.graph_objects as go
 
 from ._format import as_list, as_number, dig, esc, fmt_count, fmt_exact, fmt_ms, fmt_percent
-from .charts import _base_layout, _decorate_timeline, _no_data
-from .tables import Column, _table
+from ._table import Column, html_table
+from .charts import _base_layout, _decorate_timeline, _no_data, chart_div
 
-__all__ = ["behind_banner", "lateness_table", "replay_figure", "fidelity_section",
+__all__ = ["behind_banner", "lateness_table", "replay_figure", "has_fidelity", "fidelity_title", "fidelity_body",
            "HOW_TO_READ_LATENESS", "HOW_TO_READ_REPLAY"]
 
 Summary = Mapping[str, Any]
-#: page._chart_div: (figure, key, with_plotlyjs) -> the chart's HTML.
-ChartDiv = Callable[[go.Figure, str, bool], str]
 
 HOW_TO_READ_LATENESS = (
     "Lateness = actual publish time − the time the schedule (or the replayed file) wanted the message "
@@ -91,7 +89,7 @@ def lateness_table(summary: Summary) -> str:
                      fmt_count(dig(late, "count")), fmt_ms(dig(late, "p50")), fmt_ms(dig(late, "p99")),
                      fmt_ms(dig(late, "max")), fmt_percent(dig(entry, "late_share", "over_1_ms")),
                      fmt_percent(dig(entry, "late_share", "over_10_ms")), _status(entry)])
-    return _table(columns, rows, empty="No publishes were recorded.")
+    return html_table(columns, rows, empty="No publishes were recorded.")
 
 
 def _flagged(value: Any, css: str) -> str:
@@ -120,7 +118,7 @@ def replay_table(replay: Mapping[str, Any]) -> str:
            fmt_count(dig(replay, "expected")), fmt_count(dig(replay, "published")),
            fmt_count(dig(replay, "distinct")), _flagged(dig(replay, "duplicates"), "warn"),
            _flagged(dig(replay, "missing"), "bad"), fmt_count(dig(replay, "per_second_max_diff"))]
-    return _table(columns, [row], empty="")
+    return html_table(columns, [row], empty="")
 
 
 def gaps_table(replay: Mapping[str, Any]) -> str:
@@ -131,7 +129,7 @@ def gaps_table(replay: Mapping[str, Any]) -> str:
     for key, label in (("intended", "intended (what the file asked for)"), ("published", "actual publishes")):
         gaps = dig(replay, "inter_arrival_ms", key, default={})
         rows.append([esc(label), fmt_count(dig(gaps, "count"))] + [fmt_ms(dig(gaps, s)) for s in stats])
-    return _table(columns, rows, empty="")
+    return html_table(columns, rows, empty="")
 
 
 # --- chart ---------------------------------------------------------------------------
@@ -164,15 +162,21 @@ def replay_figure(summary: Summary, group: str) -> go.Figure:
 
 # --- section -------------------------------------------------------------------------
 
-def fidelity_section(summary: Summary, chart_div: ChartDiv) -> str:
-    """`<section id="fidelity">`, or "" without a fidelity block. Charts are drawn with
-    `chart_div` (plotly.js must already be on the page)."""
-    groups = _groups(summary)
-    if not groups:
-        return ""
-    replays = [(i, group, entry) for i, (group, entry) in enumerate(groups) if _replayed(entry)]
-    title = "Replay fidelity" if replays else "Publish lateness"
-    parts = [f'<section id="fidelity"><h2>{title}</h2><p class="howto">{esc(HOW_TO_READ_LATENESS)}</p>'
+def has_fidelity(summary: Summary) -> bool:
+    """Whether the summary has a fidelity block: the section is shown only then."""
+    return bool(_groups(summary))
+
+
+def fidelity_title(summary: Summary) -> str:
+    """The section's title: "Replay fidelity" when a group replayed a file, else "Publish lateness"."""
+    return "Replay fidelity" if any(_replayed(entry) for _, entry in _groups(summary)) else "Publish lateness"
+
+
+def fidelity_body(summary: Summary) -> str:
+    """The section's content: every group's lateness, then per replayed group its counts, gaps and
+    chart (plotly.js must already be on the page)."""
+    replays = [(i, group, entry) for i, (group, entry) in enumerate(_groups(summary)) if _replayed(entry)]
+    parts = [f'<p class="howto">{esc(HOW_TO_READ_LATENESS)}</p>'
              f'<div class="table-wrap">{lateness_table(summary)}</div>']
     if replays:
         parts.append(f'<p class="howto" style="margin-top:12px">{esc(HOW_TO_READ_REPLAY)}</p>')
@@ -183,5 +187,4 @@ def fidelity_section(summary: Summary, chart_div: ChartDiv) -> str:
                      f'<div class="table-wrap" style="margin-top:8px">{gaps_table(replay)}</div>'
                      f'<div class="chart" style="margin-top:8px">'
                      f'{chart_div(replay_figure(summary, group), f"fidelity-{i}", False)}</div>')
-    parts.append("</section>")
     return "".join(parts)

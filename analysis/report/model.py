@@ -12,10 +12,10 @@ from typing import Any, Mapping
 import plotly.graph_objects as go
 
 from ._format import as_list, as_number, dig, esc, fmt_count, fmt_ms, fmt_percent, fmt_rate, plot_text
-from .charts import _base_layout, _decorate_timeline, _no_data, _series, _windows
-from .tables import Column, _table
+from ._table import Column, html_table
+from .charts import _base_layout, _decorate_timeline, _no_data, _series, _windows, chart_div
 
-__all__ = ["components_figure", "sojourn_cdf_figure", "utilisation_figure", "model_section",
+__all__ = ["components_figure", "sojourn_cdf_figure", "utilisation_figure", "model_body",
            "COMPONENT_LABELS", "HOW_TO_READ_MODEL"]
 
 Summary = Mapping[str, Any]
@@ -151,7 +151,7 @@ def model_table(summary: Summary, block: str = "consumers") -> str:
             _vs(dig(m, "predicted", "throughput_per_s"), dig(m, "measured", "throughput_per_s"), fmt_rate),
             _vs(dig(m, "predicted", "buffer_wait_ms"), dig(m, "measured", "buffer_wait_ms"), fmt_ms),
         ])
-    return _table(columns, rows, empty="No consumer had enough measured deliveries for the model.")
+    return html_table(columns, rows, empty="No consumer had enough measured deliveries for the model.")
 
 
 def advice_list(summary: Summary) -> str:
@@ -183,13 +183,14 @@ def _phase_part(summary: Summary) -> str:
             f'<div class="table-wrap">{model_table(summary, "phases")}</div>')
 
 
-def model_section(summary: Summary, chart_html: str) -> str:
-    """`<section id="model">`: utilisation bars, the predicted-vs-measured table, the advice."""
-    return (f'<section id="model"><h2>Queueing-model check</h2><p class="howto">{esc(HOW_TO_READ_MODEL)}</p>'
+def model_body(summary: Summary) -> str:
+    """The section's content: the predicted-vs-measured table, utilisation bars, the advice."""
+    chart_html = chart_div(utilisation_figure(summary), "utilisation", False)
+    return (f'<p class="howto">{esc(HOW_TO_READ_MODEL)}</p>'
             f'<div class="table-wrap">{model_table(summary)}</div>'
             f'{_phase_part(summary)}'
             f'<h3 style="margin-top:16px">Utilisation per consumer</h3><div class="chart">{chart_html}</div>'
             f'<h3 style="margin-top:16px">Advice</h3>'
             f'<p class="howto">Prefetch from R_p95 = p + 2 × the p95 over seconds of each second\'s smallest '
             f'broker→consumer time (the round trip as it is in the slower seconds).</p>'
-            f'{advice_list(summary)}</section>')
+            f'{advice_list(summary)}')

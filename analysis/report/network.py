@@ -10,9 +10,9 @@ from typing import Any, Mapping
 import plotly.graph_objects as go
 
 from ._format import as_list, as_number, dig, esc, fmt_count, fmt_ms, fmt_seconds, plot_text
-from .tables import Column, _table
+from ._table import Column, html_table
 
-__all__ = ["network_section", "mark_impairments", "HOW_TO_READ", "ERROR_TARGET_MS"]
+__all__ = ["has_network", "network_body", "mark_impairments", "HOW_TO_READ", "ERROR_TARGET_MS"]
 
 Summary = Mapping[str, Any]
 
@@ -100,7 +100,7 @@ def periods_table(summary: Summary) -> str:
         rows.append([span, esc(dig(p, "phase")), _state(p),
                      esc(_link_text(dig(p, "upstream"))), esc(_link_text(dig(p, "downstream"))),
                      _applied(dig(p, "upstream")), _applied(dig(p, "downstream"))])
-    return _table(columns, rows, empty="No impairment periods were recorded.")
+    return html_table(columns, rows, empty="No impairment periods were recorded.")
 
 
 def proxy_table(summary: Summary) -> str:
@@ -121,18 +121,21 @@ def proxy_table(summary: Summary) -> str:
                      fmt_count(dig(m, "bytes")), fmt_count(dig(m, "dropped")),
                      fmt_ms(dig(m, "error_p50_ms")), p99_cell, fmt_ms(dig(m, "error_max_ms")),
                      fmt_ms(dig(m, "delay_p50_ms")), fmt_ms(dig(m, "delay_mean_ms"))])
-    return _table(columns, rows, empty="The proxy recorded no self-measurement (it did not stop cleanly).")
+    return html_table(columns, rows, empty="The proxy recorded no self-measurement (it did not stop cleanly).")
 
 
-def network_section(summary: Summary) -> str:
-    """The section's HTML; empty when the run had no proxy."""
-    if not _periods(summary):
-        return ""
-    return (f'<section id="network"><h2>Network impairment</h2><p class="howto">{esc(HOW_TO_READ)}</p>'
+def has_network(summary: Summary) -> bool:
+    """Whether the run went through the delay-line proxy: the section is shown only then."""
+    return bool(_periods(summary))
+
+
+def network_body(summary: Summary) -> str:
+    """The section's content: the impairment periods, then the proxy's own timing."""
+    return (f'<p class="howto">{esc(HOW_TO_READ)}</p>'
             f'<div class="table-wrap">{periods_table(summary)}</div>'
             f'<h3 style="margin-top:16px">Proxy timing (self-measured)</h3>'
             f'<p class="howto">{esc(HOW_TO_READ_PROXY)}</p>'
-            f'<div class="table-wrap">{proxy_table(summary)}</div></section>')
+            f'<div class="table-wrap">{proxy_table(summary)}</div>')
 
 
 def mark_impairments(fig: go.Figure, summary: Summary) -> go.Figure:

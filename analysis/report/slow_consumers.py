@@ -6,18 +6,17 @@ docs/slow-consumers.md); a run without queue samples renders no section.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping
+from typing import Any, Mapping
 
 import plotly.graph_objects as go
 
 from ._format import as_list, as_number, dig, esc, fmt_count, fmt_percent
-from .charts import _base_layout, _decorate_timeline, _no_data
-from .tables import Column, _table
+from ._table import Column, html_table
+from .charts import _base_layout, _decorate_timeline, _no_data, chart_div
 
-__all__ = ["slow_consumers_section", "shares_table", "queue_depth_figure", "HOW_TO_READ"]
+__all__ = ["has_queue_samples", "slow_consumers_body", "shares_table", "queue_depth_figure", "HOW_TO_READ"]
 
 Summary = Mapping[str, Any]
-ChartDiv = Callable[[go.Figure, str, bool], str]
 
 MAX_MINUTE_COLUMNS = 30
 """Past this many minutes the table keeps the overall and worst-minute columns only (the
@@ -82,8 +81,8 @@ def shares_table(summary: Summary) -> str:
                          and as_number(dig(m, "minute")) is not None}
             row += [_share_cell(dig(by_minute.get(m), "share")) for m in minutes]
         rows.append(row)
-    return _table(columns, rows, empty="No consumer with a prefetch window received anything while the queue "
-                                        "was sampled.")
+    return html_table(columns, rows, empty="No consumer with a prefetch window received anything while the queue "
+                                            "was sampled.")
 
 
 def _excluded(summary: Summary) -> str:
@@ -123,12 +122,15 @@ def queue_depth_figure(summary: Summary) -> go.Figure:
     return _decorate_timeline(fig, summary)
 
 
-def slow_consumers_section(summary: Summary, chart_div: ChartDiv) -> str:
-    """`<section id="slow_consumers">`, or "" when the run has no queue samples. The chart is drawn
-    with `chart_div` (plotly.js must already be on the page)."""
-    if not as_number(dig(_block(summary), "samples")) and not as_list(summary.get("queue_depth")):
-        return ""
-    return (f'<section id="slow_consumers"><h2>Slow consumers</h2><p class="howto">{esc(HOW_TO_READ)}</p>'
+def has_queue_samples(summary: Summary) -> bool:
+    """Whether the broker's queue was sampled during the run: the section is shown only then."""
+    return bool(as_number(dig(_block(summary), "samples"))) or bool(as_list(summary.get("queue_depth")))
+
+
+def slow_consumers_body(summary: Summary) -> str:
+    """The section's content: the shares table, then the queue depth chart (plotly.js must already
+    be on the page)."""
+    return (f'<p class="howto">{esc(HOW_TO_READ)}</p>'
             f'<div class="table-wrap">{shares_table(summary)}</div>{_excluded(summary)}{_samples_line(summary)}'
             f'<h3 style="margin-top:16px">Queue depth</h3><p class="howto">{esc(HOW_TO_READ_DEPTH)}</p>'
-            f'<div class="chart">{chart_div(queue_depth_figure(summary), "queue-depth", False)}</div></section>')
+            f'<div class="chart">{chart_div(queue_depth_figure(summary), "queue-depth", False)}</div>')

@@ -5,40 +5,22 @@ goes through `esc`, every number through a `fmt_*` helper.
 """
 from __future__ import annotations
 
-from typing import Any, Mapping, NamedTuple, Sequence
+from typing import Any, Mapping, NamedTuple
 
 from ._format import (
     MISSING, as_list, as_number, dig, esc, fmt_count, fmt_exact, fmt_ms, fmt_percent, fmt_rate,
     fmt_seconds,
 )
+from ._table import Column, html_table
 from .charts import phase_colours
 
 __all__ = [
     "latency_table", "consumers_table", "phases_table", "accounting_table", "events_table",
     "accounting_identity", "AccountingCheck", "priorities_table", "flow_control_table",
+    "has_priorities", "has_flow_control",
 ]
 
 Summary = Mapping[str, Any]
-
-
-class Column(NamedTuple):
-    title: str
-    numeric: bool = False
-
-
-def _table(columns: Sequence[Column], rows: Sequence[Sequence[str]], empty: str,
-           css_class: str = "") -> str:
-    """Cells are HTML already (escaped by the caller); numeric columns are right-aligned."""
-    if not rows:
-        return f'<p class="empty">{esc(empty)}</p>'
-    head = "".join(f'<th{" class=num" if c.numeric else ""}>{esc(c.title)}</th>' for c in columns)
-    body = []
-    for row in rows:
-        cells = "".join(f'<td{" class=num" if c.numeric else ""}>{cell}</td>'
-                        for c, cell in zip(columns, row))
-        body.append(f"<tr>{cells}</tr>")
-    cls = f' class="{css_class}"' if css_class else ""
-    return f"<table{cls}><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
 
 
 # --- latency decomposition -----------------------------------------------------------
@@ -69,7 +51,7 @@ def latency_table(summary: Summary) -> str:
             share = f"{mean / e2e_mean:.0%}"
         rows.append([f"<code>{esc(label)}</code>", esc(interval), fmt_count(dig(block, "count"))]
                     + [fmt_ms(dig(block, s)) for s in _STATS] + [share])
-    return _table(columns, rows, empty="")
+    return html_table(columns, rows, empty="")
 
 
 # --- consumers and phases ------------------------------------------------------------
@@ -89,7 +71,7 @@ def consumers_table(summary: Summary) -> str:
             fmt_ms(dig(c, "sojourn_ms", "p50")), fmt_ms(dig(c, "sojourn_ms", "p99")),
             fmt_ms(dig(c, "latency_ms", "end_to_end", "p99")),
         ])
-    return _table(columns, rows, empty="No consumer delivered anything.")
+    return html_table(columns, rows, empty="No consumer delivered anything.")
 
 
 def phases_table(summary: Summary) -> str:
@@ -112,7 +94,7 @@ def phases_table(summary: Summary) -> str:
             fmt_rate(dig(p, "throughput", "publish_per_s")), fmt_rate(dig(p, "throughput", "ack_per_s")),
             fmt_ms(dig(p, "sojourn_ms", "p50")), fmt_ms(dig(p, "sojourn_ms", "p99")),
         ])
-    return _table(columns, rows, empty="No phases in this summary.")
+    return html_table(columns, rows, empty="No phases in this summary.")
 
 
 # --- accounting ----------------------------------------------------------------------
@@ -181,8 +163,8 @@ def accounting_table(summary: Summary) -> str:
         verdict = '<span class="muted">cannot be checked: counts are missing</span>'
     rows.append(["sum of the terms", verdict, fmt_count(check.accounted)])
 
-    table = _table([Column("term"), Column(""), Column("messages", True)], rows, empty="",
-                   css_class="accounting")
+    table = html_table([Column("term"), Column(""), Column("messages", True)], rows, empty="",
+                       css_class="accounting")
     info = (f'<p class="muted">Also: {fmt_count(dig(messages, "confirmed"))} confirmed by the broker, '
             f'{fmt_count(dig(messages, "redelivered"))} deliveries flagged redelivered, '
             f'{fmt_count(dig(messages, "duplicates"))} message ids acked more than once.</p>')
@@ -202,16 +184,23 @@ def events_table(summary: Summary) -> str:
         shown = fmt_exact(value) if as_number(value) is not None else esc(value)
         rows.append([fmt_seconds(dig(e, "t_s"), unit=False), esc(dig(e, "kind")), esc(dig(e, "name")),
                      esc(dig(e, "source")), shown])
-    return _table(columns, rows, empty="No events were recorded.")
+    return html_table(columns, rows, empty="No events were recorded.")
 
 
 # --- per priority --------------------------------------------------------------------
 
+def _priority_rows(summary: Summary) -> list[Mapping[str, Any]]:
+    return [r for r in as_list(summary.get("priorities")) if isinstance(r, Mapping)]
+
+
+def has_priorities(summary: Summary) -> bool:
+    """Whether any publish carried a priority: the per-priority table is shown only then."""
+    return bool(_priority_rows(summary))
+
+
 def priorities_table(summary: Summary) -> str:
-    """Counts and latencies per AMQP priority; "" when no publish carried a priority."""
-    rows = [r for r in as_list(summary.get("priorities")) if isinstance(r, Mapping)]
-    if not rows:
-        return ""
+    """Counts and latencies per AMQP priority."""
+    rows = _priority_rows(summary)
     columns = [Column("priority"), Column("published", True), Column("acked", True),
                Column("discarded", True), Column("left in broker", True),
                Column("sojourn p50 ms", True), Column("sojourn p99 ms", True),
@@ -224,25 +213,30 @@ def priorities_table(summary: Summary) -> str:
                      fmt_count(r.get("left_in_broker")),
                      fmt_ms(dig(r, "sojourn_ms", "p50")), fmt_ms(dig(r, "sojourn_ms", "p99")),
                      fmt_ms(dig(r, "end_to_end_ms", "p50")), fmt_ms(dig(r, "end_to_end_ms", "p99"))])
-    return _table(columns, body, "no publishes")
+    return html_table(columns, body, "no publishes")
 
 
 # --- producer flow control -----------------------------------------------------------
 
-def flow_control_table(summary: Summary) -> str:
-    """Blocked connections and publishes per producer group; "" when nothing was blocked."""
+def has_flow_control(summary: Summary) -> bool:
+    """Whether the broker blocked a producer: the flow-control table is shown only then."""
     block = summary.get("flow_control")
-    if not isinstance(block, Mapping) or not block:
-        return ""
+    return isinstance(block, Mapping) and bool(block)
+
+
+def flow_control_table(summary: Summary) -> str:
+    """Blocked connections and publishes per producer group."""
+    block = summary.get("flow_control")
+    groups = sorted(block.items()) if isinstance(block, Mapping) else []
     columns = [Column("producer group"), Column("blocked periods", True), Column("blocked s", True),
                Column("publishes that waited", True), Column("wait p50 ms", True), Column("wait p99 ms", True),
                Column("wait max ms", True), Column("given up (blocked_timeout)", True)]
     body = []
-    for group, entry in sorted(block.items()):
+    for group, entry in groups:
         if not isinstance(entry, Mapping):
             continue
         body.append([esc(str(group)), fmt_count(entry.get("blocked_periods")),
                      fmt_exact(entry.get("blocked_s")), fmt_count(entry.get("publishes_waited")),
                      fmt_ms(dig(entry, "blocked_ms", "p50")), fmt_ms(dig(entry, "blocked_ms", "p99")),
                      fmt_ms(dig(entry, "blocked_ms", "max")), fmt_count(entry.get("blocked_timeout"))])
-    return _table(columns, body, "no producer was blocked")
+    return html_table(columns, body, "no producer was blocked")

@@ -1,7 +1,8 @@
 """The run report in a real browser: a tiny real run, its report.html opened in headless Chromium.
 
 Checks that every plotly chart rendered (SVG present), that no script error reached the
-console, that the Locust report is linked, and leaves a screenshot in the test's tmp dir.
+console, that the navigation links every section shown, that the Locust report is linked,
+and leaves a screenshot in the test's tmp dir.
 Skipped (with the reason) only where Chromium is not installed; nothing is installed at
 run time (`scripts/setup.sh --install-broker` installs Debian's chromium).
 """
@@ -80,6 +81,16 @@ def test_the_new_sections_show_measured_values(rendered):
     model = re.search(r'<section id="model">(.*?)</section>', dom, re.DOTALL).group(1)
     assert "<table" in model  # a real run has at least one consumer with measured deliveries
     assert "CoDel interval" in model
+
+
+def test_the_navigation_links_every_section_the_page_shows_and_nothing_else(rendered):
+    _, dom, _, _ = rendered
+    nav = re.search(r'<nav class="toc">(.*?)</nav>', dom, re.DOTALL).group(1)
+    main = re.search(r"<main>(.*)</main>", dom, re.DOTALL).group(1)
+    linked = re.findall(r'<a href="#([^"]+)"', nav)
+    shown = re.findall(r'<section id="([^"]+)"', main)
+    assert linked == shown, (f"linked, not shown: {set(linked) - set(shown)}; "
+                             f"shown, not linked: {set(shown) - set(linked)}")
 
 
 def test_the_locust_report_is_linked(rendered):

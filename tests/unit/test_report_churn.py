@@ -12,13 +12,16 @@ def _group(name: str, crashes: int, requeued: int, then: dict) -> dict:
             "held_messages": sum(then.values()), "held_unaccounted": then.get("unaccounted", 0), "held_then": then}
 
 
-def _summary(churn: bool = True, then_b: dict | None = None) -> dict:
+def churn_block(churn: bool = True, then_b: dict | None = None) -> dict:
     a, b = _group("a", 1, 17, {"acked": 17}), _group("b", 0, 0, then_b or {})
     totals = {k: a[k] + b[k] for k in a if k not in ("group", "held_then")}
     totals["held_then"] = {**a["held_then"], **b["held_then"]}
+    return {"churn": churn, "nothing_lost": totals["held_unaccounted"] == 0, "groups": [a, b], "totals": totals}
+
+
+def _summary(churn: bool = True, then_b: dict | None = None) -> dict:
     summary = make_summary()
-    summary["consumers_churn"] = {"churn": churn, "nothing_lost": totals["held_unaccounted"] == 0,
-                                  "groups": [a, b], "totals": totals}
+    summary["consumers_churn"] = churn_block(churn, then_b)
     summary["events"].append({"t_s": 6.0, "kind": "consumer_crash", "name": "a/host:1/0",
                               "source": "a/host:1/0", "value": 17.0})
     return summary

@@ -1,0 +1,95 @@
+"""The top of the report: the verdict strip (run status, accounting, SLOs) and the key-number cards."""
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from ._format import as_list, as_number, dig, esc, fmt_count, fmt_exact, fmt_ms, fmt_rate
+
+__all__ = ["verdict_body", "key_numbers_body", "status_class"]
+
+Summary = Mapping[str, Any]
+
+_FIRST_IDS = 10  # unaccounted ids shown in the verdict; the summary keeps up to 100
+
+
+def status_class(status: Any) -> str:
+    """The CSS class a run status is shown in: completed good, interrupted warn, failed bad."""
+    return {"completed": "good", "interrupted": "warn", "failed": "bad"}.get(str(status), "muted")
+
+
+# --- verdict strip -------------------------------------------------------------------
+
+def _accounting_verdict(summary: Summary) -> str:
+    messages = dig(summary, "messages", default={})
+    unaccounted = as_number(dig(messages, "unaccounted"))
+    if unaccounted is None:
+        return '<div class="chip muted">accounting not available in this summary</div>'
+    if unaccounted == 0:
+        published = fmt_count(dig(messages, "published"))
+        return (f'<div class="chip good"><b>✓ every message accounted for</b> '
+                f'({published} published)</div>')
+    ids = [str(i) for i in as_list(dig(messages, "unaccounted_ids"))][:_FIRST_IDS]
+    shown = ", ".join(f"<code>{esc(i)}</code>" for i in ids)
+    more = f" and {fmt_count(unaccounted - len(ids))} more" if unaccounted > len(ids) else ""
+    first = f" — first ids: {shown}{more}" if ids else ""
+    return (f'<div class="chip bad"><b>✗ {fmt_count(unaccounted)} message'
+            f'{"" if unaccounted == 1 else "s"} unaccounted for</b>{first}</div>')
+
+
+def _slo_verdicts(summary: Summary) -> str:
+    slos = [s for s in as_list(summary.get("slo")) if isinstance(s, Mapping)]
+    if not slos:
+        return '<div class="chip muted">no SLOs defined for this scenario</div>'
+    chips = []
+    for slo in slos:
+        passed = dig(slo, "passed") is True
+        value = as_number(dig(slo, "value"))
+        detail = f"value {fmt_exact(value)}" if value is not None else esc(dig(slo, "reason", default="no value"))
+        chips.append(f'<div class="chip {"good" if passed else "bad"}"><b>{"PASS" if passed else "FAIL"}</b> '
+                     f'<code>{esc(dig(slo, "expr"))}</code> <span class="detail">{detail}</span></div>')
+    return "".join(chips)
+
+
+def _run_status_verdict(summary: Summary) -> str:
+    status = dig(summary, "run", "status")
+    if status is None or status == "completed":
+        return ""
+    return (f'<div class="chip {status_class(status)}"><b>run {esc(status)}</b>: '
+            f'numbers cover only the part that ran</div>')
+
+
+def verdict_body(summary: Summary) -> str:
+    """The verdict strip's chips: the run's status unless it completed, the accounting, each SLO."""
+    return f"{_run_status_verdict(summary)}{_accounting_verdict(summary)}{_slo_verdicts(summary)}"
+
+
+# --- key numbers ---------------------------------------------------------------------
+
+def _card(title: str, items: list[tuple[str, str]]) -> str:
+    cells = "".join(f'<div class="kv"><span class="k">{esc(k)}</span><span class="v">{v}</span></div>'
+                    for k, v in items)
+    return f'<div class="card"><h3>{esc(title)}</h3>{cells}</div>'
+
+
+def key_numbers_body(summary: Summary) -> str:
+    """Four cards: messages, throughput, buffer sojourn and end-to-end latency."""
+    m = dig(summary, "messages", default={})
+    unaccounted = as_number(dig(m, "unaccounted"))
+    cards = [
+        _card("Messages", [
+            ("published", fmt_count(dig(m, "published"))), ("acked", fmt_count(dig(m, "acked"))),
+            ("discarded", fmt_count(dig(m, "discarded_total"))),
+            ("left in broker", fmt_count(dig(m, "left_in_broker"))),
+            ("unaccounted", f'<span class="{"bad" if unaccounted else ""}">{fmt_count(unaccounted)}</span>'),
+        ]),
+        _card("Throughput (msg/s, after warm-up)", [
+            (k, fmt_rate(dig(summary, "throughput", f"{k}_per_s"))) for k in ("publish", "deliver", "ack")
+        ]),
+        _card("Buffer sojourn (ms)", [
+            (k, fmt_ms(dig(summary, "sojourn_ms", k))) for k in ("p50", "p95", "p99", "max")
+        ]),
+        _card("End-to-end latency (ms)", [
+            (k, fmt_ms(dig(summary, "latency_ms", "end_to_end", k))) for k in ("p50", "p99")
+        ]),
+    ]
+    return f'<div class="cards">{"".join(cards)}</div>'
