@@ -1,28 +1,29 @@
 """The analysis job: read one run directory, compose the transforms, write summary.json.
 
-This is the only module of the analysis that touches files. It reads
-`RUN_DIR/run.json` and the Parquet traces once, with the explicit schema, and
-writes `RUN_DIR/summary.json` (and `report.html` when the report renderer exists).
+It reads `RUN_DIR/run.json`, has `analysis.traces` check and read the Parquet traces
+(each kind once, with the explicit schema), builds the enriched per-message frames once
+(docs/analysis.md, "The plan"), and writes `RUN_DIR/summary.json` and `report.html`.
 """
 from __future__ import annotations
 
-import inspect
+import contextlib
 import json
 import math
 import os
+import threading
+import time
 from pathlib import Path
-from typing import Any, Callable, Mapping
-from urllib.parse import unquote, urlparse
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from analysis import schema
-from analysis.errors import AnalysisError, RunFileError, SchemaVersionError, TraceColumnsError
+from analysis import schema, traces as trace_files
+from analysis.errors import AnalysisError, RunFileError, SchemaVersionError
 from analysis.slo import SloError, evaluate_slos, parse_slo
 from analysis.transforms import (
-    DISCARD_CLASSES, accounting_totals, attach_intended_ns, classify_messages, consumer_summary, delivery_counts,
-    histogram_counts, histogram_edges, mark_measured, measurement_window_ns, per_second_windows,
+    DISCARD_CLASSES, accounting_totals, attach_publish_times, classify, consumer_summary, duplicate_count,
+    histogram_counts, histogram_edges, mark_measured, measurement_window_ns, message_facts, per_second_windows,
     phase_summary, rejects_at_publish, stats_block, stats_by, throughput, timeline_events, timeline_segments,
     unaccounted_ids, with_confirm_latency, with_delivery_latencies,
 )
@@ -37,17 +38,27 @@ from analysis.transforms.slow_consumers import queue_depth_series, queue_samples
 from analysis.transforms.model import (COMPONENTS, QUANTILES, consumer_sojourn_quantiles, model_inputs,
                                        model_row, window_components)
 from analysis.transforms.network import network_summary
-from analysis.transforms.stats import STAT_FIELDS
+from analysis.transforms.stats import EXACT, STAT_FIELDS, PercentilePolicy, percentile_policy
 from analysis.transforms.windows import WINDOW_LATENCY_FIELDS, WINDOW_SOJOURN_FIELDS
 
-__all__ = ["analyze", "load_run_json", "read_traces", "summarize", "SUMMARY_SCHEMA_VERSION",
-           "Progress", "Traces"]
+__all__ = ["analyze", "spark_for", "load_run_json", "read_traces", "summarize", "percentile_policy_for",
+           "SUMMARY_SCHEMA_VERSION", "EXACT_PERCENTILE_ROWS", "PERCENTILE_CHOICES", "Progress", "Traces"]
 
 SUMMARY_SCHEMA_VERSION = 1
 MAX_UNACCOUNTED_IDS = 100
 MAX_EVENTS = 10_000
 """Events are the run's timeline (phase changes, depth samples): small by nature;
 the cap only keeps a runaway event stream from flooding the driver and the report."""
+
+EXACT_PERCENTILE_ROWS = 500_000
+"""With `percentiles="auto"`, exact percentiles up to this many delivery (and publish) rows;
+approximate ones above. Exact percentiles keep every distinct value of a group in memory: a
+million deliveries ran a 1 GiB driver out of memory."""
+PERCENTILE_CHOICES = ("auto", "exact", "approximate")
+APPROXIMATE = PercentilePolicy(exact=False, accuracy=10_000)
+
+HEARTBEAT_S = 10.0
+"""A stage that runs longer than this reports its progress every HEARTBEAT_S seconds."""
 
 Progress = Callable[[str], None]
 Traces = Mapping[str, DataFrame]
@@ -61,39 +72,113 @@ _DELIVERY_METRICS = {
 }
 
 
+def percentile_policy_for(choice: str, delivery_rows: int, publish_rows: int) -> PercentilePolicy:
+    """`auto`: exact up to EXACT_PERCENTILE_ROWS rows of either kind, approximate above."""
+    if choice not in PERCENTILE_CHOICES:
+        raise ValueError(f"percentiles must be one of {', '.join(PERCENTILE_CHOICES)}, got {choice!r}")
+    if choice == "auto":
+        choice = "exact" if max(delivery_rows, publish_rows) <= EXACT_PERCENTILE_ROWS else "approximate"
+    return EXACT if choice == "exact" else APPROXIMATE
+
+
 def analyze(run_dir: str | Path, master: str | None = None, spark: SparkSession | None = None,
-            progress: Progress | None = None) -> dict:
+            progress: Progress | None = None, percentiles: str = "auto") -> dict:
     """Analyse one run directory; write and return its summary.
 
     `spark` wins over `master`; without either the session comes from
-    `analysis.session.get_spark` (argument > SPARK_MASTER > local[*]), and is
-    stopped at the end if this call started it.
+    `analysis.session.get_spark` (argument > SPARK_MASTER > local[*]), sized to the traces,
+    its JVM logging to RUN_DIR/spark.log, and is stopped at the end if this call started it.
+    `percentiles`: auto, exact or approximate (see percentile_policy_for).
     Raises AnalysisError for bad inputs; nothing is written then.
     """
+    from analysis.session import LOG_NAME, configure, get_spark
+
     say: Progress = progress or (lambda _message: None)
     run_dir = Path(run_dir)
     run = load_run_json(run_dir)
     slo_exprs = _slo_expressions(run, run_dir)
+    kinds = trace_files.scan(run_dir)
+    rows, size = trace_files.total_rows(kinds), trace_files.total_bytes(kinds)
+    policy = percentile_policy_for(percentiles, kinds["delivery"].rows, kinds["publish"].rows)
+    say(f"traces: {rows:,} rows, {size / 1e6:,.1f} MB of Parquet; percentiles {policy.describe()['method']}")
     own_session = spark is None and SparkSession.getActiveSession() is None
     if spark is None:
-        from analysis.session import get_spark
-        say("starting Spark")
-        spark = get_spark(master)
+        with _stage(say, "starting Spark"):
+            spark = get_spark(master, trace_bytes=size, trace_rows=rows, log_path=run_dir / LOG_NAME)
+    configure(spark, size, rows)
     try:
-        say("reading traces")
-        traces = read_traces(spark, run_dir)
-        summary = summarize(traces, run, say)
+        with _stage(say, "reading traces"):
+            frames = trace_files.read(spark, kinds)
+        summary = summarize(frames, run, say, policy)
     finally:
         if own_session:
             spark.stop()
     summary["slo"] = evaluate_slos(summary, slo_exprs)
 
-    say("writing summary.json")
-    summary = _json_safe(summary)  # what is returned is exactly what the file holds
-    text = json.dumps(summary, indent=2, allow_nan=False) + "\n"
-    _write_atomically(run_dir / "summary.json", text)
-    _write_report(run_dir, json.loads(text), say)
+    with _stage(say, "writing summary.json and report.html"):
+        summary = _json_safe(summary)  # what is returned is exactly what the file holds
+        text = json.dumps(summary, indent=2, allow_nan=False) + "\n"
+        _write_atomically(run_dir / "summary.json", text)
+        _write_report(run_dir, json.loads(text))
     return summary
+
+
+@contextlib.contextmanager
+def spark_for(run_dirs: Sequence[str | Path], master: str | None = None, log_path: str | Path | None = None,
+              progress: Progress | None = None) -> Iterator[SparkSession]:
+    """One Spark session for analysing all of `run_dirs`, sized for the largest of their traces
+    (a session already running is used as it is, and left running); stopped at the end if
+    this started it."""
+    from analysis.session import get_spark
+
+    if SparkSession.getActiveSession() is not None:
+        yield SparkSession.getActiveSession()
+        return
+    sizes = [trace_files.scan(run_dir) for run_dir in run_dirs]
+    size = max((trace_files.total_bytes(k) for k in sizes), default=0)
+    rows = max((trace_files.total_rows(k) for k in sizes), default=0)
+    with _stage(progress or (lambda _message: None), "starting Spark"):
+        spark = get_spark(master, trace_bytes=size, trace_rows=rows, log_path=log_path)
+    try:
+        yield spark
+    finally:
+        spark.stop()
+
+
+# --- progress -----------------------------------------------------------------
+
+@contextlib.contextmanager
+def _stage(say: Progress, name: str, spark: SparkSession | None = None) -> Iterator[None]:
+    """Report `name` with its time when it ends; while it runs longer than HEARTBEAT_S, report
+    every HEARTBEAT_S how long so far and (with `spark`) the tasks of the stages running."""
+    started = time.monotonic()
+    done = threading.Event()
+
+    def heartbeat() -> None:
+        while not done.wait(HEARTBEAT_S):
+            say(f"{name}: {time.monotonic() - started:,.0f} s so far{_tasks(spark)}")
+
+    thread = threading.Thread(target=heartbeat, name="sojourn-progress", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join()
+    say(f"{name}: {time.monotonic() - started:,.1f} s")
+
+
+def _tasks(spark: SparkSession | None) -> str:
+    if spark is None:
+        return ""
+    try:
+        tracker = spark.sparkContext.statusTracker()
+        infos = [tracker.getStageInfo(i) for i in tracker.getActiveStageIds()]
+        done = sum(i.numCompletedTasks for i in infos if i is not None)
+        total = sum(i.numTasks for i in infos if i is not None)
+    except Exception:  # noqa: BLE001 - progress is best effort: a closing session says nothing
+        return ""
+    return f" ({done:,} of {total:,} tasks of the running Spark stages done)" if total else ""
 
 
 # --- reading ------------------------------------------------------------------
@@ -153,106 +238,26 @@ def _slo_expressions(run: dict, run_dir: Path) -> list:
     return exprs
 
 
-def _part_files(directory: Path) -> list[Path]:
-    if not directory.is_dir():
-        return []
-    # A batch its trace writer process kept to convert after the load, and did not (it was
-    # killed): its rows are not in any part yet. `sojourn analyze` converts such batches first.
-    unconverted = sorted(directory.glob(".*.parquet.raw"))
-    if unconverted:
-        raise AnalysisError(f"{unconverted[0]}: a trace batch not converted to Parquet yet (its writer was "
-                            f"stopped; {len(unconverted)} in {directory.name}/): `sojourn analyze "
-                            f"{directory.parent.parent}` converts them first", path=unconverted[0])
-    return sorted(p for p in directory.glob("*.parquet")
-                  if p.is_file() and not p.name.startswith((".", "_")))
-
-
-def _check_part_file(path: Path, kind: str) -> None:
-    """Compare a part file's footer with the schema: columns, types, schema version."""
-    import pyarrow.parquet as pq
-
-    try:
-        found = pq.read_schema(path)
-    except Exception as exc:  # pyarrow raises several types for a bad footer
-        raise AnalysisError(f"{path}: not a readable Parquet file: {exc}", path=path) from exc
-    expected = schema.arrow_schema(kind)
-    present = list(found.names)
-    missing = [name for name in expected.names if name not in present]
-    wrong = [f"{f.name} is {found.field(f.name).type}, expected {f.type}"
-             for f in expected if f.name in present and not _same_type(found.field(f.name).type, f.type)]
-    if missing or wrong:
-        raise TraceColumnsError(path=path, kind=kind, missing=missing, present=present,
-                                wrong_types=wrong)
-    recorded = (found.metadata or {}).get(b"sojourn.schema_version")
-    if recorded is not None and recorded.decode() != str(schema.SCHEMA_VERSION):
-        raise SchemaVersionError(
-            f"{path}: {kind} trace has schema_version {recorded.decode()}, but this analysis "
-            f"reads version {schema.SCHEMA_VERSION}", path=path, found=recorded.decode(),
-            expected=schema.SCHEMA_VERSION)
-
-
-def _same_type(found, expected) -> bool:
-    import pyarrow as pa
-
-    # large_string is the same Parquet column as string; some writers choose it.
-    if pa.types.is_large_string(found) and pa.types.is_string(expected):
-        return True
-    return found.equals(expected)
-
-
 def read_traces(spark: SparkSession, run_dir: str | Path) -> dict[str, DataFrame]:
-    """The four trace frames, read once with the explicit schema.
-
-    A missing or empty trace directory is an empty frame. Every part file's footer
-    is checked first (cheap: no data is read), so a file with missing columns is
-    named before Spark would silently fill them with nulls.
-    """
-    frames, from_files = {}, {}
-    for kind in schema.KINDS:
-        files = _part_files(Path(run_dir) / "traces" / kind)
-        for path in files:
-            _check_part_file(path, kind)
-        spark_schema = schema.spark_schema(kind)
-        if files:
-            uris = [path.resolve().as_uri() for path in files]
-            scan = spark.read.schema(spark_schema).parquet(*uris)
-            from_files[kind] = scan
-            frames[kind] = scan.select(*spark_schema.names)
-        else:
-            frames[kind] = spark.createDataFrame([], spark_schema)
-    _check_schema_version_column(from_files)
-    return frames
-
-
-def _local_path(uri: str) -> str:
-    parsed = urlparse(uri)
-    return unquote(parsed.path) if parsed.scheme == "file" else uri
-
-
-def _check_schema_version_column(traces: Traces) -> None:
-    """Every row must carry this analysis' schema_version: one action, scanning one column."""
-    bad = None
-    for kind, frame in traces.items():
-        rows = (frame.where(F.col("schema_version").isNull()
-                            | (F.col("schema_version") != schema.SCHEMA_VERSION))
-                .select(F.lit(kind).alias("kind"), "schema_version",
-                        F.col("_metadata.file_path").alias("file")))
-        bad = rows if bad is None else bad.unionByName(rows)
-    found = bad.limit(1).collect() if bad is not None else []
-    if found:
-        row = found[0]
-        path = _local_path(row.file)
-        raise SchemaVersionError(
-            f"{path}: {row.kind} trace has rows with schema_version {row.schema_version}, "
-            f"but this analysis reads version {schema.SCHEMA_VERSION}",
-            path=path, found=row.schema_version, expected=schema.SCHEMA_VERSION)
+    """The trace frames of a run directory (analysis.traces: footers checked, each kind read once)."""
+    return trace_files.read(spark, trace_files.scan(run_dir))
 
 
 # --- computing ----------------------------------------------------------------
 
-def summarize(traces: Traces, run: Mapping[str, Any], progress: Progress | None = None) -> dict:
-    """Compose the transforms over the trace frames into the summary dict (no `slo` yet)."""
+def summarize(traces: Traces, run: Mapping[str, Any], progress: Progress | None = None,
+              policy: PercentilePolicy = EXACT) -> dict:
+    """Compose the transforms over the trace frames into the summary dict (no `slo` yet).
+
+    The plan (docs/analysis.md): the small kinds (events, leftovers, dead-letters) are cached
+    as read; one grouping by message id over every kind gives the per-message facts; the
+    deliveries, joined to those facts once for their publish times, and the classified messages
+    are cached; every block below aggregates those cached frames or re-reads the publish
+    columns it needs. Percentiles follow `policy`.
+    """
     say: Progress = progress or (lambda _message: None)
+    spark = traces["publish"].sparkSession
+    stage = lambda name: _stage(say, name, spark)  # noqa: E731
     t0 = int(run["t0_ns"])
     duration_s = float(run["duration_s"])
     warmup_s = float(run.get("warmup_s") or 0)
@@ -260,81 +265,85 @@ def summarize(traces: Traces, run: Mapping[str, Any], progress: Progress | None 
     window_start, window_end = measurement_window_ns(t0, warmup_s, duration_s, run.get("ended_ns"))
     segments = timeline_segments(run.get("phases") or [], duration_s)
 
-    publishes = (traces["publish"].transform(with_confirm_latency)
-                 .transform(mark_measured(warmup_end)).cache())
-    deliveries = (traces["delivery"].transform(attach_intended_ns(traces["publish"]))
-                  .transform(with_delivery_latencies).transform(mark_measured(warmup_end)).cache())
-    cached = [publishes, deliveries]
-    try:
-        say("computing accounting")
-        classified = publishes.transform(classify_messages(
-            deliveries, traces["leftover"], traces["event"], traces.get("deadletter"),
-            publish_rejects=rejects_at_publish(run.get("scenario")))).cache()
-        cached.append(classified)
-        messages = _messages_block(
-            accounting_totals(classified).crossJoin(delivery_counts(deliveries)).first(),
-            [r.message_id for r in classified.transform(unaccounted_ids(MAX_UNACCOUNTED_IDS)).collect()],
-        )
+    cached: list[DataFrame] = []
 
-        say("computing latency statistics and throughput")
-        measured = F.col("measured")
-        overall = (
-            deliveries.transform(stats_by([], {
-                name: F.when(measured, F.col(col)) for name, col in _DELIVERY_METRICS.items()
-            }, fields=(*STAT_FIELDS, "min")))
-            .crossJoin(publishes.transform(stats_by([], {"confirm": F.when(measured, F.col("confirm_ms"))})))
-            .crossJoin(deliveries.transform(throughput(window_start, window_end, publishes)))
-            .first()
-        )
+    def keep(frame: DataFrame) -> DataFrame:
+        cached.append(frame.persist())
+        return frame
 
-        say("computing per-consumer statistics")
-        consumers = [_consumer_row(r) for r in deliveries.transform(consumer_summary).collect()]
-        say("computing the queueing-model check")
-        quantiles = {r["consumer"]: r["sojourn_quantiles_ms"]
-                     for r in deliveries.transform(consumer_sojourn_quantiles).collect()}
-        for c in consumers:  # additive: docs/summary.md, the `model` block
-            c["sojourn_quantiles_ms"] = {"q": list(QUANTILES), "ms": quantiles.get(c["consumer"])}
-        model = _model_block(deliveries.transform(model_inputs(t0)).collect(),
-                             deliveries.transform(model_inputs(t0, ("consumer", "phase"))).collect(),
-                             consumers)
-        codel = codel_block(deliveries)  # CoDel per consumer (empty when it was off): docs/summary.md
-        egress = egress_block(deliveries, run.get("scenario"))  # egress classes per group ({} when off): docs/summary.md
-        say("computing publish lateness and replay fidelity")
-        fidelity = fidelity_block(publishes, t0, run.get("replay"))  # per producer group: docs/summary.md
-        say("computing producer flow control and priority classes")
-        flow_control = flow_control_block(publishes, traces["event"], int(run.get("ended_ns") or window_end))  # docs/summary.md
-        priorities = priority_rows(publishes, deliveries, classified, DISCARD_CLASSES)  # docs/summary.md
-        say("computing consumer churn")
-        churn = churn_block(deliveries, traces["event"], classified)  # crashes, requeues: docs/summary.md
-        say("computing slow consumers")  # docs/slow-consumers.md
-        slow_consumers = slow_consumers_block(deliveries, traces["event"], t0)
-        queue_depth = [r.asDict() for r in queue_depth_series(queue_samples(traces["event"]), t0).collect()]
-        say("computing phases")
-        phases = [_phase_row(r) for r in
-                  deliveries.transform(phase_summary(segments, t0, publishes)).collect()]
-        say("computing per-second windows")
-        windows = [_window_row(r) for r in
-                   deliveries.transform(per_second_windows(t0, publishes)).collect()]
-        components = {r["t_s"]: r for r in deliveries.transform(window_components(t0)).collect()}
-        for w in windows:  # additive: per-second means of the end-to-end components
-            r = components.get(w["t_s"])
-            w["components_ms"] = {name: (r[name] if r is not None else None) for name in COMPONENTS}
-        say("computing the sojourn histogram")
-        sojourn = overall["sojourn_ms"]
-        edges = histogram_edges(sojourn["min"], sojourn["max"])
-        counts = [0] * (len(edges) - 1)
-        for r in deliveries.transform(histogram_counts(edges, F.when(measured, F.col("sojourn_ms")))).collect():
-            counts[r["bin"]] = r["count"]
-        say("collecting events")
-        events = [r.asDict() for r in
-                  traces["event"].where(F.col("kind") != "queue_sample")  # in queue_depth instead
-                  .transform(timeline_events(t0)).limit(MAX_EVENTS + 1).collect()]
-        if len(events) > MAX_EVENTS:
-            say(f"events: keeping the first {MAX_EVENTS} of more")
-            events = events[:MAX_EVENTS]
-    finally:
-        for frame in cached:
-            frame.unpersist()
+    with percentile_policy(policy), contextlib.ExitStack() as cleanup:
+        cleanup.callback(lambda: [frame.unpersist() for frame in cached])
+        events = keep(traces["event"])
+        leftovers = keep(traces["leftover"])
+        dead_letters = keep(traces["deadletter"])
+        publishes = traces["publish"].transform(with_confirm_latency).transform(mark_measured(warmup_end))
+
+        with stage("computing accounting"):
+            facts = keep(traces["publish"].transform(message_facts(traces["delivery"], leftovers, dead_letters)))
+            deliveries = keep(traces["delivery"].transform(attach_publish_times(facts))
+                              .transform(with_delivery_latencies).transform(mark_measured(warmup_end)))
+            classified = keep(facts.transform(classify(events, rejects_at_publish(run.get("scenario")))))
+            totals = (accounting_totals(classified).crossJoin(duplicate_count(facts))
+                      .crossJoin(deliveries.agg(F.count_if(F.col("redelivered")).alias("redelivered")))
+                      .first())
+            messages = _messages_block(totals, [r.message_id for r in
+                                                classified.transform(unaccounted_ids(MAX_UNACCOUNTED_IDS)).collect()])
+            facts.unpersist()
+
+        with stage("computing latency statistics and throughput"):
+            measured = F.col("measured")
+            overall = (
+                deliveries.transform(stats_by([], {
+                    name: F.when(measured, F.col(col)) for name, col in _DELIVERY_METRICS.items()
+                }, fields=(*STAT_FIELDS, "min")))
+                .crossJoin(publishes.transform(stats_by([], {"confirm": F.when(measured, F.col("confirm_ms"))})))
+                .crossJoin(deliveries.transform(throughput(window_start, window_end, publishes)))
+                .first()
+            )
+
+        with stage("computing per-consumer statistics and the queueing-model check"):
+            consumers = [_consumer_row(r) for r in deliveries.transform(consumer_summary).collect()]
+            quantiles = {r["consumer"]: r["sojourn_quantiles_ms"]
+                         for r in deliveries.transform(consumer_sojourn_quantiles).collect()}
+            for c in consumers:  # additive: docs/summary.md, the `model` block
+                c["sojourn_quantiles_ms"] = {"q": list(QUANTILES), "ms": quantiles.get(c["consumer"])}
+            model = _model_block(deliveries.transform(model_inputs(t0)).collect(),
+                                 deliveries.transform(model_inputs(t0, ("consumer", "phase"))).collect(),
+                                 consumers)
+            codel = codel_block(deliveries)  # CoDel per consumer (empty when it was off): docs/summary.md
+            egress = egress_block(deliveries, run.get("scenario"))  # egress per group ({} when off): docs/summary.md
+        with stage("computing publish lateness and replay fidelity"):
+            fidelity = fidelity_block(publishes, t0, run.get("replay"))  # per producer group: docs/summary.md
+        with stage("computing producer flow control and priority classes"):
+            flow_control = flow_control_block(publishes, events, int(run.get("ended_ns") or window_end))
+            priorities = priority_rows(publishes, deliveries, classified, DISCARD_CLASSES)  # docs/summary.md
+        with stage("computing consumer churn"):
+            churn = churn_block(deliveries, events, classified)  # crashes, requeues: docs/summary.md
+        with stage("computing slow consumers"):  # docs/slow-consumers.md
+            slow_consumers = slow_consumers_block(deliveries, events, t0)
+            queue_depth = [r.asDict() for r in queue_depth_series(queue_samples(events), t0).collect()]
+        with stage("computing phases and per-second windows"):
+            phases = [_phase_row(r) for r in
+                      deliveries.transform(phase_summary(segments, t0, publishes)).collect()]
+            windows = [_window_row(r) for r in
+                       deliveries.transform(per_second_windows(t0, publishes)).collect()]
+            components = {r["t_s"]: r for r in deliveries.transform(window_components(t0)).collect()}
+            for w in windows:  # additive: per-second means of the end-to-end components
+                r = components.get(w["t_s"])
+                w["components_ms"] = {name: (r[name] if r is not None else None) for name in COMPONENTS}
+        with stage("computing the sojourn histogram and the events"):
+            sojourn = overall["sojourn_ms"]
+            edges = histogram_edges(sojourn["min"], sojourn["max"])
+            counts = [0] * (len(edges) - 1)
+            for r in deliveries.transform(histogram_counts(edges, F.when(measured, F.col("sojourn_ms")))).collect():
+                counts[r["bin"]] = r["count"]
+            event_rows = [r.asDict() for r in
+                          events.where(F.col("kind") != "queue_sample")  # in queue_depth instead
+                          .transform(timeline_events(t0)).limit(MAX_EVENTS + 1).collect()]
+            if len(event_rows) > MAX_EVENTS:
+                say(f"events: keeping the first {MAX_EVENTS} of more")
+                event_rows = event_rows[:MAX_EVENTS]
+            network = network_summary(events, t0, duration_s, run.get("ended_ns"))  # docs/network.md
 
     return {
         "schema_version": SUMMARY_SCHEMA_VERSION,
@@ -347,6 +356,7 @@ def summarize(traces: Traces, run: Mapping[str, Any], progress: Progress | None 
                for name in ("end_to_end", "broker_network", "processing", "ack_delay")},
             "confirm": stats_block(overall["confirm"]),
         },
+        "percentiles": policy.describe(),
         "consumers": consumers,
         "codel": codel,
         "egress": egress,
@@ -354,8 +364,8 @@ def summarize(traces: Traces, run: Mapping[str, Any], progress: Progress | None 
         "phases": phases,
         "windows": windows,
         "sojourn_histogram": {"edges_ms": edges, "counts": counts},
-        "events": events,
-        "network": network_summary(traces["event"], t0, duration_s, run.get("ended_ns")),  # docs/network.md
+        "events": event_rows,
+        "network": network,
         "fidelity": fidelity,
         "flow_control": flow_control,
         "priorities": priorities,
@@ -445,22 +455,10 @@ def _write_atomically(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
-def _write_report(run_dir: Path, summary: dict, say: Progress) -> None:
-    """Render report.html when analysis.report provides render_report; skip it otherwise.
+def _write_report(run_dir: Path, summary: dict) -> None:
+    """Render report.html from the summary; the Locust report next to it, when the run left
+    one, is linked from the header."""
+    from analysis.report import render_report
 
-    The Locust report next to it, when the run left one, is linked from the header.
-    """
-    try:
-        from analysis import report
-    except ImportError as exc:
-        say(f"report skipped: analysis.report is not importable ({exc})")
-        return
-    render = getattr(report, "render_report", None)
-    if render is None:
-        say("report skipped: analysis.report has no render_report yet")
-        return
-    kwargs = {}
-    if (run_dir / "locust.html").is_file() and "links" in inspect.signature(render).parameters:
-        kwargs["links"] = {"Locust report": "locust.html"}
-    say("writing report.html")
-    _write_atomically(run_dir / "report.html", render(summary, **kwargs))
+    links = {"Locust report": "locust.html"} if (run_dir / "locust.html").is_file() else None
+    _write_atomically(run_dir / "report.html", render_report(summary, links=links))

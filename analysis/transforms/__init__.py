@@ -3,8 +3,9 @@
 Nothing here reads or writes files; `analysis.job` does that and composes these.
 """
 from ._common import ACKED_OUTCOMES, Transform
-from .accounting import (ACCOUNT_CLASSES, DEAD_LETTER_CLASSES, DISCARD_CLASSES, accounting_totals,
-                         classify_messages, delivery_counts, rejects_at_publish, unaccounted_ids)
+from .accounting import (ACCOUNT_CLASSES, DEAD_LETTER_CLASSES, DISCARD_CLASSES, accounting_totals, classify,
+                         classify_messages, delivery_counts, duplicate_count, message_facts, rejects_at_publish,
+                         unaccounted_ids)
 from .codel import NACK_OUTCOMES, codel_block, codel_by_consumer, codel_totals, requeue_handoffs
 from .events import timeline_events
 from .histogram import histogram_counts, histogram_edges
@@ -14,13 +15,14 @@ from .phases import BASE, Segment, assign_phase, phase_summary, timeline_segment
 from .stats import STAT_FIELDS, stats_block, stats_by, stats_struct
 from .throughput import in_window, measurement_window_ns, throughput
 from .utilisation import consumer_summary, utilisation_by
-from .warmup import attach_intended_ns, mark_measured
+from .warmup import attach_intended_ns, attach_publish_times, mark_measured
 from .windows import per_second_windows, second_since
 
 __all__ = [
     "ACKED_OUTCOMES", "Transform",
-    "ACCOUNT_CLASSES", "DEAD_LETTER_CLASSES", "DISCARD_CLASSES", "accounting_totals", "classify_messages",
-    "delivery_counts", "rejects_at_publish", "unaccounted_ids",
+    "ACCOUNT_CLASSES", "DEAD_LETTER_CLASSES", "DISCARD_CLASSES", "accounting_totals", "classify",
+    "classify_messages", "delivery_counts", "duplicate_count", "message_facts", "rejects_at_publish",
+    "unaccounted_ids",
     "NACK_OUTCOMES", "codel_block", "codel_by_consumer", "codel_totals", "requeue_handoffs",
     "timeline_events",
     "histogram_counts", "histogram_edges",
@@ -30,6 +32,6 @@ __all__ = [
     "STAT_FIELDS", "stats_block", "stats_by", "stats_struct",
     "in_window", "measurement_window_ns", "throughput",
     "consumer_summary", "utilisation_by",
-    "attach_intended_ns", "mark_measured",
+    "attach_intended_ns", "attach_publish_times", "mark_measured",
     "per_second_windows", "second_since",
 ]

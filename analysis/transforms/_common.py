@@ -1,10 +1,11 @@
 """Shapes and small column helpers shared by the transform modules."""
 from __future__ import annotations
 
-from typing import Callable
+from typing import Any, Callable, Sequence
 
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
 
 Transform = Callable[[DataFrame], DataFrame]
 """A pure DataFrame -> DataFrame step, applied with `df.transform(step)`."""
@@ -28,3 +29,14 @@ def is_acked(outcome: str = "outcome") -> Column:
 def seconds_to_ns(seconds: float) -> int:
     """Offsets from run.json (floats in s) to integer ns, rounded to the nearest ns."""
     return int(round(seconds * NS_PER_S))
+
+
+def local_rows(spark: SparkSession, rows: Sequence[Sequence[Any]], schema: str | StructType) -> DataFrame:
+    """A small frame of literal rows, built in the JVM from SQL literals: `createDataFrame` of a
+    Python list ships the rows through a Python worker process, on every executor of a cluster."""
+    struct = schema if isinstance(schema, StructType) else StructType.fromDDL(schema)
+    if not rows:
+        return spark.range(0).select(*[F.lit(None).cast(f.dataType).alias(f.name) for f in struct.fields])
+    literal = [F.struct(*[F.lit(v).cast(f.dataType).alias(f.name) for v, f in zip(row, struct.fields)])
+               for row in rows]
+    return spark.range(1).select(F.inline(F.array(*literal)))

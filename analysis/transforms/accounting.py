@@ -13,8 +13,8 @@ from pyspark.sql import functions as F
 
 from ._common import Transform, is_acked
 
-__all__ = ["ACCOUNT_CLASSES", "DISCARD_CLASSES", "DEAD_LETTER_CLASSES", "classify_messages",
-           "accounting_totals", "delivery_counts", "unaccounted_ids", "rejects_at_publish"]
+__all__ = ["ACCOUNT_CLASSES", "DISCARD_CLASSES", "DEAD_LETTER_CLASSES", "message_facts", "classify",
+           "classify_messages", "accounting_totals", "duplicate_count", "delivery_counts", "unaccounted_ids", "rejects_at_publish"]
 
 # x-death reason -> account class. A reason not listed here (a future broker's) is not
 # taken as an explanation: the message stays unaccounted, which is loud, not wrong.
@@ -41,6 +41,9 @@ _UNCONFIRMED = ("unconfirmed", "sent")
 
 _REACHED_BROKER = ("confirmed", "sent", "unconfirmed")
 
+# message_facts: which trace kind a row of the union came from.
+_PUBLISH, _DELIVERY, _LEFTOVER, _DEAD = 0, 1, 2, 3
+
 
 def _flag(condition: Column) -> Column:
     return F.coalesce(F.bool_or(condition), F.lit(False))
@@ -54,11 +57,65 @@ def rejects_at_publish(scenario: object) -> bool:
     return isinstance(arguments, dict) and arguments.get("x-overflow") in _REJECTING_OVERFLOW
 
 
-def classify_messages(deliveries: DataFrame, leftovers: DataFrame,
-                      events: DataFrame | None = None, dead_letters: DataFrame | None = None,
-                      publish_rejects: bool = False) -> Transform:
-    """Applied to publishes: one row per published message id with its `account`
-    class and whether any of its publishes was `confirmed`.
+def message_facts(deliveries: DataFrame, leftovers: DataFrame,
+                  dead_letters: DataFrame | None = None) -> Transform:
+    """Applied to publishes: one row per message id found in any of the traces (published,
+    delivered, left in the broker or dead-lettered), from one grouping by message id over the
+    union of the four kinds (one shuffle, where a join per kind would take four).
+
+    Columns: message_id; from its publish rows `_publishes` (how many), `confirmed`, the outcome
+    flags `_nacked`, `_failed`, `_blocked`, `_returned`, `_reached`, `_unconfirmed_ns` (latest
+    publish that was sent but never confirmed), `_producer`, `priority` (first non-null),
+    `_pub_intended_ns` / `_pub_publish_ns` (earliest); from its deliveries `_acked`,
+    `_nack_discard`, `_egress_discard` and `_acks` (acked deliveries); `_left` (a leftover row)
+    and `_dead_reason` (reason of its earliest dead-letter capture). Rows without an id are left out.
+    """
+    def _facts(publishes: DataFrame) -> DataFrame:
+        outcome = F.col("outcome")
+        src = F.col("_src")
+
+        def rows(frame: DataFrame, kind: int, *columns: Column) -> DataFrame:
+            return frame.where(F.col("message_id").isNotNull()).select(
+                "message_id", F.lit(kind).alias("_src"), *columns)
+
+        union = rows(publishes, _PUBLISH, "outcome", "publish_ns", "intended_ns", "producer", "priority")
+        union = union.unionByName(rows(deliveries, _DELIVERY, "outcome"), allowMissingColumns=True)
+        union = union.unionByName(rows(leftovers, _LEFTOVER), allowMissingColumns=True)
+        if dead_letters is not None:
+            union = union.unionByName(rows(dead_letters, _DEAD, "reason", "received_ns"),
+                                      allowMissingColumns=True)
+        else:
+            union = union.withColumns({"reason": F.lit(None).cast("string"),
+                                       "received_ns": F.lit(None).cast("long")})
+        published, delivered = src == _PUBLISH, src == _DELIVERY
+        return union.groupBy("message_id").agg(
+            F.count_if(published).alias("_publishes"),
+            _flag(published & (outcome == "confirmed")).alias("confirmed"),
+            _flag(published & (outcome == "nacked")).alias("_nacked"),
+            _flag(published & (outcome == "failed")).alias("_failed"),
+            _flag(published & (outcome == "blocked_timeout")).alias("_blocked"),
+            _flag(published & (outcome == "returned")).alias("_returned"),
+            _flag(published & outcome.isin(*_REACHED_BROKER)).alias("_reached"),
+            F.max(F.when(published & outcome.isin(*_UNCONFIRMED), F.col("publish_ns"))).alias("_unconfirmed_ns"),
+            F.first(F.when(published, F.col("producer")), ignorenulls=True).alias("_producer"),
+            F.first(F.when(published, F.col("priority")), ignorenulls=True).alias("priority"),
+            F.min(F.when(published, F.col("intended_ns"))).alias("_pub_intended_ns"),
+            F.min(F.when(published, F.col("publish_ns"))).alias("_pub_publish_ns"),
+            _flag(delivered & is_acked()).alias("_acked"),
+            _flag(delivered & (outcome == "nack_discard")).alias("_nack_discard"),
+            _flag(delivered & (outcome == "egress_discard")).alias("_egress_discard"),
+            F.count_if(delivered & is_acked()).alias("_acks"),
+            _flag(src == _LEFTOVER).alias("_left"),
+            F.min_by(F.when(src == _DEAD, F.col("reason")), F.when(src == _DEAD, F.col("received_ns")))
+             .alias("_dead_reason"),
+        )
+
+    return _facts
+
+
+def classify(events: DataFrame | None = None, publish_rejects: bool = False) -> Transform:
+    """Applied to message_facts: one row per *published* message id with its `account` class,
+    whether any of its publishes was `confirmed`, and its publish `priority`.
 
     Ids are unique per publish; should an id still have several publish rows (a
     retried publish), it counts as nacked or failed only if no attempt of it
@@ -70,13 +127,12 @@ def classify_messages(deliveries: DataFrame, leftovers: DataFrame,
     `connection_lost` event at or after its publish time: the broker dropped it
     with the connection. Without such an event it stays unaccounted.
 
-    `dead_letters` (the deadletter trace) explains a message the broker dead-lettered, by
-    the reason of its first capture (earliest `received_ns`: a message that cycles through
-    dead-letter exchanges keeps the cause that started it). A consumer's own `nack_discard`
-    wins over the `rejected` dead-letter it causes; a publish the broker nacked wins over the
-    `maxlen` dead-letter `reject-publish-dlx` makes of it. With `publish_rejects` (the queue's
-    `x-overflow` is reject-publish or reject-publish-dlx) a nacked publish is
-    `publish_rejected_maxlen` instead of `publish_nacked`.
+    A dead-lettered message is explained by the reason of its first capture (earliest
+    `received_ns`: a message that cycles through dead-letter exchanges keeps the cause that
+    started it). A consumer's own `nack_discard` wins over the `rejected` dead-letter it causes;
+    a publish the broker nacked wins over the `maxlen` dead-letter `reject-publish-dlx` makes of
+    it. With `publish_rejects` (the queue's `x-overflow` is reject-publish or
+    reject-publish-dlx) a nacked publish is `publish_rejected_maxlen` instead of `publish_nacked`.
 
     `egress_discard`: a consumer's egress class discarded a delivery of it (outcome `egress_discard`:
     acked with manual ack, or already forgotten by the broker under auto-ack) and no delivery of
@@ -86,44 +142,20 @@ def classify_messages(deliveries: DataFrame, leftovers: DataFrame,
     confirms off a `publish_returned` event naming its id); `publish_failed_blocked`: given up
     on a blocked connection (outcome `blocked_timeout`), unless another attempt reached the broker.
     """
-    def _classify(publishes: DataFrame) -> DataFrame:
-        outcome = F.col("outcome")
-        published = publishes.where(F.col("message_id").isNotNull()).groupBy("message_id").agg(
-            _flag(outcome == "confirmed").alias("confirmed"),
-            _flag(outcome == "nacked").alias("_nacked"),
-            _flag(outcome == "failed").alias("_failed"),
-            _flag(outcome == "blocked_timeout").alias("_blocked"),
-            _flag(outcome == "returned").alias("_returned"),
-            _flag(outcome.isin(*_REACHED_BROKER)).alias("_reached"),
-            F.max(F.when(outcome.isin(*_UNCONFIRMED), F.col("publish_ns"))).alias("_unconfirmed_ns"),
-            F.first("producer", ignorenulls=True).alias("_producer"),
-        )
+    def _classify(facts: DataFrame) -> DataFrame:
+        j = facts.where(F.col("_publishes") > 0)
         if events is not None:
             lost = (events.where(F.col("kind") == "connection_lost")
                     .groupBy(F.col("source").alias("_producer")).agg(F.max("ts_ns").alias("_lost_ns")))
-            published = published.join(lost, "_producer", "left")
+            j = j.join(lost, "_producer", "left")
             # With confirms off a returned mandatory publish stays `sent`; its event names the id.
             returned = (events.where(F.col("kind") == "publish_returned")
                         .select(F.col("name").alias("message_id")).distinct()
                         .withColumn("_returned_event", F.lit(True)))
-            published = published.join(returned, "message_id", "left")
+            j = j.join(returned, "message_id", "left")
         else:
-            published = (published.withColumn("_lost_ns", F.lit(None).cast("long"))
-                         .withColumn("_returned_event", F.lit(None).cast("boolean")))
-        delivered = deliveries.where(F.col("message_id").isNotNull()).groupBy("message_id").agg(
-            _flag(is_acked()).alias("_acked"),
-            _flag(outcome == "nack_discard").alias("_nack_discard"),
-            _flag(outcome == "egress_discard").alias("_egress_discard"),
-        )
-        left = (leftovers.where(F.col("message_id").isNotNull())
-                .select("message_id").distinct().withColumn("_left", F.lit(True)))
-        j = published.join(delivered, "message_id", "left").join(left, "message_id", "left")
-        if dead_letters is not None:
-            dead = (dead_letters.where(F.col("message_id").isNotNull()).groupBy("message_id")
-                    .agg(F.min_by("reason", "received_ns").alias("_dead_reason")))
-            j = j.join(dead, "message_id", "left")
-        else:
-            j = j.withColumn("_dead_reason", F.lit(None).cast("string"))
+            j = (j.withColumn("_lost_ns", F.lit(None).cast("long"))
+                 .withColumn("_returned_event", F.lit(None).cast("boolean")))
         flag = lambda name: F.coalesce(F.col(name), F.lit(False))  # noqa: E731
         nacked = flag("_nacked") & ~flag("_reached")
         account = (
@@ -143,8 +175,18 @@ def classify_messages(deliveries: DataFrame, leftovers: DataFrame,
             .when(F.coalesce(F.col("_lost_ns") >= F.col("_unconfirmed_ns"), F.lit(False)), "connection_lost")
             .otherwise("unaccounted")
         )
-        return j.select("message_id", account.alias("account"), "confirmed")
+        return j.select("message_id", account.alias("account"), "confirmed", "priority")
 
+    return _classify
+
+
+def classify_messages(deliveries: DataFrame, leftovers: DataFrame,
+                      events: DataFrame | None = None, dead_letters: DataFrame | None = None,
+                      publish_rejects: bool = False) -> Transform:
+    """Applied to publishes: message_facts, then classify (see both)."""
+    def _classify(publishes: DataFrame) -> DataFrame:
+        return (publishes.transform(message_facts(deliveries, leftovers, dead_letters))
+                .transform(classify(events, publish_rejects)))
     return _classify
 
 
@@ -166,6 +208,11 @@ def delivery_counts(deliveries: DataFrame) -> DataFrame:
         .agg(F.count_if(F.col("acks") > 1).alias("duplicates"))
     )
     return redelivered.crossJoin(duplicates)
+
+
+def duplicate_count(facts: DataFrame) -> DataFrame:
+    """Applied to message_facts: one row, `duplicates` (ids acked more than once)."""
+    return facts.agg(F.count_if(F.col("_acks") > 1).alias("duplicates"))
 
 
 def unaccounted_ids(limit: int = 100) -> Transform:

@@ -16,7 +16,7 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from ._common import NS_PER_MS, Transform, ms_between
-from .stats import stats_block, stats_struct
+from .stats import percentiles, stats_block, stats_struct
 from .windows import second_since
 
 __all__ = ["LATE_P99_MS", "LATE_MAX_MS", "LATE_THRESHOLDS_MS", "GAP_QUANTILES", "REPLAY_CONFIG_KEYS",
@@ -84,7 +84,7 @@ def replay_per_second(t0_ns: int) -> Transform:
 
 def _gap_struct(gap: str) -> Column:
     value = F.col(gap)
-    pcts = F.percentile(value, list(GAP_QUANTILES.values()))
+    pcts = percentiles(value, list(GAP_QUANTILES.values()))
     return F.struct(F.count(value).alias("count"), F.avg(value).alias("mean"),
                     *[pcts[i].alias(name) for i, name in enumerate(GAP_QUANTILES)])
 

@@ -12,7 +12,7 @@ from typing import Any, Mapping, NamedTuple, Sequence
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from ._common import Transform, is_acked, seconds_to_ns
+from ._common import Transform, is_acked, local_rows, seconds_to_ns
 from .stats import stats_struct
 
 __all__ = ["BASE", "Segment", "timeline_segments", "assign_phase", "phase_summary"]
@@ -76,11 +76,9 @@ def phase_summary(segments: Sequence[Segment], t0_ns: int, publishes: DataFrame)
     over the segment's `measured` deliveries. Applied to deliveries carrying the
     columns of latency.with_delivery_latencies and warmup.mark_measured."""
     def _summary(deliveries: DataFrame) -> DataFrame:
-        spark = deliveries.sparkSession
-        frame = spark.createDataFrame(
-            [(i, s.phase, float(s.start_s), float(s.end_s)) for i, s in enumerate(segments)],
-            "segment int, phase string, start_s double, end_s double",
-        )
+        frame = local_rows(deliveries.sparkSession,
+                           [(i, s.phase, float(s.start_s), float(s.end_s)) for i, s in enumerate(segments)],
+                           "segment int, phase string, start_s double, end_s double")
         published = (
             publishes.transform(assign_phase(segments, t0_ns, "intended_ns", "_phase", "segment"))
             .where(F.col("segment").isNotNull())

@@ -22,15 +22,15 @@ def priority_rows(publishes: DataFrame, deliveries: DataFrame, classified: DataF
                   discard_classes: Sequence[str]) -> list[dict]:
     """One dict per priority (ascending; no priority first) or [] when no publish had one.
 
-    `classified` is accounting's one row per message id with its `account` class; a message
+    `classified` is accounting's one row per message id with its `account` class and the
+    `priority` its publish carried (accounting.classify); a message
     counts as discarded when its class is in `discard_classes`. Latencies are over acked
     deliveries after the warm-up (`measured`), like the run's overall statistics.
     """
     if publishes.where(F.col("priority").isNotNull()).limit(1).count() == 0:
         return []
-    classes = publishes.where(F.col("message_id").isNotNull()).groupBy("message_id").agg(
-        F.first("priority", ignorenulls=True).alias("priority"))
-    counts = {r["priority"]: r for r in classified.join(classes, "message_id", "left").groupBy("priority").agg(
+    classes = classified.select("message_id", "priority")
+    counts = {r["priority"]: r for r in classified.groupBy("priority").agg(
         F.count(F.lit(1)).alias("published"),
         F.count_if(F.col("account") == "acked").alias("acked"),
         F.count_if(F.col("account").isin(*discard_classes)).alias("discarded"),

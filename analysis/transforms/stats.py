@@ -1,22 +1,63 @@
-"""Stats blocks: count, mean, exact percentiles (linear interpolation) and max, in one pass.
+"""Stats blocks: count, mean, percentiles and max, in one pass.
 
-Spark's `percentile` aggregate is exact and interpolates linearly between ranks,
-like numpy's default; `percentile_approx` is never used. Nulls are ignored, so a
-metric can be restricted to some rows with `F.when(condition, value)`.
+Percentiles follow the policy in force (`percentile_policy`, set by the job from the size of
+the traces). Exact: Spark's `percentile` aggregate, which interpolates linearly between ranks
+like numpy's default, and keeps every distinct value of a group in memory. Approximate:
+`percentile_approx` with `accuracy` A, a value of the group whose rank is within n/A of the
+exact rank (relative rank error 1/A), in memory bounded by A whatever n. Nulls are ignored, so
+a metric can be restricted to some rows with `F.when(condition, value)`.
 """
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+import contextlib
+import contextvars
+from typing import Any, Iterator, Mapping, NamedTuple, Sequence
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from ._common import Transform
 
-__all__ = ["STAT_FIELDS", "PERCENTILES", "stats_struct", "stats_by", "stats_block"]
+__all__ = ["STAT_FIELDS", "PERCENTILES", "PercentilePolicy", "EXACT", "percentile_policy", "percentiles",
+           "stats_struct", "stats_by", "stats_block"]
 
 PERCENTILES = {"p50": 0.5, "p95": 0.95, "p99": 0.99}
 STAT_FIELDS = ("count", "mean", *PERCENTILES, "max")
+
+
+
+class PercentilePolicy(NamedTuple):
+    exact: bool
+    accuracy: int = 10_000
+
+    def describe(self) -> dict:
+        """summary.json's `percentiles` block (docs/summary.md)."""
+        if self.exact:
+            return {"method": "exact", "interpolation": "linear"}
+        return {"method": "approximate", "accuracy": self.accuracy, "relative_rank_error": 1.0 / self.accuracy}
+
+
+EXACT = PercentilePolicy(exact=True)
+_POLICY: contextvars.ContextVar[PercentilePolicy] = contextvars.ContextVar("sojourn_percentiles", default=EXACT)
+
+
+@contextlib.contextmanager
+def percentile_policy(policy: PercentilePolicy) -> Iterator[PercentilePolicy]:
+    """Columns built by `percentiles` inside the block follow `policy`."""
+    token = _POLICY.set(policy)
+    try:
+        yield policy
+    finally:
+        _POLICY.reset(token)
+
+
+def percentiles(value: Column, fractions: Sequence[float]) -> Column:
+    """An aggregate array column: the `fractions` percentiles of `value`, by the policy in force."""
+    policy = _POLICY.get()
+    if policy.exact:
+        return F.percentile(value, list(fractions))
+    return F.percentile_approx(value, list(fractions), policy.accuracy)
+
 
 MetricSpec = Mapping[str, "str | Column"]
 """Output struct name -> value column (a name or an expression; nulls skipped)."""
@@ -25,7 +66,7 @@ MetricSpec = Mapping[str, "str | Column"]
 def stats_struct(value: str | Column, fields: Sequence[str] = STAT_FIELDS) -> Column:
     """An aggregate struct column with the requested stats fields of `value`."""
     col = F.col(value) if isinstance(value, str) else value
-    pcts = F.percentile(col, list(PERCENTILES.values()))
+    pcts = percentiles(col, list(PERCENTILES.values()))
     exprs = {
         "count": F.count(col),
         "mean": F.avg(col),

@@ -10,7 +10,7 @@ from pyspark.sql import functions as F
 
 from ._common import Transform
 
-__all__ = ["attach_intended_ns", "mark_measured"]
+__all__ = ["attach_intended_ns", "attach_publish_times", "mark_measured"]
 
 
 def attach_intended_ns(publishes: DataFrame) -> Transform:
@@ -25,9 +25,17 @@ def attach_intended_ns(publishes: DataFrame) -> Transform:
         F.min("intended_ns").alias("_pub_intended_ns"),
         F.min("publish_ns").alias("_pub_publish_ns"),
     )
+    return attach_publish_times(by_id)
+
+
+def attach_publish_times(by_id: DataFrame) -> Transform:
+    """attach_intended_ns from a frame that already holds one row per message id with
+    `_pub_intended_ns` and `_pub_publish_ns` (accounting.message_facts does). That frame is the
+    hash join's build side: the deliveries are shuffled to it, never sorted."""
+    times = by_id.select("message_id", "_pub_intended_ns", "_pub_publish_ns").hint("shuffle_hash")
 
     def _attach(deliveries: DataFrame) -> DataFrame:
-        joined = deliveries.join(by_id, on="message_id", how="left")
+        joined = deliveries.join(times, on="message_id", how="left")
         return (
             joined.withColumns({
                 "intended_ns": F.coalesce("_pub_intended_ns", "publish_ns", "receive_ns"),

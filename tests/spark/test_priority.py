@@ -11,9 +11,11 @@ DISCARDS = ("publish_nacked", "consumer_nack_discard")
 def _frames(spark, frame, priorities):
     publishes = frame("publish", *[dict(message_id=m, intended_ns=0, publish_ns=0, priority=p)
                                    for m, p in priorities.items()])
-    classified = spark.createDataFrame(
-        [("a1", "acked"), ("a2", "acked"), ("a3", "publish_nacked"), ("b1", "acked"), ("b2", "left_in_broker"),
-         ("n1", "acked"), ("n2", "unaccounted")], "message_id string, account string")
+    accounts = {"a1": "acked", "a2": "acked", "a3": "publish_nacked", "b1": "acked", "b2": "left_in_broker",
+                "n1": "acked", "n2": "unaccounted"}
+    classified = spark.createDataFrame(  # accounting.classify: the publish's priority with each id's class
+        [(m, account, priorities[m]) for m, account in accounts.items()],
+        "message_id string, account string, priority int")
     deliveries = spark.createDataFrame(
         [("a1", "ack", True, 10.0, 20.0), ("a2", "ack", True, 30.0, 60.0),
          ("b1", "ack", True, 100.0, 200.0), ("b1", "nack_requeue", True, 999.0, 999.0),

@@ -1,0 +1,166 @@
+"""Reading a run's traces: the part files of each kind, checked from their footers, read once.
+
+`scan` looks at every part file's Parquet footer (no data is read): the columns and their
+types against `analysis/schema.py`, the schema version in the metadata, and the
+`schema_version` column's statistics, which say without reading a row whether every row
+carries this analysis' version. It also totals rows and bytes, which size the Spark session
+and choose the percentile method. `read` then reads each kind once, with the explicit schema.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import NamedTuple
+from urllib.parse import unquote, urlparse
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from analysis import schema
+from analysis.errors import AnalysisError, SchemaVersionError, TraceColumnsError
+from analysis.transforms._common import local_rows
+
+__all__ = ["KindFiles", "scan", "read", "total_rows", "total_bytes"]
+
+
+class KindFiles(NamedTuple):
+    """One trace kind's part files, their rows and bytes on disk, and the files whose footers
+    could not vouch for the `schema_version` column (no statistics): those get one Spark scan."""
+    kind: str
+    files: tuple[Path, ...]
+    rows: int
+    bytes: int
+    unverified: tuple[Path, ...]
+
+
+def total_rows(kinds: dict[str, KindFiles]) -> int:
+    return sum(k.rows for k in kinds.values())
+
+
+def total_bytes(kinds: dict[str, KindFiles]) -> int:
+    return sum(k.bytes for k in kinds.values())
+
+
+def _part_files(directory: Path) -> list[Path]:
+    if not directory.is_dir():
+        return []
+    # A batch its trace writer process kept to convert after the load, and did not (it was
+    # killed): its rows are not in any part yet. `sojourn analyze` converts such batches first.
+    unconverted = sorted(directory.glob(".*.parquet.raw"))
+    if unconverted:
+        raise AnalysisError(f"{unconverted[0]}: a trace batch not converted to Parquet yet (its writer was "
+                            f"stopped; {len(unconverted)} in {directory.name}/): `sojourn analyze "
+                            f"{directory.parent.parent}` converts them first", path=unconverted[0])
+    return sorted(p for p in directory.glob("*.parquet")
+                  if p.is_file() and not p.name.startswith((".", "_")))
+
+
+def _same_type(found, expected) -> bool:
+    import pyarrow as pa
+
+    # large_string is the same Parquet column as string; some writers choose it.
+    if pa.types.is_large_string(found) and pa.types.is_string(expected):
+        return True
+    return found.equals(expected)
+
+
+def _check_footer(path: Path, kind: str):
+    """Compare a part file's footer with the schema: columns, types, schema version. Returns
+    (rows, whether the schema_version column's statistics vouch for every row)."""
+    import pyarrow.parquet as pq
+
+    try:
+        metadata = pq.read_metadata(path)
+        found = metadata.schema.to_arrow_schema()
+    except Exception as exc:  # pyarrow raises several types for a bad footer
+        raise AnalysisError(f"{path}: not a readable Parquet file: {exc}", path=path) from exc
+    expected = schema.arrow_schema(kind)
+    present = list(found.names)
+    missing = [name for name in expected.names if name not in present]
+    wrong = [f"{f.name} is {found.field(f.name).type}, expected {f.type}"
+             for f in expected if f.name in present and not _same_type(found.field(f.name).type, f.type)]
+    if missing or wrong:
+        raise TraceColumnsError(path=path, kind=kind, missing=missing, present=present,
+                                wrong_types=wrong)
+    recorded = (metadata.metadata or {}).get(b"sojourn.schema_version")
+    if recorded is not None and recorded.decode() != str(schema.SCHEMA_VERSION):
+        raise SchemaVersionError(
+            f"{path}: {kind} trace has schema_version {recorded.decode()}, but this analysis "
+            f"reads version {schema.SCHEMA_VERSION}", path=path, found=recorded.decode(),
+            expected=schema.SCHEMA_VERSION)
+    return metadata.num_rows, _version_stats_ok(metadata, present.index("schema_version"), path, kind)
+
+
+def _version_stats_ok(metadata, column: int, path: Path, kind: str) -> bool:
+    """True when every row group's statistics say schema_version is this analysis' version in
+    every row; raises when they name another version; False when some group has none."""
+    for i in range(metadata.num_row_groups):
+        stats = metadata.row_group(i).column(column).statistics
+        if stats is None or not stats.has_min_max or stats.null_count is None:
+            return False
+        if stats.null_count:
+            raise SchemaVersionError(f"{path}: {kind} trace has rows with schema_version null, but this "
+                                     f"analysis reads version {schema.SCHEMA_VERSION}", path=path,
+                                     found=None, expected=schema.SCHEMA_VERSION)
+        for value in (stats.min, stats.max):
+            if value != schema.SCHEMA_VERSION:
+                raise SchemaVersionError(
+                    f"{path}: {kind} trace has rows with schema_version {value}, but this analysis "
+                    f"reads version {schema.SCHEMA_VERSION}", path=path, found=value,
+                    expected=schema.SCHEMA_VERSION)
+    return True
+
+
+def scan(run_dir: str | Path) -> dict[str, KindFiles]:
+    """Every kind's part files under RUN_DIR/traces, their footers checked (see the module doc)."""
+    kinds = {}
+    for kind in schema.KINDS:
+        files = _part_files(Path(run_dir) / "traces" / kind)
+        rows, unverified = 0, []
+        for path in files:
+            n, vouched = _check_footer(path, kind)
+            rows += n
+            if not vouched:
+                unverified.append(path)
+        kinds[kind] = KindFiles(kind, tuple(files), rows, sum(p.stat().st_size for p in files), tuple(unverified))
+    return kinds
+
+
+def read(spark: SparkSession, kinds: dict[str, KindFiles]) -> dict[str, DataFrame]:
+    """The trace frames, one per kind, read with the explicit schema; a kind without files is an
+    empty frame. Files whose footers could not vouch for schema_version are scanned for it."""
+    frames = {}
+    for kind, found in kinds.items():
+        spark_schema = schema.spark_schema(kind)
+        if found.files:
+            frames[kind] = spark.read.schema(spark_schema).parquet(*[p.resolve().as_uri() for p in found.files])
+        else:
+            frames[kind] = local_rows(spark, [], spark_schema)
+    unverified = {kind: spark.read.schema(schema.spark_schema(kind)).parquet(*[p.resolve().as_uri()
+                                                                             for p in found.unverified])
+                  for kind, found in kinds.items() if found.unverified}
+    _check_schema_version_column(unverified)
+    return {kind: frame.select(*schema.spark_schema(kind).names) for kind, frame in frames.items()}
+
+
+def _local_path(uri: str) -> str:
+    parsed = urlparse(uri)
+    return unquote(parsed.path) if parsed.scheme == "file" else uri
+
+
+def _check_schema_version_column(scans: dict[str, DataFrame]) -> None:
+    """Every row must carry this analysis' schema_version: one action, scanning one column."""
+    bad = None
+    for kind, frame in scans.items():
+        rows = (frame.where(F.col("schema_version").isNull()
+                            | (F.col("schema_version") != schema.SCHEMA_VERSION))
+                .select(F.lit(kind).alias("kind"), "schema_version",
+                        F.col("_metadata.file_path").alias("file")))
+        bad = rows if bad is None else bad.unionByName(rows)
+    found = bad.limit(1).collect() if bad is not None else []
+    if found:
+        row = found[0]
+        path = _local_path(row.file)
+        raise SchemaVersionError(
+            f"{path}: {row.kind} trace has rows with schema_version {row.schema_version}, "
+            f"but this analysis reads version {schema.SCHEMA_VERSION}",
+            path=path, found=row.schema_version, expected=schema.SCHEMA_VERSION)
