@@ -35,9 +35,13 @@ def _parser() -> argparse.ArgumentParser:
     _add_spark_master(run)
     run.add_argument("--no-analyze", action="store_true", help="only run the load; analyze later")
 
-    ana = sub.add_parser("analyze", help="analyze a run directory: summary.json and report.html",
-                         description="Run the PySpark analysis over RUN_DIR/traces.")
-    ana.add_argument("run_dir", metavar="RUN_DIR")
+    ana = sub.add_parser("analyze", help="analyze run directories: summary.json and report.html",
+                         description="Run the PySpark analysis over each RUN_DIR/traces, all on one Spark "
+                                     "session; the JVM's log goes to the first RUN_DIR/spark.log.")
+    ana.add_argument("run_dirs", metavar="RUN_DIR", nargs="+")
+    ana.add_argument("--percentiles", choices=("auto", "exact", "approximate"), default="auto",
+                     help="auto (default): exact up to 500,000 deliveries, approximate (rank error "
+                          "1/10,000, stated in summary.json) above; exact needs memory for every value")
     _add_spark_master(ana)
 
     swp = sub.add_parser("sweep", help="run a scenario once per value of one field, then compare the runs",

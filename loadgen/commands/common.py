@@ -10,11 +10,13 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-__all__ = ["EXIT_OK", "EXIT_SLO", "EXIT_INPUT", "EXIT_BROKER", "EXIT_INTERRUPTED", "BROKER_HELP", "CliError",
+__all__ = ["EXIT_OK", "EXIT_SLO", "EXIT_INPUT", "EXIT_BROKER", "EXIT_INTERRUPTED", "EXIT_ANALYSIS",
+           "analysis_failures", "BROKER_HELP", "CliError",
            "broker_help", "load", "print_warnings", "broker_for", "run_locust", "recover_traces", "say"]
 
 EXIT_OK, EXIT_SLO, EXIT_INPUT, EXIT_BROKER, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 EXIT_LOADGEN = 4  # the load generator ended without starting the run (see the run's locust.log)
+EXIT_ANALYSIS = 5  # the Spark analysis failed (out of memory, a lost cluster): the message names the JVM's log
 
 LOCUSTFILE = Path(__file__).resolve().parents[1] / "locustfile.py"
 
@@ -119,6 +121,27 @@ def _wait_for_run_processes(alive_r: int, timeout_s: float = WORKERS_EXIT_S) -> 
                 told = True
     finally:
         os.close(alive_r)
+
+
+@contextmanager
+def analysis_failures(log: str) -> Iterator[None]:
+    """Turn what the analysis raises into CliErrors: bad input exits 2 with the job's own message;
+    a failure inside Spark (a JVM out of memory, a lost cluster) exits 5 with its first line and
+    the JVM's log, not a Python traceback wrapped around a Java stack trace."""
+    from analysis.errors import AnalysisError
+
+    try:
+        yield
+    except AnalysisError as exc:
+        raise CliError(str(exc), EXIT_INPUT) from None
+    except Exception as exc:  # noqa: BLE001 - py4j's and pyspark's errors share no base we can import lazily
+        if not type(exc).__module__.startswith(("py4j", "pyspark")):
+            raise
+        first = next((line.strip() for line in str(exc).splitlines() if line.strip()), type(exc).__name__)
+        hint = (" (the JVM ran out of memory; give it more with PYSPARK_SUBMIT_ARGS='--driver-memory 8g "
+                "pyspark-shell', or analyze on a cluster with --master)" if "OutOfMemoryError" in str(exc) else "")
+        raise CliError(f"the Spark analysis failed: {first[:300]}{hint}\n  the JVM's log: {log}",
+                       EXIT_ANALYSIS) from None
 
 
 def recover_traces(run_dir: str) -> None:

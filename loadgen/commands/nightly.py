@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import os
 
-from loadgen.commands.common import (EXIT_INPUT, EXIT_INTERRUPTED, EXIT_OK, EXIT_SLO, CliError, broker_for, load,
-                                     run_locust, say)
+from loadgen.commands.common import (EXIT_INPUT, EXIT_INTERRUPTED, EXIT_OK, EXIT_SLO, CliError, analysis_failures,
+                                     broker_for, load, run_locust, say)
 from loadgen.commands.run import format_summary
 
 __all__ = ["cmd_nightly"]
@@ -34,12 +34,17 @@ def cmd_nightly(args) -> int:
 
     def analyze_run(run_dir: str) -> dict:
         nonlocal spark
+        from analysis import traces
         from analysis.job import analyze
         from analysis.session import get_spark
 
-        if spark is None:
-            spark = get_spark(args.spark_master)
-        summary = analyze(run_dir, spark=spark)
+        log = os.path.join(args.out, "spark.log")
+        with analysis_failures(log):
+            if spark is None:  # sized for the first run: a suite's runs are alike
+                found = traces.scan(run_dir)
+                spark = get_spark(args.spark_master, trace_bytes=traces.total_bytes(found),
+                                  trace_rows=traces.total_rows(found), log_path=log)
+            summary = analyze(run_dir, spark=spark)
         print(format_summary(summary, run_dir))
         return summary
 

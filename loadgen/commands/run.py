@@ -4,10 +4,10 @@ from __future__ import annotations
 import os
 import sys
 
-from loadgen.commands.common import (EXIT_INPUT, EXIT_INTERRUPTED, EXIT_OK, EXIT_SLO, CliError, broker_for, load,
-                                     print_warnings, recover_traces, run_locust, say)
+from loadgen.commands.common import (EXIT_INPUT, EXIT_INTERRUPTED, EXIT_OK, EXIT_SLO, CliError, analysis_failures,
+                                     broker_for, load, print_warnings, recover_traces, run_locust, say)
 
-__all__ = ["cmd_run", "cmd_analyze", "analyze_run", "format_summary"]
+__all__ = ["cmd_run", "cmd_analyze", "analyze_runs", "format_summary"]
 
 
 def cmd_run(args) -> int:
@@ -24,30 +24,42 @@ def cmd_run(args) -> int:
     if args.no_analyze:
         print(f"traces written to {run_dir}; analyze with: sojourn analyze {run_dir}")
         return EXIT_INTERRUPTED if interrupted else EXIT_OK
-    code = analyze_run(run_dir, args.spark_master)
+    code = analyze_runs([run_dir], args.spark_master)
     return EXIT_INTERRUPTED if interrupted else code
 
 
 def cmd_analyze(args) -> int:
-    if not os.path.isfile(os.path.join(args.run_dir, "run.json")):
-        raise CliError(f"{args.run_dir}: not a run directory (no run.json)", EXIT_INPUT)
-    recover_traces(args.run_dir)
-    return analyze_run(args.run_dir, args.spark_master)
+    for run_dir in args.run_dirs:
+        if not os.path.isfile(os.path.join(run_dir, "run.json")):
+            raise CliError(f"{run_dir}: not a run directory (no run.json)", EXIT_INPUT)
+    for run_dir in args.run_dirs:
+        recover_traces(run_dir)
+    return analyze_runs(args.run_dirs, args.spark_master, args.percentiles)
 
 
-def analyze_run(run_dir: str, master: str | None) -> int:
-    from analysis.errors import AnalysisError
-    from analysis.job import analyze
+def analyze_runs(run_dirs: list[str], master: str | None, percentiles: str = "auto") -> int:
+    """Analyse each run on one Spark session (sized for the largest), print each summary; the
+    exit status is the worst: bad input (2) stops at that run, a failed SLO (1) does not."""
+    from analysis.job import analyze, spark_for
 
-    say(f"analyzing {run_dir} with Spark")
-    try:
-        summary = analyze(run_dir, master=master,
-                          progress=lambda msg: print(f"  {msg}", file=sys.stderr))
-    except AnalysisError as exc:
-        raise CliError(str(exc), EXIT_INPUT) from None
-    print(format_summary(summary, run_dir))
-    failed = [s for s in summary.get("slo", []) if not s.get("passed")]
-    return EXIT_SLO if failed else EXIT_OK
+    code = EXIT_OK
+    log = os.path.join(run_dirs[0], "spark.log")
+    with analysis_failures(log):
+        say(f"analyzing {' '.join(run_dirs)} with Spark" if len(run_dirs) < 4
+            else f"analyzing {len(run_dirs)} runs with Spark")
+        with spark_for(run_dirs, master, log_path=log, progress=_progress) as spark:
+            for run_dir in run_dirs:
+                if len(run_dirs) > 1:
+                    say(f"analyzing {run_dir}")
+                summary = analyze(run_dir, spark=spark, progress=_progress, percentiles=percentiles)
+                print(format_summary(summary, run_dir))
+                if any(not s.get("passed") for s in summary.get("slo", [])):
+                    code = EXIT_SLO
+    return code
+
+
+def _progress(message: str) -> None:
+    print(f"  {message}", file=sys.stderr, flush=True)
 
 
 def format_summary(summary: dict, run_dir: str) -> str:

@@ -4,8 +4,8 @@ from __future__ import annotations
 import json
 import os
 
-from loadgen.commands.common import (EXIT_INPUT, EXIT_INTERRUPTED, EXIT_OK, EXIT_SLO, CliError, broker_for, load,
-                                     run_locust, say)
+from loadgen.commands.common import (EXIT_INPUT, EXIT_INTERRUPTED, EXIT_OK, EXIT_SLO, CliError, analysis_failures,
+                                     broker_for, load, run_locust, say)
 
 __all__ = ["cmd_sweep", "sweep_rows", "sweep_table"]
 
@@ -39,21 +39,14 @@ def cmd_sweep(args) -> int:
                 say(f"sweep interrupted; finished runs are in {out}")
                 return EXIT_INTERRUPTED
 
-    from analysis.errors import AnalysisError
-    from analysis.job import analyze
-    from analysis.session import get_spark
+    from analysis.job import analyze, spark_for
 
     say(f"analyzing {len(runs)} runs with Spark")
-    spark = get_spark(args.spark_master)
     summaries = []
-    try:
+    log = os.path.join(out, "spark.log")
+    with analysis_failures(log), spark_for([r for _v, r, _o in runs], args.spark_master, log_path=log) as spark:
         for v, run_dir, _o in runs:
-            try:
-                summaries.append((v, run_dir, analyze(run_dir, spark=spark)))
-            except AnalysisError as exc:
-                raise CliError(str(exc), EXIT_INPUT) from None
-    finally:
-        spark.stop()
+            summaries.append((v, run_dir, analyze(run_dir, spark=spark)))
     rows = sweep_rows(summaries)
     table = sweep_table(path, rows)
     with open(os.path.join(out, "sweep.md"), "w", encoding="utf-8") as f:
