@@ -118,9 +118,8 @@ def phase_colours(summary: Summary) -> dict[str, str]:
     return colours
 
 
-def _band(fig: go.Figure, x0: float, x1: float, label: str, colour: str, opacity: float,
-          name: str) -> None:
-    fig.add_shape(
+def _band(x0: float, x1: float, label: str, colour: str, opacity: float, name: str) -> dict:
+    return dict(
         type="rect", xref="x", yref="paper", x0=x0, x1=x1, y0=0, y1=1,
         fillcolor=colour, opacity=opacity, line=dict(width=0), layer="below", name=name,
         label=dict(text=plot_text(label), textposition="top center",
@@ -151,25 +150,28 @@ def _event_hover(event: Mapping[str, Any]) -> str:
 
 def _decorate_timeline(fig: go.Figure, summary: Summary) -> go.Figure:
     """Shade warm-up and phases, mark the end of measurement and every event."""
+    # The shapes are set at once: plotly checks every shape again on each add_shape, which took
+    # tens of seconds for a run with a few hundred events.
+    shapes = []
     warmup = as_number(dig(summary, "run", "warmup_s"))
     if warmup is not None and warmup > 0:
-        _band(fig, 0, float(warmup), "warm-up", _WARMUP_COLOUR, 0.18, name="warm-up")
+        shapes.append(_band(0, float(warmup), "warm-up", _WARMUP_COLOUR, 0.18, name="warm-up"))
     colours = phase_colours(summary)
     for name, start, end in _phase_bands(summary):
-        _band(fig, start, end, name, colours[name], 0.35, name=f"phase {name}")
+        shapes.append(_band(start, end, name, colours[name], 0.35, name=f"phase {name}"))
 
     duration = as_number(dig(summary, "run", "duration_s"))
     if duration is not None and duration > 0:
-        fig.add_shape(type="line", xref="x", yref="paper", x0=duration, x1=duration, y0=0, y1=1,
-                      line=dict(color="#444", width=1, dash="dot"), name="end of measurement",
-                      label=dict(text="end of measurement ", textposition="end", textangle=0,
-                                 yanchor="top", xanchor="right", font=dict(size=10, color="#444")))
+        shapes.append(dict(type="line", xref="x", yref="paper", x0=duration, x1=duration, y0=0, y1=1,
+                           line=dict(color="#444", width=1, dash="dot"), name="end of measurement",
+                           label=dict(text="end of measurement ", textposition="end", textangle=0,
+                                      yanchor="top", xanchor="right", font=dict(size=10, color="#444"))))
 
     events = _timeline_events(summary)
-    for event in events:
-        fig.add_shape(type="line", xref="x", yref="paper", x0=event["t_s"], x1=event["t_s"],
-                      y0=0, y1=1, line=dict(color=_EVENT_COLOUR, width=1, dash="dash"),
-                      name=f"event {plot_text(dig(event, 'kind', default=''))}")
+    shapes += [dict(type="line", xref="x", yref="paper", x0=event["t_s"], x1=event["t_s"],
+                    y0=0, y1=1, line=dict(color=_EVENT_COLOUR, width=1, dash="dash"),
+                    name=f"event {plot_text(dig(event, 'kind', default=''))}") for event in events]
+    fig.update_layout(shapes=[*fig.layout.shapes, *shapes])
     if events:
         # Shapes cannot carry hover text, so a marker on a hidden 0..1 axis does it for them.
         fig.add_trace(go.Scatter(
