@@ -22,7 +22,8 @@ from analysis import schema, traces as trace_files
 from analysis.errors import AnalysisError, RunFileError, SchemaVersionError
 from analysis.slo import SloError, evaluate_slos, parse_slo
 from analysis.transforms import (
-    DISCARD_CLASSES, accounting_totals, attach_publish_times, classify, consumer_summary, duplicate_count,
+    DISCARD_CLASSES, accounting_totals, attach_publish_times, classify, connection_losses, consumer_summary,
+    duplicate_count,
     histogram_counts, histogram_edges, mark_measured, measurement_window_ns, message_facts, per_second_windows,
     phase_summary, rejects_at_publish, stats_block, stats_by, throughput, timeline_events, timeline_segments,
     unaccounted_ids, with_confirm_latency, with_delivery_latencies,
@@ -279,7 +280,9 @@ def summarize(traces: Traces, run: Mapping[str, Any], progress: Progress | None 
         publishes = traces["publish"].transform(with_confirm_latency).transform(mark_measured(warmup_end))
 
         with stage("computing accounting"):
-            facts = keep(traces["publish"].transform(message_facts(traces["delivery"], leftovers, dead_letters)))
+            losses = connection_losses(events)
+            facts = keep(traces["publish"].transform(message_facts(traces["delivery"], leftovers, dead_letters,
+                                                                   losses)))
             deliveries = keep(traces["delivery"].transform(attach_publish_times(facts))
                               .transform(with_delivery_latencies).transform(mark_measured(warmup_end)))
             classified = keep(facts.transform(classify(events, rejects_at_publish(run.get("scenario")))))

@@ -4,7 +4,7 @@ Nothing here reads or writes files; `analysis.job` does that and composes these.
 """
 from ._common import ACKED_OUTCOMES, Transform
 from .accounting import (ACCOUNT_CLASSES, DEAD_LETTER_CLASSES, DISCARD_CLASSES, accounting_totals, classify,
-                         classify_messages, delivery_counts, duplicate_count, message_facts, rejects_at_publish,
+                         classify_messages, connection_losses, delivery_counts, duplicate_count, message_facts, rejects_at_publish,
                          unaccounted_ids)
 from .codel import NACK_OUTCOMES, codel_block, codel_by_consumer, codel_totals, requeue_handoffs
 from .events import timeline_events
@@ -21,7 +21,7 @@ from .windows import per_second_windows, second_since
 __all__ = [
     "ACKED_OUTCOMES", "Transform",
     "ACCOUNT_CLASSES", "DEAD_LETTER_CLASSES", "DISCARD_CLASSES", "accounting_totals", "classify",
-    "classify_messages", "delivery_counts", "duplicate_count", "message_facts", "rejects_at_publish",
+    "classify_messages", "connection_losses", "delivery_counts", "duplicate_count", "message_facts", "rejects_at_publish",
     "unaccounted_ids",
     "NACK_OUTCOMES", "codel_block", "codel_by_consumer", "codel_totals", "requeue_handoffs",
     "timeline_events",

@@ -8,12 +8,15 @@ exact (`count`, never an approximate distinct count).
 """
 from __future__ import annotations
 
+from typing import Mapping
+
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from ._common import Transform, is_acked
 
-__all__ = ["ACCOUNT_CLASSES", "DISCARD_CLASSES", "DEAD_LETTER_CLASSES", "message_facts", "classify",
+__all__ = ["ACCOUNT_CLASSES", "DISCARD_CLASSES", "DEAD_LETTER_CLASSES", "connection_losses", "message_facts",
+           "classify",
            "classify_messages", "accounting_totals", "duplicate_count", "delivery_counts", "unaccounted_ids", "rejects_at_publish"]
 
 # x-death reason -> account class. A reason not listed here (a future broker's) is not
@@ -57,18 +60,30 @@ def rejects_at_publish(scenario: object) -> bool:
     return isinstance(arguments, dict) and arguments.get("x-overflow") in _REJECTING_OVERFLOW
 
 
-def message_facts(deliveries: DataFrame, leftovers: DataFrame,
-                  dead_letters: DataFrame | None = None) -> Transform:
+def connection_losses(events: DataFrame) -> dict[str, int]:
+    """Per producer (the event's source), the time of its last `connection_lost` event: a
+    handful of rows, collected so the per-message grouping can look them up without a join."""
+    return {r["source"]: int(r["lost_ns"]) for r in
+            events.where(F.col("kind") == "connection_lost").groupBy("source")
+            .agg(F.max("ts_ns").alias("lost_ns")).collect() if r["source"] is not None}
+
+
+def message_facts(deliveries: DataFrame, leftovers: DataFrame, dead_letters: DataFrame | None = None,
+                  losses: Mapping[str, int] | None = None) -> Transform:
     """Applied to publishes: one row per message id found in any of the traces (published,
     delivered, left in the broker or dead-lettered), from one grouping by message id over the
     union of the four kinds (one shuffle, where a join per kind would take four).
 
     Columns: message_id; from its publish rows `_publishes` (how many), `confirmed`, the outcome
     flags `_nacked`, `_failed`, `_blocked`, `_returned`, `_reached`, `_unconfirmed_ns` (latest
-    publish that was sent but never confirmed), `_producer`, `priority` (first non-null),
+    publish that was sent but never confirmed), `_lost_ns` (the last connection loss its
+    producer traced: `losses`, from connection_losses), `priority` (first non-null),
     `_pub_intended_ns` / `_pub_publish_ns` (earliest); from its deliveries `_acked`,
     `_nack_discard`, `_egress_discard` and `_acks` (acked deliveries); `_left` (a leftover row)
-    and `_dead_reason` (reason of its earliest dead-letter capture). Rows without an id are left out.
+    and `_dead_code` (the DEAD_LETTER_CLASSES index of the reason of its earliest dead-letter
+    capture; an unknown reason is -1). Rows without an id are left out. Every aggregate keeps
+    a fixed-width buffer (numbers and flags, no strings), so Spark groups by hashing instead
+    of sorting the rows.
     """
     def _facts(publishes: DataFrame) -> DataFrame:
         outcome = F.col("outcome")
@@ -78,14 +93,21 @@ def message_facts(deliveries: DataFrame, leftovers: DataFrame,
             return frame.where(F.col("message_id").isNotNull()).select(
                 "message_id", F.lit(kind).alias("_src"), *columns)
 
-        union = rows(publishes, _PUBLISH, "outcome", "publish_ns", "intended_ns", "producer", "priority")
+        lost = (F.create_map(*[F.lit(x) for item in sorted(losses.items()) for x in item])[F.col("producer")]
+                if losses else F.lit(None).cast("long"))
+        reason = F.col("reason")
+        dead_code = F.lit(-1)
+        for i, name in reversed(list(enumerate(DEAD_LETTER_CLASSES))):
+            dead_code = F.when(reason == name, F.lit(i)).otherwise(dead_code)
+        union = rows(publishes, _PUBLISH, "outcome", "publish_ns", "intended_ns", lost.alias("_lost_ns"),
+                     "priority")
         union = union.unionByName(rows(deliveries, _DELIVERY, "outcome"), allowMissingColumns=True)
         union = union.unionByName(rows(leftovers, _LEFTOVER), allowMissingColumns=True)
         if dead_letters is not None:
-            union = union.unionByName(rows(dead_letters, _DEAD, "reason", "received_ns"),
+            union = union.unionByName(rows(dead_letters, _DEAD, dead_code.alias("_dead_code"), "received_ns"),
                                       allowMissingColumns=True)
         else:
-            union = union.withColumns({"reason": F.lit(None).cast("string"),
+            union = union.withColumns({"_dead_code": F.lit(None).cast("int"),
                                        "received_ns": F.lit(None).cast("long")})
         published, delivered = src == _PUBLISH, src == _DELIVERY
         return union.groupBy("message_id").agg(
@@ -97,7 +119,7 @@ def message_facts(deliveries: DataFrame, leftovers: DataFrame,
             _flag(published & (outcome == "returned")).alias("_returned"),
             _flag(published & outcome.isin(*_REACHED_BROKER)).alias("_reached"),
             F.max(F.when(published & outcome.isin(*_UNCONFIRMED), F.col("publish_ns"))).alias("_unconfirmed_ns"),
-            F.first(F.when(published, F.col("producer")), ignorenulls=True).alias("_producer"),
+            F.max(F.when(published, F.col("_lost_ns"))).alias("_lost_ns"),
             F.first(F.when(published, F.col("priority")), ignorenulls=True).alias("priority"),
             F.min(F.when(published, F.col("intended_ns"))).alias("_pub_intended_ns"),
             F.min(F.when(published, F.col("publish_ns"))).alias("_pub_publish_ns"),
@@ -106,8 +128,8 @@ def message_facts(deliveries: DataFrame, leftovers: DataFrame,
             _flag(delivered & (outcome == "egress_discard")).alias("_egress_discard"),
             F.count_if(delivered & is_acked()).alias("_acks"),
             _flag(src == _LEFTOVER).alias("_left"),
-            F.min_by(F.when(src == _DEAD, F.col("reason")), F.when(src == _DEAD, F.col("received_ns")))
-             .alias("_dead_reason"),
+            F.min_by(F.when(src == _DEAD, F.col("_dead_code")), F.when(src == _DEAD, F.col("received_ns")))
+             .alias("_dead_code"),
         )
 
     return _facts
@@ -145,17 +167,13 @@ def classify(events: DataFrame | None = None, publish_rejects: bool = False) -> 
     def _classify(facts: DataFrame) -> DataFrame:
         j = facts.where(F.col("_publishes") > 0)
         if events is not None:
-            lost = (events.where(F.col("kind") == "connection_lost")
-                    .groupBy(F.col("source").alias("_producer")).agg(F.max("ts_ns").alias("_lost_ns")))
-            j = j.join(lost, "_producer", "left")
             # With confirms off a returned mandatory publish stays `sent`; its event names the id.
             returned = (events.where(F.col("kind") == "publish_returned")
                         .select(F.col("name").alias("message_id")).distinct()
                         .withColumn("_returned_event", F.lit(True)))
             j = j.join(returned, "message_id", "left")
         else:
-            j = (j.withColumn("_lost_ns", F.lit(None).cast("long"))
-                 .withColumn("_returned_event", F.lit(None).cast("boolean")))
+            j = j.withColumn("_returned_event", F.lit(None).cast("boolean"))
         flag = lambda name: F.coalesce(F.col(name), F.lit(False))  # noqa: E731
         nacked = flag("_nacked") & ~flag("_reached")
         account = (
@@ -167,8 +185,8 @@ def classify(events: DataFrame | None = None, publish_rejects: bool = False) -> 
             .when(flag("_failed") & ~flag("_reached"), "publish_failed")
             .when(flag("_blocked") & ~flag("_reached"), "publish_failed_blocked")
         )
-        for reason, account_class in DEAD_LETTER_CLASSES.items():
-            account = account.when(F.col("_dead_reason") == reason, account_class)
+        for code, account_class in enumerate(DEAD_LETTER_CLASSES.values()):
+            account = account.when(F.col("_dead_code") == code, account_class)
         account = (
             account
             .when(flag("_left"), "left_in_broker")
@@ -184,8 +202,10 @@ def classify_messages(deliveries: DataFrame, leftovers: DataFrame,
                       events: DataFrame | None = None, dead_letters: DataFrame | None = None,
                       publish_rejects: bool = False) -> Transform:
     """Applied to publishes: message_facts, then classify (see both)."""
+    losses = connection_losses(events) if events is not None else None
+
     def _classify(publishes: DataFrame) -> DataFrame:
-        return (publishes.transform(message_facts(deliveries, leftovers, dead_letters))
+        return (publishes.transform(message_facts(deliveries, leftovers, dead_letters, losses))
                 .transform(classify(events, publish_rejects)))
     return _classify
 

@@ -59,10 +59,14 @@ def _delivery_counts(deliveries: DataFrame) -> DataFrame:
 def _repeats(deliveries: DataFrame, done: Column, at: str, name: str) -> DataFrame:
     """Per group: messages `done` on more than one delivery, each counted once, under the group of
     its earliest such delivery (the one whose work was repeated)."""
-    return (deliveries.where(done & F.col("message_id").isNotNull())
-            .groupBy("message_id").agg(F.count(F.lit(1)).alias("_n"),
-                                       F.min_by("consumer_group", at).alias("group"))
-            .where(F.col("_n") > 1).groupBy("group").agg(F.count(F.lit(1)).alias(name)))
+    rows = deliveries.where(done & F.col("message_id").isNotNull())
+    # Counted by hashing on numbers alone (a string in an aggregate's buffer makes Spark sort every
+    # row); the few repeated ids then find the group of their earliest delivery.
+    repeated = (rows.groupBy("message_id").agg(F.count(F.lit(1)).alias("_n"), F.min(at).alias("_first"))
+                .where(F.col("_n") > 1))
+    first = rows.select("message_id", F.col(at).alias("_first"), F.col("consumer_group").alias("group"))
+    return (repeated.join(first, ["message_id", "_first"]).groupBy("message_id").agg(F.min("group").alias("group"))
+            .groupBy("group").agg(F.count(F.lit(1)).alias(name)))
 
 
 def _held(deliveries: DataFrame, classified: DataFrame) -> DataFrame:

@@ -81,8 +81,7 @@ def codel_by_consumer(handoffs: DataFrame) -> Transform:
         codel_on = F.count_if(F.col("codel_dropping").isNotNull()) > 0
         nacks = F.count_if(_nacked())
         decided = F.count_if(left_buffer)
-        per_consumer = rows.groupBy("consumer").agg(
-            F.first("consumer_group", ignorenulls=True).alias("group"),
+        per_consumer = rows.groupBy("consumer", F.col("consumer_group").alias("group")).agg(  # group: fixed
             codel_on.alias("codel_on"),
             decided.alias("decided"),
             nacks.alias("nacks"),

@@ -50,8 +50,7 @@ def queue_depth_series(samples: DataFrame, t0_ns: int) -> DataFrame:
 def _consumers(deliveries: DataFrame, events: DataFrame) -> DataFrame:
     """Per consumer: group, why it is excluded (null: it has a window), and the span in which
     samples count for it: first join (or receive) to last leave (or receive/settle)."""
-    by_delivery = deliveries.groupBy("consumer").agg(
-        F.first("consumer_group", ignorenulls=True).alias("group"),
+    by_delivery = deliveries.groupBy("consumer", F.col("consumer_group").alias("group")).agg(  # group: fixed
         F.bool_or(F.col("outcome") == "auto_ack").alias("auto_ack"),  # fixed per consumer
         F.max("prefetch").alias("max_prefetch"),
         F.min("receive_ns").alias("first_receive_ns"),

@@ -1,0 +1,66 @@
+"""A 100,000-message run of benchmarks/synth.py, analysed as `sojourn analyze` does.
+
+The expected accounting comes from the generator's own draws (synth.json), not from the
+analysis; the sojourn percentiles, asked for approximately, are checked against numpy on the
+trace files themselves, within the rank error summary.json states.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+from analysis.job import analyze
+from benchmarks.synth import generate
+
+MESSAGES = 100_000
+
+
+@pytest.fixture(scope="module")
+def synthetic(tmp_path_factory, spark):
+    run_dir = tmp_path_factory.mktemp("synth") / "synth-100k"
+    drawn = generate(run_dir, MESSAGES, seed=11)
+    return drawn, analyze(run_dir, spark=spark, percentiles="approximate")
+
+
+def test_the_accounting_is_exactly_what_the_generator_drew(synthetic):
+    drawn, summary = synthetic
+    assert summary["messages"] == drawn.messages
+    assert drawn.messages["published"] == MESSAGES
+    assert all(drawn.messages["discarded"][k] > 0 for k in ("publish_nacked", "publish_failed", "unroutable",
+                                                             "consumer_nack_discard", "dead_lettered_maxlen"))
+    assert drawn.messages["left_in_broker"] > 0 and drawn.messages["redelivered"] > 0
+
+
+def _measured_sojourns(run_dir, warmup_end_ns: int) -> np.ndarray:
+    """Sojourn (start - receive, ms) of the deliveries whose message was intended after the warm-up,
+    read with pyarrow: the intended time comes from the message's publish row."""
+    publishes = pq.read_table(run_dir / "traces" / "publish", columns=["message_id", "intended_ns"]).to_pydict()
+    intended = dict(zip(publishes["message_id"], publishes["intended_ns"]))
+    deliveries = pq.read_table(run_dir / "traces" / "delivery",
+                               columns=["message_id", "receive_ns", "start_ns", "publish_ns"]).to_pydict()
+    out = []
+    for m, receive, start, pub in zip(deliveries["message_id"], deliveries["receive_ns"], deliveries["start_ns"],
+                                      deliveries["publish_ns"]):
+        when = intended.get(m, pub if pub is not None else receive)
+        if start is not None and when >= warmup_end_ns:
+            out.append((start - receive) / 1e6)
+    return np.sort(np.array(out))
+
+
+def test_approximate_percentiles_are_within_the_stated_rank_error_of_numpy(synthetic):
+    drawn, summary = synthetic
+    p = drawn.params
+    assert summary["percentiles"]["method"] == "approximate"
+    error = summary["percentiles"]["relative_rank_error"]
+    values = _measured_sojourns(drawn.out_dir, p.t0_ns + int(p.warmup_s * 1e9))
+    n = len(values)
+    assert summary["sojourn_ms"]["count"] == n
+    for name, q in (("p50", 0.50), ("p95", 0.95), ("p99", 0.99)):
+        lo = values[max(0, math.floor((q - error) * n) - 1)]
+        hi = values[min(n - 1, math.ceil((q + error) * n))]
+        assert lo <= summary["sojourn_ms"][name] <= hi, (name, lo, summary["sojourn_ms"][name], hi)
+    assert summary["sojourn_ms"]["max"] == pytest.approx(values[-1])
+    assert summary["sojourn_ms"]["mean"] == pytest.approx(values.mean())
