@@ -70,9 +70,9 @@ def jvm_settings(trace_bytes: int, trace_rows: int, machine_bytes: int) -> dict[
 def sql_settings(trace_bytes: int, trace_rows: int, local: bool) -> dict[str, str]:
     """SQL settings for one analysis. Small traces: one shuffle partition and no adaptive
     re-planning or whole-stage code generation (each action is a few ms of work; planning and
-    compiling are the cost). Larger traces: a partition per 32 MiB of Parquet (at least 4), and
-    adaptive execution to coalesce what turns out small. On a cluster Spark's own partition
-    count stands."""
+    compiling are the cost), on a cluster too. Larger traces: locally a partition per 32 MiB of
+    Parquet (at least 4), on a cluster Spark's own count; adaptive execution coalesces what
+    turns out small."""
     small = trace_rows <= SMALL_TRACE_ROWS
     settings = {
         "spark.sql.adaptive.enabled": "false" if small else "true",
@@ -80,9 +80,11 @@ def sql_settings(trace_bytes: int, trace_rows: int, local: bool) -> dict[str, st
         # A broadcast is a job of its own; small traces join within the one job of their query.
         "spark.sql.autoBroadcastJoinThreshold": "-1" if small else "10MB",
     }
+    if small:  # a few thousand rows: one partition anywhere, a cluster included
+        settings["spark.sql.shuffle.partitions"] = "1"
+    elif local:
+        settings["spark.sql.shuffle.partitions"] = str(max(4, -(-trace_bytes // _BYTES_PER_PARTITION)))
     if local:
-        partitions = 1 if small else max(4, -(-trace_bytes // _BYTES_PER_PARTITION))
-        settings["spark.sql.shuffle.partitions"] = str(partitions)
         # A run's part files are many and local: listing them is no job for a cluster of tasks.
         settings["spark.sql.sources.parallelPartitionDiscovery.threshold"] = "1000000"
     return settings

@@ -10,13 +10,13 @@ summed in another order rounds differently.
 from __future__ import annotations
 
 import json
-import math
 import shutil
 from pathlib import Path
 
 import pytest
 
 from analysis.job import analyze
+from tests.summaries import differences
 
 RUNS = Path(__file__).resolve().parents[1] / "data" / "runs"
 ADDED_KEYS = {"percentiles"}  # additive changes since the recording (docs/summary.md)
@@ -28,22 +28,6 @@ def test_every_shipped_scenario_has_a_recorded_run():
     assert SCENARIOS == shipped
 
 
-def _differences(before, after, path="") -> list[str]:
-    if isinstance(before, dict) and isinstance(after, dict):
-        out = [f"{path}.{k}: missing" for k in before if k not in after]
-        for k in before:
-            if k in after:
-                out += _differences(before[k], after[k], f"{path}.{k}")
-        return out
-    if isinstance(before, list) and isinstance(after, list):
-        if len(before) != len(after):
-            return [f"{path}: {len(before)} items before, {len(after)} now"]
-        return [d for i, (b, a) in enumerate(zip(before, after)) for d in _differences(b, a, f"{path}[{i}]")]
-    if isinstance(before, float) and isinstance(after, (int, float)) and not isinstance(after, bool):
-        return [] if math.isclose(before, after, rel_tol=1e-9, abs_tol=1e-9) else [f"{path}: {before} -> {after}"]
-    return [] if before == after else [f"{path}: {before!r} -> {after!r}"]
-
-
 @pytest.mark.parametrize("scenario", SCENARIOS)
 def test_the_summary_keeps_its_numbers(scenario, spark, tmp_path):
     run_dir = tmp_path / scenario
@@ -51,4 +35,4 @@ def test_the_summary_keeps_its_numbers(scenario, spark, tmp_path):
     before = json.loads((run_dir / "summary.before.json").read_text())
     after = analyze(run_dir, spark=spark)
     assert set(after) - set(before) <= ADDED_KEYS
-    assert _differences(before, after) == []
+    assert differences(before, after) == []
