@@ -13,6 +13,7 @@ the machine) and to a JSON file.
     python -m benchmarks --only end-to-end --run-seconds 8 --run-rounds 3  # sojourn run vs the bare pair
     python -m benchmarks --only scaling --run-seconds 8 --run-rounds 3     # --processes 1, 2, 4
     python -m benchmarks --only flush-stall --rounds 5                 # a trace flush vs the event loop
+    python -m benchmarks analysis                  # sojourn analyze vs DuckDB and pandas: benchmarks.analysis
 
 `end-to-end` and `scaling` (benchmarks.endtoend) run the real `sojourn run` CLI, each trial
 `--run-seconds` long. With --only, the rows not rerun are kept from the existing JSON file,
@@ -55,6 +56,8 @@ OVERHEAD_TARGET = 0.05   # tracing overhead, at most
 STALL = "flush-stall"  # how long a trace flush holds the event loop: benchmarks.stall
 STALL_VARIANTS = ("none", "one-call", "as-appended")
 STALL_ROWS = 17_000    # a second of deliveries at the consume-prefetch-300 rate
+ANALYSIS = "analysis"  # sojourn analyze against DuckDB and pandas: benchmarks.analysis
+EVERY = [*COMPARISONS, *RUN_COMPARISONS, STALL, ANALYSIS]  # the report's order
 
 
 def _versions() -> dict:
@@ -378,12 +381,21 @@ def render(facts: dict, results: list[dict]) -> str:
     for r in results:
         if r["name"] == STALL:
             lines += _render_stall(r)
+        if r["name"] == ANALYSIS:
+            from benchmarks.analysis import render as render_analysis
+
+            lines += render_analysis(r)
     notes = Path(__file__).with_name("NOTES.md")  # the findings and the fixes, kept by hand
     lines += ["", notes.read_text() if notes.exists() else ""]
     return "\n".join(lines).rstrip("\n") + "\n"
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["analysis"]:
+        from benchmarks import analysis
+
+        return analysis.main(argv[1:])
     p = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.split("\n")[0])
     p.add_argument("--seconds", type=float, default=2.0, help="seconds per trial (default 2)")
     p.add_argument("--rounds", type=int, default=9,
@@ -422,7 +434,8 @@ def main(argv: list[str] | None = None) -> int:
     every = [*COMPARISONS, *RUN_COMPARISONS, STALL]
     names = [n for n in every if not args.only or args.only in n]
     if not names:
-        p.error(f"--only {args.only!r} matches none of {', '.join(every)}")
+        p.error(f"--only {args.only!r} matches none of {', '.join(every)} (the analysis benchmark is "
+                "`python -m benchmarks analysis`)")
     facts = {**machine_facts(), "versions": _versions(), "broker": _broker_version(args.url)}
     results = []
     try:
@@ -431,11 +444,17 @@ def main(argv: list[str] | None = None) -> int:
         _delete_queue(args.url)
     for r in results:
         r["load_1m_after"] = round(os.getloadavg()[0], 2)
-    results = _merge(Path(args.json), results, every) if args.only else results
-    Path(args.json).write_text(json.dumps({"machine": facts, "results": results}, indent=2) + "\n")
-    if not args.no_docs:
-        Path(args.docs).write_text(render(facts, results))
+    merge_and_write(Path(args.json), None if args.no_docs else Path(args.docs), results, facts)
     return 0
+
+
+def merge_and_write(json_path: Path, docs: Path | None, fresh: list[dict], facts: dict) -> None:
+    """Keep the rows of the JSON file that were not rerun (the analysis row when the loop paths
+    were measured, and the other way round), write it, and regenerate the report."""
+    results = _merge(json_path, fresh, EVERY)
+    json_path.write_text(json.dumps({"machine": facts, "results": results}, indent=2) + "\n")
+    if docs is not None:
+        docs.write_text(render(facts, results))
 
 
 def _delete_queue(url: str) -> None:
