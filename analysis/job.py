@@ -2,7 +2,8 @@
 
 It reads `RUN_DIR/run.json`, has `analysis.traces` check and read the Parquet traces
 (each kind once, with the explicit schema), builds the enriched per-message frames once
-(docs/analysis.md, "The plan"), and writes `RUN_DIR/summary.json` and `report.html`.
+(docs/analysis.md, "The plan"), has `analysis.summary` collect and shape the blocks, and
+writes `RUN_DIR/summary.json` and `report.html`.
 """
 from __future__ import annotations
 
@@ -21,26 +22,22 @@ from pyspark.sql import functions as F
 from analysis import schema, traces as trace_files
 from analysis.errors import AnalysisError, RunFileError, SchemaVersionError
 from analysis.slo import SloError, evaluate_slos, parse_slo
+from analysis.summary import (churn_block, codel_block, consumer_row, egress_block, fidelity_block,
+                              flow_control_block, messages_block, model_block, network_summary, phase_row,
+                              priority_rows, run_block, slow_consumers_block, stats_block, window_row)
 from analysis.transforms import (
-    DISCARD_CLASSES, accounting_totals, attach_publish_times, classify, connection_losses, consumer_summary,
+    DISCARD_CLASSES, accounting_totals, attach_publish_times, classify, consumer_summary,
     duplicate_count,
     histogram_counts, histogram_edges, mark_measured, measurement_window_ns, message_facts, per_second_windows,
-    phase_summary, rejects_at_publish, stats_block, stats_by, throughput, timeline_events, timeline_segments,
+    phase_summary, rejects_at_publish, stats_by, throughput, timeline_events, timeline_segments,
     unaccounted_ids, with_confirm_latency, with_delivery_latencies,
 )
+from analysis.summary.accounting import connection_losses
 from analysis.transforms._common import seconds_to_ns
-from analysis.transforms.churn import churn_block
-from analysis.transforms.codel import codel_block
-from analysis.transforms.egress import egress_block
-from analysis.transforms.fidelity import fidelity_block
-from analysis.transforms.flow_control import flow_control_block
-from analysis.transforms.priority import priority_rows
-from analysis.transforms.slow_consumers import queue_depth_series, queue_samples, slow_consumers_block
+from analysis.transforms.slow_consumers import queue_depth_series, queue_samples
 from analysis.transforms.model import (COMPONENTS, QUANTILES, consumer_sojourn_quantiles, model_inputs,
-                                       model_row, window_components)
-from analysis.transforms.network import network_summary
+                                       window_components)
 from analysis.transforms.stats import EXACT, STAT_FIELDS, PercentilePolicy, percentile_policy
-from analysis.transforms.windows import WINDOW_LATENCY_FIELDS, WINDOW_SOJOURN_FIELDS
 
 __all__ = ["analyze", "spark_for", "load_run_json", "read_traces", "summarize", "percentile_policy_for",
            "SUMMARY_SCHEMA_VERSION", "EXACT_PERCENTILE_ROWS", "PERCENTILE_CHOICES", "Progress", "Traces"]
@@ -289,8 +286,8 @@ def summarize(traces: Traces, run: Mapping[str, Any], progress: Progress | None 
             totals = (accounting_totals(classified).crossJoin(duplicate_count(facts))
                       .crossJoin(deliveries.agg(F.count_if(F.col("redelivered")).alias("redelivered")))
                       .first())
-            messages = _messages_block(totals, [r.message_id for r in
-                                                classified.transform(unaccounted_ids(MAX_UNACCOUNTED_IDS)).collect()])
+            messages = messages_block(totals, [r.message_id for r in
+                                               classified.transform(unaccounted_ids(MAX_UNACCOUNTED_IDS)).collect()])
             facts.unpersist()
 
         with stage("computing latency statistics and throughput"):
@@ -305,14 +302,14 @@ def summarize(traces: Traces, run: Mapping[str, Any], progress: Progress | None 
             )
 
         with stage("computing per-consumer statistics and the queueing-model check"):
-            consumers = [_consumer_row(r) for r in deliveries.transform(consumer_summary).collect()]
+            consumers = [consumer_row(r) for r in deliveries.transform(consumer_summary).collect()]
             quantiles = {r["consumer"]: r["sojourn_quantiles_ms"]
                          for r in deliveries.transform(consumer_sojourn_quantiles).collect()}
             for c in consumers:  # additive: docs/summary.md, the `model` block
                 c["sojourn_quantiles_ms"] = {"q": list(QUANTILES), "ms": quantiles.get(c["consumer"])}
-            model = _model_block(deliveries.transform(model_inputs(t0)).collect(),
-                                 deliveries.transform(model_inputs(t0, ("consumer", "phase"))).collect(),
-                                 consumers)
+            model = model_block(deliveries.transform(model_inputs(t0)).collect(),
+                                deliveries.transform(model_inputs(t0, ("consumer", "phase"))).collect(),
+                                consumers)
             codel = codel_block(deliveries)  # CoDel per consumer (empty when it was off): docs/summary.md
             egress = egress_block(deliveries, run.get("scenario"))  # egress per group ({} when off): docs/summary.md
         with stage("computing publish lateness and replay fidelity"):
@@ -326,9 +323,9 @@ def summarize(traces: Traces, run: Mapping[str, Any], progress: Progress | None 
             slow_consumers = slow_consumers_block(deliveries, events, t0)
             queue_depth = [r.asDict() for r in queue_depth_series(queue_samples(events), t0).collect()]
         with stage("computing phases and per-second windows"):
-            phases = [_phase_row(r) for r in
+            phases = [phase_row(r) for r in
                       deliveries.transform(phase_summary(segments, t0, publishes)).collect()]
-            windows = [_window_row(r) for r in
+            windows = [window_row(r) for r in
                        deliveries.transform(per_second_windows(t0, publishes)).collect()]
             components = {r["t_s"]: r for r in deliveries.transform(window_components(t0)).collect()}
             for w in windows:  # additive: per-second means of the end-to-end components
@@ -350,7 +347,7 @@ def summarize(traces: Traces, run: Mapping[str, Any], progress: Progress | None 
 
     return {
         "schema_version": SUMMARY_SCHEMA_VERSION,
-        "run": _run_block(run),
+        "run": run_block(run),
         "messages": messages,
         "throughput": {k: overall[k] for k in ("publish_per_s", "deliver_per_s", "ack_per_s")},
         "sojourn_ms": stats_block(overall["sojourn_ms"]),
@@ -376,67 +373,6 @@ def summarize(traces: Traces, run: Mapping[str, Any], progress: Progress | None 
         "slow_consumers": slow_consumers,
         "queue_depth": queue_depth,
     }
-
-
-def _run_block(run: Mapping[str, Any]) -> dict:
-    scenario = run.get("scenario") if isinstance(run.get("scenario"), dict) else {}
-    name = scenario.get("name") or (Path(run["scenario_path"]).stem if run.get("scenario_path") else None)
-    return {
-        "run_id": run.get("run_id"), "scenario": name, "t0_ns": int(run["t0_ns"]),
-        "duration_s": run["duration_s"], "warmup_s": run.get("warmup_s", 0),
-        "broker_url": run.get("broker_url"), "status": run.get("status"),
-        "code_version": run.get("code_version"),
-    }
-
-
-def _messages_block(totals, ids: list[str]) -> dict:
-    discarded = {c: int(totals[c]) for c in DISCARD_CLASSES}
-    return {
-        "published": int(totals["published"]), "confirmed": int(totals["confirmed"]),
-        "acked": int(totals["acked"]), "discarded": discarded,
-        "discarded_total": sum(discarded.values()),
-        "left_in_broker": int(totals["left_in_broker"]),
-        "unaccounted": int(totals["unaccounted"]), "unaccounted_ids": ids,
-        "redelivered": int(totals["redelivered"]), "duplicates": int(totals["duplicates"]),
-    }
-
-
-def _consumer_row(r) -> dict:
-    return {"consumer": r["consumer"], "group": r["group"], "delivered": r["delivered"],
-            "acked": r["acked"], "utilisation": r["utilisation"],
-            "sojourn_ms": stats_block(r["sojourn_ms"]),
-            "latency_ms": {"end_to_end": stats_block(r["end_to_end_ms"])}}
-
-
-def _model_block(rows, phase_rows, consumers: list[dict]) -> dict:
-    """The queueing-model check per consumer, and per consumer and phase (the trace's
-    phase column) when a consumer saw more than one (analysis/transforms/model.py)."""
-    by_id = {c["consumer"]: c for c in consumers}
-    out = []
-    for r in rows:
-        c = by_id.get(r["consumer"], {})
-        out.append(model_row({**r.asDict(), "group": c.get("group"), "utilisation": c.get("utilisation")}))
-    seen: dict = {}
-    for r in phase_rows:
-        seen[r["consumer"]] = seen.get(r["consumer"], 0) + 1
-    phases = [model_row({**r.asDict(), "group": by_id.get(r["consumer"], {}).get("group")})
-              for r in phase_rows if seen[r["consumer"]] > 1]
-    return {"consumers": out, "phases": phases}
-
-
-def _phase_row(r) -> dict:
-    return {"phase": r["phase"], "start_s": r["start_s"], "end_s": r["end_s"],
-            "published": r["published"], "acked": r["acked"],
-            "throughput": {"publish_per_s": r["publish_per_s"], "ack_per_s": r["ack_per_s"]},
-            "sojourn_ms": stats_block(r["sojourn_ms"]),
-            "latency_ms": {"end_to_end": stats_block(r["end_to_end_ms"])}}
-
-
-def _window_row(r) -> dict:
-    return {"t_s": r["t_s"], "published": r["published"], "delivered": r["delivered"],
-            "acked": r["acked"],
-            "sojourn_ms": stats_block(r["sojourn_ms"], WINDOW_SOJOURN_FIELDS),
-            "latency_ms": stats_block(r["latency_ms"], WINDOW_LATENCY_FIELDS)}
 
 
 # --- writing ------------------------------------------------------------------

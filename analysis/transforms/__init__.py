@@ -1,18 +1,19 @@
 """Pure DataFrame -> DataFrame steps of the analysis, chained with `df.transform(...)`.
 
-Nothing here reads or writes files; `analysis.job` does that and composes these.
+Nothing here reads or writes files, and nothing collects; `analysis.job` reads and writes and
+composes these, and `analysis.summary` collects their small results into summary.json's blocks.
 """
 from ._common import ACKED_OUTCOMES, Transform
 from .accounting import (ACCOUNT_CLASSES, DEAD_LETTER_CLASSES, DISCARD_CLASSES, accounting_totals, classify,
-                         classify_messages, connection_losses, delivery_counts, duplicate_count, message_facts, rejects_at_publish,
+                         connection_loss_times, delivery_counts, duplicate_count, message_facts, rejects_at_publish,
                          unaccounted_ids)
-from .codel import NACK_OUTCOMES, codel_block, codel_by_consumer, codel_totals, requeue_handoffs
+from .codel import NACK_OUTCOMES, codel_by_consumer, codel_totals, requeue_handoffs
 from .events import timeline_events
 from .histogram import histogram_counts, histogram_edges
 from .latency import with_confirm_latency, with_delivery_latencies
-from .network import impairment_periods, network_summary, proxy_measurements
+from .network import impairment_periods, proxy_measurements
 from .phases import BASE, Segment, assign_phase, phase_summary, timeline_segments
-from .stats import STAT_FIELDS, stats_block, stats_by, stats_struct
+from .stats import STAT_FIELDS, stats_by, stats_struct
 from .throughput import in_window, measurement_window_ns, throughput
 from .utilisation import consumer_summary, utilisation_by
 from .warmup import attach_intended_ns, attach_publish_times, mark_measured
@@ -21,15 +22,15 @@ from .windows import per_second_windows, second_since
 __all__ = [
     "ACKED_OUTCOMES", "Transform",
     "ACCOUNT_CLASSES", "DEAD_LETTER_CLASSES", "DISCARD_CLASSES", "accounting_totals", "classify",
-    "classify_messages", "connection_losses", "delivery_counts", "duplicate_count", "message_facts", "rejects_at_publish",
+    "connection_loss_times", "delivery_counts", "duplicate_count", "message_facts", "rejects_at_publish",
     "unaccounted_ids",
-    "NACK_OUTCOMES", "codel_block", "codel_by_consumer", "codel_totals", "requeue_handoffs",
+    "NACK_OUTCOMES", "codel_by_consumer", "codel_totals", "requeue_handoffs",
     "timeline_events",
     "histogram_counts", "histogram_edges",
     "with_confirm_latency", "with_delivery_latencies",
-    "impairment_periods", "network_summary", "proxy_measurements",
+    "impairment_periods", "proxy_measurements",
     "BASE", "Segment", "assign_phase", "phase_summary", "timeline_segments",
-    "STAT_FIELDS", "stats_block", "stats_by", "stats_struct",
+    "STAT_FIELDS", "stats_by", "stats_struct",
     "in_window", "measurement_window_ns", "throughput",
     "consumer_summary", "utilisation_by",
     "attach_intended_ns", "attach_publish_times", "mark_measured",

@@ -15,9 +15,9 @@ from pyspark.sql import functions as F
 
 from ._common import Transform, is_acked
 
-__all__ = ["ACCOUNT_CLASSES", "DISCARD_CLASSES", "DEAD_LETTER_CLASSES", "connection_losses", "message_facts",
+__all__ = ["ACCOUNT_CLASSES", "DISCARD_CLASSES", "DEAD_LETTER_CLASSES", "connection_loss_times", "message_facts",
            "classify",
-           "classify_messages", "accounting_totals", "duplicate_count", "delivery_counts", "unaccounted_ids", "rejects_at_publish"]
+           "accounting_totals", "duplicate_count", "delivery_counts", "unaccounted_ids", "rejects_at_publish"]
 
 # x-death reason -> account class. A reason not listed here (a future broker's) is not
 # taken as an explanation: the message stays unaccounted, which is loud, not wrong.
@@ -60,12 +60,12 @@ def rejects_at_publish(scenario: object) -> bool:
     return isinstance(arguments, dict) and arguments.get("x-overflow") in _REJECTING_OVERFLOW
 
 
-def connection_losses(events: DataFrame) -> dict[str, int]:
-    """Per producer (the event's source), the time of its last `connection_lost` event: a
-    handful of rows, collected so the per-message grouping can look them up without a join."""
-    return {r["source"]: int(r["lost_ns"]) for r in
-            events.where(F.col("kind") == "connection_lost").groupBy("source")
-            .agg(F.max("ts_ns").alias("lost_ns")).collect() if r["source"] is not None}
+def connection_loss_times(events: DataFrame) -> DataFrame:
+    """Per producer (the event's source), `lost_ns`: the time of its last `connection_lost`
+    event. A handful of rows, which the job collects (summary.accounting.connection_losses)
+    so that the per-message grouping looks them up in a literal map instead of a join."""
+    return (events.where((F.col("kind") == "connection_lost") & F.col("source").isNotNull())
+            .groupBy("source").agg(F.max("ts_ns").alias("lost_ns")))
 
 
 def message_facts(deliveries: DataFrame, leftovers: DataFrame, dead_letters: DataFrame | None = None,
@@ -77,7 +77,7 @@ def message_facts(deliveries: DataFrame, leftovers: DataFrame, dead_letters: Dat
     Columns: message_id; from its publish rows `_publishes` (how many), `confirmed`, the outcome
     flags `_nacked`, `_failed`, `_blocked`, `_returned`, `_reached`, `_unconfirmed_ns` (latest
     publish that was sent but never confirmed), `_lost_ns` (the last connection loss its
-    producer traced: `losses`, from connection_losses), `priority` (first non-null),
+    producer traced: `losses`, collected from connection_loss_times), `priority` (first non-null),
     `_pub_intended_ns` / `_pub_publish_ns` (earliest); from its deliveries `_acked`,
     `_nack_discard`, `_egress_discard` and `_acks` (acked deliveries); `_left` (a leftover row)
     and `_dead_code` (the DEAD_LETTER_CLASSES index of the reason of its earliest dead-letter
@@ -195,18 +195,6 @@ def classify(events: DataFrame | None = None, publish_rejects: bool = False) -> 
         )
         return j.select("message_id", account.alias("account"), "confirmed", "priority")
 
-    return _classify
-
-
-def classify_messages(deliveries: DataFrame, leftovers: DataFrame,
-                      events: DataFrame | None = None, dead_letters: DataFrame | None = None,
-                      publish_rejects: bool = False) -> Transform:
-    """Applied to publishes: message_facts, then classify (see both)."""
-    losses = connection_losses(events) if events is not None else None
-
-    def _classify(publishes: DataFrame) -> DataFrame:
-        return (publishes.transform(message_facts(deliveries, leftovers, dead_letters, losses))
-                .transform(classify(events, publish_rejects)))
     return _classify
 
 

@@ -8,20 +8,19 @@ delivery left the buffer.
 """
 from __future__ import annotations
 
-from typing import Any
-
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from ._common import NS_PER_S, Transform, is_acked
-from .stats import stats_block, stats_struct
+from .stats import stats_struct
 
-__all__ = ["NACK_OUTCOMES", "requeue_handoffs", "codel_by_consumer", "codel_totals", "codel_block"]
+__all__ = ["NACK_OUTCOMES", "nacked", "requeue_handoffs", "codel_by_consumer", "codel_totals"]
 
 NACK_OUTCOMES = ("nack_requeue", "nack_discard")
 
 
-def _nacked() -> Column:
+def nacked() -> Column:
+    """True for a delivery the consumer nacked (NACK_OUTCOMES)."""
     return F.col("outcome").isin(*NACK_OUTCOMES)
 
 
@@ -72,14 +71,14 @@ def codel_by_consumer(handoffs: DataFrame) -> Transform:
     def _by_consumer(deliveries: DataFrame) -> DataFrame:
         left_buffer = F.col("start_ns").isNotNull()
         rows = deliveries.withColumns({
-            "first_drop_ns": F.min(F.when(_nacked(), F.col("start_ns"))).over(Window.partitionBy("consumer")),
+            "first_drop_ns": F.min(F.when(nacked(), F.col("start_ns"))).over(Window.partitionBy("consumer")),
             "_dropping_ns": F.when(left_buffer & F.col("codel_dropping"),
                                    F.lead("start_ns").over(_consumer_order()) - F.col("start_ns")),
         })
         measured = F.col("measured") & left_buffer
         before = F.col("first_drop_ns").isNull() | (F.col("start_ns") < F.col("first_drop_ns"))
         codel_on = F.count_if(F.col("codel_dropping").isNotNull()) > 0
-        nacks = F.count_if(_nacked())
+        nacks = F.count_if(nacked())
         decided = F.count_if(left_buffer)
         per_consumer = rows.groupBy("consumer", F.col("consumer_group").alias("group")).agg(  # group: fixed
             codel_on.alias("codel_on"),
@@ -128,39 +127,3 @@ def codel_totals(handoffs: DataFrame) -> Transform:
         ).crossJoin(follow)
 
     return _totals
-
-
-# --- the summary block ----------------------------------------------------------------
-
-_CONSUMER_FIELDS = ("consumer", "group", "codel_on", "decided", "nacks", "requeued", "discarded",
-                    "nack_share", "dropping_s", "acked_requeued_from_others")
-_TOTAL_FIELDS = ("nacks", "requeued", "discarded", "nack_share", "dropping_s", "requeued_messages",
-                 "requeued_acked_by_other", "requeued_acked_by_same", "requeued_not_acked")
-_EMPTY_TOTALS = {**{f: 0 for f in _TOTAL_FIELDS}, "nack_share": None, "dropping_s": 0.0}
-
-
-def codel_block(deliveries: DataFrame) -> dict[str, Any]:
-    """summary.json's `codel` block: {"consumers": [...], "totals": {...}}.
-
-    `consumers` is empty when no consumer had CoDel on and none acked a requeued
-    message; a run without CoDel costs one cheap probe, not the whole computation.
-    """
-    touched = deliveries.where(F.col("codel_dropping").isNotNull() | _nacked())
-    if not touched.limit(1).collect():
-        return {"consumers": [], "totals": dict(_EMPTY_TOTALS)}
-    handoffs = deliveries.transform(requeue_handoffs).cache()
-    by_consumer = deliveries.transform(codel_by_consumer(handoffs)).cache()
-    try:
-        consumers = []
-        for r in by_consumer.collect():
-            row = {f: r[f] for f in _CONSUMER_FIELDS}
-            row["sojourn_before_ms"] = stats_block(r["sojourn_before_ms"])
-            row["sojourn_after_ms"] = stats_block(r["sojourn_after_ms"])
-            consumers.append(row)
-        totals = by_consumer.transform(codel_totals(handoffs)).first()
-    finally:
-        by_consumer.unpersist()
-        handoffs.unpersist()
-    return {"consumers": consumers,
-            "totals": {f: (totals[f] if f in ("nack_share", "dropping_s") else int(totals[f] or 0))
-                       for f in _TOTAL_FIELDS}}

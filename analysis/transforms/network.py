@@ -11,8 +11,6 @@ largest (exact with one proxy, which is the usual case).
 """
 from __future__ import annotations
 
-from typing import Any
-
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import (BooleanType, DoubleType, LongType, StringType, StructField,
@@ -20,8 +18,7 @@ from pyspark.sql.types import (BooleanType, DoubleType, LongType, StringType, St
 
 from ._common import Transform
 
-__all__ = ["NETWORK_EVENT_KINDS", "DIRECTIONS", "impairment_periods", "proxy_measurements",
-           "network_summary"]
+__all__ = ["NETWORK_EVENT_KINDS", "DIRECTIONS", "impairment_periods", "proxy_measurements"]
 
 NETWORK_EVENT_KINDS = ("network_change", "network_down", "network_up", "network_reset")
 DIRECTIONS = ("upstream", "downstream")
@@ -114,28 +111,3 @@ def impairment_periods(end_s: float) -> Transform:
               for d in DIRECTIONS],
         ).orderBy("start_s")
     return _periods
-
-
-def network_summary(events: DataFrame, t0_ns: int, duration_s: float,
-                    ended_ns: int | None = None) -> dict[str, Any] | None:
-    """The summary's `network` block (the job's one call; it collects two small frames).
-
-    None when the run had no proxy (no `network_change` event). The last period ends
-    at the end of the run: `ended_ns` when known, never before `duration_s`.
-    """
-    end_s = float(duration_s)
-    if ended_ns:
-        end_s = max(end_s, (int(ended_ns) - int(t0_ns)) / 1e9)
-    periods = [_plain(r) for r in events.transform(impairment_periods(end_s)).collect()]
-    if not periods:
-        return None
-    proxy = {r["direction"]: _plain(r) for r in events.transform(proxy_measurements("run")).collect()}
-    return {
-        "periods": periods,
-        "proxy": {d: {k: v for k, v in proxy[d].items() if k != "direction"} if d in proxy else None
-                  for d in DIRECTIONS},
-    }
-
-
-def _plain(row: Any) -> dict[str, Any]:
-    return row.asDict(recursive=True)

@@ -12,14 +12,12 @@ requeues it; without one, until the end of the run.
 """
 from __future__ import annotations
 
-from typing import Any
-
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from ._common import NS_PER_S
 
-__all__ = ["queue_samples", "queue_depth_series", "slow_consumer_samples", "slow_consumers_block",
+__all__ = ["queue_samples", "queue_depth_series", "consumer_spans", "slow_consumer_samples",
            "LEAVE_KINDS", "NS_PER_MINUTE"]
 
 LEAVE_KINDS = ("consumer_leave", "connection_lost", "consumer_crash")
@@ -47,7 +45,7 @@ def queue_depth_series(samples: DataFrame, t0_ns: int) -> DataFrame:
             .orderBy("ts_ns").drop("ts_ns"))
 
 
-def _consumers(deliveries: DataFrame, events: DataFrame) -> DataFrame:
+def consumer_spans(deliveries: DataFrame, events: DataFrame) -> DataFrame:
     """Per consumer: group, why it is excluded (null: it has a window), and the span in which
     samples count for it: first join (or receive) to last leave (or receive/settle)."""
     by_delivery = deliveries.groupBy("consumer", F.col("consumer_group").alias("group")).agg(  # group: fixed
@@ -70,7 +68,7 @@ def _consumers(deliveries: DataFrame, events: DataFrame) -> DataFrame:
 def slow_consumer_samples(deliveries: DataFrame, events: DataFrame, t0_ns: int) -> DataFrame:
     """One row per (windowed consumer, queue sample in its span): consumer, group, ts_ns, minute
     (of run time since t0), ready, outstanding, prefetch, slow."""
-    consumers = _consumers(deliveries, events).where(F.col("excluded").isNull())
+    consumers = consumer_spans(deliveries, events).where(F.col("excluded").isNull())
     mine = deliveries.join(consumers.select("consumer"), "consumer", "left_semi")
     leaves = (events.where(F.col("kind").isin(*LEAVE_KINDS))
               .select(F.col("name").alias("consumer"), "ts_ns")
@@ -122,41 +120,3 @@ def slow_consumer_samples(deliveries: DataFrame, events: DataFrame, t0_ns: int) 
                     "ready", "outstanding", "prefetch",
                     ((F.col("prefetch") > 0) & (F.col("outstanding") >= F.col("prefetch"))
                      & (F.col("ready") > 0)).alias("slow")))
-
-
-def _share(slow: int, sampled: int) -> float | None:
-    return slow / sampled if sampled else None
-
-
-def slow_consumers_block(deliveries: DataFrame, events: DataFrame, t0_ns: int) -> dict[str, Any]:
-    """summary.json's `slow_consumers` (docs/summary.md); {} when the run has no queue samples."""
-    samples = queue_samples(events)
-    info = samples.agg(F.count(F.lit(1)).alias("n"), F.first("source", ignorenulls=True).alias("source"),
-                       F.percentile_approx("took_ms", 0.5).alias("p50"), F.max("took_ms").alias("max")).first()
-    if not info["n"]:
-        return {}
-    minutes = (slow_consumer_samples(deliveries, events, t0_ns)
-               .groupBy("consumer", "group", "minute")
-               .agg(F.count(F.lit(1)).alias("sampled"), F.count_if(F.col("slow")).alias("slow"))
-               .orderBy("consumer", "minute").collect())
-    rows: dict[str, dict[str, Any]] = {}
-    for r in minutes:
-        c = rows.setdefault(r["consumer"], {"consumer": r["consumer"], "group": r["group"], "minutes": []})
-        c["minutes"].append({"minute": int(r["minute"]), "sampled": int(r["sampled"]), "slow": int(r["slow"]),
-                             "share": _share(int(r["slow"]), int(r["sampled"]))})
-    listed = []
-    for c in rows.values():
-        sampled = sum(m["sampled"] for m in c["minutes"])
-        slow = sum(m["slow"] for m in c["minutes"])
-        worst = max(c["minutes"], key=lambda m: (m["share"], -m["minute"]))
-        listed.append({"consumer": c["consumer"], "group": c["group"], "seconds_sampled": sampled,
-                       "slow_seconds": slow, "share": _share(slow, sampled),
-                       "worst_minute": {"minute": worst["minute"], "share": worst["share"]},
-                       "minutes": c["minutes"]})
-    listed.sort(key=lambda c: (-c["worst_minute"]["share"], -c["share"], c["consumer"]))
-    excluded = [{"consumer": r["consumer"], "group": r["group"], "reason": r["excluded"]}
-                for r in _consumers(deliveries, events).where(F.col("excluded").isNotNull())
-                .orderBy("consumer").collect()]
-    return {"samples": int(info["n"]), "source": info["source"],
-            "sample_took_ms": {"p50": info["p50"], "max": info["max"]},
-            "consumers": listed, "excluded": excluded}

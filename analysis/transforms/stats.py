@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-from typing import Any, Iterator, Mapping, NamedTuple, Sequence
+from typing import Iterator, Mapping, NamedTuple, Sequence
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -19,7 +19,7 @@ from pyspark.sql import functions as F
 from ._common import Transform
 
 __all__ = ["STAT_FIELDS", "PERCENTILES", "PercentilePolicy", "EXACT", "percentile_policy", "percentiles",
-           "stats_struct", "stats_by", "stats_block"]
+           "stats_struct", "stats_by"]
 
 PERCENTILES = {"p50": 0.5, "p95": 0.95, "p99": 0.99}
 STAT_FIELDS = ("count", "mean", *PERCENTILES, "max")
@@ -86,18 +86,3 @@ def stats_by(keys: Sequence[str], metrics: MetricSpec, fields: Sequence[str] = S
         aggs = [stats_struct(value, fields).alias(name) for name, value in metrics.items()]
         return df.groupBy(*keys).agg(*aggs)
     return _stats
-
-
-def stats_block(struct: Any, fields: Sequence[str] = STAT_FIELDS) -> dict:
-    """A collected stats struct (Row or None) as the summary's plain dict.
-
-    Every value but `count` is null when the count is 0; a missing struct (no
-    rows at all in the group) is an empty block.
-    """
-    values = struct.asDict() if struct is not None else {}
-    block = {f: values.get(f) for f in fields}
-    if "count" in block:
-        block["count"] = int(block["count"] or 0)
-        if block["count"] == 0:
-            block.update({f: None for f in fields if f != "count"})
-    return block

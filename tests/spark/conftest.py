@@ -38,6 +38,19 @@ def trace_rows(kind: str, *rows: dict) -> list[tuple]:
     return out
 
 
+def classify_messages(deliveries, leftovers, events=None, dead_letters=None, publish_rejects=False):
+    """Applied to publishes: the job's accounting steps (message_facts, then classify), one call."""
+    from analysis.summary.accounting import connection_losses
+    from analysis.transforms import classify, message_facts
+
+    losses = connection_losses(events) if events is not None else None
+
+    def _classify(publishes):
+        return (publishes.transform(message_facts(deliveries, leftovers, dead_letters, losses))
+                .transform(classify(events, publish_rejects)))
+    return _classify
+
+
 def pytest_collection_modifyitems(config, items):
     for item in items:
         if _HERE in Path(str(item.fspath)).parents:

@@ -1,6 +1,7 @@
 from analysis.schema import SCHEMA_VERSION, column_names, spark_schema
-from analysis.transforms import (ACCOUNT_CLASSES, DISCARD_CLASSES, accounting_totals, classify_messages,
+from analysis.transforms import (ACCOUNT_CLASSES, DISCARD_CLASSES, accounting_totals,
                                  delivery_counts, rejects_at_publish, unaccounted_ids)
+from tests.spark.conftest import classify_messages
 
 
 def _publish(m, outcome="confirmed"):

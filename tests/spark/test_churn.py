@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from analysis.transforms.churn import churn_block
+from analysis.summary.churn import churn_block
 
 A, A_LATER, B = "a/w:1/0", "a/w:1/0", "b/w:1/0"
 

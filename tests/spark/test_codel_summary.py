@@ -3,8 +3,9 @@ from __future__ import annotations
 
 import pytest
 
-from analysis.transforms import (codel_block, codel_by_consumer, codel_totals, mark_measured,
-                                 requeue_handoffs, with_delivery_latencies)
+from analysis.summary import codel_block
+from analysis.transforms import (codel_by_consumer, codel_totals, mark_measured, requeue_handoffs,
+                                 with_delivery_latencies)
 
 MS = 1_000_000
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pytest import approx
 
-from analysis.transforms.fidelity import LATE_MAX_MS, LATE_P99_MS, fidelity_block
+from analysis.summary.fidelity import LATE_MAX_MS, LATE_P99_MS, fidelity_block
 
 T0 = 1_000_000_000_000
 MS = 1_000_000

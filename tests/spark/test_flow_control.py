@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from analysis.transforms.flow_control import blocked_periods, flow_control_block
+from analysis.summary.flow_control import blocked_periods, flow_control_block
 
 S = 1_000_000_000
 

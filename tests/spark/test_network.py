@@ -5,7 +5,8 @@ import json
 
 import pytest
 
-from analysis.transforms import impairment_periods, network_summary, proxy_measurements
+from analysis.summary import network_summary
+from analysis.transforms import impairment_periods, proxy_measurements
 
 T0 = 1_000_000_000_000
 S = 1_000_000_000

@@ -1,5 +1,6 @@
-from analysis.transforms import (Segment, assign_phase, mark_measured, phase_summary, stats_block,
-                                 timeline_segments, with_delivery_latencies)
+from analysis.summary import stats_block
+from analysis.transforms import (Segment, assign_phase, mark_measured, phase_summary, timeline_segments,
+                                 with_delivery_latencies)
 
 T0 = 1_000_000_000_000
 MS = 1_000_000

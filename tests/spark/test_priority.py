@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from analysis.transforms.priority import priority_rows
+from analysis.summary.priority import priority_rows
 
 DISCARDS = ("publish_nacked", "consumer_nack_discard")
 

@@ -5,7 +5,8 @@ import json
 
 import pytest
 
-from analysis.transforms.slow_consumers import queue_depth_series, queue_samples, slow_consumers_block
+from analysis.summary.slow_consumers import slow_consumers_block
+from analysis.transforms.slow_consumers import queue_depth_series, queue_samples
 
 S = 1_000_000_000
 T0 = 1_000 * S

@@ -1,7 +1,8 @@
 from pyspark.sql import functions as F
 from pytest import approx
 
-from analysis.transforms import stats_block, stats_by
+from analysis.summary import stats_block
+from analysis.transforms import stats_by
 
 
 def test_five_values_give_exact_linearly_interpolated_percentiles(spark):

@@ -1,5 +1,5 @@
-from analysis.transforms import (consumer_summary, mark_measured, stats_block, utilisation_by,
-                                 with_delivery_latencies)
+from analysis.summary import stats_block
+from analysis.transforms import consumer_summary, mark_measured, utilisation_by, with_delivery_latencies
 
 MS = 1_000_000
 

@@ -1,4 +1,5 @@
-from analysis.transforms import per_second_windows, stats_block, with_delivery_latencies
+from analysis.summary import stats_block
+from analysis.transforms import per_second_windows, with_delivery_latencies
 from analysis.transforms.windows import WINDOW_LATENCY_FIELDS, WINDOW_SOJOURN_FIELDS
 
 T0 = 1_000_000_000_000

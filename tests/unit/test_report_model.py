@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from analysis.transforms.model import advise, predict
+from analysis.summary.model import advise, predict
 
 
 def test_prefetch_one_on_a_104_ms_round_trip_with_4_ms_processing():
@@ -46,7 +46,8 @@ def test_advice_prefetch_covers_the_p95_round_trip_and_codel_uses_p99_processing
 # --- the report's new sections -----------------------------------------------------
 
 from analysis.report import render_report  # noqa: E402
-from analysis.transforms.model import QUANTILES, model_row  # noqa: E402
+from analysis.summary.model import model_row  # noqa: E402
+from analysis.transforms.model import QUANTILES  # noqa: E402
 from tests.unit.test_report import figure, make_summary, section_text  # noqa: E402
 
 

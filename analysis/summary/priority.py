@@ -10,8 +10,10 @@ from typing import Sequence
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from ._common import is_acked
-from .stats import stats_block, stats_by
+from analysis.transforms._common import is_acked
+from analysis.transforms.stats import stats_by
+
+from ._stats import stats_block
 
 __all__ = ["priority_rows"]
 

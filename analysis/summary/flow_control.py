@@ -13,7 +13,9 @@ from typing import Any
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from .stats import stats_block, stats_struct
+from analysis.transforms.stats import stats_struct
+
+from ._stats import stats_block
 
 __all__ = ["blocked_periods", "flow_control_block"]
 

@@ -1,0 +1,65 @@
+"""summary.json's `consumers_churn` block: transforms.churn's frames per consumer group and in total,
+and the check that nothing a crashed or unsettled delivery held was lost (docs/summary.md).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from analysis.transforms._common import is_acked
+from analysis.transforms.churn import event_counts, held_messages, repeats, requeue_counts
+
+__all__ = ["CHURN_FIELDS", "churn_block"]
+
+CHURN_FIELDS = ("joins", "rejoins", "clean_leaves", "crashes", "connections_lost", "requeued_crashed",
+                "requeued_unsettled", "redelivered", "processed_twice", "acked_twice", "held_messages",
+                "held_unaccounted")
+
+
+def _held_counts(held: DataFrame, by: list[str]) -> list:
+    return (held.groupBy(*by, "account").agg(F.count(F.lit(1)).alias("n")).collect())
+
+
+def churn_block(deliveries: DataFrame, events: DataFrame, classified: DataFrame) -> dict[str, Any]:
+    """summary.json's `consumers_churn` (docs/summary.md): per consumer group and in total, joins and
+    leaves, crashes, lost connections, requeued and redelivered deliveries, messages processed or
+    acked twice, and the messages requeued deliveries held by the class they ended in.
+    `churn` is false when no consumer rejoined, crashed, lost a connection or had a redelivery."""
+    consumers = (deliveries.select("consumer")
+                 .unionByName(events.where(F.col("kind") == "consumer_join").select(F.col("source").alias("consumer")))
+                 .distinct())
+    processed = F.col("end_ns").isNotNull()
+    frames = [event_counts(events, consumers), requeue_counts(deliveries),
+              repeats(deliveries, processed, "end_ns", "processed_twice"),
+              repeats(deliveries, is_acked(), "settle_ns", "acked_twice")]
+    rows: dict[str, dict[str, Any]] = {}
+    for frame in frames:
+        for r in frame.collect():
+            if r["group"] is not None:
+                rows.setdefault(r["group"], {}).update({k: int(v) for k, v in r.asDict().items() if k != "group"})
+    held = held_messages(deliveries, classified).cache()
+    try:
+        for r in _held_counts(held, ["group"]):
+            then = rows.setdefault(r["group"], {}).setdefault("held_then", {})
+            then[r["account"]] = then.get(r["account"], 0) + int(r["n"])
+        total_then: dict[str, int] = {}
+        for r in _held_counts(held.select("message_id", "account").distinct(), []):
+            total_then[r["account"]] = total_then.get(r["account"], 0) + int(r["n"])
+    finally:
+        held.unpersist()
+    groups = []
+    for name in sorted(rows):
+        row = {"group": name, **{f: rows[name].get(f, 0) for f in CHURN_FIELDS}}
+        row["held_then"] = dict(sorted(rows[name].get("held_then", {}).items()))
+        row["held_messages"] = sum(row["held_then"].values())
+        row["held_unaccounted"] = row["held_then"].get("unaccounted", 0)
+        groups.append(row)
+    totals = {f: sum(g[f] for g in groups) for f in CHURN_FIELDS}
+    totals["held_then"] = dict(sorted(total_then.items()))
+    totals["held_messages"] = sum(total_then.values())  # distinct ids: one message may be held twice
+    totals["held_unaccounted"] = total_then.get("unaccounted", 0)
+    churn = any(totals[f] for f in ("rejoins", "crashes", "connections_lost", "requeued_crashed",
+                                    "requeued_unsettled", "redelivered"))
+    return {"churn": churn, "nothing_lost": totals["held_unaccounted"] == 0, "groups": groups, "totals": totals}

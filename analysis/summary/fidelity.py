@@ -1,0 +1,113 @@
+"""summary.json's `fidelity` block: transforms.fidelity's lateness per producer group, and for
+trace replay what went out against what run.json's `replay` planned (docs/summary.md, "fidelity").
+"""
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from pyspark.sql import DataFrame
+
+from analysis.transforms.fidelity import (GAP_QUANTILES, LATE_THRESHOLDS_MS, LATENESS, inter_arrival,
+                                          lateness_by_group, replay_per_second)
+
+from ._stats import stats_block
+
+__all__ = ["LATE_P99_MS", "LATE_MAX_MS", "REPLAY_CONFIG_KEYS", "is_behind", "fidelity_block"]
+
+LATE_P99_MS = 10
+"""A group is behind when its p99 lateness is above this. At the rates sojourn runs (hundreds
+to thousands of msg/s, a few ms between messages) a p99 of 10 ms means the tail of the
+arrival process is several inter-arrival gaps late: bursts the schedule did not ask for and
+gaps it did not leave, visible on the per-second chart and in the broker's queue."""
+
+LATE_MAX_MS = 1_000
+"""A group is behind when any publish went out more than this late, whatever its p99: a
+second-long stall moves a whole second of load, even if it is rare."""
+
+REPLAY_CONFIG_KEYS = ("source", "format", "rows", "speed", "window", "loop", "split")
+"""Copied from run.json's `replay.<group>` into the block, so the report can say what was replayed."""
+
+
+def is_behind(lateness_ms: Mapping[str, Any]) -> bool:
+    """The `behind` flag for a lateness stats block (see LATE_P99_MS and LATE_MAX_MS)."""
+    p99, worst = lateness_ms.get("p99"), lateness_ms.get("max")
+    return bool((p99 is not None and p99 > LATE_P99_MS) or (worst is not None and worst > LATE_MAX_MS))
+
+
+def _count(value: Any) -> int | None:
+    """A non-negative whole number from run.json (2000 or 2000.0), else None."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+        return None
+    return int(value) if float(value).is_integer() else None
+
+
+def _replay_plans(replay: Any) -> dict[str, Mapping[str, Any]]:
+    """run.json's `replay` as {group: plan}; anything malformed counts as absent."""
+    if not isinstance(replay, Mapping):
+        return {}
+    return {str(group): plan for group, plan in replay.items() if isinstance(plan, Mapping)}
+
+
+def _series(rows: list) -> dict[str, list]:
+    """The sparse per-second rows of one group as dense columns from its first to last second."""
+    by_second = {r["t_s"]: r for r in rows}
+    if not by_second:
+        return {"t_s": [], "intended": [], "published": []}
+    seconds = list(range(min(by_second), max(by_second) + 1))
+    return {"t_s": seconds,
+            "intended": [by_second[t]["intended"] if t in by_second else 0 for t in seconds],
+            "published": [by_second[t]["published"] if t in by_second else 0 for t in seconds]}
+
+
+def _gaps(struct: Any) -> dict[str, Any]:
+    return stats_block(struct, ("count", "mean", *GAP_QUANTILES))
+
+
+def _replay_entry(plan: Mapping[str, Any], lateness_row: Any, series_rows: list, gaps_row: Any) -> dict:
+    published = int(lateness_row["replay_published"]) if lateness_row is not None else 0
+    distinct = int(lateness_row["replay_distinct"]) if lateness_row is not None else 0
+    expected = _count(plan.get("expected"))
+    series = _series(series_rows)
+    diffs = [abs(i - p) for i, p in zip(series["intended"], series["published"])]
+    return {
+        "config": {k: plan.get(k) for k in REPLAY_CONFIG_KEYS},
+        "published": published, "distinct": distinct, "duplicates": published - distinct,
+        "expected": expected, "missing": None if expected is None else expected - distinct,
+        "per_second": series,
+        "per_second_max_diff": max(diffs) if diffs else None,
+        "inter_arrival_ms": {"intended": _gaps(gaps_row["intended"] if gaps_row is not None else None),
+                             "published": _gaps(gaps_row["published"] if gaps_row is not None else None)},
+    }
+
+
+def fidelity_block(publishes: DataFrame, t0_ns: int, replay: Any = None) -> dict[str, dict]:
+    """summary.json's `fidelity` block, keyed by producer group (docs/summary.md).
+
+    `replay` is run.json's `replay` object (absent: None). A group is replayed when its
+    rows carry `replay_index` or run.json lists it; only replayed groups get a `replay`
+    entry, and the two replay computations run only when some group is replayed.
+    """
+    plans = _replay_plans(replay)
+    rows = {r["producer_group"]: r for r in publishes.transform(lateness_by_group).collect()}
+    replayed = sorted({g for g, r in rows.items() if r["replay_published"] > 0} | set(plans))
+    per_second: dict[str, list] = {g: [] for g in replayed}
+    gaps: dict[str, Any] = {}
+    if any(rows.get(g) is not None and rows[g]["replay_published"] > 0 for g in replayed):
+        for r in publishes.transform(replay_per_second(int(t0_ns))).collect():
+            per_second.setdefault(r["producer_group"], []).append(r)
+        gaps = {r["producer_group"]: r for r in publishes.transform(inter_arrival).collect()}
+
+    block: dict[str, dict] = {}
+    for group in sorted(set(rows) | set(replayed)):
+        row = rows.get(group)
+        lateness = stats_block(row[LATENESS] if row is not None else None)
+        block[group] = {
+            "replayed": group in replayed,
+            "lateness_ms": lateness,
+            "late_share": {f"over_{ms}_ms": (row[f"late_over_{ms}_ms"] if row is not None else None)
+                           for ms in LATE_THRESHOLDS_MS},
+            "behind": is_behind(lateness),
+            "replay": (_replay_entry(plans.get(group, {}), row, per_second.get(group, []), gaps.get(group))
+                       if group in replayed else None),
+        }
+    return block
