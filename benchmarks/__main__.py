@@ -452,6 +452,11 @@ def merge_and_write(json_path: Path, docs: Path | None, fresh: list[dict], facts
     """Keep the rows of the JSON file that were not rerun (the analysis row when the loop paths
     were measured, and the other way round), write it, and regenerate the report."""
     results = _merge(json_path, fresh, EVERY)
+    try:  # what this measurement did not look up (the broker's version, say) stays as it was
+        facts = {**json.loads(json_path.read_text()).get("machine", {}), **facts}
+    except (OSError, ValueError):
+        pass
+    facts.setdefault("versions", _versions())
     json_path.write_text(json.dumps({"machine": facts, "results": results}, indent=2) + "\n")
     if docs is not None:
         docs.write_text(render(facts, results))
