@@ -10,7 +10,7 @@ import re
 from importlib.resources import files
 from typing import Any, Mapping, Sequence
 
-from ._format import dig, esc, fmt_seconds, fmt_utc
+from ._format import as_number, dig, esc, fmt_seconds, fmt_utc
 from .fidelity import behind_banner
 from .overview import status_class
 from .sections import Section, render_section, shown_sections
@@ -60,9 +60,24 @@ def _header(summary: Summary, links: Links | None) -> str:
         ("broker", f"<code>{esc(dig(run, 'broker_url'))}</code>"),
         ("code version", _code_version(dig(run, "code_version"))),
     ]
+    percentiles = _percentiles(dig(summary, "percentiles"))
+    if percentiles:
+        rows.append(("percentiles", esc(percentiles)))
     meta = "".join(f"<div><dt>{esc(k)}</dt><dd>{v}</dd></div>" for k, v in rows)
     return (f'<header><h1><span class="product">sojourn</span> {esc(dig(run, "scenario"))}</h1>'
             f'<dl class="meta">{meta}</dl>{_links(links)}</header>')
+
+
+def _percentiles(block: Any) -> str | None:
+    """summary.json's `percentiles` in words; None for a summary written before it existed."""
+    if not isinstance(block, Mapping):
+        return None
+    if block.get("method") == "exact":
+        return "exact"
+    error = as_number(block.get("relative_rank_error"))
+    if block.get("method") == "approximate" and error is not None:
+        return f"approximate: rank within {error * 100:g} % of the exact one's"
+    return str(block.get("method"))
 
 
 # --- page ----------------------------------------------------------------------------

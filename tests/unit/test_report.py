@@ -129,6 +129,20 @@ def test_header_names_the_scenario_run_status_and_utc_start(page):
     assert "sojourn 0.1.0 · git abc1234" in text
 
 
+@pytest.mark.parametrize("block, shown", [
+    ({"method": "exact", "interpolation": "linear"}, "percentiles exact"),
+    ({"method": "approximate", "accuracy": 10000, "relative_rank_error": 0.0001},
+     "percentiles approximate: rank within 0.01 % of the exact one's"),
+])
+def test_the_header_says_how_the_percentiles_were_computed(block, shown):
+    page = render_report({**make_summary(), "percentiles": block})
+    assert shown in header_text(page)
+
+
+def test_a_summary_from_before_the_percentiles_block_says_nothing_of_them(page):
+    assert "percentiles" not in header_text(page)
+
+
 def test_links_given_by_the_caller_appear_in_the_header():
     page = render_report(make_summary(), links={"Locust report": "locust.html"})
     assert '<a href="locust.html">Locust report</a>' in page
