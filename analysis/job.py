@@ -20,7 +20,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from analysis import schema, traces as trace_files
-from analysis.errors import AnalysisError, RunFileError, SchemaVersionError
+from analysis.errors import RunFileError, SchemaVersionError
 from analysis.slo import SloError, evaluate_slos, parse_slo
 from analysis.summary import (churn_block, codel_block, consumer_row, egress_block, fidelity_block,
                               flow_control_block, messages_block, model_block, network_summary, phase_row,
