@@ -54,7 +54,9 @@ def cmd_nightly(args) -> int:
         write_history(suite, args.out, outcome)
     finally:
         if spark is not None:
-            spark.stop()
+            from analysis.session import stop_spark
+
+            stop_spark(spark)
         lock.release()
     failures = [f"{c.classname} {c.name}" for c in outcome.cases if c.failure]
     print(f"nightly {suite.name}: {len(suite.entries)} scenarios, {len(failures)} failed checks"

@@ -56,22 +56,18 @@ def free_port(avoid: frozenset[int] | set[int] = frozenset()) -> int:
     pytest.skip("no free port pair found")
 
 
-# Test-only JVM option for the Spark driver a `sojourn run` / `sojourn nightly` started by a test
-# launches (pyspark reads PYSPARK_SUBMIT_ARGS when it starts the JVM): such a JVM lives for one or
-# two analyses of a few thousand rows, and C1 alone (no C2 compilation) starts it and runs its first
-# analysis ~10-20 s sooner on this 2-core machine. Not for users: a long analysis of big traces
-# gains from C2, so analysis/session.py leaves the JVM's defaults alone. A PYSPARK_SUBMIT_ARGS
-# already in the environment wins.
-CLI_SPARK_SUBMIT_ARGS = "--driver-java-options -XX:TieredStopAtLevel=1 pyspark-shell"
-
-
 def _cli_env(extra: dict | None = None) -> dict:
-    """The environment of a command a test starts: this one's, CLI_SPARK_SUBMIT_ARGS unless set."""
-    return {"PYSPARK_SUBMIT_ARGS": CLI_SPARK_SUBMIT_ARGS, **os.environ, **(extra or {})}
+    """The environment of a command a test starts: this one's, without a PYSPARK_SUBMIT_ARGS, so
+    that the command's Spark JVM gets analysis.session's own settings (for a few thousand rows:
+    C1 alone, and the class archive), as a user's does."""
+    env = {**os.environ, **(extra or {})}
+    if "PYSPARK_SUBMIT_ARGS" not in (extra or {}):
+        env.pop("PYSPARK_SUBMIT_ARGS", None)
+    return env
 
 
 def sojourn(*args: str, timeout: float = 240, env: dict | None = None) -> subprocess.CompletedProcess:
-    """Run the `sojourn` console script as a user would (its Spark JVM with CLI_SPARK_SUBMIT_ARGS)."""
+    """Run the `sojourn` console script as a user would."""
     return subprocess.run([str(BIN / "sojourn"), *args], cwd=REPO, capture_output=True, text=True,
                           timeout=timeout, env=_cli_env(env))
 
@@ -232,7 +228,7 @@ def analyze_in_process():
     tests that use it (each `sojourn run` with analysis starts a JVM of its own, ~15 s). The
     end-to-end tests of `sojourn run` and `sojourn nightly` keep the command-line path."""
     from analysis.job import analyze
-    from analysis.session import get_spark
+    from analysis.session import get_spark, stop_spark
 
     session = get_spark("local[2]", app_name="sojourn-integration-tests")
     # A run's traces are a few thousand rows: one shuffle partition, no adaptive re-planning and no
@@ -243,4 +239,4 @@ def analyze_in_process():
     session.conf.set("spark.sql.adaptive.enabled", "false")
     session.conf.set("spark.sql.codegen.wholeStage", "false")
     yield lambda run_dir: analyze(run_dir, spark=session)
-    session.stop()
+    stop_spark(session)

@@ -59,12 +59,12 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture(scope="session")
 def spark():
-    from analysis.session import get_spark
+    from analysis.session import get_spark, stop_spark
 
     session = get_spark("local[1]", app_name="sojourn-tests")
     session.conf.set("spark.sql.shuffle.partitions", "1")
     yield session
-    session.stop()
+    stop_spark(session)
 
 
 @pytest.fixture(scope="session")

@@ -1,0 +1,73 @@
+"""The Spark driver's class archive (analysis.session): which JVM options a new analysis gets."""
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+
+from analysis import session
+
+
+@pytest.fixture
+def install(tmp_path, monkeypatch):
+    """A Java install of its own (JAVA_HOME) and an empty cache directory."""
+    java = tmp_path / "jdk" / "bin" / "java"
+    java.parent.mkdir(parents=True)
+    java.write_text("#!/bin/sh\n")
+    monkeypatch.setenv("JAVA_HOME", str(tmp_path / "jdk"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.delenv("SOJOURN_SPARK_CDS", raising=False)
+    return java
+
+
+def _options(archive) -> list[str]:
+    settings = session.jvm_settings(10_000, 1_000, 8 << 30, archive)
+    return [o for o in settings["spark.driver.extraJavaOptions"].split() if o.startswith("-XX:") and "Archive" in o]
+
+
+def test_without_an_archive_the_jvm_writes_one_at_exit_to_a_file_of_this_process(install, tmp_path):
+    archive = session.class_archive()
+    assert archive.parent == tmp_path / "cache" / "sojourn" and archive.name.endswith(".jsa")
+    assert not archive.exists()
+    assert _options(archive) == [f"-XX:ArchiveClassesAtExit={archive}.{os.getpid()}.tmp"]
+
+
+def test_an_archive_that_exists_is_started_from(install):
+    archive = session.class_archive()
+    archive.parent.mkdir(parents=True)
+    archive.write_bytes(b"archive")
+    assert _options(archive) == [f"-XX:SharedArchiveFile={archive}"]
+
+
+def test_while_another_process_writes_the_archive_a_second_one_is_not_written(install):
+    archive = session.class_archive()
+    archive.parent.mkdir(parents=True)
+    other = archive.with_name(f"{archive.name}.999999.tmp")
+    other.write_bytes(b"being written")
+    assert _options(archive) == []
+    assert other.exists()
+
+
+def test_a_pending_archive_left_for_ten_minutes_is_removed_and_written_again(install):
+    archive = session.class_archive()
+    archive.parent.mkdir(parents=True)
+    other = archive.with_name(f"{archive.name}.999999.tmp")
+    other.write_bytes(b"abandoned")
+    old = time.time() - 11 * 60
+    os.utime(other, (old, old))
+    assert _options(archive) == [f"-XX:ArchiveClassesAtExit={archive}.{os.getpid()}.tmp"]
+    assert not other.exists()
+
+
+def test_a_new_java_install_gets_an_archive_of_its_own(install):
+    before = session.class_archive()
+    later = time.time() + 60
+    os.utime(install, (later, later))
+    assert session.class_archive() != before
+
+
+def test_archives_can_be_turned_off(install, monkeypatch):
+    monkeypatch.setenv("SOJOURN_SPARK_CDS", "0")
+    assert session.class_archive() is None
+    assert _options(None) == []
