@@ -22,18 +22,23 @@ def _held_counts(held: DataFrame, by: list[str]) -> list:
     return (held.groupBy(*by, "account").agg(F.count(F.lit(1)).alias("n")).collect())
 
 
-def churn_block(deliveries: DataFrame, events: DataFrame, classified: DataFrame) -> dict[str, Any]:
+def churn_block(deliveries: DataFrame, events: DataFrame, classified: DataFrame,
+                facts: DataFrame | None = None) -> dict[str, Any]:
     """summary.json's `consumers_churn` (docs/summary.md): per consumer group and in total, joins and
     leaves, crashes, lost connections, requeued and redelivered deliveries, messages processed or
     acked twice, and the messages requeued deliveries held by the class they ended in.
-    `churn` is false when no consumer rejoined, crashed, lost a connection or had a redelivery."""
+    `churn` is false when no consumer rejoined, crashed, lost a connection or had a redelivery.
+    `facts` (accounting.message_facts, when the job has it) names the ids with more than one
+    processed or acked delivery, so that only theirs are grouped by id."""
     consumers = (deliveries.select("consumer")
                  .unionByName(events.where(F.col("kind") == "consumer_join").select(F.col("source").alias("consumer")))
                  .distinct())
     processed = F.col("end_ns").isNotNull()
+    twice = (None, None) if facts is None else (facts.where(F.col("_processed") > 1),
+                                                facts.where(F.col("_acks") > 1))
     frames = [event_counts(events, consumers), requeue_counts(deliveries),
-              repeats(deliveries, processed, "end_ns", "processed_twice"),
-              repeats(deliveries, is_acked(), "settle_ns", "acked_twice")]
+              repeats(deliveries, processed, "end_ns", "processed_twice", twice[0]),
+              repeats(deliveries, is_acked(), "settle_ns", "acked_twice", twice[1])]
     rows: dict[str, dict[str, Any]] = {}
     for frame in frames:
         for r in frame.collect():

@@ -16,7 +16,7 @@ from .phases import BASE, Segment, assign_phase, phase_summary, timeline_segment
 from .stats import STAT_FIELDS, stats_by, stats_struct
 from .throughput import in_window, measurement_window_ns, throughput
 from .utilisation import consumer_summary, utilisation_by
-from .warmup import attach_intended_ns, attach_publish_times, mark_measured
+from .warmup import attach_intended_ns, attach_measured, attach_publish_times, mark_measured
 from .windows import per_second_windows, second_since
 
 __all__ = [
@@ -33,6 +33,6 @@ __all__ = [
     "STAT_FIELDS", "stats_by", "stats_struct",
     "in_window", "measurement_window_ns", "throughput",
     "consumer_summary", "utilisation_by",
-    "attach_intended_ns", "attach_publish_times", "mark_measured",
+    "attach_intended_ns", "attach_measured", "attach_publish_times", "mark_measured",
     "per_second_windows", "second_since",
 ]

@@ -17,6 +17,16 @@ NS_PER_MS = 1e6
 NS_PER_S = 1_000_000_000
 
 
+def few(frame: DataFrame) -> DataFrame:
+    """`frame` as the small side of a join: sent whole to every task (a broadcast), so the other side
+    is neither shuffled nor sorted; unless the session runs without broadcasts (small traces:
+    analysis.session.sql_settings), where a broadcast is a Spark job of its own and the join's one
+    partition holds everything anyway."""
+    if frame.sparkSession.conf.get("spark.sql.autoBroadcastJoinThreshold") == "-1":
+        return frame
+    return F.broadcast(frame)
+
+
 def ms_between(later: str, earlier: str) -> Column:
     """`later - earlier` in milliseconds: integer nanoseconds subtracted first, then scaled."""
     return (F.col(later) - F.col(earlier)) / F.lit(NS_PER_MS)

@@ -79,7 +79,8 @@ def message_facts(deliveries: DataFrame, leftovers: DataFrame, dead_letters: Dat
     publish that was sent but never confirmed), `_lost_ns` (the last connection loss its
     producer traced: `losses`, collected from connection_loss_times), `priority` (first non-null),
     `_pub_intended_ns` / `_pub_publish_ns` (earliest); from its deliveries `_acked`,
-    `_nack_discard`, `_egress_discard` and `_acks` (acked deliveries); `_left` (a leftover row)
+    `_nack_discard`, `_egress_discard`, `_acks` (acked deliveries) and `_processed` (deliveries
+    whose processing ended); `_left` (a leftover row)
     and `_dead_code` (the DEAD_LETTER_CLASSES index of the reason of its earliest dead-letter
     capture; an unknown reason is -1). Rows without an id are left out. Every aggregate keeps
     a fixed-width buffer (numbers and flags, no strings), so Spark groups by hashing instead
@@ -101,7 +102,7 @@ def message_facts(deliveries: DataFrame, leftovers: DataFrame, dead_letters: Dat
             dead_code = F.when(reason == name, F.lit(i)).otherwise(dead_code)
         union = rows(publishes, _PUBLISH, "outcome", "publish_ns", "intended_ns", lost.alias("_lost_ns"),
                      "priority")
-        union = union.unionByName(rows(deliveries, _DELIVERY, "outcome"), allowMissingColumns=True)
+        union = union.unionByName(rows(deliveries, _DELIVERY, "outcome", "end_ns"), allowMissingColumns=True)
         union = union.unionByName(rows(leftovers, _LEFTOVER), allowMissingColumns=True)
         if dead_letters is not None:
             union = union.unionByName(rows(dead_letters, _DEAD, dead_code.alias("_dead_code"), "received_ns"),
@@ -127,6 +128,7 @@ def message_facts(deliveries: DataFrame, leftovers: DataFrame, dead_letters: Dat
             _flag(delivered & (outcome == "nack_discard")).alias("_nack_discard"),
             _flag(delivered & (outcome == "egress_discard")).alias("_egress_discard"),
             F.count_if(delivered & is_acked()).alias("_acks"),
+            F.count_if(delivered & F.col("end_ns").isNotNull()).alias("_processed"),
             _flag(src == _LEFTOVER).alias("_left"),
             F.min_by(F.when(src == _DEAD, F.col("_dead_code")), F.when(src == _DEAD, F.col("received_ns")))
              .alias("_dead_code"),

@@ -11,6 +11,8 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from ._common import few
+
 __all__ = ["HELD_OUTCOMES", "event_counts", "requeue_counts", "repeats", "held_messages"]
 
 HELD_OUTCOMES = ("crashed", "unsettled")
@@ -50,10 +52,17 @@ def requeue_counts(deliveries: DataFrame) -> DataFrame:
     )
 
 
-def repeats(deliveries: DataFrame, done: Column, at: str, name: str) -> DataFrame:
+def repeats(deliveries: DataFrame, done: Column, at: str, name: str,
+            candidates: DataFrame | None = None) -> DataFrame:
     """Per group: messages `done` on more than one delivery, each counted once, under the group of
-    its earliest such delivery (the one whose work was repeated)."""
+    its earliest such delivery (the one whose work was repeated).
+
+    `candidates`: message ids among which every repeated one is (e.g. the ids the per-message
+    facts count more than one acked or processed delivery for); a small frame, sent to every task,
+    so that only their deliveries are grouped instead of every delivery by id."""
     rows = deliveries.where(done & F.col("message_id").isNotNull())
+    if candidates is not None:
+        rows = rows.join(few(candidates.select("message_id")), "message_id", "left_semi")
     # Counted by hashing on numbers alone (a string in an aggregate's buffer makes Spark sort every
     # row); the few repeated ids then find the group of their earliest delivery.
     repeated = (rows.groupBy("message_id").agg(F.count(F.lit(1)).alias("_n"), F.min(at).alias("_first"))
@@ -65,8 +74,11 @@ def repeats(deliveries: DataFrame, done: Column, at: str, name: str) -> DataFram
 
 def held_messages(deliveries: DataFrame, classified: DataFrame) -> DataFrame:
     """(group, message_id, account) for every message a crashed or unsettled delivery held; an id
-    the accounting does not know counts as unaccounted."""
+    the accounting does not know counts as unaccounted. The held ids are few: they go to every
+    task to pick their classes out of `classified`, which is never shuffled."""
     held = (deliveries.where(F.col("outcome").isin(*HELD_OUTCOMES) & F.col("message_id").isNotNull())
             .select(F.col("consumer_group").alias("group"), "message_id").distinct())
-    return (held.join(classified.select("message_id", "account"), "message_id", "left")
+    accounts = (classified.select("message_id", "account")
+                .join(few(held.select("message_id").distinct()), "message_id", "left_semi"))
+    return (held.join(accounts, "message_id", "left")
             .withColumn("account", F.coalesce(F.col("account"), F.lit("unaccounted"))))

@@ -11,7 +11,7 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from ._common import NS_PER_S, Transform, is_acked
+from ._common import NS_PER_S, Transform, few, is_acked
 from .stats import stats_struct
 
 __all__ = ["NACK_OUTCOMES", "nacked", "requeue_handoffs", "codel_by_consumer", "codel_totals"]
@@ -29,10 +29,15 @@ def requeue_handoffs(deliveries: DataFrame) -> DataFrame:
     (the consumer of its first ack, null if it was never acked) and `last_requeuer` (the
     consumer whose nack_requeue was the last one sent before that acked delivery was
     received; the last one of all if it was never acked; null if it was only requeued
-    after its ack, a duplicate delivery)."""
+    after its ack, a duplicate delivery).
+
+    Only the acks of requeued ids are grouped: the requeued ids, a small share of the deliveries,
+    go to every task (a broadcast semi-join), so the acked deliveries are neither shuffled nor
+    grouped by id."""
     requeues = (deliveries.where((F.col("outcome") == "nack_requeue") & F.col("message_id").isNotNull())
                 .select("message_id", F.col("consumer").alias("_requeuer"), F.col("settle_ns").alias("_requeue_ns")))
     acks = (deliveries.where(is_acked() & F.col("message_id").isNotNull())
+            .join(few(requeues.select("message_id").distinct()), "message_id", "left_semi")
             .groupBy("message_id")
             .agg(F.min_by(F.struct("consumer", "receive_ns"), F.struct("settle_ns", "receive_ns")).alias("_ack")))
     before_ack = F.col("_ack").isNull() | (F.col("_requeue_ns") <= F.col("_ack.receive_ns"))
@@ -70,31 +75,43 @@ def codel_by_consumer(handoffs: DataFrame) -> Transform:
 
     def _by_consumer(deliveries: DataFrame) -> DataFrame:
         left_buffer = F.col("start_ns").isNotNull()
-        rows = deliveries.withColumns({
-            "first_drop_ns": F.min(F.when(nacked(), F.col("start_ns"))).over(Window.partitionBy("consumer")),
-            "_dropping_ns": F.when(left_buffer & F.col("codel_dropping"),
-                                   F.lead("start_ns").over(_consumer_order()) - F.col("start_ns")),
-        })
+        # Per consumer (a few rows, sent to every task): its first drop, and whether it had CoDel on.
+        consumers = deliveries.groupBy("consumer").agg(
+            F.min(F.when(nacked(), F.col("start_ns"))).alias("first_drop_ns"),
+            (F.count_if(F.col("codel_dropping").isNotNull()) > 0).alias("codel_on"))
+        # Time dropping needs each decision's successor: ordered rows of the consumers with CoDel on only.
+        dropping = (deliveries.join(few(consumers.where("codel_on").select("consumer")), "consumer",
+                                    "left_semi")
+                    .withColumn("_dropping_ns", F.when(left_buffer & F.col("codel_dropping"),
+                                                       F.lead("start_ns").over(_consumer_order())
+                                                       - F.col("start_ns")))
+                    .groupBy("consumer").agg(F.sum("_dropping_ns").alias("_dropping_ns")))
+        rows = deliveries.join(few(consumers.select("consumer", "first_drop_ns")), "consumer", "left")
         measured = F.col("measured") & left_buffer
         before = F.col("first_drop_ns").isNull() | (F.col("start_ns") < F.col("first_drop_ns"))
-        codel_on = F.count_if(F.col("codel_dropping").isNotNull()) > 0
         nacks = F.count_if(nacked())
         decided = F.count_if(left_buffer)
         per_consumer = rows.groupBy("consumer", F.col("consumer_group").alias("group")).agg(  # group: fixed
-            codel_on.alias("codel_on"),
             decided.alias("decided"),
             nacks.alias("nacks"),
             F.count_if(F.col("outcome") == "nack_requeue").alias("requeued"),
             F.count_if(F.col("outcome") == "nack_discard").alias("discarded"),
             F.when(decided > 0, nacks / decided).alias("nack_share"),
-            F.when(codel_on, F.coalesce(F.sum("_dropping_ns"), F.lit(0)) / F.lit(NS_PER_S)).alias("dropping_s"),
             F.first("first_drop_ns").alias("first_drop_ns"),
             stats_struct(F.when(measured & before, F.col("sojourn_ms"))).alias("sojourn_before_ms"),
             stats_struct(F.when(measured & ~before, F.col("sojourn_ms"))).alias("sojourn_after_ms"),
         )
+        codel_on = F.coalesce(F.col("codel_on"), F.lit(False))
         return (
-            per_consumer.join(taken_over, "consumer", "left")
-            .withColumn("acked_requeued_from_others", F.coalesce("acked_requeued_from_others", F.lit(0)))
+            per_consumer.join(consumers.select("consumer", "codel_on"), "consumer", "left")
+            .join(dropping, "consumer", "left")
+            .join(taken_over, "consumer", "left")
+            .withColumns({
+                "codel_on": codel_on,
+                "dropping_s": F.when(codel_on, F.coalesce(F.col("_dropping_ns"), F.lit(0)) / F.lit(NS_PER_S)),
+                "acked_requeued_from_others": F.coalesce("acked_requeued_from_others", F.lit(0)),
+            })
+            .drop("_dropping_ns")
             .where(F.col("codel_on") | (F.col("acked_requeued_from_others") > 0))
             .orderBy("consumer")
         )

@@ -8,9 +8,9 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from ._common import Transform
+from ._common import Transform, few
 
-__all__ = ["attach_intended_ns", "attach_publish_times", "mark_measured"]
+__all__ = ["attach_intended_ns", "attach_publish_times", "attach_measured", "mark_measured"]
 
 
 def attach_intended_ns(publishes: DataFrame) -> Transform:
@@ -43,6 +43,40 @@ def attach_publish_times(by_id: DataFrame) -> Transform:
             })
             .drop("_pub_intended_ns", "_pub_publish_ns")
         )
+
+    return _attach
+
+
+def attach_measured(by_id: DataFrame, warmup_end_ns: int) -> Transform:
+    """attach_publish_times(by_id) then mark_measured(warmup_end_ns), the result the same, without
+    moving every delivery to its publish: `publish_ns` filled from the publish trace where the
+    header is missing, and `measured`.
+
+    A delivery's header `publish_ns` is the time its publish row recorded (the producer sends the
+    value it traces), so the header decides the warm-up as the publish's `intended_ns` does, except
+    for the few ids whose intended and publish times lie on both sides of the warm-up's end, ids
+    published more than once, and deliveries without the header. Only those look their publish
+    times up: a list small enough to send to every task (a broadcast join), where joining every
+    delivery to its publish shuffled the whole delivery trace.
+
+    `by_id` is accounting.message_facts (one row per id, `_publishes` and the earliest publish
+    times); it holds no `intended_ns` column: the warm-up is decided here.
+    """
+    end = F.lit(warmup_end_ns)
+    published = by_id.where(F.col("_publishes") > 0)
+    straddles = ~(F.col("_pub_intended_ns") >= end).eqNullSafe(F.col("_pub_publish_ns") >= end)
+
+    def _attach(deliveries: DataFrame) -> DataFrame:
+        headless = (deliveries.where(F.col("publish_ns").isNull() & F.col("message_id").isNotNull())
+                    .select("message_id").distinct().withColumn("_headless", F.lit(True)))
+        lookups = (published.join(few(headless), "message_id", "left")
+                   .where((F.col("_publishes") > 1) | straddles | F.col("_headless").isNotNull())
+                   .select("message_id", "_pub_intended_ns", "_pub_publish_ns"))
+        intended = F.coalesce("_pub_intended_ns", "publish_ns", "receive_ns")
+        return (deliveries.join(few(lookups), "message_id", "left")
+                .withColumns({"measured": F.coalesce(intended >= end, F.lit(False)),
+                              "publish_ns": F.coalesce("publish_ns", "_pub_publish_ns")})
+                .drop("_pub_intended_ns", "_pub_publish_ns"))
 
     return _attach
 

@@ -131,3 +131,16 @@ def test_queue_depth_series_reads_the_samples_in_time_order(frame):
     rows = [r.asDict() for r in queue_depth_series(queue_samples(events), T0).collect()]
     assert rows == [{"t_s": 1.0, "ready": 5, "unacked": None, "consumers": 3},
                     {"t_s": 2.0, "ready": 7, "unacked": 3, "consumers": 2}]
+
+
+def test_several_samples_in_one_second_each_see_only_what_came_before_them(frame):
+    """Five samples in one second (a sampler catching up) and two in another: each reads the window
+    as of its own time (the second's sample times are compared one by one)."""
+    deliveries = frame("delivery",
+                       _d("x/w/0", 3.25, 3.45, prefetch=1),   # held 3.25-3.45 s
+                       _d("x/w/0", 5.3, 7.0, prefetch=1))     # held 5.3-7.0 s
+    samples = [_sample(t, 5) for t in (3.1, 3.2, 3.3, 3.4, 3.5, 5.1, 5.6)]
+    block = slow_consumers_block(deliveries, frame("event", *samples), T0)
+    [row] = block["consumers"]
+    # In its span (3.25-7.0 s): 3.3 and 3.4 full, 3.5 and 5.1 empty, 5.6 full.
+    assert (row["seconds_sampled"], row["slow_seconds"]) == (5, 3)
