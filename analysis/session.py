@@ -218,10 +218,10 @@ def stop_spark(spark: SparkSession) -> None:
         return  # an earlier stop_spark let this session's JVM exit (sessions in one process share it)
     spark.stop()
     archive = class_archive()
+    pending = _pending(archive) if archive is not None else None
     proc = getattr(gateway, "proc", None)
-    if archive is None or proc is None or not any(str(_pending(archive)) in str(a) for a in proc.args):
+    if pending is None or proc is None or not any(str(pending) in str(a) for a in proc.args):
         return
-    pending = _pending(archive)
     try:
         proc.stdin.close()  # the JVM exits at the end of its input (pyspark's PythonGatewayServer)
         proc.wait(timeout=_EXIT_WAIT_S)

@@ -6,8 +6,8 @@ consumer's outstanding deliveries are those it received at or before t and had n
 t (client-side stamps: receive_ns, settle_ns). Computed without a deliveries x samples join:
 each delivery is a +1 at receive and a -1 at settle; the changes are summed per consumer and
 per sample they precede (no sort of the deliveries), and a running sum over those few rows per
-consumer gives the outstanding count each sample reads. An unsettled delivery (the channel closed first) counts until the
-consumer's next leave (consumer_leave, connection_lost or consumer_crash event), when the broker
+consumer gives the outstanding count each sample reads. An unsettled delivery (the channel
+closed first) counts until the consumer's next leave (consumer_leave, connection_lost or consumer_crash event), when the broker
 requeues it; without one, until the end of the run.
 """
 from __future__ import annotations
@@ -16,6 +16,7 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from ._common import NS_PER_S, few
+from .windows import second_since
 
 __all__ = ["queue_samples", "queue_depth_series", "consumer_spans", "slow_consumer_samples",
            "LEAVE_KINDS", "NS_PER_MINUTE"]
@@ -140,11 +141,11 @@ def _slot_of(samples: DataFrame, t0_ns: int):
     knows how many samples came before it and its own sample times (a frame of a row a second,
     sent to every task); a row adds those of its second that are earlier. Rows before the first
     sample's second count 0, after the last one's all."""
-    second = lambda column: F.floor((column - F.lit(t0_ns)) / F.lit(float(NS_PER_S))).cast("long")  # noqa: E731
-    counts = (samples.groupBy(second(F.col("ts_ns")).alias("_second"))
+    second = second_since(t0_ns, "ts_ns")
+    counts = (samples.groupBy(second.alias("_second"))
               .agg(F.count(F.lit(1)).alias("_n"), F.collect_list("ts_ns").alias("_times")))
-    bounds = samples.agg(F.min(second(F.col("ts_ns"))).alias("_first_second"),
-                         F.max(second(F.col("ts_ns"))).alias("_last_second"),
+    bounds = samples.agg(F.min(second).alias("_first_second"),
+                         F.max(second).alias("_last_second"),
                          F.count(F.lit(1)).alias("_samples"))
     earlier = Window.orderBy("_second").rowsBetween(Window.unboundedPreceding, -1)
     per_second = (bounds.select(F.explode(F.sequence("_first_second", "_last_second")).alias("_second"))
@@ -164,7 +165,7 @@ def _slot_of(samples: DataFrame, t0_ns: int):
         earlier_any = F.size(F.filter("_times", lambda t: t < ts))
         within = F.col("_before") + F.when(F.col("_n") <= _LISTED_TIMES, earlier_listed).otherwise(earlier_any)
         outside = F.when(F.col("_second") < F.col("_first_second"), F.lit(0)).otherwise(F.col("_samples"))
-        return (rows.withColumn("_second", second(ts))
+        return (rows.withColumn("_second", second)
                 .join(few(per_second), "_second", "left")
                 .crossJoin(few(bounds))
                 .withColumn("slot", F.when(F.col("_n").isNotNull(), within).otherwise(outside).cast("long"))
