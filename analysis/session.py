@@ -171,7 +171,11 @@ def get_spark(master: str | None = None, app_name: str = "sojourn", log_level: s
     conf = (SparkConf().setMaster(resolved).setAppName(app_name)
             .set("spark.ui.enabled", "false")
             .set("spark.ui.showConsoleProgress", "false")
-            .set("spark.sql.session.timeZone", "UTC"))
+            .set("spark.sql.session.timeZone", "UTC")
+            # PySpark sends the Python call site of every column expression to the JVM (up to a
+            # dozen round trips per `F.col`) for error messages: most of the time the job spends
+            # building its plans. The analysis's own errors name the file and field instead.
+            .set("spark.python.sql.dataFrameDebugging.enabled", "false"))
     local = resolved.startswith("local")
     if local:
         # A local run needs no network: bind the driver to loopback (this also stops
