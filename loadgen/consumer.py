@@ -64,6 +64,17 @@ def header_int(value) -> int | None:
 
 
 _NO_EGRESS = (None, None, None, None)  # egress_class, egress_length, egress_units, discard_indication
+_NO_CODEL = (None, None, None, None)  # codel_dropping, codel_count, codel_first_above_ns, codel_drop_next_ns
+
+
+def delivery_row(d: Delivery, consumer: str, group: str, start_ns: int | None, end_ns: int | None,
+                 settle_ns: int | None, outcome: str, processing_ms: float | None, codel_state: tuple | None,
+                 egress: tuple) -> tuple:
+    """A delivery trace row (loadgen.trace.rows: the schema's own columns, in order; pinned by
+    name in tests/unit/test_trace_rows.py)."""
+    return (d.message_id, consumer, group, d.phase, d.tag, d.redelivered, d.publish_ns, d.receive_ns, start_ns,
+            end_ns, settle_ns, outcome, d.prefetch, d.buffer_len, d.size, processing_ms,
+            *(codel_state if codel_state is not None else _NO_CODEL), d.priority, *egress)
 
 
 class Consumer(Participant):
@@ -416,8 +427,5 @@ class Consumer(Participant):
         """One delivery row; `codel_state` is the controller's state after deciding on `d`
         (loadgen.codel.CoDelState), None when CoDel is off or never saw `d`; `egress` its
         (class, length, units, discard indication) columns, all None without egress."""
-        codel = codel_state if codel_state is not None else (None, None, None, None)
-        self.ctx.writer.append("delivery", (
-            d.message_id, self.name, self.group, d.phase, d.tag, d.redelivered, d.publish_ns,
-            d.receive_ns, start_ns, end_ns, settle_ns, outcome, d.prefetch, d.buffer_len, d.size,
-            processing_ms, *codel, d.priority, *egress))
+        self.ctx.writer.append("delivery", delivery_row(d, self.name, self.group, start_ns, end_ns, settle_ns,
+                                                        outcome, processing_ms, codel_state, egress))

@@ -24,6 +24,14 @@ from loadgen.replay.plan import ReplayItem, plan
 from loadgen.replay.sources import plan_kwargs
 from loadgen.runtime import LOOP_TURN_S, Participant
 from loadgen.schedule import ArrivalSchedule, rate_curve
+from loadgen.trace.rows import PUBLISH_BLOCKED_MS as BLOCKED_MS
+from loadgen.trace.rows import PUBLISH_CONFIRM_NS as CONFIRM_NS
+from loadgen.trace.rows import PUBLISH_MESSAGE_ID as MESSAGE_ID
+from loadgen.trace.rows import PUBLISH_NS as PUBLISHED
+from loadgen.trace.rows import PUBLISH_OUTCOME as OUTCOME
+from loadgen.trace.rows import PUBLISH_ROUTING_KEY as ROUTING_KEY
+from loadgen.trace.rows import PUBLISH_SIZE as SIZE
+from loadgen.trace.rows import publish_row
 
 __all__ = ["Producer", "Report"]
 
@@ -252,11 +260,11 @@ class Producer(Participant):
             headers["sojourn-pub-ns"] = publish_ns
             props = pika.BasicProperties(delivery_mode=2 if settings.persistent else 1, message_id=message_id,
                                          priority=priority, headers=headers)
-        row = [message_id, self.name, self.group, seq, phase, intended_ns, publish_ns, size, routing_key,
-               settings.persistent, None, None, priority,
-               None if item is None else item.index, None if item is None else item.loop, blocked_ms]
+        row = publish_row(message_id, self.name, self.group, seq, phase, intended_ns, publish_ns, size, routing_key,
+                          settings.persistent, priority, None if item is None else item.index,
+                          None if item is None else item.loop, blocked_ms)
         if blocked_ms is not None and not self._unblocked.is_set():  # waited max_blocked_wait_s in vain
-            row[11] = "blocked_timeout"
+            row[OUTCOME] = "blocked_timeout"
             self._trace(row)
             self.report("publish", self._request_name(settings.exchange, routing_key), blocked_ms, len(body),
                         RuntimeError("connection blocked by the broker longer than max_blocked_wait_s"))
@@ -264,7 +272,7 @@ class Producer(Participant):
         try:
             self._publisher.publish(settings.exchange, routing_key, body, props, mandatory=settings.mandatory)
         except Exception as exc:  # noqa: BLE001 - connection gone: record and carry on
-            row[11] = "failed"
+            row[OUTCOME] = "failed"
             self._trace(row)
             self.report("publish", self._request_name(settings.exchange, routing_key), 0.0, len(body), exc)
             self._reconnect_later(settings)
@@ -276,7 +284,7 @@ class Producer(Participant):
             self._pending[self._next_tag] = row
             self._next_tag += 1
         else:
-            row[11] = "sent"
+            row[OUTCOME] = "sent"
             self._trace(row)
             self.report("publish", self._request_name(settings.exchange, routing_key),
                         (time.time_ns() - publish_ns) / 1e6, len(body), None)
@@ -292,15 +300,16 @@ class Producer(Participant):
             row = self._pending.pop(tag, None)
             if row is None:
                 continue
-            row[10] = now
-            returned = row[0] in self._returned  # basic.return comes before the same publish's confirm
+            row[CONFIRM_NS] = now
+            returned = row[MESSAGE_ID] in self._returned  # basic.return comes before the same publish's confirm
             if returned:
-                self._returned.discard(row[0])
-            row[11] = this = "returned" if returned else outcome
+                self._returned.discard(row[MESSAGE_ID])
+            row[OUTCOME] = this = "returned" if returned else outcome
             self._trace(row)
             self.ctx.counters["confirmed"] += 1
             exc = None if this == "confirmed" else RuntimeError(f"publish {this} by the broker")
-            self.report("publish", self._request_name(self._exchange, row[8]), (now - row[6]) / 1e6, row[7], exc)
+            self.report("publish", self._request_name(self._exchange, row[ROUTING_KEY]), (now - row[PUBLISHED]) / 1e6,
+                        row[SIZE], exc)
         self._window_open.set()
 
     def _on_return(self, _channel, method, props, _body) -> None:
@@ -369,9 +378,9 @@ class Producer(Participant):
         now_ns = time.time_ns()
         block_ns = self.ctx.t0_ns + int(self._blocked_since_s * 1e9)
         for row in self._pending.values():
-            row[11] = outcome
+            row[OUTCOME] = outcome
             if outcome == "blocked_timeout":  # stuck behind the block since it began, or since sent
-                row[15] = (now_ns - max(row[6], block_ns)) / 1e6
+                row[BLOCKED_MS] = (now_ns - max(row[PUBLISHED], block_ns)) / 1e6
             self._trace(row)
         self._pending.clear()
 

@@ -12,11 +12,20 @@ def test_docs_traces_md_lists_exactly_the_declared_columns():
     assert schema.markdown_tables() in DOC.read_text()
 
 
+_SAME_TYPE = {"string": ("string", "string"), "int32": ("int32", "int"), "int64": ("int64", "bigint"),
+              "float64": ("double", "double"), "bool": ("bool", "boolean")}
+"""A declared type, as the writer's Arrow and the analysis's Spark spell it."""
+
+
 @pytest.mark.parametrize("kind", list(schema.KINDS))
-def test_arrow_schema_has_the_declared_columns_in_order(kind):
-    arrow = schema.arrow_schema(kind)
-    assert arrow.names == schema.column_names(kind)
+def test_the_writer_and_the_analysis_see_each_column_under_one_name_with_one_type(kind):
+    arrow, spark = schema.arrow_schema(kind), schema.spark_schema(kind)
+    declared = [(c.name, *_SAME_TYPE[c.type], c.nullable) for c in schema.columns(kind)]
+    assert [(f.name, str(f.type), s.name, s.dataType.simpleString(), f.nullable)
+            for f, s in zip(arrow, spark.fields, strict=True)] == \
+        [(name, a, name, s, nullable) for name, a, s, nullable in declared]
     assert arrow.metadata[b"sojourn.schema_version"] == str(schema.SCHEMA_VERSION).encode()
+    assert arrow.metadata[b"sojourn.kind"] == kind.encode()
 
 
 def test_every_kind_starts_with_the_common_columns():
