@@ -34,7 +34,7 @@ quiet() {
   return $rc
 }
 quiet .venv/bin/python -m pip install -q --upgrade pip
-quiet .venv/bin/python -m pip install -q -e ".[dev,bench]"
+quiet .venv/bin/python -m pip install -q -e ".[analysis,dev,bench]"
 
 # 2. Java for PySpark
 if ! command -v java >/dev/null; then

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Iterator
 
 __all__ = ["EXIT_OK", "EXIT_SLO", "EXIT_INPUT", "EXIT_BROKER", "EXIT_INTERRUPTED", "EXIT_ANALYSIS",
-           "analysis_failures", "BROKER_HELP", "CliError",
+           "analysis_failures", "require_analysis", "BROKER_HELP", "CliError",
            "broker_help", "load", "print_warnings", "broker_for", "run_locust", "recover_traces", "say"]
 
 EXIT_OK, EXIT_SLO, EXIT_INPUT, EXIT_BROKER, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
@@ -123,11 +123,29 @@ def _wait_for_run_processes(alive_r: int, timeout_s: float = WORKERS_EXIT_S) -> 
         os.close(alive_r)
 
 
+ANALYSIS_PACKAGES = ("pyspark", "plotly")
+"""What the analysis imports beyond the load generator's needs: the `analysis` extra (pyproject.toml)."""
+
+
+def require_analysis(instead: str = "analyze the run directory on a machine that has it "
+                                      "(sojourn analyze RUN_DIR); the traces are kept") -> None:
+    """A clear error (exit 5) when this install has no analysis: a load-generating host installs
+    sojourn without the `analysis` extra. `instead` says what the user can do without it."""
+    import importlib.util
+
+    missing = [name for name in ANALYSIS_PACKAGES if importlib.util.find_spec(name) is None]
+    if missing:
+        raise CliError(f"the analysis needs {' and '.join(missing)}, which this install lacks: install sojourn "
+                       f"with its analysis extra (pip install 'sojourn[analysis]'), or {instead}", EXIT_ANALYSIS)
+
+
 @contextmanager
 def analysis_failures(log: str) -> Iterator[None]:
     """Turn what the analysis raises into CliErrors: bad input exits 2 with the job's own message;
     a failure inside Spark (a JVM out of memory, a lost cluster) exits 5 with its first line and
-    the JVM's log, not a Python traceback wrapped around a Java stack trace."""
+    the JVM's log, not a Python traceback wrapped around a Java stack trace. An install without
+    the analysis (require_analysis) exits 5 before anything starts."""
+    require_analysis()
     from analysis.errors import AnalysisError
 
     try:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import os
 
-from loadgen.commands.common import (EXIT_INPUT, EXIT_INTERRUPTED, EXIT_OK, EXIT_SLO, CliError, analysis_failures,
+from loadgen.commands.common import (EXIT_INPUT, EXIT_INTERRUPTED, EXIT_OK, EXIT_SLO, CliError, analysis_failures, require_analysis,
                                      broker_for, load, run_locust, say)
 from loadgen.commands.run import format_summary
 
@@ -15,6 +15,7 @@ def cmd_nightly(args) -> int:
     from loadgen.suite import LockHeld, ResultsLock, load_suite
     from loadgen.suite.runner import run_suite, write_history
 
+    require_analysis("run the suite on a machine that has it: its verdicts are the analysis's")
     try:
         suite = load_suite(args.suite)
     except ScenarioError as exc:

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import os
 
-from loadgen.commands.common import EXIT_BROKER, EXIT_INPUT, EXIT_INTERRUPTED, EXIT_OK, CliError, broker_help
+from loadgen.commands.common import (EXIT_BROKER, EXIT_INPUT, EXIT_INTERRUPTED, EXIT_OK, CliError, broker_help,
+                                     require_analysis)
 
 __all__ = ["cmd_record", "cmd_compare"]
 
@@ -32,6 +33,7 @@ def cmd_record(args) -> int:
 def cmd_compare(args) -> int:
     import json
 
+    require_analysis("compare the runs on a machine that has it")
     from analysis.report.compare import render_compare
 
     runs, links = [], {}

@@ -4,7 +4,7 @@ from __future__ import annotations
 import os
 import sys
 
-from loadgen.commands.common import (EXIT_INPUT, EXIT_INTERRUPTED, EXIT_OK, EXIT_SLO, CliError, analysis_failures,
+from loadgen.commands.common import (EXIT_INPUT, EXIT_INTERRUPTED, EXIT_OK, EXIT_SLO, CliError, analysis_failures, require_analysis,
                                      broker_for, load, print_warnings, recover_traces, run_locust, say)
 
 __all__ = ["cmd_run", "cmd_analyze", "analyze_runs", "format_summary"]
@@ -14,6 +14,9 @@ def cmd_run(args) -> int:
     from loadgen.runinfo import default_run_dir
 
     scenario = load(args.scenario, args.overrides)
+    if not args.no_analyze:  # before the load, not after it
+        require_analysis("run the load only (sojourn run --no-analyze) and analyze the run directory "
+                         "on a machine that has it")
     print_warnings(scenario, capture=False)
     run_dir = args.out or default_run_dir(scenario.name)
     if os.path.exists(os.path.join(run_dir, "traces")):

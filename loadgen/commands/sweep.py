@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 import os
 
-from loadgen.commands.common import (EXIT_INPUT, EXIT_INTERRUPTED, EXIT_OK, EXIT_SLO, CliError, analysis_failures,
+from loadgen.commands.common import (EXIT_INPUT, EXIT_INTERRUPTED, EXIT_OK, EXIT_SLO, CliError, analysis_failures, require_analysis,
                                      broker_for, load, run_locust, say)
 
 __all__ = ["cmd_sweep", "sweep_rows", "sweep_table"]
@@ -22,6 +22,7 @@ def _vary(text: str) -> tuple[str, list[str]]:
 def cmd_sweep(args) -> int:
     from loadgen.runinfo import default_run_dir
 
+    require_analysis("run each variant with sojourn run --no-analyze and analyze them on a machine that has it")
     path, values = _vary(args.vary)
     variants = [(v, [*args.overrides, f"{path}={v}"]) for v in values]
     scenarios = [load(args.scenario, overrides) for _v, overrides in variants]  # all valid before any run
