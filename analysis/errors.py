@@ -3,6 +3,7 @@
 Everything the job refuses (a missing run.json, a trace with missing columns or
 from another schema version) is an `AnalysisError`; the CLI catches it and exits.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -30,8 +31,15 @@ class RunFileError(AnalysisError):
 class TraceColumnsError(AnalysisError):
     """A trace part file lacks columns of the schema (or has them with the wrong type)."""
 
-    def __init__(self, *, path: str | Path, kind: str, missing: Sequence[str],
-                 present: Sequence[str], wrong_types: Sequence[str] = ()):
+    def __init__(
+        self,
+        *,
+        path: str | Path,
+        kind: str,
+        missing: Sequence[str],
+        present: Sequence[str],
+        wrong_types: Sequence[str] = (),
+    ):
         self.kind = kind
         self.missing = list(missing)
         self.present = list(present)

@@ -8,6 +8,7 @@ metric's own direction: more sojourn is worse, less throughput is worse. Runs ar
 by their suite entry (`entry`) when given, else by `run.scenario`, so one scenario run with
 two sets of overrides keeps two baselines.
 """
+
 from __future__ import annotations
 
 import math
@@ -18,8 +19,8 @@ __all__ = ["Metric", "METRICS", "metric_values", "build_history", "regressed"]
 
 
 class Metric(NamedTuple):
-    key: str                 # as shown and stored in history.json
-    path: tuple[str, ...]    # where it sits in summary.json
+    key: str  # as shown and stored in history.json
+    path: tuple[str, ...]  # where it sits in summary.json
     label: str
     higher_is_better: bool
 
@@ -66,16 +67,16 @@ def _verdict(summary: Mapping[str, Any]) -> tuple[str, list[dict]]:
     return ("fail" if any(not s.get("passed") for s in slos) else "pass"), slos
 
 
-def build_history(summaries: Sequence[Mapping[str, Any]], *, window: int = 5,
-                  tolerance: float = 0.2) -> dict:
+def build_history(summaries: Sequence[Mapping[str, Any]], *, window: int = 5, tolerance: float = 0.2) -> dict:
     """`{"window", "tolerance", "metrics", "runs": [...]}`, runs oldest first (by `run.t0_ns`, then run_id).
 
     Each run: run_id, scenario, t0_ns, run_dir, verdict ("pass"/"fail"/"error"), failed SLO
     expressions, `metrics` {key: value}, `baseline` {key: median or None} over the previous
     `window` runs of the same scenario (None for its first run), `regressions` [keys].
     """
-    ordered = sorted(summaries, key=lambda s: ((s.get("run") or {}).get("t0_ns") or 0,
-                                                 str((s.get("run") or {}).get("run_id"))))
+    ordered = sorted(
+        summaries, key=lambda s: ((s.get("run") or {}).get("t0_ns") or 0, str((s.get("run") or {}).get("run_id")))
+    )
     past: dict[str, list[dict[str, float | None]]] = {}
     runs = []
     for summary in ordered:
@@ -89,14 +90,24 @@ def build_history(summaries: Sequence[Mapping[str, Any]], *, window: int = 5,
             baseline[m.key] = statistics.median(seen) if seen else None
         flags = [m.key for m in METRICS if regressed(m, values[m.key], baseline[m.key], tolerance)]
         verdict, slos = _verdict(summary)
-        runs.append({
-            "run_id": run.get("run_id"), "scenario": scenario, "t0_ns": run.get("t0_ns"),
-            "run_dir": summary.get("run_dir"), "status": run.get("status"),
-            "verdict": verdict, "failed_slo": [s.get("expr") for s in slos if not s.get("passed")],
-            "metrics": values, "baseline": baseline, "regressions": flags,
-        })
+        runs.append(
+            {
+                "run_id": run.get("run_id"),
+                "scenario": scenario,
+                "t0_ns": run.get("t0_ns"),
+                "run_dir": summary.get("run_dir"),
+                "status": run.get("status"),
+                "verdict": verdict,
+                "failed_slo": [s.get("expr") for s in slos if not s.get("passed")],
+                "metrics": values,
+                "baseline": baseline,
+                "regressions": flags,
+            }
+        )
         past[scenario].append(values)
-    return {"window": window, "tolerance": tolerance,
-            "metrics": [{"key": m.key, "label": m.label, "higher_is_better": m.higher_is_better}
-                        for m in METRICS],
-            "runs": runs}
+    return {
+        "window": window,
+        "tolerance": tolerance,
+        "metrics": [{"key": m.key, "label": m.label, "higher_is_better": m.higher_is_better} for m in METRICS],
+        "runs": runs,
+    }

@@ -5,6 +5,7 @@ It reads `RUN_DIR/run.json`, has `analysis.traces` check and read the Parquet tr
 (docs/analysis.md, "The plan"), has `analysis.summary` collect and shape the blocks, and
 writes `RUN_DIR/summary.json` and `report.html`.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -23,25 +24,65 @@ from pyspark.sql import functions as F
 from analysis import schema, traces as trace_files
 from analysis.errors import RunFileError, SchemaVersionError
 from analysis.slo import SloError, evaluate_slos, parse_slo
-from analysis.summary import (churn_block, codel_block, consumer_row, egress_block, fidelity_block,
-                              flow_control_block, messages_block, model_block, network_summary, phase_row,
-                              priority_rows, run_block, slow_consumers_block, stats_block, window_row)
+from analysis.summary import (
+    churn_block,
+    codel_block,
+    consumer_row,
+    egress_block,
+    fidelity_block,
+    flow_control_block,
+    messages_block,
+    model_block,
+    network_summary,
+    phase_row,
+    priority_rows,
+    run_block,
+    slow_consumers_block,
+    stats_block,
+    window_row,
+)
 from analysis.transforms import (
-    DISCARD_CLASSES, accounting_totals, attach_measured, classify, consumer_summary,
+    DISCARD_CLASSES,
+    accounting_totals,
+    attach_measured,
+    classify,
+    consumer_summary,
     duplicate_count,
-    histogram_counts, histogram_edges, mark_measured, measurement_window_ns, message_facts, per_second_windows,
-    phase_summary, rejects_at_publish, stats_by, throughput, timeline_events, timeline_segments,
-    unaccounted_ids, with_confirm_latency, with_delivery_latencies,
+    histogram_counts,
+    histogram_edges,
+    mark_measured,
+    measurement_window_ns,
+    message_facts,
+    per_second_windows,
+    phase_summary,
+    rejects_at_publish,
+    stats_by,
+    throughput,
+    timeline_events,
+    timeline_segments,
+    unaccounted_ids,
+    with_confirm_latency,
+    with_delivery_latencies,
 )
 from analysis.summary.accounting import connection_losses
 from analysis.transforms._common import seconds_to_ns
 from analysis.transforms.slow_consumers import queue_depth_series, queue_samples
-from analysis.transforms.model import (COMPONENTS, QUANTILES, consumer_sojourn_quantiles, model_inputs,
-                                       window_components)
+from analysis.transforms.model import COMPONENTS, QUANTILES, consumer_sojourn_quantiles, model_inputs, window_components
 from analysis.transforms.stats import EXACT, STAT_FIELDS, PercentilePolicy, percentile_policy
 
-__all__ = ["analyze", "spark_for", "load_run_json", "read_traces", "summarize", "percentile_policy_for",
-           "SUMMARY_SCHEMA_VERSION", "EXACT_PERCENTILE_ROWS", "PERCENTILE_CHOICES", "Progress", "Traces"]
+__all__ = [
+    "analyze",
+    "spark_for",
+    "load_run_json",
+    "read_traces",
+    "summarize",
+    "percentile_policy_for",
+    "SUMMARY_SCHEMA_VERSION",
+    "EXACT_PERCENTILE_ROWS",
+    "PERCENTILE_CHOICES",
+    "Progress",
+    "Traces",
+]
 
 SUMMARY_SCHEMA_VERSION = 1
 MAX_UNACCOUNTED_IDS = 100
@@ -67,8 +108,17 @@ HEARTBEAT_S = 10.0
 Progress = Callable[[str], None]
 Traces = Mapping[str, DataFrame]
 
-_UNREAD_DELIVERY_COLUMNS = ("schema_version", "run_id", "worker", "buffer_len", "size_bytes", "processing_ms",
-                            "codel_count", "codel_first_above_ns", "codel_drop_next_ns")
+_UNREAD_DELIVERY_COLUMNS = (
+    "schema_version",
+    "run_id",
+    "worker",
+    "buffer_len",
+    "size_bytes",
+    "processing_ms",
+    "codel_count",
+    "codel_first_above_ns",
+    "codel_drop_next_ns",
+)
 """Delivery columns no block reads (the trace keeps them for the user): not cached, since the
 cache costs by the column."""
 
@@ -90,8 +140,13 @@ def percentile_policy_for(choice: str, delivery_rows: int, publish_rows: int) ->
     return EXACT if choice == "exact" else APPROXIMATE
 
 
-def analyze(run_dir: str | Path, master: str | None = None, spark: SparkSession | None = None,
-            progress: Progress | None = None, percentiles: str = "auto") -> dict:
+def analyze(
+    run_dir: str | Path,
+    master: str | None = None,
+    spark: SparkSession | None = None,
+    progress: Progress | None = None,
+    percentiles: str = "auto",
+) -> dict:
     """Analyse one run directory; write and return its summary.
 
     `spark` wins over `master`; without either the session comes from
@@ -133,8 +188,12 @@ def analyze(run_dir: str | Path, master: str | None = None, spark: SparkSession 
 
 
 @contextlib.contextmanager
-def spark_for(run_dirs: Sequence[str | Path], master: str | None = None, log_path: str | Path | None = None,
-              progress: Progress | None = None) -> Iterator[SparkSession]:
+def spark_for(
+    run_dirs: Sequence[str | Path],
+    master: str | None = None,
+    log_path: str | Path | None = None,
+    progress: Progress | None = None,
+) -> Iterator[SparkSession]:
     """One Spark session for analysing all of `run_dirs`, sized for the largest of their traces
     (a session already running is used as it is, and left running); stopped at the end if
     this started it."""
@@ -155,6 +214,7 @@ def spark_for(run_dirs: Sequence[str | Path], master: str | None = None, log_pat
 
 
 # --- progress -----------------------------------------------------------------
+
 
 @contextlib.contextmanager
 def _stage(say: Progress, name: str, spark: SparkSession | None = None) -> Iterator[None]:
@@ -192,11 +252,11 @@ def _tasks(spark: SparkSession | None) -> str:
 
 # --- reading ------------------------------------------------------------------
 
+
 def load_run_json(run_dir: Path) -> dict:
     path = Path(run_dir) / "run.json"
     if not path.is_file():
-        raise RunFileError(f"{path}: run.json not found; is {run_dir} a sojourn run directory?",
-                           path=path)
+        raise RunFileError(f"{path}: run.json not found; is {run_dir} a sojourn run directory?", path=path)
     try:
         run = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
@@ -213,7 +273,10 @@ def load_run_json(run_dir: Path) -> dict:
         raise SchemaVersionError(
             f"{path}: schema_version {version!r}, but this analysis reads version "
             f"{schema.SCHEMA_VERSION}; analyse it with the sojourn version that recorded it",
-            path=path, found=version, expected=schema.SCHEMA_VERSION)
+            path=path,
+            found=version,
+            expected=schema.SCHEMA_VERSION,
+        )
     return run
 
 
@@ -223,12 +286,18 @@ def _check_phases(phases: Any, path: Path) -> None:
     if not isinstance(phases, list):
         raise RunFileError(f"{path}: phases must be a list, got {phases!r}", path=path, key="phases")
     for i, phase in enumerate(phases):
-        ok = (isinstance(phase, dict) and isinstance(phase.get("name"), str)
-              and all(isinstance(phase.get(k), (int, float)) and not isinstance(phase.get(k), bool)
-                      for k in ("start_s", "end_s")))
+        ok = (
+            isinstance(phase, dict)
+            and isinstance(phase.get("name"), str)
+            and all(
+                isinstance(phase.get(k), (int, float)) and not isinstance(phase.get(k), bool)
+                for k in ("start_s", "end_s")
+            )
+        )
         if not ok:
-            raise RunFileError(f"{path}: phases[{i}] must be {{name, start_s, end_s}}, got {phase!r}",
-                               path=path, key=f"phases[{i}]")
+            raise RunFileError(
+                f"{path}: phases[{i}] must be {{name, start_s, end_s}}, got {phase!r}", path=path, key=f"phases[{i}]"
+            )
 
 
 def _slo_expressions(run: dict, run_dir: Path) -> list:
@@ -236,14 +305,12 @@ def _slo_expressions(run: dict, run_dir: Path) -> list:
     exprs = scenario.get("slo", []) if isinstance(scenario, dict) else []
     path = run_dir / "run.json"
     if not isinstance(exprs, list):
-        raise RunFileError(f"{path}: scenario.slo must be a list, got {exprs!r}",
-                           path=path, key="scenario.slo")
+        raise RunFileError(f"{path}: scenario.slo must be a list, got {exprs!r}", path=path, key="scenario.slo")
     for i, expr in enumerate(exprs):
         try:
             parse_slo(expr)
         except SloError as exc:
-            raise RunFileError(f"{path}: scenario.slo[{i}]: {exc}", path=path,
-                               key=f"scenario.slo[{i}]") from exc
+            raise RunFileError(f"{path}: scenario.slo[{i}]: {exc}", path=path, key=f"scenario.slo[{i}]") from exc
     return exprs
 
 
@@ -254,8 +321,10 @@ def read_traces(spark: SparkSession, run_dir: str | Path) -> dict[str, DataFrame
 
 # --- computing ----------------------------------------------------------------
 
-def summarize(traces: Traces, run: Mapping[str, Any], progress: Progress | None = None,
-              policy: PercentilePolicy = EXACT) -> dict:
+
+def summarize(
+    traces: Traces, run: Mapping[str, Any], progress: Progress | None = None, policy: PercentilePolicy = EXACT
+) -> dict:
     """Compose the transforms over the trace frames into the summary dict (no `slo` yet).
 
     The plan (docs/analysis.md): the small kinds (events, leftovers, dead-letters) are cached
@@ -289,24 +358,36 @@ def summarize(traces: Traces, run: Mapping[str, Any], progress: Progress | None 
 
         with stage("computing accounting"):
             losses = connection_losses(events)
-            facts = keep(traces["publish"].transform(message_facts(traces["delivery"], leftovers, dead_letters,
-                                                                   losses)))
-            deliveries = keep(traces["delivery"].drop(*_UNREAD_DELIVERY_COLUMNS)
-                              .transform(attach_measured(facts, warmup_end))
-                              .transform(with_delivery_latencies))
+            facts = keep(
+                traces["publish"].transform(message_facts(traces["delivery"], leftovers, dead_letters, losses))
+            )
+            deliveries = keep(
+                traces["delivery"]
+                .drop(*_UNREAD_DELIVERY_COLUMNS)
+                .transform(attach_measured(facts, warmup_end))
+                .transform(with_delivery_latencies)
+            )
             classified = facts.transform(classify(events, rejects_at_publish(run.get("scenario"))))
-            totals = (accounting_totals(classified).crossJoin(duplicate_count(facts))
-                      .crossJoin(deliveries.agg(F.count_if(F.col("redelivered")).alias("redelivered")))
-                      .first())
-            messages = messages_block(totals, [r.message_id for r in
-                                               classified.transform(unaccounted_ids(MAX_UNACCOUNTED_IDS)).collect()])
+            totals = (
+                accounting_totals(classified)
+                .crossJoin(duplicate_count(facts))
+                .crossJoin(deliveries.agg(F.count_if(F.col("redelivered")).alias("redelivered")))
+                .first()
+            )
+            messages = messages_block(
+                totals, [r.message_id for r in classified.transform(unaccounted_ids(MAX_UNACCOUNTED_IDS)).collect()]
+            )
 
         with stage("computing latency statistics and throughput"):
             measured = F.col("measured")
             overall = (
-                deliveries.transform(stats_by([], {
-                    name: F.when(measured, F.col(col)) for name, col in _DELIVERY_METRICS.items()
-                }, fields=(*STAT_FIELDS, "min")))
+                deliveries.transform(
+                    stats_by(
+                        [],
+                        {name: F.when(measured, F.col(col)) for name, col in _DELIVERY_METRICS.items()},
+                        fields=(*STAT_FIELDS, "min"),
+                    )
+                )
                 .crossJoin(publishes.transform(stats_by([], {"confirm": F.when(measured, F.col("confirm_ms"))})))
                 .crossJoin(deliveries.transform(throughput(window_start, window_end, publishes)))
                 .first()
@@ -314,13 +395,17 @@ def summarize(traces: Traces, run: Mapping[str, Any], progress: Progress | None 
 
         with stage("computing per-consumer statistics and the queueing-model check"):
             consumers = [consumer_row(r) for r in deliveries.transform(consumer_summary).collect()]
-            quantiles = {r["consumer"]: r["sojourn_quantiles_ms"]
-                         for r in deliveries.transform(consumer_sojourn_quantiles).collect()}
+            quantiles = {
+                r["consumer"]: r["sojourn_quantiles_ms"]
+                for r in deliveries.transform(consumer_sojourn_quantiles).collect()
+            }
             for c in consumers:  # additive: docs/summary.md, the `model` block
                 c["sojourn_quantiles_ms"] = {"q": list(QUANTILES), "ms": quantiles.get(c["consumer"])}
-            model = model_block(deliveries.transform(model_inputs(t0)).collect(),
-                                deliveries.transform(model_inputs(t0, ("consumer", "phase"))).collect(),
-                                consumers)
+            model = model_block(
+                deliveries.transform(model_inputs(t0)).collect(),
+                deliveries.transform(model_inputs(t0, ("consumer", "phase"))).collect(),
+                consumers,
+            )
             codel = codel_block(deliveries)  # CoDel per consumer (empty when it was off): docs/summary.md
             egress = egress_block(deliveries, run.get("scenario"))  # egress per group ({} when off): docs/summary.md
         with stage("computing publish lateness and replay fidelity"):
@@ -334,10 +419,8 @@ def summarize(traces: Traces, run: Mapping[str, Any], progress: Progress | None 
             slow_consumers = slow_consumers_block(deliveries, events, t0)
             queue_depth = [r.asDict() for r in queue_depth_series(queue_samples(events), t0).collect()]
         with stage("computing phases and per-second windows"):
-            phases = [phase_row(r) for r in
-                      deliveries.transform(phase_summary(segments, t0, publishes)).collect()]
-            windows = [window_row(r) for r in
-                       deliveries.transform(per_second_windows(t0, publishes)).collect()]
+            phases = [phase_row(r) for r in deliveries.transform(phase_summary(segments, t0, publishes)).collect()]
+            windows = [window_row(r) for r in deliveries.transform(per_second_windows(t0, publishes)).collect()]
             components = {r["t_s"]: r for r in deliveries.transform(window_components(t0)).collect()}
             for w in windows:  # additive: per-second means of the end-to-end components
                 r = components.get(w["t_s"])
@@ -348,9 +431,13 @@ def summarize(traces: Traces, run: Mapping[str, Any], progress: Progress | None 
             counts = [0] * (len(edges) - 1)
             for r in deliveries.transform(histogram_counts(edges, F.when(measured, F.col("sojourn_ms")))).collect():
                 counts[r["bin"]] = r["count"]
-            event_rows = [r.asDict() for r in
-                          events.where(F.col("kind") != "queue_sample")  # in queue_depth instead
-                          .transform(timeline_events(t0)).limit(MAX_EVENTS + 1).collect()]
+            event_rows = [
+                r.asDict()
+                for r in events.where(F.col("kind") != "queue_sample")  # in queue_depth instead
+                .transform(timeline_events(t0))
+                .limit(MAX_EVENTS + 1)
+                .collect()
+            ]
             if len(event_rows) > MAX_EVENTS:
                 say(f"events: keeping the first {MAX_EVENTS} of more")
                 event_rows = event_rows[:MAX_EVENTS]
@@ -363,8 +450,9 @@ def summarize(traces: Traces, run: Mapping[str, Any], progress: Progress | None 
         "throughput": {k: overall[k] for k in ("publish_per_s", "deliver_per_s", "ack_per_s")},
         "sojourn_ms": stats_block(overall["sojourn_ms"]),
         "latency_ms": {
-            **{name: stats_block(overall[name])
-               for name in ("end_to_end", "broker_network", "processing", "ack_delay")},
+            **{
+                name: stats_block(overall[name]) for name in ("end_to_end", "broker_network", "processing", "ack_delay")
+            },
             "confirm": stats_block(overall["confirm"]),
         },
         "percentiles": policy.describe(),
@@ -387,6 +475,7 @@ def summarize(traces: Traces, run: Mapping[str, Any], progress: Progress | None 
 
 
 # --- writing ------------------------------------------------------------------
+
 
 def _json_safe(value: Any) -> Any:
     """NaN and infinities become null; JSON has no spelling for them."""

@@ -5,6 +5,7 @@ trace writer in loadgen) and `spark_schema()` (used by the analysis job and the
 Spark tests) are derived from the same declaration, so the two halves can not
 drift apart. Times are integer nanoseconds of the wall clock (`time.time_ns`).
 """
+
 from __future__ import annotations
 
 from typing import Literal, NamedTuple
@@ -67,12 +68,25 @@ PUBLISH = _COMMON + (
     _c("confirm_ns", "int64", "when the broker's confirm (ack or nack) arrived", nullable=True),
     _c("outcome", "string", "one of PUBLISH_OUTCOMES"),
     _c("priority", "int32", "AMQP priority property sent (null: none)", nullable=True),
-    _c("replay_index", "int64", "replay: the row's index in the replay source (0-based, after sorting by time); "
-       "null for synthetic arrivals", nullable=True),
-    _c("replay_loop", "int32", "replay: which pass over the source (0 = first); null for synthetic arrivals",
-       nullable=True),
-    _c("blocked_ms", "float64", "how long the publish waited because the broker had blocked the connection "
-       "(connection.blocked: a resource alarm); null when it did not wait", nullable=True),
+    _c(
+        "replay_index",
+        "int64",
+        "replay: the row's index in the replay source (0-based, after sorting by time); null for synthetic arrivals",
+        nullable=True,
+    ),
+    _c(
+        "replay_loop",
+        "int32",
+        "replay: which pass over the source (0 = first); null for synthetic arrivals",
+        nullable=True,
+    ),
+    _c(
+        "blocked_ms",
+        "float64",
+        "how long the publish waited because the broker had blocked the connection "
+        "(connection.blocked: a resource alarm); null when it did not wait",
+        nullable=True,
+    ),
 )
 
 DELIVERY = _COMMON + (
@@ -92,21 +106,37 @@ DELIVERY = _COMMON + (
     _c("buffer_len", "int32", "deliveries already waiting in the client buffer when this one arrived"),
     _c("size_bytes", "int32", "body size in bytes"),
     _c("processing_ms", "float64", "simulated processing time drawn for this delivery", nullable=True),
-    _c("codel_dropping", "bool", "CoDel: in the dropping state after deciding on this delivery (null: CoDel off)",
-       nullable=True),
+    _c(
+        "codel_dropping",
+        "bool",
+        "CoDel: in the dropping state after deciding on this delivery (null: CoDel off)",
+        nullable=True,
+    ),
     _c("codel_count", "int32", "CoDel: drop count after deciding on this delivery", nullable=True),
-    _c("codel_first_above_ns", "int64", "CoDel: first-above-target deadline (0 = not above target)",
-       nullable=True),
+    _c("codel_first_above_ns", "int64", "CoDel: first-above-target deadline (0 = not above target)", nullable=True),
     _c("codel_drop_next_ns", "int64", "CoDel: when the next drop is due while dropping", nullable=True),
     _c("priority", "int32", "the message's AMQP priority property (null: none)", nullable=True),
-    _c("egress_class", "string", "egress: the class of the consumer's buffer it went to (null: egress off)",
-       nullable=True),
-    _c("egress_length", "int32", "egress: messages in its class right after it was admitted, after the discards "
-       "its admission made (itself included)", nullable=True),
-    _c("egress_units", "int64", "egress: the class's depth in 2,048-byte work units at the same moment",
-       nullable=True),
-    _c("discard_indication", "bool", "egress: it was the first message taken from the buffer after a discard "
-       "(Solace's discard indication); null when egress is off or it never left the buffer", nullable=True),
+    _c(
+        "egress_class",
+        "string",
+        "egress: the class of the consumer's buffer it went to (null: egress off)",
+        nullable=True,
+    ),
+    _c(
+        "egress_length",
+        "int32",
+        "egress: messages in its class right after it was admitted, after the discards "
+        "its admission made (itself included)",
+        nullable=True,
+    ),
+    _c("egress_units", "int64", "egress: the class's depth in 2,048-byte work units at the same moment", nullable=True),
+    _c(
+        "discard_indication",
+        "bool",
+        "egress: it was the first message taken from the buffer after a discard "
+        "(Solace's discard indication); null when egress is off or it never left the buffer",
+        nullable=True,
+    ),
 )
 
 EVENT = _COMMON + (
@@ -150,11 +180,11 @@ PUBLISH_OUTCOMES = {
     "unconfirmed": "confirms on, but no answer before the connection closed or the run ended",
     "failed": "basic.publish raised (connection gone); never reached the socket",
     "returned": "mandatory publish that no queue took: the broker returned it (basic.return); discarded, "
-                "reason unroutable",
+    "reason unroutable",
     "blocked_timeout": "the connection stayed blocked (connection.blocked) longer than the producer's "
-                       "max_blocked_wait_s: the publish was given up, never sent; or it was written while "
-                       "the block began and the connection was still blocked when the producer left, so the "
-                       "broker never read it; discarded, reason publish_failed_blocked",
+    "max_blocked_wait_s: the publish was given up, never sent; or it was written while "
+    "the block began and the connection was still blocked when the producer left, so the "
+    "broker never read it; discarded, reason publish_failed_blocked",
 }
 
 DELIVERY_OUTCOMES = {
@@ -164,14 +194,14 @@ DELIVERY_OUTCOMES = {
     "nack_discard": "nacked with requeue=false (CoDel): discarded (dead-lettered if the queue has a DLX)",
     "unsettled": "the channel closed before it was settled; the broker requeues it",
     "egress_discard": "egress: discarded from a full class of the consumer's buffer, oldest first, never "
-                      "processed; acked so the broker forgets it (settle_ns = the ack; receive time for auto-ack)",
+    "processed; acked so the broker forgets it (settle_ns = the ack; receive time for auto-ack)",
     "crashed": "held (buffered, or processed but not acked) when its consumer crashed on the timeline "
-               "(leave: crash): the broker requeues it; a processed one keeps start_ns and end_ns",
+    "(leave: crash): the broker requeues it; a processed one keeps start_ns and end_ns",
 }
 
 DEAD_LETTER_REASONS = {
     "maxlen": "the queue was over x-max-length / x-max-length-bytes: dropped from the head (drop-head), "
-              "or refused at publish (reject-publish-dlx)",
+    "or refused at publish (reject-publish-dlx)",
     "expired": "its TTL ran out in the queue (x-message-ttl or the per-message expiration)",
     "rejected": "a consumer nacked or rejected it with requeue=false",
     "delivery_limit": "quorum queue: delivered more than x-delivery-limit times (requeued too often)",
@@ -189,31 +219,31 @@ EVENT_KINDS = {
     "producer_leave": "a producer stopped publishing (name = producer)",
     "connection_lost": "a connection closed unexpectedly (detail has the reason)",
     "consumer_crash": "a consumer crashed on the timeline (leave: crash): dropped its TCP connection without "
-                      "closing (name = consumer, value = deliveries it held; detail: unacked, in_hand = the "
-                      "id processed but not acked)",
+    "closing (name = consumer, value = deliveries it held; detail: unacked, in_hand = the "
+    "id processed but not acked)",
     "connection_blocked": "the broker blocked a producer's connection (a memory or disk alarm; "
-                          "name = producer, detail has the reason)",
+    "name = producer, detail has the reason)",
     "connection_unblocked": "the broker unblocked a producer's connection (name = producer)",
     "publish_returned": "the broker returned a mandatory publish no queue took (name = message id; "
-                        "detail has the reply code and text)",
+    "detail has the reply code and text)",
     "participant_error": "a producer or consumer failed; it retries after a pause (detail has the error)",
     "drain_start": "publishing stopped; consumers drain what is left",
     "drain_end": "drain finished or timed out (detail says which)",
     "broker_depth": "messages ready in the queue (name = queue, value = depth)",
     "queue_sample": "the run's queue sampled once a second by the declaring process (name = queue; value = "
-                    "messages ready; detail = unacked (from the management API, null without it), consumers, "
-                    "source, took_ms; ts_ns = halfway through the passive declare's round trip)",
+    "messages ready; detail = unacked (from the management API, null without it), consumers, "
+    "source, took_ms; ts_ns = halfway through the passive declare's round trip)",
     "network_change": "the network impairment changed (name = phase; detail = the settings now in force)",
     "network_down": "network outage began: connections cut, new ones refused (name = phase)",
     "network_up": "network outage ended (name = phase)",
     "network_reset": "established connections were reset (name = phase)",
     "proxy_stats": "delay-line self-measurement for one direction (name = direction; value = p99 error ms; "
-                   "detail = count, p50/p99/max error, bytes)",
+    "detail = count, p50/p99/max error, bytes)",
     "deadletter_capture": "dead-letter capture bound (name = capture queue; detail = exchange, binding keys) or "
-                          "stopped (value = messages captured)",
+    "stopped (value = messages captured)",
     "queue_deleted": "queue.delete_on_end: the queue was deleted after the census (name = queue)",
     "exchange_deleted": "exchanges[].delete_on_end: the exchange was deleted at the end, after the queue "
-                        "(name = exchange)",
+    "(name = exchange)",
     "run_end": "a worker process finished its part of the run",
 }
 
@@ -233,12 +263,16 @@ def arrow_schema(kind: str):
     """pyarrow schema for one trace kind, with the schema version in its metadata."""
     import pyarrow as pa
 
-    types = {"string": pa.string(), "int32": pa.int32(), "int64": pa.int64(),
-             "float64": pa.float64(), "bool": pa.bool_()}
+    types = {
+        "string": pa.string(),
+        "int32": pa.int32(),
+        "int64": pa.int64(),
+        "float64": pa.float64(),
+        "bool": pa.bool_(),
+    }
     return pa.schema(
         [pa.field(c.name, types[c.type], nullable=c.nullable) for c in columns(kind)],
-        metadata={b"sojourn.schema_version": str(SCHEMA_VERSION).encode(),
-                  b"sojourn.kind": kind.encode()},
+        metadata={b"sojourn.schema_version": str(SCHEMA_VERSION).encode(), b"sojourn.kind": kind.encode()},
     )
 
 
@@ -246,8 +280,13 @@ def spark_schema(kind: str):
     """Spark StructType for one trace kind (Spark reads all fields as nullable)."""
     from pyspark.sql import types as T
 
-    types = {"string": T.StringType(), "int32": T.IntegerType(), "int64": T.LongType(),
-             "float64": T.DoubleType(), "bool": T.BooleanType()}
+    types = {
+        "string": T.StringType(),
+        "int32": T.IntegerType(),
+        "int64": T.LongType(),
+        "float64": T.DoubleType(),
+        "bool": T.BooleanType(),
+    }
     return T.StructType([T.StructField(c.name, types[c.type], True) for c in columns(kind)])
 
 
@@ -260,8 +299,12 @@ def markdown_tables() -> str:
         out.append("|---|---|---|---|")
         out.extend(f"| `{c.name}` | {c.type} | {'yes' if c.nullable else 'no'} | {c.doc} |" for c in cols)
         out.append("")
-    for title, table in (("publish outcomes", PUBLISH_OUTCOMES), ("delivery outcomes", DELIVERY_OUTCOMES),
-                         ("dead-letter reasons", DEAD_LETTER_REASONS), ("event kinds", EVENT_KINDS)):
+    for title, table in (
+        ("publish outcomes", PUBLISH_OUTCOMES),
+        ("delivery outcomes", DELIVERY_OUTCOMES),
+        ("dead-letter reasons", DEAD_LETTER_REASONS),
+        ("event kinds", EVENT_KINDS),
+    ):
         out.append(f"### {title}\n")
         out.append("| value | meaning |")
         out.append("|---|---|")

@@ -19,6 +19,7 @@ mapping them from the archive saves about 3 s of every analysis on this project'
 The first analysis with a new install writes the archive when its JVM exits (about 20 s more, once).
 `SOJOURN_SPARK_CDS=0` turns this off.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -32,8 +33,18 @@ from typing import IO
 from pyspark import SparkConf, SparkContext
 from pyspark.sql import SparkSession
 
-__all__ = ["get_spark", "stop_spark", "configure", "resolve_master", "jvm_settings", "sql_settings",
-           "total_memory_bytes", "class_archive", "SMALL_TRACE_ROWS", "LOG_NAME"]
+__all__ = [
+    "get_spark",
+    "stop_spark",
+    "configure",
+    "resolve_master",
+    "jvm_settings",
+    "sql_settings",
+    "total_memory_bytes",
+    "class_archive",
+    "SMALL_TRACE_ROWS",
+    "LOG_NAME",
+]
 
 LOG_NAME = "spark.log"
 """The JVM's log, in the (first) run directory the session analyses."""
@@ -45,8 +56,8 @@ adaptive re-planning and no whole-stage code generation cost less than they save
 _MIB = 1 << 20
 _GIB = 1 << 30
 _MIN_HEAP = 1 * _GIB
-_HEAP_PER_TRACE_BYTE = 12      # Parquet is compressed several times over; the job caches two frames
-_MAX_HEAP_SHARE = 0.6          # of the machine's memory: the broker and the OS keep the rest
+_HEAP_PER_TRACE_BYTE = 12  # Parquet is compressed several times over; the job caches two frames
+_MAX_HEAP_SHARE = 0.6  # of the machine's memory: the broker and the OS keep the rest
 _BYTES_PER_PARTITION = 32 * _MIB
 
 
@@ -109,8 +120,7 @@ def _pending(archive: Path) -> Path:
     return archive.with_name(f"{archive.name}.{os.getpid()}.tmp")
 
 
-def jvm_settings(trace_bytes: int, trace_rows: int, machine_bytes: int,
-                 archive: Path | None = None) -> dict[str, str]:
+def jvm_settings(trace_bytes: int, trace_rows: int, machine_bytes: int, archive: Path | None = None) -> dict[str, str]:
     """The local driver's JVM settings for traces of this size (Parquet bytes on disk, rows).
 
     Heap: 12x the Parquet bytes, at least 1 GiB, at most 60 % of the machine's memory; what
@@ -125,8 +135,7 @@ def jvm_settings(trace_bytes: int, trace_rows: int, machine_bytes: int,
     if trace_rows <= SMALL_TRACE_ROWS:
         options.append("-XX:TieredStopAtLevel=1")
     options += _archive_options(archive)
-    return {"spark.driver.memory": f"{heap_mib}m",
-            "spark.driver.extraJavaOptions": " ".join(options)}
+    return {"spark.driver.memory": f"{heap_mib}m", "spark.driver.extraJavaOptions": " ".join(options)}
 
 
 def sql_settings(trace_bytes: int, trace_rows: int, local: bool) -> dict[str, str]:
@@ -159,8 +168,14 @@ def sql_settings(trace_bytes: int, trace_rows: int, local: bool) -> dict[str, st
     return settings
 
 
-def get_spark(master: str | None = None, app_name: str = "sojourn", log_level: str = "ERROR",
-              trace_bytes: int = 0, trace_rows: int = 0, log_path: Path | None = None) -> SparkSession:
+def get_spark(
+    master: str | None = None,
+    app_name: str = "sojourn",
+    log_level: str = "ERROR",
+    trace_bytes: int = 0,
+    trace_rows: int = 0,
+    log_path: Path | None = None,
+) -> SparkSession:
     """Build (or reuse) a quiet Spark session: no UI, no progress bars, UTC timestamps.
 
     A new local JVM is sized for `trace_bytes` / `trace_rows` (jvm_settings); a JVM that is
@@ -168,14 +183,18 @@ def get_spark(master: str | None = None, app_name: str = "sojourn", log_level: s
     there (log level WARN) instead of to the terminal.
     """
     resolved = resolve_master(master)
-    conf = (SparkConf().setMaster(resolved).setAppName(app_name)
-            .set("spark.ui.enabled", "false")
-            .set("spark.ui.showConsoleProgress", "false")
-            .set("spark.sql.session.timeZone", "UTC")
-            # PySpark sends the Python call site of every column expression to the JVM (up to a
-            # dozen round trips per `F.col`) for error messages: most of the time the job spends
-            # building its plans. The analysis's own errors name the file and field instead.
-            .set("spark.python.sql.dataFrameDebugging.enabled", "false"))
+    conf = (
+        SparkConf()
+        .setMaster(resolved)
+        .setAppName(app_name)
+        .set("spark.ui.enabled", "false")
+        .set("spark.ui.showConsoleProgress", "false")
+        .set("spark.sql.session.timeZone", "UTC")
+        # PySpark sends the Python call site of every column expression to the JVM (up to a
+        # dozen round trips per `F.col`) for error messages: most of the time the job spends
+        # building its plans. The analysis's own errors name the file and field instead.
+        .set("spark.python.sql.dataFrameDebugging.enabled", "false")
+    )
     local = resolved.startswith("local")
     if local:
         # A local run needs no network: bind the driver to loopback (this also stops

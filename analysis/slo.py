@@ -3,6 +3,7 @@
 Pure logic; shared by the scenario loader (to reject bad expressions early) and
 the analysis job (to evaluate them).
 """
+
 from __future__ import annotations
 
 import math
@@ -12,8 +13,7 @@ from typing import Any, Mapping, NamedTuple
 
 __all__ = ["Slo", "SloError", "parse_slo", "evaluate_slos"]
 
-_OPS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge,
-        "==": operator.eq, "!=": operator.ne}
+_OPS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge, "==": operator.eq, "!=": operator.ne}
 _EXPR = re.compile(r"^\s*([A-Za-z_][\w.\[\]-]*)\s*(<=|>=|==|!=|<|>)\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*$")
 
 
@@ -33,8 +33,10 @@ def parse_slo(expr: str) -> Slo:
         raise SloError(f"expected a string like 'sojourn_ms.p99 < 200', got {expr!r}")
     m = _EXPR.match(expr)
     if not m:
-        raise SloError(f"{expr!r} is not of the form '<metric> <op> <number>' "
-                       f"with op one of {' '.join(_OPS)} (e.g. 'sojourn_ms.p99 < 200')")
+        raise SloError(
+            f"{expr!r} is not of the form '<metric> <op> <number>' "
+            f"with op one of {' '.join(_OPS)} (e.g. 'sojourn_ms.p99 < 200')"
+        )
     metric, op, number = m.groups()
     return Slo(expr.strip(), metric, op, float(number))
 
@@ -56,9 +58,17 @@ def evaluate_slos(summary: Mapping[str, Any], exprs) -> list[dict]:
         slo = parse_slo(expr)
         value = _lookup(summary, slo.metric)
         if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
-            results.append({"expr": slo.expr, "metric": slo.metric, "value": None, "passed": False,
-                            "reason": f"metric {slo.metric!r} has no numeric value in the summary"})
+            results.append(
+                {
+                    "expr": slo.expr,
+                    "metric": slo.metric,
+                    "value": None,
+                    "passed": False,
+                    "reason": f"metric {slo.metric!r} has no numeric value in the summary",
+                }
+            )
             continue
-        results.append({"expr": slo.expr, "metric": slo.metric, "value": value,
-                        "passed": bool(_OPS[slo.op](value, slo.threshold))})
+        results.append(
+            {"expr": slo.expr, "metric": slo.metric, "value": value, "passed": bool(_OPS[slo.op](value, slo.threshold))}
+        )
     return results

@@ -6,6 +6,7 @@ types against `analysis/schema.py`, the schema version in the metadata, and the
 carries this analysis' version. It also totals rows and bytes, which size the Spark session
 and choose the percentile method. `read` then reads each kind once, with the explicit schema.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -25,6 +26,7 @@ __all__ = ["KindFiles", "scan", "read", "total_rows", "total_bytes"]
 class KindFiles(NamedTuple):
     """One trace kind's part files, their rows and bytes on disk, and the files whose footers
     could not vouch for the `schema_version` column (no statistics): those get one Spark scan."""
+
     kind: str
     files: tuple[Path, ...]
     rows: int
@@ -47,11 +49,13 @@ def _part_files(directory: Path) -> list[Path]:
     # killed): its rows are not in any part yet. `sojourn analyze` converts such batches first.
     unconverted = sorted(directory.glob(".*.parquet.raw"))
     if unconverted:
-        raise AnalysisError(f"{unconverted[0]}: a trace batch not converted to Parquet yet (its writer was "
-                            f"stopped; {len(unconverted)} in {directory.name}/): `sojourn analyze "
-                            f"{directory.parent.parent}` converts them first", path=unconverted[0])
-    return sorted(p for p in directory.glob("*.parquet")
-                  if p.is_file() and not p.name.startswith((".", "_")))
+        raise AnalysisError(
+            f"{unconverted[0]}: a trace batch not converted to Parquet yet (its writer was "
+            f"stopped; {len(unconverted)} in {directory.name}/): `sojourn analyze "
+            f"{directory.parent.parent}` converts them first",
+            path=unconverted[0],
+        )
+    return sorted(p for p in directory.glob("*.parquet") if p.is_file() and not p.name.startswith((".", "_")))
 
 
 def _same_type(found, expected) -> bool:
@@ -76,17 +80,22 @@ def _check_footer(path: Path, kind: str):
     expected = schema.arrow_schema(kind)
     present = list(found.names)
     missing = [name for name in expected.names if name not in present]
-    wrong = [f"{f.name} is {found.field(f.name).type}, expected {f.type}"
-             for f in expected if f.name in present and not _same_type(found.field(f.name).type, f.type)]
+    wrong = [
+        f"{f.name} is {found.field(f.name).type}, expected {f.type}"
+        for f in expected
+        if f.name in present and not _same_type(found.field(f.name).type, f.type)
+    ]
     if missing or wrong:
-        raise TraceColumnsError(path=path, kind=kind, missing=missing, present=present,
-                                wrong_types=wrong)
+        raise TraceColumnsError(path=path, kind=kind, missing=missing, present=present, wrong_types=wrong)
     recorded = (metadata.metadata or {}).get(b"sojourn.schema_version")
     if recorded is not None and recorded.decode() != str(schema.SCHEMA_VERSION):
         raise SchemaVersionError(
             f"{path}: {kind} trace has schema_version {recorded.decode()}, but this analysis "
-            f"reads version {schema.SCHEMA_VERSION}", path=path, found=recorded.decode(),
-            expected=schema.SCHEMA_VERSION)
+            f"reads version {schema.SCHEMA_VERSION}",
+            path=path,
+            found=recorded.decode(),
+            expected=schema.SCHEMA_VERSION,
+        )
     return metadata.num_rows, _version_stats_ok(metadata, present.index("schema_version"), path, kind)
 
 
@@ -98,15 +107,22 @@ def _version_stats_ok(metadata, column: int, path: Path, kind: str) -> bool:
         if stats is None or not stats.has_min_max or stats.null_count is None:
             return False
         if stats.null_count:
-            raise SchemaVersionError(f"{path}: {kind} trace has rows with schema_version null, but this "
-                                     f"analysis reads version {schema.SCHEMA_VERSION}", path=path,
-                                     found=None, expected=schema.SCHEMA_VERSION)
+            raise SchemaVersionError(
+                f"{path}: {kind} trace has rows with schema_version null, but this "
+                f"analysis reads version {schema.SCHEMA_VERSION}",
+                path=path,
+                found=None,
+                expected=schema.SCHEMA_VERSION,
+            )
         for value in (stats.min, stats.max):
             if value != schema.SCHEMA_VERSION:
                 raise SchemaVersionError(
                     f"{path}: {kind} trace has rows with schema_version {value}, but this analysis "
-                    f"reads version {schema.SCHEMA_VERSION}", path=path, found=value,
-                    expected=schema.SCHEMA_VERSION)
+                    f"reads version {schema.SCHEMA_VERSION}",
+                    path=path,
+                    found=value,
+                    expected=schema.SCHEMA_VERSION,
+                )
     return True
 
 
@@ -135,9 +151,11 @@ def read(spark: SparkSession, kinds: dict[str, KindFiles]) -> dict[str, DataFram
             frames[kind] = spark.read.schema(spark_schema).parquet(*[p.resolve().as_uri() for p in found.files])
         else:
             frames[kind] = local_rows(spark, [], spark_schema)
-    unverified = {kind: spark.read.schema(schema.spark_schema(kind)).parquet(*[p.resolve().as_uri()
-                                                                             for p in found.unverified])
-                  for kind, found in kinds.items() if found.unverified}
+    unverified = {
+        kind: spark.read.schema(schema.spark_schema(kind)).parquet(*[p.resolve().as_uri() for p in found.unverified])
+        for kind, found in kinds.items()
+        if found.unverified
+    }
     _check_schema_version_column(unverified)
     return {kind: frame.select(*schema.spark_schema(kind).names) for kind, frame in frames.items()}
 
@@ -151,10 +169,9 @@ def _check_schema_version_column(scans: dict[str, DataFrame]) -> None:
     """Every row must carry this analysis' schema_version: one action, scanning one column."""
     bad = None
     for kind, frame in scans.items():
-        rows = (frame.where(F.col("schema_version").isNull()
-                            | (F.col("schema_version") != schema.SCHEMA_VERSION))
-                .select(F.lit(kind).alias("kind"), "schema_version",
-                        F.col("_metadata.file_path").alias("file")))
+        rows = frame.where(
+            F.col("schema_version").isNull() | (F.col("schema_version") != schema.SCHEMA_VERSION)
+        ).select(F.lit(kind).alias("kind"), "schema_version", F.col("_metadata.file_path").alias("file"))
         bad = rows if bad is None else bad.unionByName(rows)
     found = bad.limit(1).collect() if bad is not None else []
     if found:
@@ -163,4 +180,7 @@ def _check_schema_version_column(scans: dict[str, DataFrame]) -> None:
         raise SchemaVersionError(
             f"{path}: {row.kind} trace has rows with schema_version {row.schema_version}, "
             f"but this analysis reads version {schema.SCHEMA_VERSION}",
-            path=path, found=row.schema_version, expected=schema.SCHEMA_VERSION)
+            path=path,
+            found=row.schema_version,
+            expected=schema.SCHEMA_VERSION,
+        )

@@ -20,6 +20,7 @@ the machine) and to a JSON file.
 so the regenerated report still shows every comparison (each row says when it was measured);
 `--report-only` regenerates the report from the JSON file without measuring.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -51,11 +52,11 @@ COMPARISONS: dict[str, tuple[str, dict, tuple[str, ...]]] = {
     "consume-prefetch-300": ("consume", {"prefetch": 300}, ("bare", "sojourn", "sojourn-notrace")),
 }
 RUN_COMPARISONS = ("end-to-end", "scaling")  # whole `sojourn run`s: benchmarks.endtoend
-RATIO_TARGET = 0.9       # sojourn / bare, at least (issue 8)
-OVERHEAD_TARGET = 0.05   # tracing overhead, at most
+RATIO_TARGET = 0.9  # sojourn / bare, at least (issue 8)
+OVERHEAD_TARGET = 0.05  # tracing overhead, at most
 STALL = "flush-stall"  # how long a trace flush holds the event loop: benchmarks.stall
 STALL_VARIANTS = ("none", "one-call", "as-appended")
-STALL_ROWS = 17_000    # a second of deliveries at the consume-prefetch-300 rate
+STALL_ROWS = 17_000  # a second of deliveries at the consume-prefetch-300 rate
 ANALYSIS = "analysis"  # sojourn analyze against DuckDB and pandas: benchmarks.analysis
 EVERY = [*COMPARISONS, *RUN_COMPARISONS, STALL, ANALYSIS]  # the report's order
 
@@ -94,8 +95,16 @@ def _prepare(url: str, messages: int = 0) -> None:
     body = b"x" * 100
     now = time.time_ns()
     for i in range(messages):
-        ch.basic_publish("", QUEUE, body, pika.BasicProperties(
-            delivery_mode=1, message_id=f"bench:p:{i}", headers={"sojourn-id": f"bench:p:{i}", "sojourn-pub-ns": now}))
+        ch.basic_publish(
+            "",
+            QUEUE,
+            body,
+            pika.BasicProperties(
+                delivery_mode=1,
+                message_id=f"bench:p:{i}",
+                headers={"sojourn-id": f"bench:p:{i}", "sojourn-pub-ns": now},
+            ),
+        )
     deadline = time.monotonic() + 60
     while ch.queue_declare(QUEUE, passive=True).method.message_count < messages and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -103,8 +112,13 @@ def _prepare(url: str, messages: int = 0) -> None:
 
 
 def _trial(spec: dict) -> dict:
-    out = subprocess.run([sys.executable, "-m", "benchmarks.trial", json.dumps(spec)], cwd=_repo(),
-                         capture_output=True, text=True, timeout=300)
+    out = subprocess.run(
+        [sys.executable, "-m", "benchmarks.trial", json.dumps(spec)],
+        cwd=_repo(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     if out.returncode != 0:
         raise RuntimeError(f"trial {spec} failed:\n{out.stderr[-2000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -138,21 +152,29 @@ def run_comparison(name: str, url: str, seconds: float, rounds: int) -> dict:
             machine_us[variant].append(out["machine_cpu_us"])
     _prepare(url)
     med = {v: statistics.median(x) for v, x in rates.items()}
-    result = {"name": name, "kind": kind, **params, "rounds": rounds, "seconds": seconds,
-              "per_s": rates, "median_per_s": {v: round(m) for v, m in med.items()},
-              # CPU microseconds per message in each trial's measured window: the loop's own process,
-              # and the trace writer's child (0 for bare and untraced, which have none)
-              "cpu_us": cpu_us, "median_cpu_us": {v: round(statistics.median(x), 1) for v, x in cpu_us.items()},
-              "median_child_cpu_us": {v: round(statistics.median(x), 1) for v, x in child_us.items()},
-              # the same child's CPU after the window, converting the batches it spilled during it
-              "median_child_after_us": {v: round(statistics.median(x), 1) for v, x in after_us.items()},
-              # the garbage collector's pauses of the loop's process: us per message (median), the
-              # longest single pause of any trial (ms)
-              "median_gc_us": {v: round(statistics.median(x), 2) for v, x in gc_us.items()},
-              "gc_worst_ms": {v: max(x) for v, x in gc_worst_ms.items()},
-              # the whole machine's busy CPU (broker, loop, writer, anything else) per message
-              "machine_cpu_us": machine_us,
-              "median_machine_cpu_us": {v: round(statistics.median(x), 1) for v, x in machine_us.items()}}
+    result = {
+        "name": name,
+        "kind": kind,
+        **params,
+        "rounds": rounds,
+        "seconds": seconds,
+        "per_s": rates,
+        "median_per_s": {v: round(m) for v, m in med.items()},
+        # CPU microseconds per message in each trial's measured window: the loop's own process,
+        # and the trace writer's child (0 for bare and untraced, which have none)
+        "cpu_us": cpu_us,
+        "median_cpu_us": {v: round(statistics.median(x), 1) for v, x in cpu_us.items()},
+        "median_child_cpu_us": {v: round(statistics.median(x), 1) for v, x in child_us.items()},
+        # the same child's CPU after the window, converting the batches it spilled during it
+        "median_child_after_us": {v: round(statistics.median(x), 1) for v, x in after_us.items()},
+        # the garbage collector's pauses of the loop's process: us per message (median), the
+        # longest single pause of any trial (ms)
+        "median_gc_us": {v: round(statistics.median(x), 2) for v, x in gc_us.items()},
+        "gc_worst_ms": {v: max(x) for v, x in gc_worst_ms.items()},
+        # the whole machine's busy CPU (broker, loop, writer, anything else) per message
+        "machine_cpu_us": machine_us,
+        "median_machine_cpu_us": {v: round(statistics.median(x), 1) for v, x in machine_us.items()},
+    }
     # The ratios are taken within each round, between trials run back to back, and their median
     # reported: the machine drifts between rounds (the broker's state, other load), and a ratio of
     # medians taken from different rounds mixes that drift in. Every round's ratio is kept too.
@@ -162,20 +184,23 @@ def run_comparison(name: str, url: str, seconds: float, rounds: int) -> dict:
         result["ratio_vs_bare"] = round(statistics.median(result["ratio_vs_bare_rounds"]), 3)
         result["ratio_vs_bare_verdict"] = verdict(result["ratio_vs_bare_rounds"], RATIO_TARGET, True)
     if "sojourn" in rates and "sojourn-notrace" in rates:
-        result["tracing_overhead_rounds"] = [round(1 - x, 3) for x in paired(rates["sojourn"], rates["sojourn-notrace"])]
+        result["tracing_overhead_rounds"] = [
+            round(1 - x, 3) for x in paired(rates["sojourn"], rates["sojourn-notrace"])
+        ]
         result["tracing_overhead"] = round(statistics.median(result["tracing_overhead_rounds"]), 3)
         result["tracing_overhead_verdict"] = verdict(result["tracing_overhead_rounds"], OVERHEAD_TARGET, False)
         # The same cost in the machine's CPU per message: what tracing takes from the 2 cores (the
         # broker's included), steadier than the rates, which the broker's pace also moves.
-        result["tracing_cpu_rounds"] = [round(x - 1, 3) for x in paired(machine_us["sojourn"],
-                                                                         machine_us["sojourn-notrace"])]
+        result["tracing_cpu_rounds"] = [
+            round(x - 1, 3) for x in paired(machine_us["sojourn"], machine_us["sojourn-notrace"])
+        ]
         result["tracing_cpu"] = round(statistics.median(result["tracing_cpu_rounds"]), 3)
         result["tracing_cpu_verdict"] = verdict(result["tracing_cpu_rounds"], OVERHEAD_TARGET, False)
     return result
 
 
 def _spread(values: list[float] | None, fmt) -> str:
-    """ [the median's interval, its probability], or nothing for an older row without rounds."""
+    """[the median's interval, its probability], or nothing for an older row without rounds."""
     interval = median_interval(values or [])
     if interval is None:
         return ""
@@ -201,8 +226,13 @@ def _loop_cpu(r: dict) -> str:
         return "?"
     later = f"; + {after:.1f} after" if after is not None else ""
     sojourn = f"{cpu['sojourn']:.1f} (+ {child.get('sojourn', 0):.1f}{later})" if "sojourn" in cpu else "–"
-    return " / ".join((f"{cpu['bare']:.1f}" if "bare" in cpu else "–", sojourn,
-                       f"{cpu['sojourn-notrace']:.1f}" if "sojourn-notrace" in cpu else "–"))
+    return " / ".join(
+        (
+            f"{cpu['bare']:.1f}" if "bare" in cpu else "–",
+            sojourn,
+            f"{cpu['sojourn-notrace']:.1f}" if "sojourn-notrace" in cpu else "–",
+        )
+    )
 
 
 def _gc(r: dict) -> str:
@@ -210,8 +240,9 @@ def _gc(r: dict) -> str:
     per, worst = r.get("median_gc_us"), r.get("gc_worst_ms")
     if not per:
         return "?"
-    return " / ".join(f"{per[v]:.2f} ({worst[v]:.1f})" if v in per else "–"
-                      for v in ("bare", "sojourn", "sojourn-notrace"))
+    return " / ".join(
+        f"{per[v]:.2f} ({worst[v]:.1f})" if v in per else "–" for v in ("bare", "sojourn", "sojourn-notrace")
+    )
 
 
 def run_stall(rounds: int, flushes: int = 5) -> dict:
@@ -219,29 +250,53 @@ def run_stall(rounds: int, flushes: int = 5) -> dict:
     trials: dict[str, list[dict]] = {v: [] for v in STALL_VARIANTS}
     for r in range(rounds):
         for variant in STALL_VARIANTS if r % 2 == 0 else tuple(reversed(STALL_VARIANTS)):
-            out = subprocess.run([sys.executable, "-m", "benchmarks.stall",
-                                  json.dumps({"variant": variant, "rows": STALL_ROWS, "flushes": flushes})],
-                                 cwd=_repo(), capture_output=True, text=True, timeout=300)
+            out = subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "benchmarks.stall",
+                    json.dumps({"variant": variant, "rows": STALL_ROWS, "flushes": flushes}),
+                ],
+                cwd=_repo(),
+                capture_output=True,
+                text=True,
+                timeout=300,
+            )
             if out.returncode != 0:
                 raise RuntimeError(f"stall trial {variant} failed:\n{out.stderr[-2000:]}")
             trials[variant].append(json.loads(out.stdout.strip().splitlines()[-1]))
-    return {"name": STALL, "rounds": rounds, "rows": STALL_ROWS, "flushes": flushes, "trials": trials,
-            "median": {v: {k: statistics.median(t[k] for t in ts) for k in ("worst_ms", "p99_ms", "flush_call_ms")}
-                       for v, ts in trials.items()}}
+    return {
+        "name": STALL,
+        "rounds": rounds,
+        "rows": STALL_ROWS,
+        "flushes": flushes,
+        "trials": trials,
+        "median": {
+            v: {k: statistics.median(t[k] for t in ts) for k in ("worst_ms", "p99_ms", "flush_call_ms")}
+            for v, ts in trials.items()
+        },
+    }
 
 
 def _render_stall(r: dict) -> list[str]:
-    labels = {"none": "rows dropped (the probe and the appends alone)",
-              "one-call": "rows kept as tuples, serialised in one call by the flush",
-              "as-appended": f"as runs do it: serialised {CHUNK_ROWS} rows at a time as they are appended",
-              "chunked": "(before: 1,000 rows per call at the flush, the loop turning between calls)"}
-    lines = ["", f"### Tracing and the event loop{_when(r)}", "",
-             f"A probe greenlet sleeps 0.5 ms at a time and records how late it wakes while the process appends "
-             f"{r['rows']:,} delivery rows (a second at about the consume-prefetch-300 rate; 20 rows between two "
-             f"turns of the loop) and flushes them to the trace writer's child, {r['flushes']} flushes per trial, "
-             f"{r['rounds']} trials per variant alternated (`benchmarks/stall.py`); medians over the trials.", "",
-             "| variant | probe's worst lateness, ms | its 99th percentile, ms | flush call in the caller, ms |",
-             "|---|---|---|---|"]
+    labels = {
+        "none": "rows dropped (the probe and the appends alone)",
+        "one-call": "rows kept as tuples, serialised in one call by the flush",
+        "as-appended": f"as runs do it: serialised {CHUNK_ROWS} rows at a time as they are appended",
+        "chunked": "(before: 1,000 rows per call at the flush, the loop turning between calls)",
+    }
+    lines = [
+        "",
+        f"### Tracing and the event loop{_when(r)}",
+        "",
+        f"A probe greenlet sleeps 0.5 ms at a time and records how late it wakes while the process appends "
+        f"{r['rows']:,} delivery rows (a second at about the consume-prefetch-300 rate; 20 rows between two "
+        f"turns of the loop) and flushes them to the trace writer's child, {r['flushes']} flushes per trial, "
+        f"{r['rounds']} trials per variant alternated (`benchmarks/stall.py`); medians over the trials.",
+        "",
+        "| variant | probe's worst lateness, ms | its 99th percentile, ms | flush call in the caller, ms |",
+        "|---|---|---|---|",
+    ]
     for v, label in labels.items():
         m = r["median"].get(v)
         if m:
@@ -260,13 +315,16 @@ def _num(x, spec: str) -> str:
 
 def _us_per_msg(c: dict, per_s) -> str:
     """CPU microseconds per acked message: broker / load generator."""
-    return " / ".join("?" if c.get(k) is None or not per_s else f"{c[k] / per_s * 1e6:.0f}"
-                      for k in ("broker_cores", "loadgen_cores"))
+    return " / ".join(
+        "?" if c.get(k) is None or not per_s else f"{c[k] / per_s * 1e6:.0f}" for k in ("broker_cores", "loadgen_cores")
+    )
 
 
 def _cores(c: dict) -> str:
-    return " / ".join("?" if c.get(k) is None else f"{c[k]:.2f}"
-                      for k in ("broker_cores", "loadgen_cores", "busiest_process_cores", "machine_busy_cores"))
+    return " / ".join(
+        "?" if c.get(k) is None else f"{c[k]:.2f}"
+        for k in ("broker_cores", "loadgen_cores", "busiest_process_cores", "machine_busy_cores")
+    )
 
 
 def _render_runs(results: list[dict]) -> list[str]:
@@ -275,7 +333,9 @@ def _render_runs(results: list[dict]) -> list[str]:
         if r["name"] == "end-to-end":
             m, cpu = r["median_per_s"], r["cpu"]
             lines += [
-                "", f"### End to end: `sojourn run` against the bare pair{_when(r)}", "",
+                "",
+                f"### End to end: `sojourn run` against the bare pair{_when(r)}",
+                "",
                 f"{r['rounds']} rounds alternating the variants, {r['seconds']:g} s of publishing each; the rate is "
                 f"acks per second at the consumer over [{r['warmup_s']:g} s, {r['seconds']:g} s] of the publishing "
                 "time (warm-up and drain left out), by the wall-clock time of each ack. *bare*: a pika publisher "
@@ -297,9 +357,11 @@ def _render_runs(results: list[dict]) -> list[str]:
             for v, label in labels.items():
                 if v in m:
                     ratio = "1" if v == "bare" else _num(r["ratio_vs_bare"].get(v), ".2f")
-                    lines.append(f"| {label} | {m[v]} | {ratio} | {', '.join(f'{x:.0f}' for x in r['per_s'][v])} "
-                                 f"| {_num(r['median_publish_per_s'].get(v), '.0f') if v != 'bare' else '–'} "
-                                 f"| {_cores(cpu[v])} | {_us_per_msg(cpu[v], m[v])} |")
+                    lines.append(
+                        f"| {label} | {m[v]} | {ratio} | {', '.join(f'{x:.0f}' for x in r['per_s'][v])} "
+                        f"| {_num(r['median_publish_per_s'].get(v), '.0f') if v != 'bare' else '–'} "
+                        f"| {_cores(cpu[v])} | {_us_per_msg(cpu[v], m[v])} |"
+                    )
             lines += [
                 "",
                 "The producer "
@@ -310,7 +372,9 @@ def _render_runs(results: list[dict]) -> list[str]:
             ]
         elif r["name"] == "scaling":
             lines += [
-                "", f"### Scaling with `--processes`{_when(r)}", "",
+                "",
+                f"### Scaling with `--processes`{_when(r)}",
+                "",
                 f"The same kind of scenario with {r['users']} producers and {r['users']} consumers (so every worker "
                 f"process gets users at 4 processes), run with `--processes N`; {r['rounds']} rounds, the order of "
                 f"the process counts rotating each round, {r['seconds']:g} s of publishing each, acks per second "
@@ -329,7 +393,8 @@ def _render_runs(results: list[dict]) -> list[str]:
                     f"| {row.get('busiest_process_cores', '?')} "
                     f"| {row['machine_busy_cores']} | {_us_per_msg(row, row['median_per_s'])} "
                     f"| {' / '.join(f'{p}p {c}c' for p, c in row['users_per_worker'])} "
-                    f"| {'sane' if row['accounting_ok'] else 'NOT sane'} |")
+                    f"| {'sane' if row['accounting_ok'] else 'NOT sane'} |"
+                )
     return lines
 
 
@@ -376,7 +441,8 @@ def render(facts: dict, results: list[dict]) -> str:
             f"| {_judged(r, 'ratio_vs_bare', lambda x: f'{x:.2f}', RATIO_TARGET, True)} "
             f"| {_judged(r, 'tracing_overhead', percent, OVERHEAD_TARGET, False)} "
             f"| {_judged(r, 'tracing_cpu', percent, OVERHEAD_TARGET, False)} "
-            f"| {_loop_cpu(r)} | {_gc(r)} |")
+            f"| {_loop_cpu(r)} | {_gc(r)} |"
+        )
     lines += _render_runs(results)
     for r in results:
         if r["name"] == STALL:
@@ -398,26 +464,53 @@ def main(argv: list[str] | None = None) -> int:
         return analysis.main(argv[1:])
     p = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.split("\n")[0])
     p.add_argument("--seconds", type=float, default=2.0, help="seconds per trial (default 2)")
-    p.add_argument("--rounds", type=int, default=9,
-                   help="trials per variant, alternated (default 9: the median's interval then holds it with 96 %%)")
+    p.add_argument(
+        "--rounds",
+        type=int,
+        default=9,
+        help="trials per variant, alternated (default 9: the median's interval then holds it with 96 %%)",
+    )
     p.add_argument("--only", metavar="NAME", help="run the comparisons whose name contains NAME")
     p.add_argument("--url", default=os.environ.get("SOJOURN_AMQP_URL") or DEFAULT_URL)
-    p.add_argument("--json", metavar="PATH", default=str(Path(_repo(), "benchmarks", "results.json")),
-                   help="where to write the results as JSON (default benchmarks/results.json)")
-    p.add_argument("--docs", metavar="PATH", default=str(Path(_repo(), "docs", "benchmarks.md")),
-                   help="the Markdown report to regenerate (default docs/benchmarks.md)")
+    p.add_argument(
+        "--json",
+        metavar="PATH",
+        default=str(Path(_repo(), "benchmarks", "results.json")),
+        help="where to write the results as JSON (default benchmarks/results.json)",
+    )
+    p.add_argument(
+        "--docs",
+        metavar="PATH",
+        default=str(Path(_repo(), "docs", "benchmarks.md")),
+        help="the Markdown report to regenerate (default docs/benchmarks.md)",
+    )
     p.add_argument("--no-docs", action="store_true", help="do not rewrite the Markdown report")
-    p.add_argument("--run-seconds", type=float, default=8.0,
-                   help="publishing time per trial of end-to-end and scaling (default 8)")
-    p.add_argument("--run-rounds", type=int, default=5,
-                   help="rounds of end-to-end and scaling, each a whole `sojourn run` per variant (default 5)")
-    p.add_argument("--processes", default="1,2,4", metavar="N,N,...",
-                   help="scaling: the --processes values to compare (default 1,2,4)")
+    p.add_argument(
+        "--run-seconds", type=float, default=8.0, help="publishing time per trial of end-to-end and scaling (default 8)"
+    )
+    p.add_argument(
+        "--run-rounds",
+        type=int,
+        default=5,
+        help="rounds of end-to-end and scaling, each a whole `sojourn run` per variant (default 5)",
+    )
+    p.add_argument(
+        "--processes",
+        default="1,2,4",
+        metavar="N,N,...",
+        help="scaling: the --processes values to compare (default 1,2,4)",
+    )
     p.add_argument("--users", type=int, default=4, help="scaling: producers and consumers in the scenario (default 4)")
-    p.add_argument("--quick", action="store_true",
-                   help="one round, 0.2 s trials, 1 s runs, scaling with 1 process only: checks that it all runs")
-    p.add_argument("--report-only", action="store_true",
-                   help="measure nothing: regenerate the Markdown report from the JSON file (after editing NOTES.md)")
+    p.add_argument(
+        "--quick",
+        action="store_true",
+        help="one round, 0.2 s trials, 1 s runs, scaling with 1 process only: checks that it all runs",
+    )
+    p.add_argument(
+        "--report-only",
+        action="store_true",
+        help="measure nothing: regenerate the Markdown report from the JSON file (after editing NOTES.md)",
+    )
     args = p.parse_args(argv)
     if args.report_only:
         data = json.loads(Path(args.json).read_text())
@@ -434,8 +527,10 @@ def main(argv: list[str] | None = None) -> int:
     every = [*COMPARISONS, *RUN_COMPARISONS, STALL]
     names = [n for n in every if not args.only or args.only in n]
     if not names:
-        p.error(f"--only {args.only!r} matches none of {', '.join(every)} (the analysis benchmark is "
-                "`python -m benchmarks analysis`)")
+        p.error(
+            f"--only {args.only!r} matches none of {', '.join(every)} (the analysis benchmark is "
+            "`python -m benchmarks analysis`)"
+        )
     facts = {**machine_facts(), "versions": _versions(), "broker": _broker_version(args.url)}
     results = []
     try:
@@ -475,28 +570,54 @@ def _measure(args, names: list[str], process_counts: tuple[int, ...], results: l
         if name == "end-to-end":
             results.append(endtoend.run_end_to_end(args.url, args.run_seconds, args.run_rounds))
             r = results[-1]
-            print(f"{name}: " + ", ".join(f"{v} {x} msg/s" for v, x in r["median_per_s"].items())
-                  + f"; vs bare {r['ratio_vs_bare']}; producer fell behind {r['producer_fell_behind']}, "
-                  f"accounting ok {r['accounting_ok']}", flush=True)
+            print(
+                f"{name}: "
+                + ", ".join(f"{v} {x} msg/s" for v, x in r["median_per_s"].items())
+                + f"; vs bare {r['ratio_vs_bare']}; producer fell behind {r['producer_fell_behind']}, "
+                f"accounting ok {r['accounting_ok']}",
+                flush=True,
+            )
             continue
         if name == STALL:
             results.append(run_stall(1, flushes=2) if args.quick else run_stall(args.rounds))
-            print(f"{name}: " + ", ".join(f"{v} worst {m['worst_ms']} ms p99 {m['p99_ms']} ms"
-                                          for v, m in results[-1]["median"].items()), flush=True)
+            print(
+                f"{name}: "
+                + ", ".join(
+                    f"{v} worst {m['worst_ms']} ms p99 {m['p99_ms']} ms" for v, m in results[-1]["median"].items()
+                ),
+                flush=True,
+            )
             continue
         if name == "scaling":
-            results.append(endtoend.run_scaling(args.url, args.run_seconds, args.run_rounds, process_counts, args.users))
-            print(f"{name}: " + ", ".join(f"{row['processes']} -> {row['median_per_s']} msg/s "
-                                          f"({row['ratio_vs_first']})" for row in results[-1]["rows"]), flush=True)
+            results.append(
+                endtoend.run_scaling(args.url, args.run_seconds, args.run_rounds, process_counts, args.users)
+            )
+            print(
+                f"{name}: "
+                + ", ".join(
+                    f"{row['processes']} -> {row['median_per_s']} msg/s ({row['ratio_vs_first']})"
+                    for row in results[-1]["rows"]
+                ),
+                flush=True,
+            )
             continue
         results.append(run_comparison(name, args.url, args.seconds, args.rounds))
-        print(f"{name}: CPU us per message " + ", ".join(
-            f"{v} {x}" + (f" (+ writer {results[-1]['median_child_cpu_us'][v]})" if v == "sojourn" else "")
-            for v, x in results[-1]["median_cpu_us"].items()), flush=True)
+        print(
+            f"{name}: CPU us per message "
+            + ", ".join(
+                f"{v} {x}" + (f" (+ writer {results[-1]['median_child_cpu_us'][v]})" if v == "sojourn" else "")
+                for v, x in results[-1]["median_cpu_us"].items()
+            ),
+            flush=True,
+        )
         m = results[-1]["median_per_s"]
-        print(f"{name}: " + ", ".join(f"{v} {x} msg/s" for v, x in m.items())
-              + f"; sojourn/bare {results[-1].get('ratio_vs_bare')}, tracing overhead "
-              f"{results[-1].get('tracing_overhead')}", flush=True)
+        print(
+            f"{name}: "
+            + ", ".join(f"{v} {x} msg/s" for v, x in m.items())
+            + f"; sojourn/bare {results[-1].get('ratio_vs_bare')}, tracing overhead "
+            f"{results[-1].get('tracing_overhead')}",
+            flush=True,
+        )
 
 
 def _merge(path: Path, fresh: list[dict], order: list[str]) -> list[dict]:
@@ -506,8 +627,11 @@ def _merge(path: Path, fresh: list[dict], order: list[str]) -> list[dict]:
     except (OSError, ValueError):
         return fresh
     rerun = {r["name"] for r in fresh}
-    kept = [{**r, "measured": r.get("measured") or old.get("machine", {}).get("date")}
-            for r in old.get("results", []) if r.get("name") not in rerun]
+    kept = [
+        {**r, "measured": r.get("measured") or old.get("machine", {}).get("date")}
+        for r in old.get("results", [])
+        if r.get("name") not in rerun
+    ]
     rows = {r["name"]: r for r in [*kept, *fresh]}
     return [rows[n] for n in order if n in rows]
 

@@ -13,6 +13,7 @@ from 1M messages up. The synthetic runs are generated once into --work (not time
     python -m benchmarks analysis --sizes 100k,1M --rounds 1
     python -m benchmarks analysis --large                  # adds 30M messages
 """
+
 from __future__ import annotations
 
 import argparse
@@ -80,8 +81,12 @@ def measure(cmd: list[str], env: dict | None = None) -> dict:
     finally:
         done.set()
         sampler.join()
-    return {"wall_s": round(time.perf_counter() - started, 3), "peak_mb": round(peak[0] / 1e6, 1),
-            "exit": proc.returncode, "tail": out[-2000:]}
+    return {
+        "wall_s": round(time.perf_counter() - started, 3),
+        "peak_mb": round(peak[0] / 1e6, 1),
+        "exit": proc.returncode,
+        "tail": out[-2000:],
+    }
 
 
 def growth_exponent(points: list[tuple[float, float]]) -> float | None:
@@ -120,16 +125,20 @@ def _commands(run_dir: Path) -> dict[str, list[str]]:
     py = sys.executable
     # `sojourn analyze` as the console script runs it, from this checkout (the commands run in its
     # root): a benchmark of a worktree measures that worktree's code, not the installed one.
-    return {"sojourn": [py, "-m", "loadgen.cli", "analyze", str(run_dir)],
-            "duckdb": [py, "-m", "benchmarks.analysis_baselines", "duckdb", str(run_dir)],
-            "pandas": [py, "-m", "benchmarks.analysis_baselines", "pandas", str(run_dir)]}
+    return {
+        "sojourn": [py, "-m", "loadgen.cli", "analyze", str(run_dir)],
+        "duckdb": [py, "-m", "benchmarks.analysis_baselines", "duckdb", str(run_dir)],
+        "pandas": [py, "-m", "benchmarks.analysis_baselines", "pandas", str(run_dir)],
+    }
 
 
 def _check(run_dir: Path, expected: dict) -> bool:
     """The analysis found exactly the accounting the generator wrote (or the recorded run had)."""
     got = json.loads((run_dir / "summary.json").read_text())["messages"]
-    return all(got[k] == expected[k] for k in ("published", "acked", "discarded", "left_in_broker",
-                                                "unaccounted", "redelivered", "duplicates"))
+    return all(
+        got[k] == expected[k]
+        for k in ("published", "acked", "discarded", "left_in_broker", "unaccounted", "redelivered", "duplicates")
+    )
 
 
 def run(sizes: list[str], rounds: int, work: Path, engines: tuple[str, ...] = ENGINES) -> dict:
@@ -144,46 +153,66 @@ def run(sizes: list[str], rounds: int, work: Path, engines: tuple[str, ...] = EN
         loads = []
         for i in range(rounds):
             loads.append(os.getloadavg()[0])
-            order = engines[i % len(engines):] + engines[:i % len(engines)]  # rotate who goes first
+            order = engines[i % len(engines) :] + engines[: i % len(engines)]  # rotate who goes first
             got = {}
             for engine in order:
                 got[engine] = measure(_commands(run_dir)[engine], env)
                 trials[engine].append(got[engine])
-                print(f"analysis {name} round {i + 1}: {engine} {got[engine]['wall_s']} s, "
-                      f"{got[engine]['peak_mb']} MB, exit {got[engine]['exit']}", flush=True)
+                print(
+                    f"analysis {name} round {i + 1}: {engine} {got[engine]['wall_s']} s, "
+                    f"{got[engine]['peak_mb']} MB, exit {got[engine]['exit']}",
+                    flush=True,
+                )
             for engine in ratios:
                 if got["sojourn"]["exit"] == 0 and got[engine]["exit"] == 0:
                     ratios[engine].append(got["sojourn"]["wall_s"] / got[engine]["wall_s"])
         ok = all(t["exit"] == 0 for t in trials["sojourn"]) and _check(run_dir, expected)
-        row = {"size": name, "messages": messages, "parquet_mb": round(bytes_ / 1e6, 1), "rounds": rounds,
-               "load_1m": [round(x, 2) for x in loads], "accounting_ok": ok,
-               "failures": [t["tail"] for t in trials["sojourn"] if t["exit"] != 0][:1]}
+        row = {
+            "size": name,
+            "messages": messages,
+            "parquet_mb": round(bytes_ / 1e6, 1),
+            "rounds": rounds,
+            "load_1m": [round(x, 2) for x in loads],
+            "accounting_ok": ok,
+            "failures": [t["tail"] for t in trials["sojourn"] if t["exit"] != 0][:1],
+        }
         for engine, ts in trials.items():
             walls = sorted(t["wall_s"] for t in ts if t["exit"] == 0)
-            row[engine] = {"median_s": round(statistics.median(walls), 2) if walls else None,
-                           "min_s": walls[0] if walls else None, "max_s": walls[-1] if walls else None,
-                           "peak_mb": max((t["peak_mb"] for t in ts), default=None),
-                           "failed": sum(t["exit"] != 0 for t in ts)}
+            row[engine] = {
+                "median_s": round(statistics.median(walls), 2) if walls else None,
+                "min_s": walls[0] if walls else None,
+                "max_s": walls[-1] if walls else None,
+                "peak_mb": max((t["peak_mb"] for t in ts), default=None),
+                "failed": sum(t["exit"] != 0 for t in ts),
+            }
         for engine, rs in ratios.items():
             row[f"vs_{engine}"] = round(statistics.median(rs), 1) if rs else None
         rows.append(row)
-    points = [(r["messages"], r["sojourn"]["median_s"]) for r in rows
-              if r["messages"] >= 1_000_000 and r["sojourn"]["median_s"]]
+    points = [
+        (r["messages"], r["sojourn"]["median_s"])
+        for r in rows
+        if r["messages"] >= 1_000_000 and r["sojourn"]["median_s"]
+    ]
     return {"name": "analysis", "rows": rows, "growth_exponent_from_1M": growth_exponent(points)}
 
 
 def render(result: dict) -> list[str]:
     """The report's section for the analysis row."""
-    lines = ["", f"### The analysis: `sojourn analyze` against DuckDB and pandas{_when(result)}", "",
-             "Each command a fresh process, as a user runs it (Spark's session start included), the three "
-             "alternated in each round; medians of the rounds, with the fastest and slowest in brackets; "
-             "peak memory of the command's whole process tree (the JVM included); the ratios are taken within "
-             "each round (`benchmarks/analysis.py`). The synthetic runs come from `benchmarks/synth.py`; "
-             "*accounting* says whether the analysis found exactly the published, acked, discarded and left "
-             "messages the generator wrote.", "",
-             "| run | messages | Parquet MB | rounds | load avg (1 min) | sojourn analyze s | peak MB "
-             "| DuckDB s | peak MB | pandas s | peak MB | sojourn / DuckDB | sojourn / pandas | accounting |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "",
+        f"### The analysis: `sojourn analyze` against DuckDB and pandas{_when(result)}",
+        "",
+        "Each command a fresh process, as a user runs it (Spark's session start included), the three "
+        "alternated in each round; medians of the rounds, with the fastest and slowest in brackets; "
+        "peak memory of the command's whole process tree (the JVM included); the ratios are taken within "
+        "each round (`benchmarks/analysis.py`). The synthetic runs come from `benchmarks/synth.py`; "
+        "*accounting* says whether the analysis found exactly the published, acked, discarded and left "
+        "messages the generator wrote.",
+        "",
+        "| run | messages | Parquet MB | rounds | load avg (1 min) | sojourn analyze s | peak MB "
+        "| DuckDB s | peak MB | pandas s | peak MB | sojourn / DuckDB | sojourn / pandas | accounting |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
 
     def t(cell: dict) -> str:
         if cell.get("median_s") is None:
@@ -196,9 +225,13 @@ def render(result: dict) -> list[str]:
             f"| {r['size']} | {r['messages']:,} | {r['parquet_mb']} | {r['rounds']} "
             f"| {min(loads):.1f}-{max(loads):.1f} | {t(r['sojourn'])} | {r['sojourn']['peak_mb']} "
             f"| {t(r['duckdb'])} | {r['duckdb']['peak_mb']} | {t(r['pandas'])} | {r['pandas']['peak_mb']} "
-            f"| {r['vs_duckdb']} | {r['vs_pandas']} | {'exact' if r['accounting_ok'] else '**WRONG**'} |")
-    lines += ["", f"Growth of `sojourn analyze`'s time with size from 1M messages up: exponent "
-                  f"{result.get('growth_exponent_from_1M')} (1.0 is linear)."]
+            f"| {r['vs_duckdb']} | {r['vs_pandas']} | {'exact' if r['accounting_ok'] else '**WRONG**'} |"
+        )
+    lines += [
+        "",
+        f"Growth of `sojourn analyze`'s time with size from 1M messages up: exponent "
+        f"{result.get('growth_exponent_from_1M')} (1.0 is linear).",
+    ]
     return lines
 
 
@@ -208,12 +241,20 @@ def _when(r: dict) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m benchmarks analysis", description=__doc__.split("\n")[0])
-    p.add_argument("--sizes", default=",".join(SIZES), metavar="NAME,...",
-                   help=f"which runs: {', '.join([*SIZES, *LARGE])} (default: {','.join(SIZES)})")
+    p.add_argument(
+        "--sizes",
+        default=",".join(SIZES),
+        metavar="NAME,...",
+        help=f"which runs: {', '.join([*SIZES, *LARGE])} (default: {','.join(SIZES)})",
+    )
     p.add_argument("--large", action="store_true", help="add the 30M-message run")
     p.add_argument("--rounds", type=int, default=3, help="rounds per size (default 3)")
-    p.add_argument("--work", type=Path, default=Path(_repo(), ".sojourn", "bench-runs"),
-                   help="where the synthetic runs are generated and kept (default .sojourn/bench-runs)")
+    p.add_argument(
+        "--work",
+        type=Path,
+        default=Path(_repo(), ".sojourn", "bench-runs"),
+        help="where the synthetic runs are generated and kept (default .sojourn/bench-runs)",
+    )
     p.add_argument("--json", type=Path, default=Path(_repo(), "benchmarks", "results.json"))
     p.add_argument("--docs", type=Path, default=Path(_repo(), "docs", "benchmarks.md"))
     p.add_argument("--no-docs", action="store_true")

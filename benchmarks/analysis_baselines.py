@@ -12,6 +12,7 @@ accounting), restated here so that neither baseline imports pyspark; the two eng
 same work, so the benchmark can time each as a fresh process and a test can compare them.
 Only what the benchmark times is imported: the duckdb baseline never loads pandas or pyarrow.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -22,12 +23,22 @@ import sys
 from pathlib import Path
 from typing import Any, Callable, NamedTuple
 
-__all__ = ["BaselineError", "RunInputs", "Summary", "StatsBlock", "BASELINES", "PUBLISH_COLUMNS",
-           "DELIVERY_COLUMNS", "load_inputs", "duckdb_baseline", "pandas_baseline", "main"]
+__all__ = [
+    "BaselineError",
+    "RunInputs",
+    "Summary",
+    "StatsBlock",
+    "BASELINES",
+    "PUBLISH_COLUMNS",
+    "DELIVERY_COLUMNS",
+    "load_inputs",
+    "duckdb_baseline",
+    "pandas_baseline",
+    "main",
+]
 
 PUBLISH_COLUMNS = ("message_id", "intended_ns", "publish_ns")
-DELIVERY_COLUMNS = ("message_id", "consumer", "outcome", "publish_ns", "receive_ns", "start_ns", "end_ns",
-                    "settle_ns")
+DELIVERY_COLUMNS = ("message_id", "consumer", "outcome", "publish_ns", "receive_ns", "start_ns", "end_ns", "settle_ns")
 ACKED_OUTCOMES = ("ack", "auto_ack")  # analysis.transforms._common.ACKED_OUTCOMES (that module imports pyspark)
 QUANTILES = {"p50": 0.5, "p95": 0.95, "p99": 0.99}
 STAT_FIELDS = ("count", "mean", *QUANTILES, "max")
@@ -70,6 +81,7 @@ class RunInputs(NamedTuple):
 
 # --- inputs ---------------------------------------------------------------------------------------
 
+
 def load_inputs(run_dir: str | Path) -> RunInputs:
     """The part files and the run's t0 and warm-up end; raises BaselineError naming what is missing."""
     run_dir = Path(run_dir)
@@ -87,16 +99,18 @@ def load_inputs(run_dir: str | Path) -> RunInputs:
         raise BaselineError(f"{path}: warmup_s must be a number, got {warmup_s!r}", path)
     # As analysis.transforms._common.seconds_to_ns: rounded to the nearest ns.
     warmup_end = t0 + int(round(float(warmup_s) * NS_PER_S))
-    return RunInputs(_part_files(run_dir / "traces" / "publish"), _part_files(run_dir / "traces" / "delivery"),
-                     t0, warmup_end)
+    return RunInputs(
+        _part_files(run_dir / "traces" / "publish"), _part_files(run_dir / "traces" / "delivery"), t0, warmup_end
+    )
 
 
 def _part_files(directory: Path) -> list[Path]:
     """The files `sojourn analyze` reads (analysis.job._part_files); none is an error here, since
     both engines need at least one file to know the columns."""
     if next(directory.glob(".*.parquet.raw"), None) is not None:
-        raise BaselineError(f"{directory}: holds trace batches not converted to Parquet yet; "
-                            f"`sojourn analyze` converts them", directory)
+        raise BaselineError(
+            f"{directory}: holds trace batches not converted to Parquet yet; `sojourn analyze` converts them", directory
+        )
     files = sorted(p for p in directory.glob("*.parquet") if p.is_file() and not p.name.startswith((".", "_")))
     if not files:
         raise BaselineError(f"{directory}: no Parquet part files", directory)
@@ -104,6 +118,7 @@ def _part_files(directory: Path) -> list[Path]:
 
 
 # --- DuckDB ---------------------------------------------------------------------------------------
+
 
 def duckdb_baseline(run_dir: str | Path) -> Summary:
     """The summary computed with DuckDB SQL on one in-memory connection (default threads)."""
@@ -114,10 +129,14 @@ def duckdb_baseline(run_dir: str | Path) -> Summary:
     con = duckdb.connect()
     try:
         # Each trace is read once into memory, as the Spark job caches its frames.
-        con.execute(f"CREATE TEMP TABLE publishes AS SELECT {', '.join(PUBLISH_COLUMNS)} "
-                    f"FROM read_parquet({_sql_list(inputs.publish_files)})")
-        con.execute(f"CREATE TEMP TABLE delivery_rows AS SELECT {', '.join(DELIVERY_COLUMNS)} "
-                    f"FROM read_parquet({_sql_list(inputs.delivery_files)})")
+        con.execute(
+            f"CREATE TEMP TABLE publishes AS SELECT {', '.join(PUBLISH_COLUMNS)} "
+            f"FROM read_parquet({_sql_list(inputs.publish_files)})"
+        )
+        con.execute(
+            f"CREATE TEMP TABLE delivery_rows AS SELECT {', '.join(DELIVERY_COLUMNS)} "
+            f"FROM read_parquet({_sql_list(inputs.delivery_files)})"
+        )
         con.execute("""
             CREATE TEMP TABLE by_id AS
             SELECT message_id, min(intended_ns) AS pub_intended_ns, min(publish_ns) AS pub_publish_ns
@@ -136,15 +155,19 @@ def duckdb_baseline(run_dir: str | Path) -> Summary:
             return ", ".join(_sql_stats(col, where) for col in ("sojourn_ms", "end_to_end_ms"))
 
         overall = con.execute(f"SELECT {blocks()} FROM deliveries").fetchone()
-        by_consumer = con.execute(f"SELECT consumer, {blocks()} FROM deliveries GROUP BY consumer "
-                                  f"ORDER BY consumer").fetchall()
+        by_consumer = con.execute(
+            f"SELECT consumer, {blocks()} FROM deliveries GROUP BY consumer ORDER BY consumer"
+        ).fetchall()
         sojourn_s = con.execute(f"""
-            SELECT {_sql_second('start_ns', t0)} AS t_s, {_sql_stats('sojourn_ms', 'true')}
+            SELECT {_sql_second("start_ns", t0)} AS t_s, {_sql_stats("sojourn_ms", "true")}
             FROM deliveries WHERE measured AND sojourn_ms IS NOT NULL GROUP BY t_s""").fetchall()
-        published_s = con.execute(f"SELECT {_sql_second('publish_ns', t0)} AS t_s, count(*) FROM publishes "
-                                  f"GROUP BY t_s").fetchall()
-        acked_s = con.execute(f"SELECT {_sql_second('settle_ns', t0)} AS t_s, count(*) FROM deliveries "
-                              f"WHERE acked AND settle_ns IS NOT NULL GROUP BY t_s").fetchall()
+        published_s = con.execute(
+            f"SELECT {_sql_second('publish_ns', t0)} AS t_s, count(*) FROM publishes GROUP BY t_s"
+        ).fetchall()
+        acked_s = con.execute(
+            f"SELECT {_sql_second('settle_ns', t0)} AS t_s, count(*) FROM deliveries "
+            f"WHERE acked AND settle_ns IS NOT NULL GROUP BY t_s"
+        ).fetchall()
         pub_rows, del_rows, ids, acked_deliveries = con.execute("""
             SELECT (SELECT count(*) FROM publishes), (SELECT count(*) FROM delivery_rows),
                    (SELECT count(*) FROM by_id), (SELECT count(*) FROM deliveries WHERE acked)""").fetchone()
@@ -157,12 +180,16 @@ def duckdb_baseline(run_dir: str | Path) -> Summary:
         con.close()
 
     return _summary(
-        "duckdb", rows=(pub_rows, del_rows), published_ids=ids, acked_deliveries=acked_deliveries,
+        "duckdb",
+        rows=(pub_rows, del_rows),
+        published_ids=ids,
+        acked_deliveries=acked_deliveries,
         accounting=(acked_ids, not_acked_ids),
         overall=(_sql_block(overall[0:4]), _sql_block(overall[4:8])),
         by_consumer={r[0]: (_sql_block(r[1:5]), _sql_block(r[5:9])) for r in by_consumer},
         sojourn_per_second={r[0]: _sql_block(r[1:5]) for r in sojourn_s},
-        published_per_second=dict(published_s), acked_per_second=dict(acked_s),
+        published_per_second=dict(published_s),
+        acked_per_second=dict(acked_s),
     )
 
 
@@ -174,8 +201,7 @@ def _sql_list(values, paren: bool = False) -> str:
 def _sql_stats(col: str, where: str) -> str:
     """Four columns: count, mean, the list of quantiles (exact, linear interpolation), max."""
     f = f"FILTER (WHERE {where})"
-    return (f"count({col}) {f}, avg({col}) {f}, quantile_cont({col}, {list(QUANTILES.values())}) {f}, "
-            f"max({col}) {f}")
+    return f"count({col}) {f}, avg({col}) {f}, quantile_cont({col}, {list(QUANTILES.values())}) {f}, max({col}) {f}"
 
 
 def _sql_second(col: str, t0_ns: int) -> str:
@@ -190,6 +216,7 @@ def _sql_block(values) -> StatsBlock:
 
 # --- pandas ---------------------------------------------------------------------------------------
 
+
 def pandas_baseline(run_dir: str | Path) -> Summary:
     """The summary computed with pyarrow (reading) and pandas (merge, groupby, quantile)."""
     import numpy as np
@@ -200,42 +227,55 @@ def pandas_baseline(run_dir: str | Path) -> Summary:
     pub = _read_pandas(inputs.publish_files, PUBLISH_COLUMNS)
     dl = _read_pandas(inputs.delivery_files, DELIVERY_COLUMNS)
 
-    by_id = pub.groupby("message_id", sort=False).agg(pub_intended_ns=("intended_ns", "min"),
-                                                       pub_publish_ns=("publish_ns", "min"))
+    by_id = pub.groupby("message_id", sort=False).agg(
+        pub_intended_ns=("intended_ns", "min"), pub_publish_ns=("publish_ns", "min")
+    )
     d = dl.merge(by_id, how="left", left_on="message_id", right_index=True, sort=False)
     intended = d["pub_intended_ns"].fillna(d["publish_ns"]).fillna(d["receive_ns"])
     measured = (intended >= warmup_end).fillna(False).to_numpy(dtype=bool)
     acked = d["outcome"].isin(ACKED_OUTCOMES).to_numpy(dtype=bool)
     sojourn = _ms(d["start_ns"] - d["receive_ns"])
     end_to_end = _ms(d["end_ns"] - d["publish_ns"].fillna(d["pub_publish_ns"]))
-    values = pd.DataFrame({
-        "consumer": d["consumer"].to_numpy(),
-        "sojourn_ms": np.where(measured, sojourn, np.nan),
-        "end_to_end_ms": np.where(measured, end_to_end, np.nan),
-    })
+    values = pd.DataFrame(
+        {
+            "consumer": d["consumer"].to_numpy(),
+            "sojourn_ms": np.where(measured, sojourn, np.nan),
+            "end_to_end_ms": np.where(measured, end_to_end, np.nan),
+        }
+    )
 
     overall = tuple(_pandas_block(values[col]) for col in ("sojourn_ms", "end_to_end_ms"))
     per_consumer = _pandas_grouped(values, "consumer", ("sojourn_ms", "end_to_end_ms"))
-    by_consumer = {c: (per_consumer["sojourn_ms"][c], per_consumer["end_to_end_ms"][c])
-                   for c in per_consumer["sojourn_ms"]}
+    by_consumer = {
+        c: (per_consumer["sojourn_ms"][c], per_consumer["end_to_end_ms"][c]) for c in per_consumer["sojourn_ms"]
+    }
 
     timed = ~np.isnan(values["sojourn_ms"].to_numpy())
-    sojourn_s = pd.DataFrame({
-        "t_s": _seconds(d["start_ns"][timed], t0),
-        "sojourn_ms": values["sojourn_ms"].to_numpy()[timed],
-    })
+    sojourn_s = pd.DataFrame(
+        {
+            "t_s": _seconds(d["start_ns"][timed], t0),
+            "sojourn_ms": values["sojourn_ms"].to_numpy()[timed],
+        }
+    )
     settled = acked & d["settle_ns"].notna().to_numpy(dtype=bool)
     published_s = pd.Series(_seconds(pub["publish_ns"], t0)).value_counts()
     acked_s = pd.Series(_seconds(d["settle_ns"][settled], t0)).value_counts()
 
-    acked_by_id = pd.DataFrame({"message_id": d["message_id"].to_numpy(), "acked": acked}).groupby(
-        "message_id", sort=False)["acked"].any()  # groupby drops the null ids of foreign messages
+    acked_by_id = (
+        pd.DataFrame({"message_id": d["message_id"].to_numpy(), "acked": acked})
+        .groupby("message_id", sort=False)["acked"]
+        .any()
+    )  # groupby drops the null ids of foreign messages
     id_acked = acked_by_id.reindex(by_id.index, fill_value=False).to_numpy(dtype=bool)
 
     return _summary(
-        "pandas", rows=(len(pub), len(dl)), published_ids=len(by_id), acked_deliveries=int(acked.sum()),
+        "pandas",
+        rows=(len(pub), len(dl)),
+        published_ids=len(by_id),
+        acked_deliveries=int(acked.sum()),
         accounting=(int(id_acked.sum()), int((~id_acked).sum())),
-        overall=overall, by_consumer=by_consumer,
+        overall=overall,
+        by_consumer=by_consumer,
         sojourn_per_second=_pandas_grouped(sojourn_s, "t_s", ("sojourn_ms",))["sojourn_ms"],
         published_per_second={int(k): int(v) for k, v in published_s.items()},
         acked_per_second={int(k): int(v) for k, v in acked_s.items()},
@@ -279,13 +319,15 @@ def _pandas_grouped(frame, key: str, cols: tuple[str, ...]) -> dict[str, dict[An
     out: dict[str, dict[Any, StatsBlock]] = {}
     for col in cols:
         q = quantiles[col].unstack()
-        out[col] = {_plain(g): _block(row[(col, "count")], row[(col, "mean")], q.loc[g].tolist(),
-                                      row[(col, "max")])
-                    for g, row in aggregates.iterrows()}
+        out[col] = {
+            _plain(g): _block(row[(col, "count")], row[(col, "mean")], q.loc[g].tolist(), row[(col, "max")])
+            for g, row in aggregates.iterrows()
+        }
     return out
 
 
 # --- shared ---------------------------------------------------------------------------------------
+
 
 def _plain(value: Any) -> Any:
     """numpy and pandas scalars as JSON values; NaN and NA as None."""
@@ -311,11 +353,19 @@ def _block(count, mean, quantiles, max_) -> StatsBlock:
     return block
 
 
-def _summary(engine: str, *, rows: tuple[int, int], published_ids: int, acked_deliveries: int,
-             accounting: tuple[int, int], overall: tuple[StatsBlock, StatsBlock],
-             by_consumer: dict[str, tuple[StatsBlock, StatsBlock]],
-             sojourn_per_second: dict[int, StatsBlock], published_per_second: dict[int, int],
-             acked_per_second: dict[int, int]) -> Summary:
+def _summary(
+    engine: str,
+    *,
+    rows: tuple[int, int],
+    published_ids: int,
+    acked_deliveries: int,
+    accounting: tuple[int, int],
+    overall: tuple[StatsBlock, StatsBlock],
+    by_consumer: dict[str, tuple[StatsBlock, StatsBlock]],
+    sojourn_per_second: dict[int, StatsBlock],
+    published_per_second: dict[int, int],
+    acked_per_second: dict[int, int],
+) -> Summary:
     seconds = [*sojourn_per_second, *published_per_second, *acked_per_second]
     first, last = (min(seconds), max(seconds)) if seconds else (None, None)
     span = range(first, last + 1) if seconds else range(0)
@@ -341,8 +391,7 @@ BASELINES: dict[str, Callable[[str | Path], Summary]] = {"duckdb": duckdb_baseli
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m benchmarks.analysis_baselines",
-                                description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m benchmarks.analysis_baselines", description=__doc__.split("\n\n")[0])
     p.add_argument("engine", help=" or ".join(BASELINES))
     p.add_argument("run_dir", type=Path, help="a run directory: run.json and traces/")
     args = p.parse_args(argv)

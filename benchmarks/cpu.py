@@ -8,6 +8,7 @@ goes down. `cores(start_ns, end_ns)` turns the samples nearest a wall-clock wind
 cores used (CPU seconds per second), also for the tree's busiest process (a gevent process
 near 1.0 is bound by its one core). Linux only; elsewhere every figure is None.
 """
+
 from __future__ import annotations
 
 import os
@@ -24,8 +25,8 @@ def _stat(pid: int) -> tuple[str, int, int] | None:
         text = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
-    comm = text[text.index("(") + 1:text.rindex(")")]
-    fields = text[text.rindex(")") + 2:].split()  # fields[0] is the state (field 3)
+    comm = text[text.index("(") + 1 : text.rindex(")")]
+    fields = text[text.rindex(")") + 2 :].split()  # fields[0] is the state (field 3)
     return comm, int(fields[1]), int(fields[11]) + int(fields[12])
 
 
@@ -91,14 +92,14 @@ class CpuSampler:
                 self._last["tree"][pid] = ticks
         busy, total = _machine_ticks()
         self.per_process.append(dict(self._last["tree"]))
-        self.samples.append((time.time_ns(), sum(self._last["broker"].values()),
-                             sum(self._last["tree"].values()), busy, total))
+        self.samples.append(
+            (time.time_ns(), sum(self._last["broker"].values()), sum(self._last["tree"].values()), busy, total)
+        )
 
     def cores(self, start_ns: int, end_ns: int) -> dict:
         """Cores used by the broker, the tree, its busiest process and the machine between the samples
         nearest the window."""
-        none = {"broker_cores": None, "loadgen_cores": None, "busiest_process_cores": None,
-                "machine_busy_cores": None}
+        none = {"broker_cores": None, "loadgen_cores": None, "busiest_process_cores": None, "machine_busy_cores": None}
         if len(self.samples) < 2:
             return none
         ia = min(range(len(self.samples)), key=lambda i: abs(self.samples[i][0] - start_ns))
@@ -110,7 +111,9 @@ class CpuSampler:
         pa, pb = self.per_process[ia], self.per_process[ib]
         busiest = max((ticks - pa.get(pid, 0) for pid, ticks in pb.items()), default=0)
         ncpu = os.cpu_count() or 1
-        return {"broker_cores": round((b[1] - a[1]) * TICK_S / seconds, 2),
-                "loadgen_cores": round((b[2] - a[2]) * TICK_S / seconds, 2),
-                "busiest_process_cores": round(busiest * TICK_S / seconds, 2),
-                "machine_busy_cores": round(ncpu * (b[3] - a[3]) / max(1, b[4] - a[4]), 2)}
+        return {
+            "broker_cores": round((b[1] - a[1]) * TICK_S / seconds, 2),
+            "loadgen_cores": round((b[2] - a[2]) * TICK_S / seconds, 2),
+            "busiest_process_cores": round(busiest * TICK_S / seconds, 2),
+            "machine_busy_cores": round(ncpu * (b[3] - a[3]) / max(1, b[4] - a[4]), 2),
+        }

@@ -14,6 +14,7 @@ warm-up, end of publishing], by the wall-clock time of each ack (the delivery tr
 the CPU the broker (beam.smp), the load generator's process tree and the machine used over
 the steady window (benchmarks.cpu).
 """
+
 from __future__ import annotations
 
 import json
@@ -65,6 +66,7 @@ def _queue_name(tag: str) -> str:
 
 # --- A: the bare pair -------------------------------------------------------------------------
 
+
 def _declare(url: str, queue: str, delete: bool = False) -> None:
     import pika
 
@@ -86,10 +88,20 @@ def bare_pair(url: str, seconds: float) -> dict:
     start_file = str(work / "start")
     _declare(url, queue)
     common = {"url": url, "queue": queue, "seconds": seconds, "warmup_s": warmup, "start_file": start_file}
-    specs = [{**common, "side": "consumer", "prefetch": PREFETCH},
-             {**common, "side": "publisher", "confirm_window": CONFIRM_WINDOW}]
-    procs = [subprocess.Popen([sys.executable, "-m", "benchmarks.pair", json.dumps(s)], cwd=REPO,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for s in specs]
+    specs = [
+        {**common, "side": "consumer", "prefetch": PREFETCH},
+        {**common, "side": "publisher", "confirm_window": CONFIRM_WINDOW},
+    ]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "benchmarks.pair", json.dumps(s)],
+            cwd=REPO,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for s in specs
+    ]
     sampler = None
     try:
         for p in procs:
@@ -115,12 +127,18 @@ def bare_pair(url: str, seconds: float) -> dict:
         _declare(url, queue, delete=True)
     cons, pub = outs
     lo, hi = start_ns + int(warmup * 1e9), start_ns + int(seconds * 1e9)
-    return {"per_s": round(cons["acked_in_window"] / (seconds - warmup), 1), "acked": cons["acked"],
-            "published": pub["published"], "confirmed": pub["confirmed"], "late_start_ms": pub["late_start_ms"],
-            **sampler.cores(lo, hi)}
+    return {
+        "per_s": round(cons["acked_in_window"] / (seconds - warmup), 1),
+        "acked": cons["acked"],
+        "published": pub["published"],
+        "confirmed": pub["confirmed"],
+        "late_start_ms": pub["late_start_ms"],
+        **sampler.cores(lo, hi),
+    }
 
 
 # --- B: sojourn run -----------------------------------------------------------------------------
+
 
 def _read(run_dir: Path, kind: str, columns: list[str]) -> dict[str, list]:
     import pyarrow.parquet as pq
@@ -160,13 +178,20 @@ def run_facts(run_dir: Path) -> dict:
         "planned": planned,
         "fell_behind": published < planned / 2,
         "lag_at_end_s": None if last is None else round((pub["publish_ns"][last] - pub["intended_ns"][last]) / 1e9, 2),
-        "accounting_ok": (len(acks) == len(acked_ids) and acked_ids | leftover_ids == published_ids
-                          and not acked_ids & leftover_ids and set(outcomes) <= {"confirmed", "sent"}),
+        "accounting_ok": (
+            len(acks) == len(acked_ids)
+            and acked_ids | leftover_ids == published_ids
+            and not acked_ids & leftover_ids
+            and set(outcomes) <= {"confirmed", "sent"}
+        ),
         "worker_processes": len(set(pub["worker"]) | set(dlv["worker"])),
         "users_per_worker": sorted(
-            [len({p for w2, p in zip(pub["worker"], pub["producer"]) if w2 == w}),
-             len({c for w2, c in zip(dlv["worker"], dlv["consumer"]) if w2 == w})]
-            for w in set(pub["worker"]) | set(dlv["worker"])),
+            [
+                len({p for w2, p in zip(pub["worker"], pub["producer"]) if w2 == w}),
+                len({c for w2, c in zip(dlv["worker"], dlv["consumer"]) if w2 == w}),
+            ]
+            for w in set(pub["worker"]) | set(dlv["worker"])
+        ),
         "window_ns": (lo, hi),
     }
 
@@ -175,11 +200,28 @@ def sojourn_run(url: str, seconds: float, users: int = 1, processes: int = 0) ->
     """One `sojourn run --no-analyze` at the maximum rate; its rate, lag, accounting and CPU."""
     work = Path(tempfile.mkdtemp(prefix="sojourn-bench-e2e-"))
     scenario = work / "bench-e2e.yaml"
-    scenario.write_text(SCENARIO.format(queue=_queue_name("e2e"), seconds=seconds, warmup=warmup_for(seconds),
-                                        users=users, rate=MAX_RATE, size=BODY_BYTES, window=CONFIRM_WINDOW,
-                                        prefetch=PREFETCH))
-    cmd = [str(Path(sys.executable).parent / "sojourn"), "run", str(scenario), "--out", str(work / "run"),
-           "--no-analyze", "--set", f"broker.url={url}"]
+    scenario.write_text(
+        SCENARIO.format(
+            queue=_queue_name("e2e"),
+            seconds=seconds,
+            warmup=warmup_for(seconds),
+            users=users,
+            rate=MAX_RATE,
+            size=BODY_BYTES,
+            window=CONFIRM_WINDOW,
+            prefetch=PREFETCH,
+        )
+    )
+    cmd = [
+        str(Path(sys.executable).parent / "sojourn"),
+        "run",
+        str(scenario),
+        "--out",
+        str(work / "run"),
+        "--no-analyze",
+        "--set",
+        f"broker.url={url}",
+    ]
     if processes:
         cmd += ["--processes", str(processes)]
     proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -204,6 +246,7 @@ def sojourn_run(url: str, seconds: float, users: int = 1, processes: int = 0) ->
 
 # --- the comparisons ---------------------------------------------------------------------------
 
+
 def _med(rows: list[dict], key: str):
     values = [r[key] for r in rows if r.get(key) is not None]
     return round(statistics.median(values), 2) if values else None
@@ -215,7 +258,7 @@ VARIANTS = ("bare", "sojourn", "sojourn-2p")  # sojourn-2p: --processes 2, produ
 def run_end_to_end(url: str, seconds: float, rounds: int, log=print) -> dict:
     trials: dict[str, list[dict]] = {v: [] for v in VARIANTS}
     for r in range(rounds):
-        for variant in (VARIANTS if r % 2 == 0 else VARIANTS[::-1]):  # no side always goes first
+        for variant in VARIANTS if r % 2 == 0 else VARIANTS[::-1]:  # no side always goes first
             if variant == "bare":
                 row = bare_pair(url, seconds)
             else:
@@ -224,41 +267,63 @@ def run_end_to_end(url: str, seconds: float, rounds: int, log=print) -> dict:
             log(f"  end-to-end round {r + 1} {variant}: {row['per_s']:.0f} msg/s")
     med = {v: round(statistics.median(t["per_s"] for t in rows)) for v, rows in trials.items()}
     runs = trials["sojourn"] + trials["sojourn-2p"]
-    return {"name": "end-to-end", "kind": "end-to-end", "rounds": rounds, "seconds": seconds,
-            "warmup_s": warmup_for(seconds), "per_s": {v: [t["per_s"] for t in rows] for v, rows in trials.items()},
-            "median_per_s": med,
-            "ratio_vs_bare": {v: round(med[v] / med["bare"], 3) if med["bare"] else None for v in VARIANTS[1:]},
-            "producer_fell_behind": all(t["fell_behind"] for t in runs),
-            "median_publish_per_s": {v: _med(trials[v], "publish_per_s") for v in VARIANTS[1:]},
-            "median_lag_at_end_s": _med(runs, "lag_at_end_s"),
-            "accounting_ok": all(t["accounting_ok"] for t in runs),
-            "cpu": {v: {k: _med(rows, k) for k in CPU_KEYS}
-                    for v, rows in trials.items()},
-            "trials": trials}
+    return {
+        "name": "end-to-end",
+        "kind": "end-to-end",
+        "rounds": rounds,
+        "seconds": seconds,
+        "warmup_s": warmup_for(seconds),
+        "per_s": {v: [t["per_s"] for t in rows] for v, rows in trials.items()},
+        "median_per_s": med,
+        "ratio_vs_bare": {v: round(med[v] / med["bare"], 3) if med["bare"] else None for v in VARIANTS[1:]},
+        "producer_fell_behind": all(t["fell_behind"] for t in runs),
+        "median_publish_per_s": {v: _med(trials[v], "publish_per_s") for v in VARIANTS[1:]},
+        "median_lag_at_end_s": _med(runs, "lag_at_end_s"),
+        "accounting_ok": all(t["accounting_ok"] for t in runs),
+        "cpu": {v: {k: _med(rows, k) for k in CPU_KEYS} for v, rows in trials.items()},
+        "trials": trials,
+    }
 
 
-def run_scaling(url: str, seconds: float, rounds: int, processes: tuple[int, ...] = (1, 2, 4),
-                users: int = 4, log=print) -> dict:
+def run_scaling(
+    url: str, seconds: float, rounds: int, processes: tuple[int, ...] = (1, 2, 4), users: int = 4, log=print
+) -> dict:
     trials: dict[int, list[dict]] = {n: [] for n in processes}
     for r in range(rounds):
         shift = r % len(processes)
         for n in processes[shift:] + processes[:shift]:  # each count takes each position in turn
             row = sojourn_run(url, seconds, users=users, processes=n)
             trials[n].append(row)
-            log(f"  scaling round {r + 1} --processes {n}: {row['per_s']:.0f} msg/s, broker "
+            log(
+                f"  scaling round {r + 1} --processes {n}: {row['per_s']:.0f} msg/s, broker "
                 f"{row['broker_cores']} cores, load generator {row['loadgen_cores']}, machine "
-                f"{row['machine_busy_cores']}")
+                f"{row['machine_busy_cores']}"
+            )
     rows = []
     base = statistics.median(t["per_s"] for t in trials[processes[0]])
     for n in processes:
         ts = trials[n]
         m = statistics.median(t["per_s"] for t in ts)
-        rows.append({"processes": n, "median_per_s": round(m), "ratio_vs_first": round(m / base, 3) if base else None,
-                     "median_publish_per_s": _med(ts, "publish_per_s"),
-                     **{k: _med(ts, k) for k in CPU_KEYS},
-                     "worker_processes": max(t["worker_processes"] for t in ts),
-                     "users_per_worker": ts[0]["users_per_worker"],
-                     "accounting_ok": all(t["accounting_ok"] for t in ts), "per_s": [t["per_s"] for t in ts]})
-    return {"name": "scaling", "kind": "scaling", "rounds": rounds, "seconds": seconds,
-            "warmup_s": warmup_for(seconds), "users": users, "rows": rows,
-            "trials": {str(n): ts for n, ts in trials.items()}}
+        rows.append(
+            {
+                "processes": n,
+                "median_per_s": round(m),
+                "ratio_vs_first": round(m / base, 3) if base else None,
+                "median_publish_per_s": _med(ts, "publish_per_s"),
+                **{k: _med(ts, k) for k in CPU_KEYS},
+                "worker_processes": max(t["worker_processes"] for t in ts),
+                "users_per_worker": ts[0]["users_per_worker"],
+                "accounting_ok": all(t["accounting_ok"] for t in ts),
+                "per_s": [t["per_s"] for t in ts],
+            }
+        )
+    return {
+        "name": "scaling",
+        "kind": "scaling",
+        "rounds": rounds,
+        "seconds": seconds,
+        "warmup_s": warmup_for(seconds),
+        "users": users,
+        "rows": rows,
+        "trials": {str(n): ts for n, ts in trials.items()},
+    }

@@ -16,6 +16,7 @@ and exits 0 whatever they are):
     python -m benchmarks.netem --quick                # about a second: the smoke test's run
     python -m benchmarks.netem --json results.json    # also write the numbers as JSON
 """
+
 from __future__ import annotations
 
 import argparse
@@ -43,6 +44,7 @@ DEFAULT_URL = "amqp://guest:guest@127.0.0.1:5672/"
 
 # --- the echo server (its own process) -----------------------------------------------
 
+
 class _Echo(asyncio.Protocol):
     def connection_made(self, transport):
         self.transport = transport
@@ -63,8 +65,12 @@ def _echo_server() -> int:
 
 
 def _start_echo() -> tuple[subprocess.Popen, int]:
-    proc = subprocess.Popen([sys.executable, "-m", "benchmarks.netem", "--echo-server"],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=_repo())
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "benchmarks.netem", "--echo-server"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        cwd=_repo(),
+    )
     return proc, int(proc.stdout.readline())
 
 
@@ -73,6 +79,7 @@ def _repo() -> str:
 
 
 # --- 1. applied-delay error -----------------------------------------------------------
+
 
 def _proxy_stats(run_dir: str) -> dict[str, dict]:
     import pyarrow.parquet as pq
@@ -87,14 +94,19 @@ def _proxy_stats(run_dir: str) -> dict[str, dict]:
     return stats
 
 
-def measure_error(rate: float, seconds: float, latency_ms: float, size: int = 100,
-                  connections: int = 2) -> dict:
+def measure_error(rate: float, seconds: float, latency_ms: float, size: int = 100, connections: int = 2) -> dict:
     """Send `rate` msg/s (split over `connections`) through the proxy to an echo server and back."""
     echo, echo_port = _start_echo()
     run_dir = tempfile.mkdtemp(prefix="sojourn-bench-netem-")
     link = LinkSettings(latency_ms)
-    proxy = NetemProcess.start(f"amqp://127.0.0.1:{echo_port}/", [Step(0.0, "bench", NetworkState(link, link))],
-                               t0_ns=time.time_ns(), run_dir=run_dir, run_id="bench", worker="netem-bench")
+    proxy = NetemProcess.start(
+        f"amqp://127.0.0.1:{echo_port}/",
+        [Step(0.0, "bench", NetworkState(link, link))],
+        t0_ns=time.time_ns(),
+        run_dir=run_dir,
+        run_id="bench",
+        worker="netem-bench",
+    )
     socks = [socket.create_connection(("127.0.0.1", proxy.port)) for _ in range(connections)]
     for s in socks:
         s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -146,16 +158,25 @@ def measure_error(rate: float, seconds: float, latency_ms: float, size: int = 10
     stats = _proxy_stats(run_dir)
     extra = [None if rtt.count == 0 else rtt.percentile_ms(q) - 2 * latency_ms for q in (50, 99)]
     return {
-        "rate_per_s": rate, "offered_per_s": round(total / sent_s, 1), "messages": total,
-        "received": received[0], "latency_ms": latency_ms, "size_bytes": size, "connections": connections,
-        **{f"{d}_{k}": stats.get(d, {}).get(k) for d in ("upstream", "downstream")
-           for k in ("count", "error_p50_ms", "error_p99_ms", "error_max_ms")},
+        "rate_per_s": rate,
+        "offered_per_s": round(total / sent_s, 1),
+        "messages": total,
+        "received": received[0],
+        "latency_ms": latency_ms,
+        "size_bytes": size,
+        "connections": connections,
+        **{
+            f"{d}_{k}": stats.get(d, {}).get(k)
+            for d in ("upstream", "downstream")
+            for k in ("count", "error_p50_ms", "error_p99_ms", "error_max_ms")
+        },
         "rtt_extra_p50_ms": None if extra[0] is None else round(extra[0], 3),
         "rtt_extra_p99_ms": None if extra[1] is None else round(extra[1], 3),
     }
 
 
 # --- 2. throughput at zero delay ------------------------------------------------------
+
 
 def _move(url: str, queue: str, n: int, size: int, prefetch: int) -> float:
     """Publish n messages and consume them concurrently; messages per second end to end."""
@@ -225,12 +246,21 @@ def measure_throughput(url: str, n: int, rounds: int, size: int = 100, prefetch:
         ch.queue_delete(queue)
         control.close()
     d, p = statistics.median(direct), statistics.median(proxied)
-    return {"messages": n, "rounds": rounds, "size_bytes": size, "prefetch": prefetch,
-            "direct_per_s": [round(x) for x in direct], "proxy_per_s": [round(x) for x in proxied],
-            "direct_median_per_s": round(d), "proxy_median_per_s": round(p), "ratio": round(p / d, 3)}
+    return {
+        "messages": n,
+        "rounds": rounds,
+        "size_bytes": size,
+        "prefetch": prefetch,
+        "direct_per_s": [round(x) for x in direct],
+        "proxy_per_s": [round(x) for x in proxied],
+        "direct_median_per_s": round(d),
+        "proxy_median_per_s": round(p),
+        "ratio": round(p / d, 3),
+    }
 
 
 # --- report ---------------------------------------------------------------------------
+
 
 def machine_facts() -> dict:
     cpu = platform.processor() or ""
@@ -241,10 +271,15 @@ def machine_facts() -> dict:
                 break
     except OSError:
         pass
-    return {"date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-            "host": socket.gethostname(), "cpu": cpu, "cpus": os.cpu_count(),
-            "python": platform.python_version(), "kernel": platform.release(),
-            "loadavg_1m": os.getloadavg()[0]}
+    return {
+        "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "host": socket.gethostname(),
+        "cpu": cpu,
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+        "kernel": platform.release(),
+        "loadavg_1m": os.getloadavg()[0],
+    }
 
 
 def _fmt(value) -> str:
@@ -252,25 +287,34 @@ def _fmt(value) -> str:
 
 
 def render(facts: dict, errors: list[dict], throughput: dict | None) -> str:
-    lines = [f"netem benchmark, {facts['date']} on {facts['cpus']} x {facts['cpu']} "
-             f"(Python {facts['python']}, Linux {facts['kernel']}); load average at the start "
-             f"{facts['loadavg_1m']:.2f}", ""]
+    lines = [
+        f"netem benchmark, {facts['date']} on {facts['cpus']} x {facts['cpu']} "
+        f"(Python {facts['python']}, Linux {facts['kernel']}); load average at the start "
+        f"{facts['loadavg_1m']:.2f}",
+        "",
+    ]
     if errors:
-        lines += ["| msg/s | latency each way (ms) | messages | error p50 / p99 / max up (ms) "
-                  "| error p50 / p99 / max down (ms) | echo RTT over 2 x latency p50 / p99 (ms) |",
-                  "|---|---|---|---|---|---|"]
+        lines += [
+            "| msg/s | latency each way (ms) | messages | error p50 / p99 / max up (ms) "
+            "| error p50 / p99 / max down (ms) | echo RTT over 2 x latency p50 / p99 (ms) |",
+            "|---|---|---|---|---|---|",
+        ]
         for r in errors:
             up = " / ".join(_fmt(r[f"upstream_{k}"]) for k in ("error_p50_ms", "error_p99_ms", "error_max_ms"))
             down = " / ".join(_fmt(r[f"downstream_{k}"]) for k in ("error_p50_ms", "error_p99_ms", "error_max_ms"))
-            lines.append(f"| {r['rate_per_s']:g} | {r['latency_ms']:g} | {r['received']}/{r['messages']} "
-                         f"| {up} | {down} | {_fmt(r['rtt_extra_p50_ms'])} / {_fmt(r['rtt_extra_p99_ms'])} |")
+            lines.append(
+                f"| {r['rate_per_s']:g} | {r['latency_ms']:g} | {r['received']}/{r['messages']} "
+                f"| {up} | {down} | {_fmt(r['rtt_extra_p50_ms'])} / {_fmt(r['rtt_extra_p99_ms'])} |"
+            )
         lines.append("")
     if throughput:
         t = throughput
-        lines += [f"zero-delay throughput, {t['messages']} messages of {t['size_bytes']} B per trial, "
-                  f"{t['rounds']} rounds: direct {t['direct_median_per_s']} msg/s, proxy "
-                  f"{t['proxy_median_per_s']} msg/s (median): ratio {t['ratio']:.3f}",
-                  f"  direct {t['direct_per_s']}  proxy {t['proxy_per_s']}"]
+        lines += [
+            f"zero-delay throughput, {t['messages']} messages of {t['size_bytes']} B per trial, "
+            f"{t['rounds']} rounds: direct {t['direct_median_per_s']} msg/s, proxy "
+            f"{t['proxy_median_per_s']} msg/s (median): ratio {t['ratio']:.3f}",
+            f"  direct {t['direct_per_s']}  proxy {t['proxy_per_s']}",
+        ]
     return "\n".join(lines)
 
 
@@ -281,8 +325,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--latency-ms", type=float, default=20.0, help="delay each way during the error measurement")
     p.add_argument("--messages", type=int, default=20000, help="messages per throughput trial")
     p.add_argument("--rounds", type=int, default=3, help="throughput trials per path (direct, proxy)")
-    p.add_argument("--url", default=os.environ.get("SOJOURN_AMQP_URL") or DEFAULT_URL,
-                   help="broker for the throughput measurement")
+    p.add_argument(
+        "--url", default=os.environ.get("SOJOURN_AMQP_URL") or DEFAULT_URL, help="broker for the throughput measurement"
+    )
     p.add_argument("--no-throughput", action="store_true", help="skip the broker measurement")
     p.add_argument("--quick", action="store_true", help="about a second: one low rate, a tiny trial")
     p.add_argument("--json", metavar="PATH", help="also write the results as JSON")
@@ -297,8 +342,9 @@ def main(argv: list[str] | None = None) -> int:
     throughput = None if args.no_throughput else measure_throughput(args.url, args.messages, args.rounds)
     print(render(facts, errors, throughput))
     if args.json:
-        Path(args.json).write_text(json.dumps({"machine": facts, "error": errors, "throughput": throughput},
-                                              indent=2) + "\n")
+        Path(args.json).write_text(
+            json.dumps({"machine": facts, "error": errors, "throughput": throughput}, indent=2) + "\n"
+        )
     return 0
 
 

@@ -11,6 +11,7 @@ Consumer: `{"acked": n, "acked_in_window": m}`, where the window is [start + war
 start + seconds], counted by the wall-clock time of each ack (as sojourn's `settle_ns`).
 Publisher: `{"published": n, "confirmed": m, "late_start_ms": x}`.
 """
+
 from gevent import monkey
 
 monkey.patch_all()

@@ -10,6 +10,7 @@ exits 0 whatever they are. The target (issue 5): p99 lateness under 1 ms at 2,00
     python -m benchmarks.replay --rates 2000 --seconds 3
     python -m benchmarks.replay --docs                # also rewrite the table in docs/replay.md
 """
+
 from __future__ import annotations
 
 import argparse
@@ -52,47 +53,80 @@ def measure(rate: int, seconds: float, confirms: bool = False) -> dict:
     with open(work / "trace.csv", "w") as f:
         f.write("offset_s,size_bytes\n")
         f.writelines(f"{i / rate:.6f},100\n" for i in range(n))
-    (work / "s.yaml").write_text(SCENARIO.format(duration=seconds + 0.5, confirms=str(confirms).lower(),
-                                                 path=work / "trace.csv"))
-    result = subprocess.run([str(Path(sys.executable).parent / "sojourn"), "run", str(work / "s.yaml"),
-                             "--out", str(work / "run"), "--no-analyze"],
-                            capture_output=True, text=True, cwd=REPO, timeout=seconds * 10 + 120)
+    (work / "s.yaml").write_text(
+        SCENARIO.format(duration=seconds + 0.5, confirms=str(confirms).lower(), path=work / "trace.csv")
+    )
+    result = subprocess.run(
+        [
+            str(Path(sys.executable).parent / "sojourn"),
+            "run",
+            str(work / "s.yaml"),
+            "--out",
+            str(work / "run"),
+            "--no-analyze",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=seconds * 10 + 120,
+    )
     if result.returncode != 0:
         raise RuntimeError(f"sojourn run failed ({result.returncode}): {result.stderr[-2000:]}")
     table = pq.read_table(work / "run" / "traces" / "publish", columns=["intended_ns", "publish_ns"])
     rows = table.to_pydict()
     late = sorted((p - i) / 1e6 for i, p in zip(rows["intended_ns"], rows["publish_ns"]))
     span_s = (max(rows["publish_ns"]) - min(rows["publish_ns"])) / 1e9 if late else 0.0
-    return {"rate": rate, "seconds": seconds, "planned": n, "published": len(late),
-            "achieved_rate": round(len(late) / span_s, 1) if span_s else None,
-            "p50_ms": round(_quantile(late, 0.50), 3), "p99_ms": round(_quantile(late, 0.99), 3),
-            "p999_ms": round(_quantile(late, 0.999), 3), "max_ms": round(late[-1], 3),
-            "late_over_1ms": round(sum(1 for x in late if x > 1.0) / len(late), 4)}
+    return {
+        "rate": rate,
+        "seconds": seconds,
+        "planned": n,
+        "published": len(late),
+        "achieved_rate": round(len(late) / span_s, 1) if span_s else None,
+        "p50_ms": round(_quantile(late, 0.50), 3),
+        "p99_ms": round(_quantile(late, 0.99), 3),
+        "p999_ms": round(_quantile(late, 0.999), 3),
+        "max_ms": round(late[-1], 3),
+        "late_over_1ms": round(sum(1 for x in late if x > 1.0) / len(late), 4),
+    }
 
 
 def machine_facts() -> dict:
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
-    return {"date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "host": platform.node(),
-            "cores": os.cpu_count(), "python": platform.python_version(), "load_1m": load}
+    return {
+        "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "host": platform.node(),
+        "cores": os.cpu_count(),
+        "python": platform.python_version(),
+        "load_1m": load,
+    }
 
 
 def render(facts: dict, rows: list[dict]) -> str:
     rate, limit = TARGET
-    lines = [f"Measured {facts['date']} on {facts['host']} ({facts['cores']} cores, Python {facts['python']}, "
-             f"load average {facts['load_1m']:.1f} at the start) by `python -m benchmarks.replay`: one replaying "
-             "producer in one worker process, confirms off, constant gaps. Lateness = actual - intended send "
-             "time of every publish.", "",
-             "| msg/s per worker | published / planned | achieved msg/s | p50 ms | p99 ms | p99.9 ms | max ms "
-             "| share > 1 ms |", "|---|---|---|---|---|---|---|---|"]
+    lines = [
+        f"Measured {facts['date']} on {facts['host']} ({facts['cores']} cores, Python {facts['python']}, "
+        f"load average {facts['load_1m']:.1f} at the start) by `python -m benchmarks.replay`: one replaying "
+        "producer in one worker process, confirms off, constant gaps. Lateness = actual - intended send "
+        "time of every publish.",
+        "",
+        "| msg/s per worker | published / planned | achieved msg/s | p50 ms | p99 ms | p99.9 ms | max ms "
+        "| share > 1 ms |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
-        lines.append(f"| {r['rate']:,} | {r['published']:,} / {r['planned']:,} | {r['achieved_rate'] or 0:,.0f} "
-                     f"| {r['p50_ms']:.3f} | {r['p99_ms']:.3f} | {r['p999_ms']:.3f} | {r['max_ms']:.1f} "
-                     f"| {r['late_over_1ms']:.1%} |")
+        lines.append(
+            f"| {r['rate']:,} | {r['published']:,} / {r['planned']:,} | {r['achieved_rate'] or 0:,.0f} "
+            f"| {r['p50_ms']:.3f} | {r['p99_ms']:.3f} | {r['p999_ms']:.3f} | {r['max_ms']:.1f} "
+            f"| {r['late_over_1ms']:.1%} |"
+        )
     hit = [r for r in rows if r["rate"] == rate]
     if hit:
         verdict = "met" if hit[0]["p99_ms"] < limit else "missed"
-        lines += ["", f"Target: p99 lateness under {limit:g} ms at {rate:,} msg/s per worker — **{verdict}** "
-                      f"({hit[0]['p99_ms']:.3f} ms)."]
+        lines += [
+            "",
+            f"Target: p99 lateness under {limit:g} ms at {rate:,} msg/s per worker — **{verdict}** "
+            f"({hit[0]['p99_ms']:.3f} ms).",
+        ]
     return "\n".join(lines)
 
 

@@ -10,6 +10,7 @@ probe's own lateness on this machine). Prints one JSON line: the probe's worst a
 99th-percentile lateness in ms over `flushes` flushes, and the median time the flush call took in
 the caller.
 """
+
 from gevent import monkey
 
 monkey.patch_all()
@@ -29,16 +30,46 @@ RUN_ROWS = 20  # rows appended between two turns of the loop
 def _row(i: int) -> tuple:
     """A delivery row's shape (strings, ints, None), distinct per row as in a run."""
     ns = 1_795_000_000_000_000_000 + i * 1000
-    return (f"run:p/host/0:{i}", "c/host/0", "c", "base", i, False, ns, ns + 500, ns + 600, ns + 700, ns + 800,
-            "ack", 100, i % 7, 100, 0.0, None, None, None, None, None, None, None, None, None)
+    return (
+        f"run:p/host/0:{i}",
+        "c/host/0",
+        "c",
+        "base",
+        i,
+        False,
+        ns,
+        ns + 500,
+        ns + 600,
+        ns + 700,
+        ns + 800,
+        "ack",
+        100,
+        i % 7,
+        100,
+        0.0,
+        None,
+        None,
+        None,
+        None,
+        None,
+        None,
+        None,
+        None,
+        None,
+    )
 
 
 def trial(variant: str, rows: int, flushes: int) -> dict:
     from loadgen.runtime import LOOP_TURN_S
     from loadgen.trace import TraceWriter
 
-    writer = TraceWriter(tempfile.mkdtemp(prefix="sojourn-stall-"), "stall", "w",
-                         offload=lambda fn: gevent.get_hub().threadpool.spawn(fn), max_rows=10 * rows)
+    writer = TraceWriter(
+        tempfile.mkdtemp(prefix="sojourn-stall-"),
+        "stall",
+        "w",
+        offload=lambda fn: gevent.get_hub().threadpool.spawn(fn),
+        max_rows=10 * rows,
+    )
     if variant == "one-call":
         writer._chunk_rows = writer.max_rows  # tuples kept until the flush serialises them
     writer.flush()  # the child is up and pyarrow loaded before measuring
@@ -59,7 +90,7 @@ def trial(variant: str, rows: int, flushes: int) -> dict:
     for batch in batches:
         gevent.sleep(0.1)
         for start in range(0, len(batch), RUN_ROWS):
-            for row in batch[start:start + RUN_ROWS]:
+            for row in batch[start : start + RUN_ROWS]:
                 append("delivery", row)
             gevent.sleep(LOOP_TURN_S)
         t = time.perf_counter()
@@ -70,9 +101,14 @@ def trial(variant: str, rows: int, flushes: int) -> dict:
     g.join()
     writer.close()
     late.sort()
-    return {"variant": variant, "rows": rows, "flushes": flushes, "worst_ms": round(late[-1] * 1e3, 2),
-            "p99_ms": round(late[int(len(late) * 0.99)] * 1e3, 2),
-            "flush_call_ms": round(statistics.median(calls) * 1e3, 2)}
+    return {
+        "variant": variant,
+        "rows": rows,
+        "flushes": flushes,
+        "worst_ms": round(late[-1] * 1e3, 2),
+        "p99_ms": round(late[int(len(late) * 0.99)] * 1e3, 2),
+        "flush_call_ms": round(statistics.median(calls) * 1e3, 2),
+    }
 
 
 def main(argv: list[str]) -> int:

@@ -8,6 +8,7 @@ probability, whatever the distribution of the rounds (the sign test's interval):
 the 2nd lowest to the 2nd highest ratio, 96 %. A target is *met* or *missed* only when the whole
 interval is on one side of it; otherwise the rounds can not tell, and the verdict says so.
 """
+
 from __future__ import annotations
 
 import math
@@ -44,7 +45,7 @@ def median_interval(values: list[float], coverage: float = COVERAGE) -> tuple[fl
 
 def _sign_coverage(n: int, k: int) -> float:
     """P(k-th lowest <= median <= k-th highest) of n draws: 1 - 2 P(Binomial(n, 1/2) <= k - 1)."""
-    return 1 - 2 * sum(math.comb(n, i) for i in range(k)) / 2 ** n
+    return 1 - 2 * sum(math.comb(n, i) for i in range(k)) / 2**n
 
 
 def verdict(values: list[float], target: float, higher_is_better: bool) -> str:

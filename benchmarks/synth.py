@@ -24,6 +24,7 @@ What is in it (one seeded draw, written chunk by chunk so memory stays flat at a
 `generate()` returns the accounting computed from these draws, never from the files, and
 `synth.json` in the directory holds it in the shape of summary.json's `messages` block.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -44,15 +45,24 @@ import pyarrow.parquet as pq
 from analysis.schema import SCHEMA_VERSION, arrow_schema
 from loadgen.trace.writer import part_name, write_part
 
-__all__ = ["SIZES", "FATE_SHARES", "DISCARD_CLASSES", "SynthParams", "SynthRun", "SynthSizeError",
-           "plan", "generate", "main"]
+__all__ = [
+    "SIZES",
+    "FATE_SHARES",
+    "DISCARD_CLASSES",
+    "SynthParams",
+    "SynthRun",
+    "SynthSizeError",
+    "plan",
+    "generate",
+    "main",
+]
 
 SIZES = {"100k": 100_000, "1M": 1_000_000, "10M": 10_000_000, "30M": 30_000_000}
-MAX_MESSAGES = 10_000_000         # without --large
-MAX_LARGE_MESSAGES = 30_000_000   # with it
-MESSAGES_PER_S = 1700             # sets the duration: max(60, messages / this) seconds
+MAX_MESSAGES = 10_000_000  # without --large
+MAX_LARGE_MESSAGES = 30_000_000  # with it
+MESSAGES_PER_S = 1700  # sets the duration: max(60, messages / this) seconds
 PRODUCERS, CONSUMERS = 4, 8
-CHUNK_MESSAGES = 200_000          # messages per chunk: a part of ~100k rows per worker and kind
+CHUNK_MESSAGES = 200_000  # messages per chunk: a part of ~100k rows per worker and kind
 DEFAULT_T0_NS = 1_767_225_600_000_000_000  # 2026-01-01T00:00:00Z: the same files for the same seed
 
 # Share of messages per fate; the rest are published, confirmed and acked once.
@@ -75,10 +85,20 @@ _IN_QUEUE = _DELIVERED + [_F["dead_lettered_maxlen"], _F["left_in_broker"]]
 
 # summary.json's messages.discarded keys, in its order (analysis/transforms/accounting.py,
 # DISCARD_CLASSES; copied because that module needs pyspark).
-DISCARD_CLASSES = ("publish_nacked", "publish_failed", "consumer_nack_discard", "connection_lost",
-                   "publish_rejected_maxlen", "unroutable", "publish_failed_blocked", "dead_lettered_maxlen",
-                   "dead_lettered_expired", "dead_lettered_rejected", "dead_lettered_delivery_limit",
-                   "egress_discard")
+DISCARD_CLASSES = (
+    "publish_nacked",
+    "publish_failed",
+    "consumer_nack_discard",
+    "connection_lost",
+    "publish_rejected_maxlen",
+    "unroutable",
+    "publish_failed_blocked",
+    "dead_lettered_maxlen",
+    "dead_lettered_expired",
+    "dead_lettered_rejected",
+    "dead_lettered_delivery_limit",
+    "egress_discard",
+)
 
 _PHASES = ("base", "busy", "slow")
 _PUBLISH_OUTCOMES = ("confirmed", "nacked", "failed", "returned")
@@ -113,9 +133,9 @@ class SynthParams:
     drain_timeout_s: float
     busy: tuple[float, float]
     slow: tuple[float, float]
-    base_rate_per_s: float        # all producers together, outside `busy`
+    base_rate_per_s: float  # all producers together, outside `busy`
     busy_rate_factor: float
-    base_processing_ms: float     # mean of the exponential, outside `slow`
+    base_processing_ms: float  # mean of the exponential, outside `slow`
     slow_processing_factor: float
     producers: int = PRODUCERS
     consumers: int = CONSUMERS
@@ -145,16 +165,23 @@ class SynthRun:
 
     out_dir: Path
     params: SynthParams
-    accounts: dict[str, int]      # one count per account class (accounting.py's ACCOUNT_CLASSES)
-    messages: dict[str, Any]      # summary.json's `messages` block, exactly
-    rows: dict[str, int]          # rows written per trace kind
-    parts: dict[str, int]         # part files written per trace kind
-    bytes: int                    # size of the part files
-    seconds: float                # time generate() took
+    accounts: dict[str, int]  # one count per account class (accounting.py's ACCOUNT_CLASSES)
+    messages: dict[str, Any]  # summary.json's `messages` block, exactly
+    rows: dict[str, int]  # rows written per trace kind
+    parts: dict[str, int]  # part files written per trace kind
+    bytes: int  # size of the part files
+    seconds: float  # time generate() took
 
 
-def plan(messages: int, seed: int = 7, *, run_id: str = "synth", t0_ns: int = DEFAULT_T0_NS,
-         chunk_messages: int = CHUNK_MESSAGES, large: bool = False) -> SynthParams:
+def plan(
+    messages: int,
+    seed: int = 7,
+    *,
+    run_id: str = "synth",
+    t0_ns: int = DEFAULT_T0_NS,
+    chunk_messages: int = CHUNK_MESSAGES,
+    large: bool = False,
+) -> SynthParams:
     """The parameters for `messages` messages; raises SynthSizeError out of range (over
     MAX_MESSAGES without `large`, over MAX_LARGE_MESSAGES with it)."""
     if isinstance(messages, bool) or not isinstance(messages, int) or messages < 1:
@@ -162,8 +189,9 @@ def plan(messages: int, seed: int = 7, *, run_id: str = "synth", t0_ns: int = DE
     limit = MAX_LARGE_MESSAGES if large else MAX_MESSAGES
     if messages > limit:
         hint = f" without --large (up to {MAX_LARGE_MESSAGES:,} with it)" if not large else ""
-        raise SynthSizeError(f"messages: {messages:,} is over the limit of {limit:,}{hint}",
-                             messages=messages, limit=limit)
+        raise SynthSizeError(
+            f"messages: {messages:,} is over the limit of {limit:,}{hint}", messages=messages, limit=limit
+        )
     if chunk_messages < 1:
         raise ValueError(f"chunk_messages: expected >= 1, got {chunk_messages!r}")
     duration = float(max(60, math.ceil(messages / MESSAGES_PER_S)))
@@ -173,22 +201,43 @@ def plan(messages: int, seed: int = 7, *, run_id: str = "synth", t0_ns: int = DE
     busy_factor = 1.5
     rate = messages / (duration + (busy_factor - 1) * length)
     processing_ms = round(0.55 * CONSUMERS / rate * 1000, 3)  # 55 % busy outside the phases
-    return SynthParams(messages=messages, seed=seed, run_id=run_id, t0_ns=t0_ns, duration_s=duration,
-                       warmup_s=5.0, drain_timeout_s=20.0, busy=busy, slow=slow, base_rate_per_s=rate,
-                       busy_rate_factor=busy_factor, base_processing_ms=processing_ms,
-                       slow_processing_factor=2.2, chunk_messages=chunk_messages)
+    return SynthParams(
+        messages=messages,
+        seed=seed,
+        run_id=run_id,
+        t0_ns=t0_ns,
+        duration_s=duration,
+        warmup_s=5.0,
+        drain_timeout_s=20.0,
+        busy=busy,
+        slow=slow,
+        base_rate_per_s=rate,
+        busy_rate_factor=busy_factor,
+        base_processing_ms=processing_ms,
+        slow_processing_factor=2.2,
+        chunk_messages=chunk_messages,
+    )
 
 
-def generate(out_dir: str | os.PathLike, messages: int, seed: int = 7, *, run_id: str | None = None,
-             t0_ns: int = DEFAULT_T0_NS, chunk_messages: int = CHUNK_MESSAGES, large: bool = False,
-             progress: Progress | None = None) -> SynthRun:
+def generate(
+    out_dir: str | os.PathLike,
+    messages: int,
+    seed: int = 7,
+    *,
+    run_id: str | None = None,
+    t0_ns: int = DEFAULT_T0_NS,
+    chunk_messages: int = CHUNK_MESSAGES,
+    large: bool = False,
+    progress: Progress | None = None,
+) -> SynthRun:
     """Write a run directory of `messages` synthetic messages to `out_dir` (which must not hold a
     run already) and return what the analysis must find in it. `run_id` defaults to the
     directory's name, as `sojourn run` names runs."""
     started = time.perf_counter()
     out = Path(out_dir)
-    p = plan(messages, seed, run_id=run_id or out.resolve().name, t0_ns=t0_ns,
-             chunk_messages=chunk_messages, large=large)
+    p = plan(
+        messages, seed, run_id=run_id or out.resolve().name, t0_ns=t0_ns, chunk_messages=chunk_messages, large=large
+    )
     if (out / "run.json").exists() or (out / "traces").exists():
         raise FileExistsError(f"{out}: holds a run already (run.json or traces/); choose an empty directory")
     writer = _PartWriter(out / "traces", p.run_id)
@@ -202,15 +251,23 @@ def generate(out_dir: str | os.PathLike, messages: int, seed: int = 7, *, run_id
             progress(done, p.messages)
     _write_ending(p, rng, state, writer)
     accounts = _accounts(p, state.fates)
-    result = SynthRun(out_dir=out, params=p, accounts=accounts, messages=_messages_block(accounts, state.fates),
-                      rows=dict(writer.rows), parts=dict(writer.parts), bytes=writer.bytes,
-                      seconds=round(time.perf_counter() - started, 3))
+    result = SynthRun(
+        out_dir=out,
+        params=p,
+        accounts=accounts,
+        messages=_messages_block(accounts, state.fates),
+        rows=dict(writer.rows),
+        parts=dict(writer.parts),
+        bytes=writer.bytes,
+        seconds=round(time.perf_counter() - started, 3),
+    )
     _write_json(out / "run.json", _run_json(p, state))
     _write_json(out / "synth.json", _synth_json(result))
     return result
 
 
 # --- the draw ---------------------------------------------------------------------------------
+
 
 class _State:
     """What carries from one chunk to the next: per producer and consumer, the fate counts, the
@@ -226,7 +283,7 @@ class _State:
         self.next_tag = np.zeros(p.consumers, np.int64)
         self.fates = np.zeros(len(_FATES), np.int64)
         bins = int(p.duration_s + p.drain_timeout_s) + 2
-        self.ready = np.zeros(bins, np.int64)    # per second: into the queue's ready minus out of it
+        self.ready = np.zeros(bins, np.int64)  # per second: into the queue's ready minus out of it
         self.unacked = np.zeros(bins, np.int64)  # delivered minus settled
         self.left: list[tuple[np.ndarray, np.ndarray]] = []  # (producer, seq) of the leftovers
         self.deadletters = 0
@@ -279,16 +336,17 @@ class _Chunk(NamedTuple):
     producer: np.ndarray
     seq: np.ndarray
     ids: pa.Array
-    fate: np.ndarray      # index into _FATES
+    fate: np.ndarray  # index into _FATES
     intended: np.ndarray
     publish: np.ndarray
-    confirm: np.ndarray   # null in the trace for a failed publish
-    outcome: np.ndarray   # index into _PUBLISH_OUTCOMES
-    arrive: np.ndarray    # in the queue, ready (for the messages that reach it)
+    confirm: np.ndarray  # null in the trace for a failed publish
+    outcome: np.ndarray  # index into _PUBLISH_OUTCOMES
+    arrive: np.ndarray  # in the queue, ready (for the messages that reach it)
 
 
-def _write_chunk(p: SynthParams, rng: np.random.Generator, times_s: np.ndarray, state: _State,
-                 writer: "_PartWriter") -> None:
+def _write_chunk(
+    p: SynthParams, rng: np.random.Generator, times_s: np.ndarray, state: _State, writer: "_PartWriter"
+) -> None:
     k = len(times_s)
     producer = rng.integers(0, p.producers, k)
     cum = np.cumsum([p.fate_shares[f] for f in _FATES[1:]])
@@ -307,7 +365,9 @@ def _write_chunk(p: SynthParams, rng: np.random.Generator, times_s: np.ndarray, 
             state.last_publish_ns[i], state.next_seq[i] = publish[mine][-1], seq[mine][-1] + 1
     ids = pc.binary_join_element_wise(
         pc.take(pa.array([f"{p.run_id}:{name}:" for name in p.producer_names()]), pa.array(producer)),
-        pc.cast(pa.array(seq), pa.string()), "")
+        pc.cast(pa.array(seq), pa.string()),
+        "",
+    )
     outcome = np.zeros(k, np.int8)  # _PUBLISH_OUTCOMES
     outcome[fate == _F["publish_nacked"]] = 1
     outcome[fate == _F["publish_failed"]] = 2
@@ -323,8 +383,9 @@ def _write_chunk(p: SynthParams, rng: np.random.Generator, times_s: np.ndarray, 
     _write_chunk_extras(p, rng, writer, state, chunk, first_settle)
 
 
-def _deliveries(p: SynthParams, rng: np.random.Generator, state: _State, chunk: _Chunk
-                ) -> tuple[dict[str, np.ndarray], tuple[np.ndarray, np.ndarray], np.ndarray]:
+def _deliveries(
+    p: SynthParams, rng: np.random.Generator, state: _State, chunk: _Chunk
+) -> tuple[dict[str, np.ndarray], tuple[np.ndarray, np.ndarray], np.ndarray]:
     """The chunk's delivery rows as columns (each consumer a FIFO server, then the redeliveries),
     when each redelivered message went back to the queue and left it again, and the settle time
     of each message's first delivery (by chunk position; 0 for one never delivered)."""
@@ -359,7 +420,7 @@ def _deliveries(p: SynthParams, rng: np.random.Generator, state: _State, chunk: 
         tag[mine] = state.next_tag[c] + 1 + np.arange(m)
         state.next_tag[c] += m
         state.free_at_ns[c] = settles[-1]
-        state.settles[c], state.starts[c] = settles[-p.prefetch:], starts[-p.prefetch:]
+        state.settles[c], state.starts[c] = settles[-p.prefetch :], starts[-p.prefetch :]
     first = np.flatnonzero(delivered)
     settle = start + occupied
     end = start + busy_ns
@@ -370,8 +431,9 @@ def _deliveries(p: SynthParams, rng: np.random.Generator, state: _State, chunk: 
     again = np.flatnonzero(np.isin(fate, _REDELIVERED))  # to another consumer, later
     n2 = len(again)
     consumer2 = (consumer[again] + rng.integers(1, p.consumers, n2)) % p.consumers
-    back_ns = np.where(fate[again] == _F["requeued"], _exp_ns(rng, 1000, n2, 300),
-                       _exp_ns(rng, 30_000, n2, 5_000))  # a lost ack: back when its channel closed
+    back_ns = np.where(
+        fate[again] == _F["requeued"], _exp_ns(rng, 1000, n2, 300), _exp_ns(rng, 30_000, n2, 5_000)
+    )  # a lost ack: back when its channel closed
     receive2 = settle[again] + back_ns
     start2 = receive2 + _exp_ns(rng, 1000, n2, 20)
     processing2 = _processing_ms(p, rng, receive2)
@@ -385,11 +447,16 @@ def _deliveries(p: SynthParams, rng: np.random.Generator, state: _State, chunk: 
 
     cat = np.concatenate
     rows = {
-        "index": cat((first, again)), "consumer": cat((consumer[first], consumer2)),
-        "tag": cat((tag[first], tag2)), "redelivered": cat((np.zeros(len(first), bool), np.ones(n2, bool))),
-        "publish": cat((publish[first], publish[again])), "receive": cat((receive[first], receive2)),
-        "start": cat((start[first], start2)), "end": cat((end[first], end2)),
-        "settle": cat((settle[first], settle2)), "outcome": cat((out_first[first], np.zeros(n2, np.int8))),
+        "index": cat((first, again)),
+        "consumer": cat((consumer[first], consumer2)),
+        "tag": cat((tag[first], tag2)),
+        "redelivered": cat((np.zeros(len(first), bool), np.ones(n2, bool))),
+        "publish": cat((publish[first], publish[again])),
+        "receive": cat((receive[first], receive2)),
+        "start": cat((start[first], start2)),
+        "end": cat((end[first], end2)),
+        "settle": cat((settle[first], settle2)),
+        "outcome": cat((out_first[first], np.zeros(n2, np.int8))),
         "buffer_len": cat((buffer_len[first], np.zeros(n2, np.int32))),
         "processing_ms": cat((processing_ms[first], processing2)),
         "nacked": cat((nacked[first], np.zeros(n2, bool))),
@@ -397,8 +464,9 @@ def _deliveries(p: SynthParams, rng: np.random.Generator, state: _State, chunk: 
     return rows, (settle[again], receive2), np.where(delivered, settle, 0)
 
 
-def _count_depth(p: SynthParams, state: _State, chunk: _Chunk, d: dict[str, np.ndarray],
-                 requeues: tuple[np.ndarray, np.ndarray]) -> None:
+def _count_depth(
+    p: SynthParams, state: _State, chunk: _Chunk, d: dict[str, np.ndarray], requeues: tuple[np.ndarray, np.ndarray]
+) -> None:
     """Add the chunk to the per-second ins and outs of the queue's ready and unacked counts."""
     bins = len(state.ready)
     fate, arrive = chunk.fate, chunk.arrive
@@ -416,33 +484,46 @@ def _count_depth(p: SynthParams, state: _State, chunk: _Chunk, d: dict[str, np.n
     add(state.unacked, d["settle"], -1)
 
 
-def _write_chunk_extras(p: SynthParams, rng: np.random.Generator, writer: "_PartWriter", state: _State,
-                        chunk: _Chunk, first_settle: np.ndarray) -> None:
+def _write_chunk_extras(
+    p: SynthParams,
+    rng: np.random.Generator,
+    writer: "_PartWriter",
+    state: _State,
+    chunk: _Chunk,
+    first_settle: np.ndarray,
+) -> None:
     """The chunk's dead-letters (master), `publish_returned` events (the producers' workers) and
     the ids the census will find."""
     producer, ids, fate, publish, confirm = chunk.producer, chunk.ids, chunk.fate, chunk.publish, chunk.confirm
     master = p.workers[0]
     rows = []
     # maxlen: dropped from the queue's head; rejected: when the consumer nacked it
-    for fate_name, reason, at in (("dead_lettered_maxlen", "maxlen", chunk.arrive),
-                                  ("nack_discard", "rejected", first_settle)):
+    for fate_name, reason, at in (
+        ("dead_lettered_maxlen", "maxlen", chunk.arrive),
+        ("nack_discard", "rejected", first_settle),
+    ):
         which = np.flatnonzero(fate == _F[fate_name])
         received = at[which] + _exp_ns(rng, 20_000 if reason == "maxlen" else 1000, len(which), 500)
-        rows += [(ids[i].as_py(), p.queue, reason, 1, int(r), p.dead_letter_exchange, _ROUTING_KEY)
-                 for i, r in zip(which.tolist(), received.tolist())]
+        rows += [
+            (ids[i].as_py(), p.queue, reason, 1, int(r), p.dead_letter_exchange, _ROUTING_KEY)
+            for i, r in zip(which.tolist(), received.tolist())
+        ]
     if rows:
         writer.rows_part("deadletter", master, sorted(rows, key=lambda row: row[4]))
         state.deadletters += len(rows)
     names = p.producer_names()
-    detail = json.dumps({"exchange": p.exchange, "reply_code": 312, "reply_text": "NO_ROUTE",
-                         "routing_key": _ROUTING_KEY}, sort_keys=True)
+    detail = json.dumps(
+        {"exchange": p.exchange, "reply_code": 312, "reply_text": "NO_ROUTE", "routing_key": _ROUTING_KEY},
+        sort_keys=True,
+    )
     returned = np.flatnonzero(fate == _F["unroutable"])
     by_worker: dict[str, list[tuple]] = {}
     for i in returned.tolist():  # the return comes before the confirm
         ts = int(publish[i] + (confirm[i] - publish[i]) // 2)
         name = names[producer[i]]
         by_worker.setdefault(name.split("/")[1], []).append(
-            (ts, "publish_returned", name, ids[i].as_py(), None, detail))
+            (ts, "publish_returned", name, ids[i].as_py(), None, detail)
+        )
     for worker, events in sorted(by_worker.items()):
         writer.rows_part("event", worker, events)
     left = fate == _F["left_in_broker"]
@@ -451,6 +532,7 @@ def _write_chunk_extras(p: SynthParams, rng: np.random.Generator, writer: "_Part
 
 
 # --- writing ----------------------------------------------------------------------------------
+
 
 class _PartWriter:
     """Part files as each worker process's trace writer names them: one sequence per worker."""
@@ -480,9 +562,11 @@ class _PartWriter:
     def columns_part(self, kind: str, worker: str, columns: Mapping[str, Any], n: int) -> None:
         """A part from Arrow or numpy columns; a nullable column left out is all null."""
         schema = arrow_schema(kind)
-        common = {"schema_version": pa.repeat(pa.scalar(SCHEMA_VERSION, pa.int32()), n),
-                  "run_id": pa.repeat(pa.scalar(self.run_id, pa.string()), n),
-                  "worker": pa.repeat(pa.scalar(worker, pa.string()), n)}
+        common = {
+            "schema_version": pa.repeat(pa.scalar(SCHEMA_VERSION, pa.int32()), n),
+            "run_id": pa.repeat(pa.scalar(self.run_id, pa.string()), n),
+            "worker": pa.repeat(pa.scalar(worker, pa.string()), n),
+        }
         arrays = []
         for f in schema:
             value = common.get(f.name, columns.get(f.name))
@@ -513,15 +597,25 @@ def _write_publishes(p: SynthParams, writer: _PartWriter, chunk: _Chunk) -> None
         if not n:
             continue
         at = pa.array(mine)
-        writer.columns_part("publish", worker, {
-            "message_id": chunk.ids.filter(at), "producer": _strings(p.producer_names(), producer[mine]),
-            "producer_group": pa.repeat(pa.scalar(_GROUP), n), "seq": seq[mine],
-            "phase": _strings(_PHASES, _phase_of(p, intended[mine])), "intended_ns": intended[mine],
-            "publish_ns": chunk.publish[mine], "size_bytes": np.full(n, p.size_bytes, np.int32),
-            "routing_key": pa.repeat(pa.scalar(_ROUTING_KEY), n), "persistent": np.zeros(n, bool),
-            "confirm_ns": pa.array(chunk.confirm[mine], pa.int64(), mask=outcome[mine] == 2),
-            "outcome": _strings(_PUBLISH_OUTCOMES, outcome[mine]),
-        }, n)
+        writer.columns_part(
+            "publish",
+            worker,
+            {
+                "message_id": chunk.ids.filter(at),
+                "producer": _strings(p.producer_names(), producer[mine]),
+                "producer_group": pa.repeat(pa.scalar(_GROUP), n),
+                "seq": seq[mine],
+                "phase": _strings(_PHASES, _phase_of(p, intended[mine])),
+                "intended_ns": intended[mine],
+                "publish_ns": chunk.publish[mine],
+                "size_bytes": np.full(n, p.size_bytes, np.int32),
+                "routing_key": pa.repeat(pa.scalar(_ROUTING_KEY), n),
+                "persistent": np.zeros(n, bool),
+                "confirm_ns": pa.array(chunk.confirm[mine], pa.int64(), mask=outcome[mine] == 2),
+                "outcome": _strings(_PUBLISH_OUTCOMES, outcome[mine]),
+            },
+            n,
+        )
 
 
 def _write_deliveries(p: SynthParams, writer: _PartWriter, ids, d: dict[str, np.ndarray]) -> None:
@@ -534,17 +628,29 @@ def _write_deliveries(p: SynthParams, writer: _PartWriter, ids, d: dict[str, np.
             continue
         order = np.flatnonzero(mine)[np.argsort(d["receive"][mine], kind="stable")]  # as a consumer traces them
         col = {key: value[order] for key, value in d.items()}
-        writer.columns_part("delivery", worker, {
-            "message_id": pc.take(ids, pa.array(col["index"])), "consumer": _strings(names, col["consumer"]),
-            "consumer_group": pa.repeat(pa.scalar(_GROUP), n),
-            "phase": _strings(_PHASES, _phase_of(p, col["receive"])), "delivery_tag": col["tag"],
-            "redelivered": col["redelivered"], "publish_ns": col["publish"], "receive_ns": col["receive"],
-            "start_ns": col["start"], "end_ns": pa.array(col["end"], pa.int64(), mask=col["nacked"]),
-            "settle_ns": col["settle"], "outcome": _strings(_DELIVERY_OUTCOMES, col["outcome"]),
-            "prefetch": np.full(n, p.prefetch, np.int32), "buffer_len": col["buffer_len"].astype(np.int32),
-            "size_bytes": np.full(n, p.size_bytes, np.int32),
-            "processing_ms": pa.array(col["processing_ms"], pa.float64(), mask=col["nacked"]),
-        }, n)
+        writer.columns_part(
+            "delivery",
+            worker,
+            {
+                "message_id": pc.take(ids, pa.array(col["index"])),
+                "consumer": _strings(names, col["consumer"]),
+                "consumer_group": pa.repeat(pa.scalar(_GROUP), n),
+                "phase": _strings(_PHASES, _phase_of(p, col["receive"])),
+                "delivery_tag": col["tag"],
+                "redelivered": col["redelivered"],
+                "publish_ns": col["publish"],
+                "receive_ns": col["receive"],
+                "start_ns": col["start"],
+                "end_ns": pa.array(col["end"], pa.int64(), mask=col["nacked"]),
+                "settle_ns": col["settle"],
+                "outcome": _strings(_DELIVERY_OUTCOMES, col["outcome"]),
+                "prefetch": np.full(n, p.prefetch, np.int32),
+                "buffer_len": col["buffer_len"].astype(np.int32),
+                "size_bytes": np.full(n, p.size_bytes, np.int32),
+                "processing_ms": pa.array(col["processing_ms"], pa.float64(), mask=col["nacked"]),
+            },
+            n,
+        )
 
 
 def _write_ending(p: SynthParams, rng: np.random.Generator, state: _State, writer: _PartWriter) -> None:
@@ -557,43 +663,76 @@ def _write_ending(p: SynthParams, rng: np.random.Generator, state: _State, write
     left = _left_ids(p, state)
     master_events = [
         (t0 - 2 * s, "run_start", "runner", "master", None, json.dumps({"t0_ns": t0})),
-        (t0 - 19 * s // 10, "deadletter_capture", "runner", capture, None,
-         json.dumps({"binding_keys": ["#", _ROUTING_KEY, ""], "created_exchange": True,
-                     "exchange": p.dead_letter_exchange}, sort_keys=True)),
+        (
+            t0 - 19 * s // 10,
+            "deadletter_capture",
+            "runner",
+            capture,
+            None,
+            json.dumps(
+                {"binding_keys": ["#", _ROUTING_KEY, ""], "created_exchange": True, "exchange": p.dead_letter_exchange},
+                sort_keys=True,
+            ),
+        ),
         (t0 + int(p.warmup_s * s), "warmup_end", "runner", "warmup", None, None),
     ]
     for name, (start_s, end_s) in (("busy", p.busy), ("slow", p.slow)):
-        master_events += [(t0 + int(start_s * s), "phase_start", "runner", name, None, None),
-                          (t0 + int(end_s * s), "phase_end", "runner", name, None, None)]
+        master_events += [
+            (t0 + int(start_s * s), "phase_start", "runner", name, None, None),
+            (t0 + int(end_s * s), "phase_end", "runner", name, None, None),
+        ]
     master_events += _queue_samples(p, rng, state)
     master_events += [
         (t0 + int(p.duration_s * s), "drain_start", "runner", master, None, None),
         (drain_end, "drain_end", "runner", master, None, json.dumps({"reason": "timeout"})),
-        (census_at + len(left) * 60 * _US, "broker_depth", "census", p.queue, float(len(left)),
-         json.dumps({"recorded": len(left)})),
-        (census_at + len(left) * 60 * _US + 20 * _US * 1000, "deadletter_capture", "runner", capture,
-         float(state.deadletters), json.dumps({"foreign": 0, "swept": 0}, sort_keys=True)),
+        (
+            census_at + len(left) * 60 * _US,
+            "broker_depth",
+            "census",
+            p.queue,
+            float(len(left)),
+            json.dumps({"recorded": len(left)}),
+        ),
+        (
+            census_at + len(left) * 60 * _US + 20 * _US * 1000,
+            "deadletter_capture",
+            "runner",
+            capture,
+            float(state.deadletters),
+            json.dumps({"foreign": 0, "swept": 0}, sort_keys=True),
+        ),
         (_ended_ns(p, state) + 5 * _US * 1000, "run_end", "runner", "master", None, None),
     ]
     writer.rows_part("event", master, master_events)
     if left:
-        writer.rows_part("leftover", master, [(mid, p.queue, census_at + i * 60 * _US, False)
-                                              for i, mid in enumerate(left)])
+        writer.rows_part(
+            "leftover", master, [(mid, p.queue, census_at + i * 60 * _US, False) for i, mid in enumerate(left)]
+        )
     consumers, producers = p.consumer_names(), p.producer_names()
     for w, worker in enumerate(workers):
         mine_c = [c for c in consumers if c.split("/")[1] == worker]
         mine_p = [q for q in producers if q.split("/")[1] == worker]
         events = [(t0 - 18 * s // 10 + w * 10**7, "run_start", "runner", "worker", None, json.dumps({"t0_ns": t0}))]
-        events += [(t0 - s // 2 + i * 10**7, "consumer_join", c, c, None,
-                    json.dumps({"ack_mode": "manual", "prefetch": p.prefetch}, sort_keys=True))
-                   for i, c in enumerate(mine_c)]
+        events += [
+            (
+                t0 - s // 2 + i * 10**7,
+                "consumer_join",
+                c,
+                c,
+                None,
+                json.dumps({"ack_mode": "manual", "prefetch": p.prefetch}, sort_keys=True),
+            )
+            for i, c in enumerate(mine_c)
+        ]
         events += [(t0 - s // 10 + i * 10**7, "producer_join", q, q, None, None) for i, q in enumerate(mine_p)]
         end = t0 + int(p.duration_s * s)
         events += [(end + 10**6, "drain_start", "runner", worker, None, None)]
         events += [(end + 5 * 10**7 + i * 10**6, "producer_leave", q, q, None, None) for i, q in enumerate(mine_p)]
         events += [(drain_end + 10**6, "drain_end", "runner", worker, None, json.dumps({"reason": "timeout"}))]
-        events += [(drain_end + 10**7 + i * 10**6, "consumer_leave", c, c, None, json.dumps({"clean": True}))
-                   for i, c in enumerate(mine_c)]
+        events += [
+            (drain_end + 10**7 + i * 10**6, "consumer_leave", c, c, None, json.dumps({"clean": True}))
+            for i, c in enumerate(mine_c)
+        ]
         events += [(_ended_ns(p, state) + 3 * 10**6, "run_end", "runner", "worker", None, None)]
         writer.rows_part("event", worker, events)
 
@@ -608,16 +747,26 @@ def _queue_samples(p: SynthParams, rng: np.random.Generator, state: _State) -> l
     rows = []
     for i in range(seconds):
         ts = p.t0_ns + (i + 1) * 10**9 + int(took_ms[i] * 1e6) // 2
-        detail = json.dumps({"consumers": p.consumers, "source": "declare+management",
-                             "took_ms": float(took_ms[i]), "unacked": int(unacked[i])}, sort_keys=True)
+        detail = json.dumps(
+            {
+                "consumers": p.consumers,
+                "source": "declare+management",
+                "took_ms": float(took_ms[i]),
+                "unacked": int(unacked[i]),
+            },
+            sort_keys=True,
+        )
         rows.append((ts, "queue_sample", "sampler", p.queue, float(ready[i]), detail))
     return rows
 
 
 def _left_ids(p: SynthParams, state: _State) -> list[str]:
     names = p.producer_names()
-    return [f"{p.run_id}:{names[producer]}:{seq}" for producers, seqs in state.left
-            for producer, seq in zip(producers.tolist(), seqs.tolist())]
+    return [
+        f"{p.run_id}:{names[producer]}:{seq}"
+        for producers, seqs in state.left
+        for producer, seq in zip(producers.tolist(), seqs.tolist())
+    ]
 
 
 def _ended_ns(p: SynthParams, state: _State) -> int:
@@ -627,16 +776,25 @@ def _ended_ns(p: SynthParams, state: _State) -> int:
 
 # --- the accounting and the JSON files --------------------------------------------------------
 
+
 def _accounts(p: SynthParams, fates: np.ndarray) -> dict[str, int]:
     """Each message's account class, by the analysis's rules, from its fate."""
     n = {name: int(fates[i]) for i, name in enumerate(_FATES)}
     accounts = {"acked": n["acked"] + n["requeued"] + n["duplicate"], "consumer_nack_discard": n["nack_discard"]}
     accounts |= {c: 0 for c in ("egress_discard", "publish_rejected_maxlen")}
-    accounts |= {"publish_nacked": n["publish_nacked"], "unroutable": n["unroutable"],
-                 "publish_failed": n["publish_failed"], "publish_failed_blocked": 0,
-                 "dead_lettered_maxlen": n["dead_lettered_maxlen"], "dead_lettered_expired": 0,
-                 "dead_lettered_rejected": 0, "dead_lettered_delivery_limit": 0,
-                 "left_in_broker": n["left_in_broker"], "connection_lost": 0, "unaccounted": 0}
+    accounts |= {
+        "publish_nacked": n["publish_nacked"],
+        "unroutable": n["unroutable"],
+        "publish_failed": n["publish_failed"],
+        "publish_failed_blocked": 0,
+        "dead_lettered_maxlen": n["dead_lettered_maxlen"],
+        "dead_lettered_expired": 0,
+        "dead_lettered_rejected": 0,
+        "dead_lettered_delivery_limit": 0,
+        "left_in_broker": n["left_in_broker"],
+        "connection_lost": 0,
+        "unaccounted": 0,
+    }
     assert sum(accounts.values()) == p.messages
     return accounts
 
@@ -646,10 +804,16 @@ def _messages_block(accounts: Mapping[str, int], fates: np.ndarray) -> dict[str,
     discarded = {c: accounts[c] for c in DISCARD_CLASSES}
     not_confirmed = n["publish_nacked"] + n["publish_failed"] + n["unroutable"]
     return {
-        "published": sum(accounts.values()), "confirmed": sum(accounts.values()) - not_confirmed,
-        "acked": accounts["acked"], "discarded": discarded, "discarded_total": sum(discarded.values()),
-        "left_in_broker": accounts["left_in_broker"], "unaccounted": 0, "unaccounted_ids": [],
-        "redelivered": n["requeued"] + n["duplicate"], "duplicates": n["duplicate"],
+        "published": sum(accounts.values()),
+        "confirmed": sum(accounts.values()) - not_confirmed,
+        "acked": accounts["acked"],
+        "discarded": discarded,
+        "discarded_total": sum(discarded.values()),
+        "left_in_broker": accounts["left_in_broker"],
+        "unaccounted": 0,
+        "unaccounted_ids": [],
+        "redelivered": n["requeued"] + n["duplicate"],
+        "duplicates": n["duplicate"],
     }
 
 
@@ -658,28 +822,80 @@ def _scenario(p: SynthParams) -> dict[str, Any]:
     rate = round(p.base_rate_per_s / p.producers, 3)
     processing = {"distribution": "exponential", "mean_ms": p.base_processing_ms}
     return {
-        "name": "synth", "description": "benchmarks.synth: a synthetic run, no broker",
+        "name": "synth",
+        "description": "benchmarks.synth: a synthetic run, no broker",
         "broker": {"url": None, "heartbeat_s": 30, "connect_timeout_s": 5, "managed": None},
-        "queue": {"name": p.queue, "durable": False, "auto_delete": False,
-                  "arguments": {"x-dead-letter-exchange": p.dead_letter_exchange, "x-max-length": 100_000},
-                  "purge_on_start": True, "delete_on_end": False, "type": None},
-        "exchanges": [{"name": p.exchange, "type": "direct", "durable": True, "auto_delete": False,
-                       "arguments": {}, "delete_on_end": False}],
+        "queue": {
+            "name": p.queue,
+            "durable": False,
+            "auto_delete": False,
+            "arguments": {"x-dead-letter-exchange": p.dead_letter_exchange, "x-max-length": 100_000},
+            "purge_on_start": True,
+            "delete_on_end": False,
+            "type": None,
+        },
+        "exchanges": [
+            {
+                "name": p.exchange,
+                "type": "direct",
+                "durable": True,
+                "auto_delete": False,
+                "arguments": {},
+                "delete_on_end": False,
+            }
+        ],
         "bindings": [{"exchange": p.exchange, "routing_key": _ROUTING_KEY, "arguments": {}}],
         "run": {"duration_s": p.duration_s, "warmup_s": p.warmup_s, "drain_timeout_s": p.drain_timeout_s},
-        "producers": [{"name": _GROUP, "count": p.producers, "rate": rate, "arrival": "poisson",
-                       "size_bytes": p.size_bytes, "persistent": False, "confirms": True, "confirm_window": 100,
-                       "exchange": p.exchange, "routing_key": _ROUTING_KEY, "bursts": None, "replay": None,
-                       "mandatory": True, "priority": None, "max_blocked_wait_s": None}],
-        "consumers": [{"name": _GROUP, "count": p.consumers, "prefetch": p.prefetch, "prefetch_scope": "consumer",
-                       "ack_mode": "manual", "processing_ms": processing, "codel": None, "leave": "clean",
-                       "egress": None}],
+        "producers": [
+            {
+                "name": _GROUP,
+                "count": p.producers,
+                "rate": rate,
+                "arrival": "poisson",
+                "size_bytes": p.size_bytes,
+                "persistent": False,
+                "confirms": True,
+                "confirm_window": 100,
+                "exchange": p.exchange,
+                "routing_key": _ROUTING_KEY,
+                "bursts": None,
+                "replay": None,
+                "mandatory": True,
+                "priority": None,
+                "max_blocked_wait_s": None,
+            }
+        ],
+        "consumers": [
+            {
+                "name": _GROUP,
+                "count": p.consumers,
+                "prefetch": p.prefetch,
+                "prefetch_scope": "consumer",
+                "ack_mode": "manual",
+                "processing_ms": processing,
+                "codel": None,
+                "leave": "clean",
+                "egress": None,
+            }
+        ],
         "timeline": [
-            {"name": "busy", "start_s": p.busy[0], "end_s": p.busy[1],
-             "set": {f"producers.{_GROUP}.rate": round(rate * p.busy_rate_factor, 3)}},
-            {"name": "slow", "start_s": p.slow[0], "end_s": p.slow[1],
-             "set": {f"consumers.{_GROUP}.processing_ms":
-                     {**processing, "mean_ms": round(p.base_processing_ms * p.slow_processing_factor, 3)}}},
+            {
+                "name": "busy",
+                "start_s": p.busy[0],
+                "end_s": p.busy[1],
+                "set": {f"producers.{_GROUP}.rate": round(rate * p.busy_rate_factor, 3)},
+            },
+            {
+                "name": "slow",
+                "start_s": p.slow[0],
+                "end_s": p.slow[1],
+                "set": {
+                    f"consumers.{_GROUP}.processing_ms": {
+                        **processing,
+                        "mean_ms": round(p.base_processing_ms * p.slow_processing_factor, 3),
+                    }
+                },
+            },
         ],
         "slo": [],
         "network": None,
@@ -690,14 +906,25 @@ def _run_json(p: SynthParams, state: _State) -> dict[str, Any]:
     from loadgen.runinfo import code_version
 
     return {
-        "schema_version": SCHEMA_VERSION, "run_id": p.run_id, "scenario_path": None, "overrides": [],
-        "scenario": _scenario(p), "broker_url": None, "code_version": code_version(),
-        "t0_ns": p.t0_ns, "duration_s": p.duration_s, "warmup_s": p.warmup_s,
+        "schema_version": SCHEMA_VERSION,
+        "run_id": p.run_id,
+        "scenario_path": None,
+        "overrides": [],
+        "scenario": _scenario(p),
+        "broker_url": None,
+        "code_version": code_version(),
+        "t0_ns": p.t0_ns,
+        "duration_s": p.duration_s,
+        "warmup_s": p.warmup_s,
         "drain_timeout_s": p.drain_timeout_s,
-        "phases": [{"name": "busy", "start_s": p.busy[0], "end_s": p.busy[1]},
-                   {"name": "slow", "start_s": p.slow[0], "end_s": p.slow[1]}],
-        "queue": p.queue, "broker_depth_at_end": int(state.fates[_F["left_in_broker"]]),
-        "ended_ns": _ended_ns(p, state), "status": "completed",
+        "phases": [
+            {"name": "busy", "start_s": p.busy[0], "end_s": p.busy[1]},
+            {"name": "slow", "start_s": p.slow[0], "end_s": p.slow[1]},
+        ],
+        "queue": p.queue,
+        "broker_depth_at_end": int(state.fates[_F["left_in_broker"]]),
+        "ended_ns": _ended_ns(p, state),
+        "status": "completed",
         "synthetic": {"generator": "benchmarks.synth", "seed": p.seed, "messages": p.messages},
     }
 
@@ -707,7 +934,10 @@ def _synth_json(run: SynthRun) -> dict[str, Any]:
         "generator": "benchmarks.synth",
         "params": {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(run.params).items()},
         "expected": {"messages": run.messages, "accounts": run.accounts},
-        "rows": run.rows, "parts": run.parts, "bytes": run.bytes, "seconds": run.seconds,
+        "rows": run.rows,
+        "parts": run.parts,
+        "bytes": run.bytes,
+        "seconds": run.seconds,
     }
 
 
@@ -718,6 +948,7 @@ def _write_json(path: Path, data: Mapping[str, Any]) -> None:
 
 
 # --- the command ------------------------------------------------------------------------------
+
 
 def _count(text: str) -> int:
     """'1M', '100k', '250000', '1_000_000', '2,500,000' -> the count."""
@@ -731,7 +962,8 @@ def _count(text: str) -> int:
         return int(cleaned)
     except ValueError:
         raise argparse.ArgumentTypeError(
-            f"expected a count (250000, 2.5M) or one of {', '.join(SIZES)}, got {text!r}") from None
+            f"expected a count (250000, 2.5M) or one of {', '.join(SIZES)}, got {text!r}"
+        ) from None
 
 
 def _progress_printer() -> Progress:
@@ -741,17 +973,20 @@ def _progress_printer() -> Progress:
         if done // 1_000_000 > said[0] or done == total:
             said[0] = done // 1_000_000
             print(f"synth: {done:,} / {total:,} messages", file=sys.stderr, flush=True)
+
     return say
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.synth", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--messages", type=_count, required=True,
-                        help=f"how many to publish: a count or one of {', '.join(SIZES)}")
+    parser.add_argument(
+        "--messages", type=_count, required=True, help=f"how many to publish: a count or one of {', '.join(SIZES)}"
+    )
     parser.add_argument("--out", type=Path, required=True, help="the run directory to write (new or empty)")
     parser.add_argument("--seed", type=int, default=7, help="random seed (default: %(default)s)")
-    parser.add_argument("--large", action="store_true",
-                        help=f"allow over {MAX_MESSAGES:,} messages (up to {MAX_LARGE_MESSAGES:,})")
+    parser.add_argument(
+        "--large", action="store_true", help=f"allow over {MAX_MESSAGES:,} messages (up to {MAX_LARGE_MESSAGES:,})"
+    )
     args = parser.parse_args(argv)
     try:
         plan(args.messages, args.seed, large=args.large)
@@ -760,8 +995,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.out.exists() and any(args.out.iterdir()):
         parser.error(f"--out: {args.out} is not empty; choose a new directory")
     run = generate(args.out, args.messages, args.seed, large=args.large, progress=_progress_printer())
-    print(f"synth: wrote {run.out_dir} in {run.seconds:.1f} s: {run.rows['publish']:,} publishes, "
-          f"{run.rows['delivery']:,} deliveries, {sum(run.parts.values())} parts, {run.bytes / 1e6:.1f} MB")
+    print(
+        f"synth: wrote {run.out_dir} in {run.seconds:.1f} s: {run.rows['publish']:,} publishes, "
+        f"{run.rows['delivery']:,} deliveries, {sum(run.parts.values())} parts, {run.bytes / 1e6:.1f} MB"
+    )
     print(f"expected accounting (also in {run.out_dir / 'synth.json'}):")
     m = run.messages
     for key in ("published", "confirmed", "acked"):

@@ -11,6 +11,7 @@ A publish counts only once its bytes have left the client (or its confirm arrive
 both loops wait while pika's write buffer holds more than the producer's limit, and the
 clock stops when the buffer is empty.
 """
+
 from gevent import monkey
 
 monkey.patch_all()
@@ -81,6 +82,7 @@ def _writer_pid(ctx) -> int | None:
 
 # --- bare pika on gevent --------------------------------------------------------------
 
+
 def _bare_channel(url: str):
     """A connection and channel as a plain pika script opens them: pika's GeventConnection as it
     comes (none of loadgen's tuning, loadgen.amqp.fastio), waited for with gevent events."""
@@ -89,8 +91,9 @@ def _bare_channel(url: str):
     opened, channel = Event(), []
     params = pika.URLParameters(url)
     params.client_properties = {"connection_name": "bench-bare"}
-    conn = GeventConnection(params, on_open_callback=lambda _c: opened.set(),
-                            on_open_error_callback=lambda _c, exc: opened.set())
+    conn = GeventConnection(
+        params, on_open_callback=lambda _c: opened.set(), on_open_error_callback=lambda _c, exc: opened.set()
+    )
     if not opened.wait(15) or not conn.is_open:
         raise SystemExit(f"bare pika could not connect to {url}")
     conn.channel(on_open_callback=lambda ch: (channel.append(ch), opened.set()))
@@ -184,6 +187,7 @@ def bare_consume(url: str, messages: int, prefetch: int) -> tuple[int, Window]:
 
 # --- sojourn's load path ---------------------------------------------------------------
 
+
 class DroppingWriter:
     """A TraceWriter stand-in that keeps nothing: the tracing-off side of the overhead benchmark."""
 
@@ -211,9 +215,11 @@ def _context(url: str, seconds: float, producer: str, consumer: str, trace: bool
     from loadgen.runtime import RunContext, freeze_heap
     from loadgen.scenario import load_scenario
 
-    yaml = (f"name: bench\nbroker: {{url: '{url}'}}\nqueue: {{name: {QUEUE}}}\n"
-            f"run: {{duration_s: {seconds}, warmup_s: 0, drain_timeout_s: 5}}\n"
-            f"producers:\n  - {{name: p, {producer}}}\nconsumers:\n  - {{name: c, {consumer}}}\n")
+    yaml = (
+        f"name: bench\nbroker: {{url: '{url}'}}\nqueue: {{name: {QUEUE}}}\n"
+        f"run: {{duration_s: {seconds}, warmup_s: 0, drain_timeout_s: 5}}\n"
+        f"producers:\n  - {{name: p, {producer}}}\nconsumers:\n  - {{name: c, {consumer}}}\n"
+    )
     run_dir = tempfile.mkdtemp(prefix="sojourn-bench-")
     Path(run_dir, "bench.yaml").write_text(yaml)
     scenario = load_scenario(Path(run_dir, "bench.yaml"), env={})
@@ -233,8 +239,9 @@ def sojourn_publish(url: str, seconds: float, confirm_window: int, trace: bool) 
     from loadgen.producer import Producer
 
     confirms = f"confirms: true, confirm_window: {confirm_window}" if confirm_window else "confirms: false"
-    ctx, report = _context(url, 3600, f"rate: 1000000, arrival: constant, size_bytes: {BODY_BYTES}, "
-                                         f"{confirms}", "count: 0", trace)
+    ctx, report = _context(
+        url, 3600, f"rate: 1000000, arrival: constant, size_bytes: {BODY_BYTES}, {confirms}", "count: 0", trace
+    )
     ctx.declare_topology(purge=True)
     p = Producer(ctx, "p", 0, report)
     p._join(ctx.scenario.producer("p"))  # connected before the clock starts, as the bare loop is
@@ -247,8 +254,7 @@ def sojourn_publish(url: str, seconds: float, confirm_window: int, trace: bool) 
     deadline = clock.t0 + seconds
     sleep_until, sleep_until_precise = ctx.sleep_until, ctx.sleep_until_precise
     ctx.sleep_until = lambda t, interrupt=None: time.perf_counter() < deadline and sleep_until(t, interrupt)
-    ctx.sleep_until_precise = lambda t, interrupt: (time.perf_counter() < deadline
-                                                    and sleep_until_precise(t, interrupt))
+    ctx.sleep_until_precise = lambda t, interrupt: time.perf_counter() < deadline and sleep_until_precise(t, interrupt)
     p.run()
     clock.stop()
     n = ctx.counters["confirmed" if confirm_window else "published"]
@@ -298,18 +304,27 @@ def main(argv: list[str]) -> int:
     # the window): its whole CPU time, now that it was waited for, less what it had used by then.
     child_s = resource.getrusage(resource.RUSAGE_CHILDREN)
     after_s = max(0.0, child_s.ru_utime + child_s.ru_stime - w.child_end_s) if w.child_pid else 0.0
-    print(json.dumps({"messages": n, "seconds": round(w.seconds, 4), "per_s": round(n / w.seconds, 1),
-                      "cpu_s": round(cpu, 3),
-                      # CPU per message in the measured window: the loop's process, the trace writer's child
-                      "cpu_us": round(w.cpu_s / max(n, 1) * 1e6, 2),
-                      "child_cpu_us": round(w.child_cpu_s / max(n, 1) * 1e6, 2),
-                      # the same child's CPU after the window, converting its spilled batches
-                      "child_after_us": round(after_s / max(n, 1) * 1e6, 2),
-                      # the whole machine's (broker, loop, child, anything else): what the 2 cores pay
-                      "machine_cpu_us": round(w.machine_cpu_s / max(n, 1) * 1e6, 2),
-                      # the collector's pauses in the window: per message, and the longest
-                      "gc_us": round(w.gc_s / max(n, 1) * 1e6, 2), "gc_worst_ms": round(w.gc_worst_s * 1e3, 2)}),
-          flush=True)
+    print(
+        json.dumps(
+            {
+                "messages": n,
+                "seconds": round(w.seconds, 4),
+                "per_s": round(n / w.seconds, 1),
+                "cpu_s": round(cpu, 3),
+                # CPU per message in the measured window: the loop's process, the trace writer's child
+                "cpu_us": round(w.cpu_s / max(n, 1) * 1e6, 2),
+                "child_cpu_us": round(w.child_cpu_s / max(n, 1) * 1e6, 2),
+                # the same child's CPU after the window, converting its spilled batches
+                "child_after_us": round(after_s / max(n, 1) * 1e6, 2),
+                # the whole machine's (broker, loop, child, anything else): what the 2 cores pay
+                "machine_cpu_us": round(w.machine_cpu_s / max(n, 1) * 1e6, 2),
+                # the collector's pauses in the window: per message, and the longest
+                "gc_us": round(w.gc_s / max(n, 1) * 1e6, 2),
+                "gc_worst_ms": round(w.gc_worst_s * 1e3, 2),
+            }
+        ),
+        flush=True,
+    )
     return 0
 
 

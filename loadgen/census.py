@@ -4,6 +4,7 @@ The accounting needs ids, not just a count: each message left in the queue is
 fetched with basic.get (no ack), its id traced as a leftover row, and the
 channel is then closed so the broker requeues them all untouched.
 """
+
 from __future__ import annotations
 
 import logging
@@ -36,13 +37,17 @@ def take_census(ctx, limit: int = CENSUS_LIMIT) -> int:
             depth, consumers = topology.queue_counts(channel, queue)
         seen = 0
         while seen < min(depth, limit):
-            got = amqp.wait_for(lambda cb: channel.basic_get(
-                queue, lambda _ch, method, props, _body: cb((method, props)), auto_ack=False),
-                f"basic.get {queue!r}", 10.0, channel=channel)
+            got = amqp.wait_for(
+                lambda cb: channel.basic_get(
+                    queue, lambda _ch, method, props, _body: cb((method, props)), auto_ack=False
+                ),
+                f"basic.get {queue!r}",
+                10.0,
+                channel=channel,
+            )
             method, props = got
             headers = props.headers or {}
-            ctx.writer.append("leftover", (headers.get("sojourn-id"), queue, time.time_ns(),
-                                           bool(method.redelivered)))
+            ctx.writer.append("leftover", (headers.get("sojourn-id"), queue, time.time_ns(), bool(method.redelivered)))
             seen += 1
             if method.message_count == 0:
                 break

@@ -6,6 +6,7 @@ regression), 2 bad input (nightly: or another nightly holds the results director
 unreachable, 130 interrupted. The analysis (PySpark) is imported lazily, and never into the process
 that runs Locust.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -21,13 +22,17 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="sojourn",
         description="Trace-replay load testing for RabbitMQ: what prefetch, processing time and "
-                    "network conditions do to per-message buffer sojourn and latency.")
+        "network conditions do to per-message buffer sojourn and latency.",
+    )
     p.add_argument("--version", action="version", version=f"sojourn {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
 
-    run = sub.add_parser("run", help="run a scenario headless, then analyze it and write the report",
-                         description="Run SCENARIO through Locust (headless), analyze the traces with "
-                                     "Spark and write RUN_DIR/summary.json and RUN_DIR/report.html.")
+    run = sub.add_parser(
+        "run",
+        help="run a scenario headless, then analyze it and write the report",
+        description="Run SCENARIO through Locust (headless), analyze the traces with "
+        "Spark and write RUN_DIR/summary.json and RUN_DIR/report.html.",
+    )
     run.add_argument("scenario", help="scenario YAML file")
     run.add_argument("--out", metavar="RUN_DIR", help="run directory (default runs/<UTC time>-<name>)")
     _add_set(run)
@@ -35,41 +40,61 @@ def _parser() -> argparse.ArgumentParser:
     _add_spark_master(run)
     run.add_argument("--no-analyze", action="store_true", help="only run the load; analyze later")
 
-    ana = sub.add_parser("analyze", help="analyze run directories: summary.json and report.html",
-                         description="Run the PySpark analysis over each RUN_DIR/traces, all on one Spark "
-                                     "session; the JVM's log goes to the first RUN_DIR/spark.log.")
+    ana = sub.add_parser(
+        "analyze",
+        help="analyze run directories: summary.json and report.html",
+        description="Run the PySpark analysis over each RUN_DIR/traces, all on one Spark "
+        "session; the JVM's log goes to the first RUN_DIR/spark.log.",
+    )
     ana.add_argument("run_dirs", metavar="RUN_DIR", nargs="+")
-    ana.add_argument("--percentiles", choices=("auto", "exact", "approximate"), default="auto",
-                     help="auto (default): exact up to 500,000 deliveries, approximate (rank error "
-                          "1/10,000, stated in summary.json) above; exact needs memory for every value")
+    ana.add_argument(
+        "--percentiles",
+        choices=("auto", "exact", "approximate"),
+        default="auto",
+        help="auto (default): exact up to 500,000 deliveries, approximate (rank error "
+        "1/10,000, stated in summary.json) above; exact needs memory for every value",
+    )
     _add_spark_master(ana)
 
-    swp = sub.add_parser("sweep", help="run a scenario once per value of one field, then compare the runs",
-                         description="Run SCENARIO once for each value of one field (e.g. prefetch), "
-                                     "analyze every run, and print per phase the ack rate, the "
-                                     "consumers' utilisation and the buffer sojourn of each, side by side. "
-                                     "Writes DIR/sweep.md and DIR/sweep.json next to the run directories.")
+    swp = sub.add_parser(
+        "sweep",
+        help="run a scenario once per value of one field, then compare the runs",
+        description="Run SCENARIO once for each value of one field (e.g. prefetch), "
+        "analyze every run, and print per phase the ack rate, the "
+        "consumers' utilisation and the buffer sojourn of each, side by side. "
+        "Writes DIR/sweep.md and DIR/sweep.json next to the run directories.",
+    )
     swp.add_argument("scenario", help="scenario YAML file")
-    swp.add_argument("--vary", required=True, metavar="PATH=V1,V2,...",
-                     help="the field and its values, e.g. consumers.main.prefetch=1,26,51")
+    swp.add_argument(
+        "--vary",
+        required=True,
+        metavar="PATH=V1,V2,...",
+        help="the field and its values, e.g. consumers.main.prefetch=1,26,51",
+    )
     _add_set(swp)
     swp.add_argument("--out", metavar="DIR", help="where the runs go (default runs/<UTC time>-<name>-sweep)")
     _add_processes(swp)
     _add_spark_master(swp)
 
-    nig = sub.add_parser("nightly", help="run a suite of scenarios with SLOs; JUnit, history and trends",
-                         description="Run every scenario of SUITE in order into RESULTS_DIR/runs/<UTC time>-<name>/, "
-                                     "then write RESULTS_DIR/junit.xml, history.json and index.html. Exit 1 "
-                                     "when an SLO failed, a scenario failed or a metric regressed against "
-                                     "its baseline; exit 2 when another nightly holds RESULTS_DIR. See docs/nightly.md.")
+    nig = sub.add_parser(
+        "nightly",
+        help="run a suite of scenarios with SLOs; JUnit, history and trends",
+        description="Run every scenario of SUITE in order into RESULTS_DIR/runs/<UTC time>-<name>/, "
+        "then write RESULTS_DIR/junit.xml, history.json and index.html. Exit 1 "
+        "when an SLO failed, a scenario failed or a metric regressed against "
+        "its baseline; exit 2 when another nightly holds RESULTS_DIR. See docs/nightly.md.",
+    )
     nig.add_argument("suite", help="suite YAML file, e.g. scenarios/suites/nightly.yaml")
     nig.add_argument("--out", required=True, metavar="RESULTS_DIR", help="results directory (kept across nights)")
     _add_spark_master(nig)
 
-    cmp_ = sub.add_parser("compare", help="put analysed runs side by side in one HTML page",
-                          description="Write one self-contained HTML page comparing RUN_DIRs: key metrics "
-                                      "with deltas against the first, overlaid sojourn distributions and "
-                                      "ack rates over time. Reads each RUN_DIR/summary.json.")
+    cmp_ = sub.add_parser(
+        "compare",
+        help="put analysed runs side by side in one HTML page",
+        description="Write one self-contained HTML page comparing RUN_DIRs: key metrics "
+        "with deltas against the first, overlaid sojourn distributions and "
+        "ack rates over time. Reads each RUN_DIR/summary.json.",
+    )
     cmp_.add_argument("run_dirs", nargs="+", metavar="RUN_DIR")
     cmp_.add_argument("--out", metavar="FILE", default="compare.html", help="output file (default compare.html)")
 
@@ -78,50 +103,76 @@ def _parser() -> argparse.ArgumentParser:
     _add_set(val)
 
     rec = sub.add_parser(
-        "record", help="capture live publishes from the RabbitMQ firehose into a replay file",
+        "record",
+        help="capture live publishes from the RabbitMQ firehose into a replay file",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Record every publish on a vhost (time, size, exchange, routing key, priority, headers)\n"
-                    "from the firehose exchange amq.rabbitmq.trace into a replay file, for a scenario's\n"
-                    "`replay: {path: FILE}`. Needs firehose tracing on the vhost (rabbitmqctl trace_on -p\n"
-                    "VHOST, or --trace-on on the broker host). Exit 130 on Ctrl-C, keeping what was\n"
-                    "recorded. See docs/replay.md.",
+        "from the firehose exchange amq.rabbitmq.trace into a replay file, for a scenario's\n"
+        "`replay: {path: FILE}`. Needs firehose tracing on the vhost (rabbitmqctl trace_on -p\n"
+        "VHOST, or --trace-on on the broker host). Exit 130 on Ctrl-C, keeping what was\n"
+        "recorded. See docs/replay.md.",
         epilog="example:\n"
-               "  rabbitmqctl trace_on -p /\n"
-               "  sojourn record --out rec.csv --duration 300\n"
-               "  rabbitmqctl trace_off -p /")
-    rec.add_argument("--out", required=True, metavar="FILE",
-                     help="replay file to write: .csv, .jsonl or .parquet (overwritten)")
-    rec.add_argument("--url",
-                     help="broker URL; its path is the vhost (default $SOJOURN_AMQP_URL or "
-                          "amqp://guest:guest@127.0.0.1:5672/)")
-    rec.add_argument("--duration", type=float, metavar="S",
-                     help="stop after S seconds (default 60, or no limit with --count)")
+        "  rabbitmqctl trace_on -p /\n"
+        "  sojourn record --out rec.csv --duration 300\n"
+        "  rabbitmqctl trace_off -p /",
+    )
+    rec.add_argument(
+        "--out", required=True, metavar="FILE", help="replay file to write: .csv, .jsonl or .parquet (overwritten)"
+    )
+    rec.add_argument(
+        "--url",
+        help="broker URL; its path is the vhost (default $SOJOURN_AMQP_URL or amqp://guest:guest@127.0.0.1:5672/)",
+    )
+    rec.add_argument(
+        "--duration", type=float, metavar="S", help="stop after S seconds (default 60, or no limit with --count)"
+    )
     rec.add_argument("--count", type=int, metavar="N", help="stop after N messages")
-    rec.add_argument("--exchange", action="append", default=[], dest="exchanges", metavar="NAME",
-                     help="record only publishes to this exchange ('' = the default exchange; repeatable)")
+    rec.add_argument(
+        "--exchange",
+        action="append",
+        default=[],
+        dest="exchanges",
+        metavar="NAME",
+        help="record only publishes to this exchange ('' = the default exchange; repeatable)",
+    )
     rec.add_argument("--payloads", action="store_true", help="also store each body (payload_b64 column)")
-    rec.add_argument("--trace-on", action="store_true",
-                     help="turn firehose tracing on for the recording and off afterwards if it was off "
-                          "(runs rabbitmqctl; broker on this machine only)")
+    rec.add_argument(
+        "--trace-on",
+        action="store_true",
+        help="turn firehose tracing on for the recording and off afterwards if it was off "
+        "(runs rabbitmqctl; broker on this machine only)",
+    )
 
     from loadgen.broker.command import add_parser as add_broker_parser
+
     add_broker_parser(sub)
     return p
 
 
 def _add_spark_master(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--master", dest="spark_master", metavar="URL",
-                   help="Spark master for the analysis (default local[*] or SPARK_MASTER)")
+    p.add_argument(
+        "--master",
+        dest="spark_master",
+        metavar="URL",
+        help="Spark master for the analysis (default local[*] or SPARK_MASTER)",
+    )
 
 
 def _add_processes(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--processes", type=int, default=0, metavar="N",
-                   help="Locust worker processes per run (default: one process)")
+    p.add_argument(
+        "--processes", type=int, default=0, metavar="N", help="Locust worker processes per run (default: one process)"
+    )
 
 
 def _add_set(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--set", action="append", default=[], dest="overrides", metavar="PATH=VALUE",
-                   help="override a scenario field, e.g. --set consumers.main.prefetch=51 (repeatable)")
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        dest="overrides",
+        metavar="PATH=VALUE",
+        help="override a scenario field, e.g. --set consumers.main.prefetch=51 (repeatable)",
+    )
 
 
 def _commands() -> dict:
@@ -132,8 +183,16 @@ def _commands() -> dict:
     from loadgen.commands.sweep import cmd_sweep
     from loadgen.commands.validate import cmd_validate
 
-    return {"run": cmd_run, "analyze": cmd_analyze, "validate": cmd_validate, "sweep": cmd_sweep,
-            "nightly": cmd_nightly, "compare": cmd_compare, "record": cmd_record, "broker": cmd_broker}
+    return {
+        "run": cmd_run,
+        "analyze": cmd_analyze,
+        "validate": cmd_validate,
+        "sweep": cmd_sweep,
+        "nightly": cmd_nightly,
+        "compare": cmd_compare,
+        "record": cmd_record,
+        "broker": cmd_broker,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -22,13 +22,13 @@ Where this follows and where it departs from RFC 8289 section 5 (and from the
   restarts within 16 intervals of the last scheduled drop, else 1. The 2012
   variant used `count - 2`.
 """
+
 from __future__ import annotations
 
 import math
 from typing import Any, NamedTuple
 
-__all__ = ["CoDel", "CoDelState", "SMALL_BACKLOG", "RESUME_WINDOW_INTERVALS", "INTERVAL_RATIO_LIMIT",
-           "codel_warnings"]
+__all__ = ["CoDel", "CoDelState", "SMALL_BACKLOG", "RESUME_WINDOW_INTERVALS", "INTERVAL_RATIO_LIMIT", "codel_warnings"]
 
 NS_PER_MS = 1_000_000
 
@@ -60,8 +60,7 @@ class CoDel:
     False
     """
 
-    __slots__ = ("_target_ns", "_interval_ns", "_first_above_ns", "_dropping", "_count",
-                 "_lastcount", "_drop_next_ns")
+    __slots__ = ("_target_ns", "_interval_ns", "_first_above_ns", "_dropping", "_count", "_lastcount", "_drop_next_ns")
 
     def __init__(self, target_ms: float, interval_ms: float):
         for name, value in (("target_ms", target_ms), ("interval_ms", interval_ms)):
@@ -156,11 +155,14 @@ class CoDel:
         return t_ns + round(self._interval_ns / math.sqrt(self._count))
 
     def __repr__(self) -> str:
-        return (f"CoDel(target_ms={self._target_ns / NS_PER_MS:g}, interval_ms={self._interval_ns / NS_PER_MS:g}, "
-                f"dropping={self._dropping}, count={self._count})")
+        return (
+            f"CoDel(target_ms={self._target_ns / NS_PER_MS:g}, interval_ms={self._interval_ns / NS_PER_MS:g}, "
+            f"dropping={self._dropping}, count={self._count})"
+        )
 
 
 # -- scenario warnings -------------------------------------------------------
+
 
 def codel_warnings(scenario: Any) -> list[str]:
     """Warnings (not errors) about each consumer group's CoDel settings.
@@ -186,8 +188,10 @@ def codel_warnings(scenario: Any) -> list[str]:
             continue
         name = f"consumers.{base.name}.codel"
         if base.ack_mode == "auto":
-            warnings.append(f"{name}: ack_mode is auto, so deliveries can not be nacked; CoDel is ignored "
-                            f"for this group (use ack_mode: manual)")
+            warnings.append(
+                f"{name}: ack_mode is auto, so deliveries can not be nacked; CoDel is ignored "
+                f"for this group (use ack_mode: manual)"
+            )
             continue
         settings = _settings_over_time(scenario, base)
         prefetches = [g.prefetch for g in settings]
@@ -195,7 +199,8 @@ def codel_warnings(scenario: Any) -> list[str]:
             warnings.append(
                 f"{name}: prefetch {max(prefetches)} can never build a standing queue (at most "
                 f"{max(prefetches) - 1} delivery waits behind the one taken), so CoDel never nacks; "
-                f"use a prefetch of at least {SMALL_BACKLOG + 2}")
+                f"use a prefetch of at least {SMALL_BACKLOG + 2}"
+            )
             continue
         most = [((g.prefetch - 1) * g.processing.mean_ms, g) for g in settings if g.prefetch > 0]
         if most and len(most) == len(settings) and all(spec.target_ms > held for held, _ in most):
@@ -204,7 +209,8 @@ def codel_warnings(scenario: Any) -> list[str]:
                 f"{name}: target_ms {spec.target_ms:g} is more than the buffer can ever hold: "
                 f"(prefetch {g.prefetch} - 1) x mean processing {g.processing.mean_ms:g} ms = {held:g} ms, "
                 f"so sojourn never stays above target and CoDel never nacks; lower target_ms "
-                f"or raise the prefetch")
+                f"or raise the prefetch"
+            )
         mean_ms = base.processing.mean_ms
         if mean_ms > 0:
             ratio = spec.interval_ms / mean_ms
@@ -213,7 +219,8 @@ def codel_warnings(scenario: Any) -> list[str]:
                 warnings.append(
                     f"{name}: interval_ms {spec.interval_ms:g} is {max(ratio, 1 / ratio):.3g}x {side} the "
                     f"mean processing time {mean_ms:g} ms; interval should be about the worst-case "
-                    f"processing time of one message (within {INTERVAL_RATIO_LIMIT:g}x)")
+                    f"processing time of one message (within {INTERVAL_RATIO_LIMIT:g}x)"
+                )
     return warnings
 
 

@@ -16,6 +16,7 @@ delivery leaves the buffer whether to nack it instead of processing it
 discard their oldest deliveries when full (loadgen.egress, docs/discards.md): the
 hub acks each discarded delivery as it admits the new one.
 """
+
 from __future__ import annotations
 
 import logging
@@ -67,14 +68,41 @@ _NO_EGRESS = (None, None, None, None)  # egress_class, egress_length, egress_uni
 _NO_CODEL = (None, None, None, None)  # codel_dropping, codel_count, codel_first_above_ns, codel_drop_next_ns
 
 
-def delivery_row(d: Delivery, consumer: str, group: str, start_ns: int | None, end_ns: int | None,
-                 settle_ns: int | None, outcome: str, processing_ms: float | None, codel_state: tuple | None,
-                 egress: tuple) -> tuple:
+def delivery_row(
+    d: Delivery,
+    consumer: str,
+    group: str,
+    start_ns: int | None,
+    end_ns: int | None,
+    settle_ns: int | None,
+    outcome: str,
+    processing_ms: float | None,
+    codel_state: tuple | None,
+    egress: tuple,
+) -> tuple:
     """A delivery trace row (loadgen.trace.rows: the schema's own columns, in order; pinned by
     name in tests/unit/test_trace_rows.py)."""
-    return (d.message_id, consumer, group, d.phase, d.tag, d.redelivered, d.publish_ns, d.receive_ns, start_ns,
-            end_ns, settle_ns, outcome, d.prefetch, d.buffer_len, d.size, processing_ms,
-            *(codel_state if codel_state is not None else _NO_CODEL), d.priority, *egress)
+    return (
+        d.message_id,
+        consumer,
+        group,
+        d.phase,
+        d.tag,
+        d.redelivered,
+        d.publish_ns,
+        d.receive_ns,
+        start_ns,
+        end_ns,
+        settle_ns,
+        outcome,
+        d.prefetch,
+        d.buffer_len,
+        d.size,
+        processing_ms,
+        *(codel_state if codel_state is not None else _NO_CODEL),
+        d.priority,
+        *egress,
+    )
 
 
 class Consumer(Participant):
@@ -84,7 +112,8 @@ class Consumer(Participant):
         spec = base.egress
         # With egress the buffer is an EgressBuffer: len(), truth and popleft() work as on the deque.
         self._egress: EgressBuffer[Delivery] | None = (
-            EgressBuffer(spec.classes, spec.max_depth_units, spec.min_burst) if spec is not None else None)
+            EgressBuffer(spec.classes, spec.max_depth_units, spec.min_burst) if spec is not None else None
+        )
         self._buffer: deque[Delivery] | EgressBuffer[Delivery] = self._egress if self._egress is not None else deque()
         self._auto_ack = base.ack_mode == "auto"  # not phase-settable
         self._discard_name = f"egress_discard:{ctx.scenario.queue.name}"
@@ -165,12 +194,14 @@ class Consumer(Participant):
         self._frames = fastio.FrameWriter(channel)  # acks and nacks as pre-built frames
         self._set_prefetch(settings)
         self._consume(settings)
-        self.ctx.event("consumer_join", self.name, self.name,
-                       detail={"prefetch": settings.prefetch, "ack_mode": settings.ack_mode})
+        self.ctx.event(
+            "consumer_join", self.name, self.name, detail={"prefetch": settings.prefetch, "ack_mode": settings.ack_mode}
+        )
 
     def _consume(self, settings) -> None:
-        self._consumer_tag = self._channel.basic_consume(self.ctx.scenario.queue.name, self._on_message,
-                                                         auto_ack=settings.ack_mode == "auto")
+        self._consumer_tag = self._channel.basic_consume(
+            self.ctx.scenario.queue.name, self._on_message, auto_ack=settings.ack_mode == "auto"
+        )
 
     def _change_prefetch(self, settings) -> None:
         """A phase changed the prefetch of a live consumer.
@@ -185,17 +216,30 @@ class Consumer(Participant):
         self._set_prefetch(settings)
         if settings.prefetch_scope == "consumer" and self._consumer_tag is not None:
             channel = self._channel
-            amqp.wait_for(lambda cb: channel.basic_cancel(self._consumer_tag, callback=cb),
-                          "basic.cancel", CLOSE_WAIT_S, channel=channel)
+            amqp.wait_for(
+                lambda cb: channel.basic_cancel(self._consumer_tag, callback=cb),
+                "basic.cancel",
+                CLOSE_WAIT_S,
+                channel=channel,
+            )
             self._consume(settings)
-        self.ctx.event("prefetch_change", self.name, self.name, float(settings.prefetch),
-                       detail={"from": old, "to": settings.prefetch})
+        self.ctx.event(
+            "prefetch_change",
+            self.name,
+            self.name,
+            float(settings.prefetch),
+            detail={"from": old, "to": settings.prefetch},
+        )
 
     def _set_prefetch(self, settings) -> None:
         channel = self._channel
-        amqp.wait_for(lambda cb: channel.basic_qos(prefetch_count=settings.prefetch,
-                                                   global_qos=settings.prefetch_scope == "channel",
-                                                   callback=cb), "basic.qos", channel=channel)
+        amqp.wait_for(
+            lambda cb: channel.basic_qos(
+                prefetch_count=settings.prefetch, global_qos=settings.prefetch_scope == "channel", callback=cb
+            ),
+            "basic.qos",
+            channel=channel,
+        )
         self._prefetch = settings.prefetch
 
     def _leave(self, clean: bool) -> None:
@@ -208,10 +252,15 @@ class Consumer(Participant):
         channel, conn = self._channel, self._conn
         if clean and channel.is_open:
             try:
-                amqp.wait_for(lambda cb: channel.basic_cancel(self._consumer_tag, callback=cb),
-                              "basic.cancel", CLOSE_WAIT_S, channel=channel)
-                settings = self.ctx.scenario.at(min(self.ctx.elapsed_s(),
-                                                    self.ctx.scenario.run.duration_s - 1e-9)).consumer(self.group)
+                amqp.wait_for(
+                    lambda cb: channel.basic_cancel(self._consumer_tag, callback=cb),
+                    "basic.cancel",
+                    CLOSE_WAIT_S,
+                    channel=channel,
+                )
+                settings = self.ctx.scenario.at(
+                    min(self.ctx.elapsed_s(), self.ctx.scenario.run.duration_s - 1e-9)
+                ).consumer(self.group)
                 while self._buffer and channel.is_open:
                     self._process_one(settings)
             except Exception as exc:  # noqa: BLE001
@@ -240,7 +289,8 @@ class Consumer(Participant):
             self._busy = True
             start_ns = time.time_ns()
             processing_ms = settings.processing.sample_ms(
-                self.rng, d.recorded_us / 1000 if isinstance(d.recorded_us, int) else None)
+                self.rng, d.recorded_us / 1000 if isinstance(d.recorded_us, int) else None
+            )
             if processing_ms > 0:
                 self._simulate(processing_ms / 1000.0)
             in_hand = (d, egress, start_ns, time.time_ns(), processing_ms)
@@ -250,8 +300,9 @@ class Consumer(Participant):
         while not conn.is_closed and time.monotonic() < deadline:
             gevent.sleep(0.01)  # pika reads until the broker's EOF; deliveries read until then are held too
         if not conn.is_closed:
-            log.warning("consumer %s: the broker did not close its end %g s after the crash; aborting",
-                        self.name, CLOSE_WAIT_S)
+            log.warning(
+                "consumer %s: the broker did not close its end %g s after the crash; aborting", self.name, CLOSE_WAIT_S
+            )
             amqp.sever(conn, abort=True)
         held = 0
         if in_hand is not None:
@@ -264,8 +315,13 @@ class Consumer(Participant):
             held += 1
         self._busy = False
         self._channel = None
-        self.ctx.event("consumer_crash", self.name, self.name, float(held),
-                       detail={"unacked": held, "in_hand": in_hand[0].message_id if in_hand else None})
+        self.ctx.event(
+            "consumer_crash",
+            self.name,
+            self.name,
+            float(held),
+            detail={"unacked": held, "in_hand": in_hand[0].message_id if in_hand else None},
+        )
         log.info("consumer %s crashed on the timeline holding %d unacked deliveries", self.name, held)
 
     def _on_connection_closed(self, _conn, exc) -> None:
@@ -289,13 +345,21 @@ class Consumer(Participant):
         if type(publish_ns) is not int:
             publish_ns = header_int(publish_ns)
         d = Delivery(
-            receive_ns, method.delivery_tag, method.redelivered, headers.get("sojourn-id"),
-            publish_ns, len(body), self._prefetch, len(self._buffer),
-            self.ctx.scenario.phase_at(t), channel, headers.get("sojourn-proc-us"),
-            props.priority)
+            receive_ns,
+            method.delivery_tag,
+            method.redelivered,
+            headers.get("sojourn-id"),
+            publish_ns,
+            len(body),
+            self._prefetch,
+            len(self._buffer),
+            self.ctx.scenario.phase_at(t),
+            channel,
+            headers.get("sojourn-proc-us"),
+            props.priority,
+        )
         inline = self._inline_settings
-        if inline is not None and t < self._inline_until and not self._buffer and not self._busy \
-                and not self._leaving:
+        if inline is not None and t < self._inline_until and not self._buffer and not self._busy and not self._leaving:
             self.ctx.counters["delivered"] += 1
             self._process(d, _NO_EGRESS, inline, in_hub=True)
             return
@@ -319,8 +383,16 @@ class Consumer(Participant):
             elif d.channel is self._channel and d.channel.is_open:
                 self._frames.ack(d.tag)
                 settle_ns, outcome = time.time_ns(), "egress_discard"
-            self._trace(d, None, None, settle_ns, outcome, None, None,
-                        (admitted.egress_class, admitted.length, admitted.depth_units, None))
+            self._trace(
+                d,
+                None,
+                None,
+                settle_ns,
+                outcome,
+                None,
+                None,
+                (admitted.egress_class, admitted.length, admitted.depth_units, None),
+            )
             if settle_ns is not None:
                 self.report("discard", self._discard_name, (settle_ns - d.receive_ns) / 1e6, d.size, None)
 
@@ -335,8 +407,13 @@ class Consumer(Participant):
     def _settles_on_arrival(self, settings) -> bool:
         """Whether a delivery under `settings` has nothing to wait for once it arrives."""
         p = settings.processing
-        return (self.slot < settings.count and self._egress is None and settings.codel is None
-                and p.distribution == "fixed" and p.params[0][1] == 0)
+        return (
+            self.slot < settings.count
+            and self._egress is None
+            and settings.codel is None
+            and p.distribution == "fixed"
+            and p.params[0][1] == 0
+        )
 
     def _process_one(self, settings) -> None:
         d, egress = self._take()
@@ -357,7 +434,8 @@ class Consumer(Participant):
                 self._nack(d, start_ns, settings.codel.requeue, codel_state, egress)
                 return
         processing_ms = settings.processing.sample_ms(
-            self.rng, d.recorded_us / 1000 if isinstance(d.recorded_us, int) else None)
+            self.rng, d.recorded_us / 1000 if isinstance(d.recorded_us, int) else None
+        )
         end_ns = settle_ns = None
         outcome = "unsettled"
         try:
@@ -422,10 +500,23 @@ class Consumer(Participant):
             d, egress = self._take()
             self._trace(d, None, None, None, "unsettled", None, None, egress[:3] + (None,))
 
-    def _trace(self, d: Delivery, start_ns, end_ns, settle_ns, outcome: str, processing_ms,
-               codel_state=None, egress: tuple = _NO_EGRESS) -> None:
+    def _trace(
+        self,
+        d: Delivery,
+        start_ns,
+        end_ns,
+        settle_ns,
+        outcome: str,
+        processing_ms,
+        codel_state=None,
+        egress: tuple = _NO_EGRESS,
+    ) -> None:
         """One delivery row; `codel_state` is the controller's state after deciding on `d`
         (loadgen.codel.CoDelState), None when CoDel is off or never saw `d`; `egress` its
         (class, length, units, discard indication) columns, all None without egress."""
-        self.ctx.writer.append("delivery", delivery_row(d, self.name, self.group, start_ns, end_ns, settle_ns,
-                                                        outcome, processing_ms, codel_state, egress))
+        self.ctx.writer.append(
+            "delivery",
+            delivery_row(
+                d, self.name, self.group, start_ns, end_ns, settle_ns, outcome, processing_ms, codel_state, egress
+            ),
+        )

@@ -7,6 +7,7 @@ is a `deadletter` row with the broker's reason from its `x-death` header, so the
 accounts for overflow, expiry, rejection and the quorum delivery limit by reason
 (docs/discards.md).
 """
+
 from __future__ import annotations
 
 import logging
@@ -16,8 +17,16 @@ from typing import Any, Mapping, NamedTuple
 from loadgen.amqp import connection as amqp
 from loadgen.amqp import topology
 
-__all__ = ["CapturePlan", "capture_plan", "capture_queue_name", "capture_warnings", "dead_letter_row",
-           "DeadLetterCapture", "CREATED_EXCHANGE_TYPE", "SWEEP_LIMIT"]
+__all__ = [
+    "CapturePlan",
+    "capture_plan",
+    "capture_queue_name",
+    "capture_warnings",
+    "dead_letter_row",
+    "DeadLetterCapture",
+    "CREATED_EXCHANGE_TYPE",
+    "SWEEP_LIMIT",
+]
 
 log = logging.getLogger("sojourn")
 
@@ -36,9 +45,10 @@ _REJECTING_OVERFLOW = ("reject-publish", "reject-publish-dlx")
 
 class CapturePlan(NamedTuple):
     """What to declare: the dead-letter exchange, the capture queue and its binding keys."""
+
     exchange: str
-    queue: str          # the capture queue
-    source_queue: str   # the run's queue
+    queue: str  # the capture queue
+    source_queue: str  # the run's queue
     binding_keys: tuple[str, ...]
 
 
@@ -76,21 +86,28 @@ def capture_warnings(scenario: Any) -> list[str]:
     out: list[str] = []
     dlx = args.get("x-dead-letter-exchange")
     overflow = args.get("x-overflow", "drop-head")
-    discarding = [a for a in _DISCARDING if a in args
-                  and not (a.startswith("x-max-length") and overflow in _REJECTING_OVERFLOW)]
+    discarding = [
+        a for a in _DISCARDING if a in args and not (a.startswith("x-max-length") and overflow in _REJECTING_OVERFLOW)
+    ]
     if discarding and dlx is None:
-        out.append(f"queue.arguments: {', '.join(discarding)} without x-dead-letter-exchange: messages the "
-                   f"broker drops can not be captured and are reported as unaccounted; add "
-                   f"x-dead-letter-exchange (for example sojourn.dlx) to account for them (docs/discards.md)")
+        out.append(
+            f"queue.arguments: {', '.join(discarding)} without x-dead-letter-exchange: messages the "
+            f"broker drops can not be captured and are reported as unaccounted; add "
+            f"x-dead-letter-exchange (for example sojourn.dlx) to account for them (docs/discards.md)"
+        )
     if dlx == "":
-        out.append("queue.arguments: x-dead-letter-exchange is the default exchange (\"\"), which can not be "
-                   "bound to: dead-lettered messages are not captured and are reported as unaccounted")
+        out.append(
+            'queue.arguments: x-dead-letter-exchange is the default exchange (""), which can not be '
+            "bound to: dead-lettered messages are not captured and are reported as unaccounted"
+        )
     if overflow in _REJECTING_OVERFLOW and ("x-max-length" in args or "x-max-length-bytes" in args):
         blind = [p.name for p in scenario.producers if not p.confirms]
         if blind:
-            out.append(f"queue.arguments: x-overflow {overflow} refuses publishes when the queue is full, but "
-                       f"producers {', '.join(blind)} publish without confirms: the broker's refusals are "
-                       f"invisible to them and the messages are reported as unaccounted")
+            out.append(
+                f"queue.arguments: x-overflow {overflow} refuses publishes when the queue is full, but "
+                f"producers {', '.join(blind)} publish without confirms: the broker's refusals are "
+                f"invisible to them and the messages are reported as unaccounted"
+            )
     return out
 
 
@@ -116,9 +133,15 @@ def dead_letter_row(method: Any, properties: Any, received_ns: int, source_queue
     if death is None:
         return None
     count = death.get("count")
-    return (_text(headers.get("sojourn-id")), source_queue, _text(death.get("reason")) or "",
-            int(count) if isinstance(count, int) else 1, received_ns,
-            _text(method.exchange) or "", _text(method.routing_key) or "")
+    return (
+        _text(headers.get("sojourn-id")),
+        source_queue,
+        _text(death.get("reason")) or "",
+        int(count) if isinstance(count, int) else 1,
+        received_ns,
+        _text(method.exchange) or "",
+        _text(method.routing_key) or "",
+    )
 
 
 class DeadLetterCapture:
@@ -146,10 +169,8 @@ class DeadLetterCapture:
         channel = self.ctx.new_channel()
         try:
             if not exists:
-                topology.declare_exchange(channel, plan.exchange, exchange_type=CREATED_EXCHANGE_TYPE,
-                                          durable=False)
-                log.info("declared dead-letter exchange %r (%s, not durable)", plan.exchange,
-                         CREATED_EXCHANGE_TYPE)
+                topology.declare_exchange(channel, plan.exchange, exchange_type=CREATED_EXCHANGE_TYPE, durable=False)
+                log.info("declared dead-letter exchange %r (%s, not durable)", plan.exchange, CREATED_EXCHANGE_TYPE)
             depth = topology.declare_queue(channel, plan.queue, durable=False, auto_delete=False, arguments={})
             if purge and depth:
                 topology.purge_queue(channel, plan.queue)
@@ -159,14 +180,18 @@ class DeadLetterCapture:
         finally:
             if channel.is_open:
                 channel.close()
-        self.ctx.event("deadletter_capture", "runner", plan.queue,
-                       detail={"exchange": plan.exchange, "created_exchange": not exists,
-                               "binding_keys": list(plan.binding_keys)})
+        self.ctx.event(
+            "deadletter_capture",
+            "runner",
+            plan.queue,
+            detail={"exchange": plan.exchange, "created_exchange": not exists, "binding_keys": list(plan.binding_keys)},
+        )
 
     def start(self) -> None:
         """Consume the capture queue (auto-ack: a dead-letter is ours once read) until stop()."""
-        self._conn = self.ctx.connect_direct(f"sojourn-deadletters-{self.ctx.worker}",
-                                             on_close=self._on_connection_closed)
+        self._conn = self.ctx.connect_direct(
+            f"sojourn-deadletters-{self.ctx.worker}", on_close=self._on_connection_closed
+        )
         self._channel = amqp.open_channel(self._conn)
         self._tag = self._channel.basic_consume(self.plan.queue, self._on_message, auto_ack=True)
 
@@ -185,8 +210,11 @@ class DeadLetterCapture:
     def _on_connection_closed(self, _conn, exc) -> None:
         if not self.ctx.stopping.is_set():
             self.ctx.event("connection_lost", "deadletters", self.plan.queue, detail={"reason": str(exc)})
-            log.warning("dead-letter capture lost its connection (%s); later dead-letters are left in %r "
-                        "and read at the end", exc, self.plan.queue)
+            log.warning(
+                "dead-letter capture lost its connection (%s); later dead-letters are left in %r and read at the end",
+                exc,
+                self.plan.queue,
+            )
 
     # -- end --------------------------------------------------------------------
     def stop(self, limit: int = SWEEP_LIMIT) -> int:
@@ -194,14 +222,23 @@ class DeadLetterCapture:
         connection, or dead-lettered after the drain) so nothing is left there; return the count read."""
         if self._channel is not None and self._channel.is_open and self._tag is not None:
             try:
-                amqp.wait_for(lambda cb: self._channel.basic_cancel(self._tag, callback=cb),
-                              f"basic.cancel {self.plan.queue!r}", 10.0, channel=self._channel)
+                amqp.wait_for(
+                    lambda cb: self._channel.basic_cancel(self._tag, callback=cb),
+                    f"basic.cancel {self.plan.queue!r}",
+                    10.0,
+                    channel=self._channel,
+                )
             except Exception as exc:  # noqa: BLE001 - the sweep below reads what is left anyway
                 log.warning("dead-letter capture: cancel failed: %s", exc)
         self.close()
         swept = self._sweep(limit)
-        self.ctx.event("deadletter_capture", "runner", self.plan.queue, float(self.captured),
-                       {"swept": swept, "foreign": self.foreign})
+        self.ctx.event(
+            "deadletter_capture",
+            "runner",
+            self.plan.queue,
+            float(self.captured),
+            {"swept": swept, "foreign": self.foreign},
+        )
         return swept
 
     def _sweep(self, limit: int) -> int:
@@ -210,16 +247,22 @@ class DeadLetterCapture:
         try:
             depth = topology.queue_depth(channel, self.plan.queue)
             while swept < min(depth, limit):
-                method, props = amqp.wait_for(lambda cb: channel.basic_get(
-                    self.plan.queue, lambda _ch, method, props, _body: cb((method, props)), auto_ack=True),
-                    f"basic.get {self.plan.queue!r}", 10.0, channel=channel)
+                method, props = amqp.wait_for(
+                    lambda cb: channel.basic_get(
+                        self.plan.queue, lambda _ch, method, props, _body: cb((method, props)), auto_ack=True
+                    ),
+                    f"basic.get {self.plan.queue!r}",
+                    10.0,
+                    channel=channel,
+                )
                 self._record(method, props)
                 swept += 1
                 if method.message_count == 0:
                     break
             if depth > limit:
-                log.warning("dead-letter capture: %d dead-letters left in %r; read the first %d",
-                            depth, self.plan.queue, limit)
+                log.warning(
+                    "dead-letter capture: %d dead-letters left in %r; read the first %d", depth, self.plan.queue, limit
+                )
         finally:
             if channel.is_open:
                 channel.close()

@@ -14,13 +14,25 @@ instance when its group has `egress` set (docs/scenarios.md, docs/discards.md).
 - After a discard the next message popped, of any class, carries the discard indication: as in
   Solace, it tells the application that something before it was lost on its session.
 """
+
 from __future__ import annotations
 
 from collections import deque
 from typing import Any, Generic, NamedTuple, Sequence, TypeVar
 
-__all__ = ["WORK_UNIT_BYTES", "DEFAULT_MAX_DEPTH_UNITS", "DEFAULT_MIN_BURST", "PRIORITIES",
-           "work_units", "ClassSpec", "Admitted", "Popped", "ClassStats", "EgressBuffer", "egress_warnings"]
+__all__ = [
+    "WORK_UNIT_BYTES",
+    "DEFAULT_MAX_DEPTH_UNITS",
+    "DEFAULT_MIN_BURST",
+    "PRIORITIES",
+    "work_units",
+    "ClassSpec",
+    "Admitted",
+    "Popped",
+    "ClassStats",
+    "EgressBuffer",
+    "egress_warnings",
+]
 
 WORK_UNIT_BYTES = 2048
 DEFAULT_MAX_DEPTH_UNITS = 20_000  # Solace's default max depth of a per-client priority queue
@@ -77,8 +89,7 @@ class ClassStats(NamedTuple):
 
 
 class _Class(Generic[T]):
-    __slots__ = ("name", "entries", "units", "hwm_messages", "hwm_units", "discards", "delivered",
-                 "indications")
+    __slots__ = ("name", "entries", "units", "hwm_messages", "hwm_units", "discards", "delivered", "indications")
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -100,8 +111,9 @@ class EgressBuffer(Generic[T]):
     and truthiness count the messages held, like the deque it replaces.
     """
 
-    def __init__(self, classes: Sequence[tuple[str, Sequence[tuple[int, int]]]], max_depth_units: int,
-                 min_burst: int) -> None:
+    def __init__(
+        self, classes: Sequence[tuple[str, Sequence[tuple[int, int]]]], max_depth_units: int, min_burst: int
+    ) -> None:
         if max_depth_units < 1 or min_burst < 1:
             raise ValueError(f"max_depth_units and min_burst must be >= 1, got {max_depth_units}, {min_burst}")
         self.max_depth_units = max_depth_units
@@ -179,11 +191,25 @@ class EgressBuffer(Generic[T]):
 
     def stats(self) -> list[ClassStats]:
         """One entry per class, highest first."""
-        return [ClassStats(c.name, len(c.entries), c.units, c.hwm_messages, c.hwm_units, self.max_depth_units,
-                           self.min_burst, c.discards, c.delivered, c.indications) for c in self._classes]
+        return [
+            ClassStats(
+                c.name,
+                len(c.entries),
+                c.units,
+                c.hwm_messages,
+                c.hwm_units,
+                self.max_depth_units,
+                self.min_burst,
+                c.discards,
+                c.delivered,
+                c.indications,
+            )
+            for c in self._classes
+        ]
 
 
 # -- scenario warnings -------------------------------------------------------
+
 
 def egress_warnings(scenario: Any) -> list[str]:
     """Warnings (not errors) about consumer groups whose egress classes can never discard.
@@ -216,8 +242,12 @@ def egress_warnings(scenario: Any) -> list[str]:
                 f"consumers.{base.name}.egress: with ack_mode manual a class holds at most prefetch {most} "
                 f"messages x {units} work unit{'s' if units > 1 else ''} (the largest message, {largest} B) = "
                 f"{most * units} units"
-                + (f", not more than max_depth_units {spec.max_depth_units}" if most * units <= spec.max_depth_units
-                   else f", and {most} messages are not more than min_burst {spec.min_burst}")
+                + (
+                    f", not more than max_depth_units {spec.max_depth_units}"
+                    if most * units <= spec.max_depth_units
+                    else f", and {most} messages are not more than min_burst {spec.min_burst}"
+                )
                 + ", so nothing is ever discarded; use ack_mode: auto (a Solace direct subscriber: the broker "
-                  "pushes without waiting for acks) or raise the prefetch")
+                "pushes without waiting for acks) or raise the prefetch"
+            )
     return warnings

@@ -1,4 +1,5 @@
 """One exception root for the load generator; the CLI maps each to an exit status."""
+
 from __future__ import annotations
 
 __all__ = ["LoadgenError", "BrokerUnreachable", "BrokerOperationFailed"]

@@ -6,6 +6,7 @@ still reaches Locust's statistics through the `request` event. The scenario's
 duration, timeline and drain drive the run through a LoadTestShape. Works with
 the web UI, `--headless`, `--processes N` and `--master`/`--worker`.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -56,18 +57,27 @@ if _OPTS.scenario:
         sys.stderr.write(f"error: {exc}\n")
         sys.exit(2)
 elif not _HELP:
-    sys.stderr.write("error: --scenario FILE is required (or set SOJOURN_SCENARIO), "
-                     "e.g. locust -f loadgen/locustfile.py --scenario scenarios/quickstart.yaml\n")
+    sys.stderr.write(
+        "error: --scenario FILE is required (or set SOJOURN_SCENARIO), "
+        "e.g. locust -f loadgen/locustfile.py --scenario scenarios/quickstart.yaml\n"
+    )
     sys.exit(2)
 
 
 @events.init_command_line_parser.add_listener
 def _add_options(parser, **_kwargs):
     group = parser.add_argument_group("sojourn")
-    group.add_argument("--scenario", default=os.environ.get("SOJOURN_SCENARIO"),
-                       help="sojourn scenario YAML file (required)")
-    group.add_argument("--set", action="append", default=[], dest="overrides", metavar="PATH=VALUE",
-                       help="override a scenario field, e.g. --set consumers.main.prefetch=51 (repeatable)")
+    group.add_argument(
+        "--scenario", default=os.environ.get("SOJOURN_SCENARIO"), help="sojourn scenario YAML file (required)"
+    )
+    group.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        dest="overrides",
+        metavar="PATH=VALUE",
+        help="override a scenario field, e.g. --set consumers.main.prefetch=51 (repeatable)",
+    )
     group.add_argument("--run-dir", default="", help="where traces and run.json go (default runs/<time>-<name>)")
     group.add_argument("--run-id", default="", help="run id (default: the run directory's name)")
 
@@ -93,10 +103,15 @@ class SojournUser(User):
         try:
             participant.run()
         except Exception as exc:  # noqa: BLE001 - trace it, back off, and let Locust call us again
-            ctx.event("participant_error", participant.name, participant.name,
-                      detail={"error": mask_text(f"{type(exc).__name__}: {exc}")})
-            log.error("sojourn: %s failed: %s; retrying in %.0f s", participant.name,
-                      mask_text(str(exc)), RETRY_AFTER_S)
+            ctx.event(
+                "participant_error",
+                participant.name,
+                participant.name,
+                detail={"error": mask_text(f"{type(exc).__name__}: {exc}")},
+            )
+            log.error(
+                "sojourn: %s failed: %s; retrying in %.0f s", participant.name, mask_text(str(exc)), RETRY_AFTER_S
+            )
             ctx.stopping.wait(RETRY_AFTER_S)
             return
         finally:
@@ -116,9 +131,10 @@ if SCENARIO is not None:
             if _n <= 0:
                 continue
             globals()[_class_name(_kind, _g.name)] = type(
-                _class_name(_kind, _g.name), (SojournUser,),
-                {"fixed_count": _n, "kind": _kind, "group": _g.name, "abstract": False,
-                 "__module__": __name__})
+                _class_name(_kind, _g.name),
+                (SojournUser,),
+                {"fixed_count": _n, "kind": _kind, "group": _g.name, "abstract": False, "__module__": __name__},
+            )
             USER_COUNT += _n
 
 

@@ -5,6 +5,7 @@ schedules users, not messages). The schedule never waits for the broker: when a
 publish is late, its intended and actual send times both go into the trace, so
 coordinated omission shows instead of hiding.
 """
+
 from __future__ import annotations
 
 import functools
@@ -41,9 +42,9 @@ log = logging.getLogger("sojourn")
 Report = Callable[[str, str, float, int, BaseException | None], None]
 
 WRITE_BUFFER_LIMIT = 256 * 1024  # bytes queued in pika before the loop waits for the socket
-CONFIRM_GRACE_S = 5.0            # how long to wait for outstanding confirms at the end
-LATE_YIELD_EVERY = 64            # publishes in a row behind schedule before yielding to the hub
-BLOCKED_POLL_S = 0.5             # while blocked, how often a waiting publish looks at `stopping`
+CONFIRM_GRACE_S = 5.0  # how long to wait for outstanding confirms at the end
+LATE_YIELD_EVERY = 64  # publishes in a row behind schedule before yielding to the hub
+BLOCKED_POLL_S = 0.5  # while blocked, how often a waiting publish looks at `stopping`
 
 
 def _amqp_table(value):
@@ -57,11 +58,12 @@ def _amqp_table(value):
     return value
 
 
-_SOJOURN_FLAGS = (pika.BasicProperties.FLAG_HEADERS | pika.BasicProperties.FLAG_DELIVERY_MODE
-                  | pika.BasicProperties.FLAG_MESSAGE_ID)
-_HEAD = struct.Struct(">HI12sI")   # flags, table size, "sojourn-id" key and 'S' tag, id length
-_TAIL = struct.Struct(">16sqBB")   # "sojourn-pub-ns" key and 'l' tag, ns, delivery mode, id length
-_LONG_FROM = 2 ** 31               # pika writes smaller ints as 'I'
+_SOJOURN_FLAGS = (
+    pika.BasicProperties.FLAG_HEADERS | pika.BasicProperties.FLAG_DELIVERY_MODE | pika.BasicProperties.FLAG_MESSAGE_ID
+)
+_HEAD = struct.Struct(">HI12sI")  # flags, table size, "sojourn-id" key and 'S' tag, id length
+_TAIL = struct.Struct(">16sqBB")  # "sojourn-pub-ns" key and 'l' tag, ns, delivery mode, id length
+_LONG_FROM = 2**31  # pika writes smaller ints as 'I'
 
 
 class _PublishProperties(pika.BasicProperties):
@@ -69,6 +71,7 @@ class _PublishProperties(pika.BasicProperties):
 
     pika's BasicProperties sets 14 fields and encodes each through checks and small functions
     (a fifth of `_publish`); this one encodes the same bytes with two struct calls."""
+
     content_type = content_encoding = priority = correlation_id = reply_to = expiration = None
     timestamp = type = user_id = app_id = cluster_id = None
 
@@ -83,8 +86,12 @@ class _PublishProperties(pika.BasicProperties):
         ns = self.headers["sojourn-pub-ns"]
         if n > 255 or ns < _LONG_FROM:  # pika raises, or writes a small int differently
             return super().encode()
-        return [_HEAD.pack(_SOJOURN_FLAGS, 40 + n, b"\nsojourn-idS", n), ident,
-                _TAIL.pack(b"\x0esojourn-pub-nsl", ns, self.delivery_mode, n), ident]
+        return [
+            _HEAD.pack(_SOJOURN_FLAGS, 40 + n, b"\nsojourn-idS", n),
+            ident,
+            _TAIL.pack(b"\x0esojourn-pub-nsl", ns, self.delivery_mode, n),
+            ident,
+        ]
 
 
 class Producer(Participant):
@@ -98,7 +105,7 @@ class Producer(Participant):
         self._channel = None
         self._publisher = None  # basic.publish on the channel (loadgen.amqp.fastio)
         self._leaving = False
-        self._pending: dict[int, list] = {}   # delivery tag -> publish row (confirms on)
+        self._pending: dict[int, list] = {}  # delivery tag -> publish row (confirms on)
         self._next_tag = 1
         self._window_open = Event()
         self._window_open.set()
@@ -141,12 +148,19 @@ class Producer(Participant):
                 self._join(settings)
                 bursts = settings.bursts
                 rate_at, next_change = rate_curve(
-                    settings.rate, None if bursts is None else (bursts.on_s, bursts.off_s, bursts.off_rate,
-                                                                bursts.start_s))
+                    settings.rate,
+                    None if bursts is None else (bursts.on_s, bursts.off_s, bursts.off_rate, bursts.start_s),
+                )
                 # Open loop: the schedule starts at the segment's start whatever the time now;
                 # a late start (connecting) shows as lateness in the trace, not as missing messages.
-                schedule = ArrivalSchedule(settings.arrival, rate_at, self.rng, start_s=max(start, resume_s),
-                                           end_s=end, next_change_after=next_change)
+                schedule = ArrivalSchedule(
+                    settings.arrival,
+                    rate_at,
+                    self.rng,
+                    start_s=max(start, resume_s),
+                    end_s=end,
+                    next_change_after=next_change,
+                )
                 phase = scenario.phase_at(start)
                 self._send_all(settings, ((t, phase, None) for t in schedule))
         finally:
@@ -160,12 +174,18 @@ class Producer(Participant):
             return
         if self._replay is None:  # re-entered after an error: carry on where it stopped
             trace = self.ctx.replay_traces[self.group]
-            self._replay = plan(trace, slot=self.slot, count=settings.count, split=settings.replay.split,
-                                **plan_kwargs(scenario, settings))
+            self._replay = plan(
+                trace,
+                slot=self.slot,
+                count=settings.count,
+                split=settings.replay.split,
+                **plan_kwargs(scenario, settings),
+            )
         try:
             self._join(settings)
-            self._send_all(settings, ((item.intended_s, scenario.phase_at(item.intended_s), item)
-                                      for item in self._replay))
+            self._send_all(
+                settings, ((item.intended_s, scenario.phase_at(item.intended_s), item) for item in self._replay)
+            )
         finally:
             self._leave()
 
@@ -198,8 +218,11 @@ class Producer(Participant):
             self._channel.add_on_return_callback(self._on_return)
         self._next_tag = 1
         if settings.confirms:
-            amqp.wait_for(lambda cb: self._channel.confirm_delivery(self._on_confirm, callback=cb),
-                          "confirm.select", channel=self._channel)
+            amqp.wait_for(
+                lambda cb: self._channel.confirm_delivery(self._on_confirm, callback=cb),
+                "confirm.select",
+                channel=self._channel,
+            )
         self.ctx.event("producer_join", self.name, self.name)
 
     def _leave(self) -> None:
@@ -226,8 +249,7 @@ class Producer(Participant):
             blocked_ms = self._wait_unblocked(intended_s, settings.max_blocked_wait_s)
         elif intended_s < self._unblocked_at_s:  # due during the last block, sent after it: waited too
             blocked_ms = (self._unblocked_at_s - max(intended_s, self._blocked_since_s)) * 1000
-        while settings.confirms and len(self._pending) >= settings.confirm_window \
-                and not self.ctx.stopping.is_set():
+        while settings.confirms and len(self._pending) >= settings.confirm_window and not self.ctx.stopping.is_set():
             fastio.send_now(self._conn)  # the publishes whose confirms open the window go first
             self._window_open.clear()
             self._window_open.wait(1.0)
@@ -258,16 +280,35 @@ class Producer(Participant):
         else:
             headers["sojourn-id"] = message_id
             headers["sojourn-pub-ns"] = publish_ns
-            props = pika.BasicProperties(delivery_mode=2 if settings.persistent else 1, message_id=message_id,
-                                         priority=priority, headers=headers)
-        row = publish_row(message_id, self.name, self.group, seq, phase, intended_ns, publish_ns, size, routing_key,
-                          settings.persistent, priority, None if item is None else item.index,
-                          None if item is None else item.loop, blocked_ms)
+            props = pika.BasicProperties(
+                delivery_mode=2 if settings.persistent else 1, message_id=message_id, priority=priority, headers=headers
+            )
+        row = publish_row(
+            message_id,
+            self.name,
+            self.group,
+            seq,
+            phase,
+            intended_ns,
+            publish_ns,
+            size,
+            routing_key,
+            settings.persistent,
+            priority,
+            None if item is None else item.index,
+            None if item is None else item.loop,
+            blocked_ms,
+        )
         if blocked_ms is not None and not self._unblocked.is_set():  # waited max_blocked_wait_s in vain
             row[OUTCOME] = "blocked_timeout"
             self._trace(row)
-            self.report("publish", self._request_name(settings.exchange, routing_key), blocked_ms, len(body),
-                        RuntimeError("connection blocked by the broker longer than max_blocked_wait_s"))
+            self.report(
+                "publish",
+                self._request_name(settings.exchange, routing_key),
+                blocked_ms,
+                len(body),
+                RuntimeError("connection blocked by the broker longer than max_blocked_wait_s"),
+            )
             return
         try:
             self._publisher.publish(settings.exchange, routing_key, body, props, mandatory=settings.mandatory)
@@ -286,16 +327,20 @@ class Producer(Participant):
         else:
             row[OUTCOME] = "sent"
             self._trace(row)
-            self.report("publish", self._request_name(settings.exchange, routing_key),
-                        (time.time_ns() - publish_ns) / 1e6, len(body), None)
+            self.report(
+                "publish",
+                self._request_name(settings.exchange, routing_key),
+                (time.time_ns() - publish_ns) / 1e6,
+                len(body),
+                None,
+            )
 
     def _on_confirm(self, frame) -> None:
         """Runs in the hub: settle every publish the (possibly multiple) confirm covers."""
         now = time.time_ns()
         method = frame.method
         outcome = "confirmed" if isinstance(method, pika.spec.Basic.Ack) else "nacked"
-        tags = [method.delivery_tag] if not method.multiple else \
-            [t for t in self._pending if t <= method.delivery_tag]
+        tags = [method.delivery_tag] if not method.multiple else [t for t in self._pending if t <= method.delivery_tag]
         for tag in tags:
             row = self._pending.pop(tag, None)
             if row is None:
@@ -308,8 +353,13 @@ class Producer(Participant):
             self._trace(row)
             self.ctx.counters["confirmed"] += 1
             exc = None if this == "confirmed" else RuntimeError(f"publish {this} by the broker")
-            self.report("publish", self._request_name(self._exchange, row[ROUTING_KEY]), (now - row[PUBLISHED]) / 1e6,
-                        row[SIZE], exc)
+            self.report(
+                "publish",
+                self._request_name(self._exchange, row[ROUTING_KEY]),
+                (now - row[PUBLISHED]) / 1e6,
+                row[SIZE],
+                exc,
+            )
         self._window_open.set()
 
     def _on_return(self, _channel, method, props, _body) -> None:
@@ -320,9 +370,17 @@ class Producer(Participant):
             return
         if self._pending:  # confirms on: its confirm is still to come
             self._returned.add(message_id)
-        self.ctx.event("publish_returned", self.name, message_id,
-                       detail={"reply_code": method.reply_code, "reply_text": method.reply_text,
-                               "exchange": method.exchange, "routing_key": method.routing_key})
+        self.ctx.event(
+            "publish_returned",
+            self.name,
+            message_id,
+            detail={
+                "reply_code": method.reply_code,
+                "reply_text": method.reply_text,
+                "exchange": method.exchange,
+                "routing_key": method.routing_key,
+            },
+        )
 
     def _on_blocked(self, _conn, frame) -> None:
         self._unblocked.clear()
@@ -371,8 +429,12 @@ class Producer(Participant):
         """The channel closed: as part of leaving or of a lost connection (said elsewhere), or the
         broker closed it alone, for a reason the next failed publish would not tell."""
         if not self._leaving and self._conn is not None and self._conn.is_open:
-            log.warning("producer %s: the broker closed its channel %s: %s", self.name,
-                        getattr(channel, "channel_number", "?"), exc)
+            log.warning(
+                "producer %s: the broker closed its channel %s: %s",
+                self.name,
+                getattr(channel, "channel_number", "?"),
+                exc,
+            )
 
     def _give_up_pending(self, outcome: str) -> None:
         now_ns = time.time_ns()
@@ -406,4 +468,3 @@ class Producer(Participant):
     @functools.lru_cache(maxsize=1024)  # a few names per run: built once, not per publish
     def _request_name(exchange: str, routing_key: str) -> str:
         return f"publish:{exchange or '(default)'}:{routing_key}"
-

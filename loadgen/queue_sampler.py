@@ -8,6 +8,7 @@ for the queue's unacked count. The API's counters are the broker's periodic stat
 (`collect_statistics_interval`, 5 s by default), so they may lag by that much: that is why
 ready and consumers always come from the declare. docs/slow-consumers.md.
 """
+
 from __future__ import annotations
 
 import base64
@@ -25,8 +26,14 @@ from gevent.event import Event
 from loadgen.amqp import topology
 from loadgen.redact import mask_text
 
-__all__ = ["QueueSampler", "ManagementEndpoint", "management_endpoint", "parse_queue_json",
-           "MANAGEMENT_PORT", "SAMPLE_EVERY_S"]
+__all__ = [
+    "QueueSampler",
+    "ManagementEndpoint",
+    "management_endpoint",
+    "parse_queue_json",
+    "MANAGEMENT_PORT",
+    "SAMPLE_EVERY_S",
+]
 
 log = logging.getLogger("sojourn")
 
@@ -40,6 +47,7 @@ DECLARE_TIMEOUT_S = 2.0
 class ManagementEndpoint(NamedTuple):
     """Where the management API has the queue, and how to authenticate. `url` never holds the
     password; `authorization` does (Basic), so neither is ever logged or stored whole."""
+
     url: str
     authorization: str
 
@@ -79,15 +87,13 @@ def parse_queue_json(payload: bytes | str) -> dict[str, int | None]:
         value = data.get(key)
         return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
-    return {"ready": _int("messages_ready"), "unacked": _int("messages_unacknowledged"),
-            "consumers": _int("consumers")}
+    return {"ready": _int("messages_ready"), "unacked": _int("messages_unacknowledged"), "consumers": _int("consumers")}
 
 
 def _http_get(endpoint: ManagementEndpoint, timeout_s: float) -> bytes:
     from urllib.request import Request, urlopen
 
-    request = Request(endpoint.url, headers={"Authorization": endpoint.authorization,
-                                             "Accept": "application/json"})
+    request = Request(endpoint.url, headers={"Authorization": endpoint.authorization, "Accept": "application/json"})
     with urlopen(request, timeout=timeout_s) as response:  # noqa: S310 - a URL built from the broker's
         return response.read()
 
@@ -105,9 +111,13 @@ def _cooperative(fn: Callable[[], Any]) -> Any:
 class QueueSampler:
     """A greenlet sampling the run's queue at every whole second of run time until stopped."""
 
-    def __init__(self, ctx, every_s: float = SAMPLE_EVERY_S,
-                 fetch: Callable[[ManagementEndpoint, float], bytes] = _http_get,
-                 management_port: int | None = None):
+    def __init__(
+        self,
+        ctx,
+        every_s: float = SAMPLE_EVERY_S,
+        fetch: Callable[[ManagementEndpoint, float], bytes] = _http_get,
+        management_port: int | None = None,
+    ):
         self.ctx = ctx
         self.management_port = management_port  # None: 15672 (15671 for amqps)
         self.queue = ctx.scenario.queue.name
@@ -136,10 +146,15 @@ class QueueSampler:
         self._close_channel()
         if self.took_ms:
             q = statistics.quantiles(self.took_ms, n=100, method="inclusive") if len(self.took_ms) > 1 else None
-            log.info("queue sampler: %d samples (%s), p50 %.2f ms, p99 %.2f ms, max %.2f ms each%s",
-                     len(self.took_ms), self.source,
-                     statistics.median(self.took_ms), q[98] if q else self.took_ms[0], max(self.took_ms),
-                     f"; {self.failures} failed" if self.failures else "")
+            log.info(
+                "queue sampler: %d samples (%s), p50 %.2f ms, p99 %.2f ms, max %.2f ms each%s",
+                len(self.took_ms),
+                self.source,
+                statistics.median(self.took_ms),
+                q[98] if q else self.took_ms[0],
+                max(self.took_ms),
+                f"; {self.failures} failed" if self.failures else "",
+            )
 
     @property
     def source(self) -> str:
@@ -160,12 +175,13 @@ class QueueSampler:
         try:
             counts = parse_queue_json(_cooperative(lambda: self._fetch(endpoint, HTTP_TIMEOUT_S)))
         except Exception as exc:  # noqa: BLE001 - no API: the declare alone gives ready and consumers
-            log.info("queue sampler: management API not used (%s); sampling by passive declare",
-                     mask_text(str(exc)) or type(exc).__name__)
+            log.info(
+                "queue sampler: management API not used (%s); sampling by passive declare",
+                mask_text(str(exc)) or type(exc).__name__,
+            )
             return None
         if counts["unacked"] is None:
-            log.info("queue sampler: management API at %s has no message counts yet; using it anyway",
-                     endpoint.url)
+            log.info("queue sampler: management API at %s has no message counts yet; using it anyway", endpoint.url)
         return endpoint
 
     def sample(self) -> dict[str, Any] | None:
@@ -182,18 +198,17 @@ class QueueSampler:
         unacked = None
         if self.endpoint is not None:
             try:
-                unacked = parse_queue_json(_cooperative(
-                    lambda: self._fetch(self.endpoint, HTTP_TIMEOUT_S)))["unacked"]
+                unacked = parse_queue_json(_cooperative(lambda: self._fetch(self.endpoint, HTTP_TIMEOUT_S)))["unacked"]
             except Exception as exc:  # noqa: BLE001
                 self._failed(exc)
         took_ms = (time.perf_counter() - started) * 1e3
         self.took_ms.append(took_ms)
-        detail = {"unacked": unacked, "consumers": consumers, "source": self.source,
-                  "took_ms": round(took_ms, 3)}
+        detail = {"unacked": unacked, "consumers": consumers, "source": self.source, "took_ms": round(took_ms, 3)}
         # Stamped halfway through the declare's round trip: the broker counted somewhere in it.
         ts = (started_ns + answered_ns) // 2
-        self.ctx.writer.append("event", (ts, "queue_sample", "sampler", self.queue, float(ready),
-                                         json.dumps(detail, sort_keys=True)))
+        self.ctx.writer.append(
+            "event", (ts, "queue_sample", "sampler", self.queue, float(ready), json.dumps(detail, sort_keys=True))
+        )
         return {"ts_ns": ts, "ready": ready, **detail}
 
     def _sample_channel(self):
@@ -214,6 +229,8 @@ class QueueSampler:
         self.failures += 1
         if not self._warned:
             self._warned = True
-            log.warning("queue sampler: a sample failed (%s); slow-consumer shares skip the seconds "
-                        "without one. Further failures are counted, not logged.",
-                        mask_text(str(exc)) or type(exc).__name__)
+            log.warning(
+                "queue sampler: a sample failed (%s); slow-consumer shares skip the seconds "
+                "without one. Further failures are counted, not logged.",
+                mask_text(str(exc)) or type(exc).__name__,
+            )

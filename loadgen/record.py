@@ -6,6 +6,7 @@ body, and the original routing key and properties in its headers. The recorder b
 exclusive queue there, stamps each copy with the recorder's monotonic clock when it
 arrives, and streams one row per message to a `loadgen.replay.writer.TraceFileWriter`.
 """
+
 from __future__ import annotations
 
 import base64
@@ -25,8 +26,16 @@ from loadgen.errors import BrokerUnreachable, LoadgenError
 from loadgen.redact import mask_url
 from loadgen.replay.writer import REQUIRED_COLUMNS, TraceFileError, TraceFileWriter, headers_json, trace_format
 
-__all__ = ["RecordOptions", "RecordResult", "RecordError", "TracingOff", "record", "firehose_row",
-           "binding_keys", "tracing_enabled"]
+__all__ = [
+    "RecordOptions",
+    "RecordResult",
+    "RecordError",
+    "TracingOff",
+    "record",
+    "firehose_row",
+    "binding_keys",
+    "tracing_enabled",
+]
 
 TRACE_EXCHANGE = "amq.rabbitmq.trace"
 PROGRESS_EVERY_S = 2.0
@@ -41,8 +50,10 @@ class RecordError(LoadgenError):
 class TracingOff(RecordError):
     def __init__(self, vhost: str):
         self.vhost = vhost
-        super().__init__(f"firehose tracing is off on vhost '{vhost}': run `rabbitmqctl trace_on -p {vhost}` "
-                         f"(and trace_off afterwards), or pass --trace-on")
+        super().__init__(
+            f"firehose tracing is off on vhost '{vhost}': run `rabbitmqctl trace_on -p {vhost}` "
+            f"(and trace_off afterwards), or pass --trace-on"
+        )
 
 
 @dataclass(frozen=True)
@@ -76,11 +87,17 @@ class RecordResult:
 
     def summary(self) -> str:
         rate = (self.messages - 1) / self.span_s if self.messages > 1 and self.span_s > 0 else 0.0
-        how = {"count": "count reached", "duration": "duration reached", "interrupt": "interrupted",
-               "connection lost": "connection lost"}
-        return (f"recorded {self.messages:,} messages spanning {self.span_s:.3f} s (first to last), "
-                f"mean {rate:,.1f} msg/s, in {self.elapsed_s:.1f} s ({how.get(self.stopped_by, 'stopped')})"
-                f" -> {self.path}")
+        how = {
+            "count": "count reached",
+            "duration": "duration reached",
+            "interrupt": "interrupted",
+            "connection lost": "connection lost",
+        }
+        return (
+            f"recorded {self.messages:,} messages spanning {self.span_s:.3f} s (first to last), "
+            f"mean {rate:,.1f} msg/s, in {self.elapsed_s:.1f} s ({how.get(self.stopped_by, 'stopped')})"
+            f" -> {self.path}"
+        )
 
 
 def binding_keys(exchanges: tuple[str, ...]) -> list[str]:
@@ -155,8 +172,9 @@ def tracing_enabled(vhost: str, host: str) -> bool | None:
 
 
 # -- recording ------------------------------------------------------------------
-def record(opts: RecordOptions, *, say: Callable[[str], None] | None = None,
-           clock: Callable[[], float] = time.monotonic) -> RecordResult:
+def record(
+    opts: RecordOptions, *, say: Callable[[str], None] | None = None, clock: Callable[[], float] = time.monotonic
+) -> RecordResult:
     """Record until --count or --duration is reached, or until Ctrl-C / SIGTERM.
 
     Raises TraceFileError or RecordError for bad input and BrokerUnreachable when the
@@ -198,9 +216,11 @@ def record(opts: RecordOptions, *, say: Callable[[str], None] | None = None,
             raise BrokerUnreachable(masked, _unreachable_reason(exc, _describe)) from None
         tracing = tracing_enabled(vhost, host)
         if opts.trace_on and tracing is None:
-            raise RecordError(f"--trace-on: can not run `rabbitmqctl trace_on -p {vhost}` against the broker "
-                              f"at {masked} from here (rabbitmqctl reaches only a broker on this machine); "
-                              f"run it on the broker host")
+            raise RecordError(
+                f"--trace-on: can not run `rabbitmqctl trace_on -p {vhost}` against the broker "
+                f"at {masked} from here (rabbitmqctl reaches only a broker on this machine); "
+                f"run it on the broker host"
+            )
         if tracing is False:
             if not opts.trace_on:
                 raise TracingOff(vhost)
@@ -217,8 +237,19 @@ def record(opts: RecordOptions, *, say: Callable[[str], None] | None = None,
             channel.queue_bind(queue, TRACE_EXCHANGE, key)
         writer = TraceFileWriter(opts.out, columns)
         started = True
-        _consume(conn, channel, queue, opts, writer, result, say, clock,
-                 warn_silence=tracing is None, masked=masked, vhost=vhost)
+        _consume(
+            conn,
+            channel,
+            queue,
+            opts,
+            writer,
+            result,
+            say,
+            clock,
+            warn_silence=tracing is None,
+            masked=masked,
+            vhost=vhost,
+        )
     except KeyboardInterrupt:
         if not started:
             raise
@@ -226,11 +257,15 @@ def record(opts: RecordOptions, *, say: Callable[[str], None] | None = None,
         result.stopped_by = "interrupt"
     except pika.exceptions.AMQPError as exc:
         if not started:
-            raise RecordError(f"setting up the firehose queue on {masked} failed: {_describe(exc)} "
-                              f"(the user needs configure rights for a server-named queue and read "
-                              f"rights on {TRACE_EXCHANGE})") from None
-        result.warnings.append(f"the connection to {masked} failed: {_describe(exc)}; "
-                               f"keeping the {result.messages:,} messages recorded so far")
+            raise RecordError(
+                f"setting up the firehose queue on {masked} failed: {_describe(exc)} "
+                f"(the user needs configure rights for a server-named queue and read "
+                f"rights on {TRACE_EXCHANGE})"
+            ) from None
+        result.warnings.append(
+            f"the connection to {masked} failed: {_describe(exc)}; "
+            f"keeping the {result.messages:,} messages recorded so far"
+        )
         say(result.warnings[-1])
         result.stopped_by = "connection lost"
         result.connection_lost = True
@@ -253,9 +288,20 @@ def record(opts: RecordOptions, *, say: Callable[[str], None] | None = None,
     return result
 
 
-def _consume(conn, channel, queue: str, opts: RecordOptions, writer: TraceFileWriter, result: RecordResult,
-             say: Callable[[str], None], clock: Callable[[], float], *, warn_silence: bool, masked: str,
-             vhost: str) -> None:
+def _consume(
+    conn,
+    channel,
+    queue: str,
+    opts: RecordOptions,
+    writer: TraceFileWriter,
+    result: RecordResult,
+    say: Callable[[str], None],
+    clock: Callable[[], float],
+    *,
+    warn_silence: bool,
+    masked: str,
+    vhost: str,
+) -> None:
     wanted = set(opts.exchanges)
     state = {"full": False}
 
@@ -280,8 +326,10 @@ def _consume(conn, channel, queue: str, opts: RecordOptions, writer: TraceFileWr
     stops = [f"{opts.count:,} messages"] if opts.count is not None else []
     stops += [f"{opts.duration_s:g} s"] if deadline is not None else []
     which = ", ".join(repr(x) for x in opts.exchanges) if opts.exchanges else "all exchanges"
-    say(f"recording publishes to {which} on vhost '{vhost}' at {masked} into {opts.out}; "
-        f"stops after {' or '.join(stops) if stops else 'Ctrl-C'}")
+    say(
+        f"recording publishes to {which} on vhost '{vhost}' at {masked} into {opts.out}; "
+        f"stops after {' or '.join(stops) if stops else 'Ctrl-C'}"
+    )
     next_progress = start + PROGRESS_EVERY_S
     last_count, last_time = 0, start
     warned = not warn_silence
@@ -304,7 +352,8 @@ def _consume(conn, channel, queue: str, opts: RecordOptions, writer: TraceFileWr
                 warned = True
                 result.warnings.append(
                     f"no publish seen in {SILENCE_WARNING_S:g} s; firehose tracing may be off on vhost "
-                    f"'{vhost}' (could not check from here): run `rabbitmqctl trace_on -p {vhost}` on the broker")
+                    f"'{vhost}' (could not check from here): run `rabbitmqctl trace_on -p {vhost}` on the broker"
+                )
                 say(result.warnings[-1])
         else:
             result.stopped_by = "count"
@@ -325,6 +374,7 @@ def _unreachable_reason(exc: BaseException, describe: Callable[[BaseException], 
 
 def _sigterm_as_interrupt():
     """Let SIGTERM end a recording like Ctrl-C does (file closed with what was captured)."""
+
     def _raise(_signum, _frame):
         raise KeyboardInterrupt
 

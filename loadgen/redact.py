@@ -1,4 +1,5 @@
 """Mask passwords in broker URLs before they reach a log line, trace, report or run.json."""
+
 from __future__ import annotations
 
 import re

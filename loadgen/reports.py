@@ -8,6 +8,7 @@ bytes and the per-second count come out as if each had been logged, so the UI, t
 the summary and the percentiles read the same, at most FLUSH_EVERY_S late. Failures still
 fire the `request` event at once, with their exception, for the error table and any listener.
 """
+
 from __future__ import annotations
 
 import time
@@ -37,13 +38,20 @@ class RequestBatcher:
         # Before the runner sends or prints its final statistics: test_stop fires first.
         environment.events.test_stop.add_listener(lambda **_kw: self.flush())
 
-    def report(self, request_type: str, name: str, response_time_ms: float, length: int,
-               exception: BaseException | None) -> None:
+    def report(
+        self, request_type: str, name: str, response_time_ms: float, length: int, exception: BaseException | None
+    ) -> None:
         if exception is None:
             self._pending.append((request_type, name, response_time_ms, length))
         else:
-            self._fire(request_type=request_type, name=name, response_time=response_time_ms,
-                       response_length=length, exception=exception, context={})
+            self._fire(
+                request_type=request_type,
+                name=name,
+                response_time=response_time_ms,
+                response_length=length,
+                exception=exception,
+                context={},
+            )
 
     def pending(self) -> int:
         return len(self._pending)

@@ -1,4 +1,5 @@
 """RUN_DIR/run.json: the resolved scenario, code version, t0 and how the run ended."""
+
 from __future__ import annotations
 
 import json
@@ -14,6 +15,7 @@ from loadgen.redact import mask_text, mask_url
 
 __all__ = ["default_run_dir", "code_version", "write_run_json", "update_run_json", "read_run_json"]
 
+
 def default_run_dir(scenario_name: str, root: str = "runs") -> str:
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     return os.path.join(root, f"{stamp}-{scenario_name}")
@@ -22,15 +24,17 @@ def default_run_dir(scenario_name: str, root: str = "runs") -> str:
 def code_version() -> dict[str, str]:
     repo = Path(__file__).resolve().parent.parent
     try:
-        sha = subprocess.run(["git", "-C", str(repo), "rev-parse", "--short", "HEAD"],
-                             capture_output=True, text=True, timeout=5).stdout.strip()
+        sha = subprocess.run(
+            ["git", "-C", str(repo), "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=5
+        ).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         sha = ""
     return {"sojourn": __version__, "git": sha or "unknown"}
 
 
-def write_run_json(run_dir: str, scenario, *, run_id: str, t0_ns: int, status: str,
-                   replay: dict[str, Any] | None = None) -> None:
+def write_run_json(
+    run_dir: str, scenario, *, run_id: str, t0_ns: int, status: str, replay: dict[str, Any] | None = None
+) -> None:
     """`replay`: per replay group, its source and expected publishes (loadgen.replay.sources.describe)."""
     data: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,  # run.json and traces share one contract version

@@ -6,6 +6,7 @@ trace writer, a control connection for topology and queue-depth checks, and the
 events that say when publishing stops (`draining`) and consumers may leave
 (`drained`).
 """
+
 from __future__ import annotations
 
 import gc
@@ -96,12 +97,13 @@ class RunContext:
         self.worker = worker_name()
         self.t0_ns = t0_ns or time.time_ns()
         self._t0_mono = time.monotonic() - (time.time_ns() - self.t0_ns) / 1e9
-        self.writer = TraceWriter(run_dir, run_id, self.worker,
-                                  offload=lambda fn: gevent.get_hub().threadpool.spawn(fn))
-        self.draining = Event()   # publishing must stop
-        self.drained = Event()    # consumers may leave
-        self.finished = Event()   # every local participant has left
-        self.stopping = Event()   # the run is being torn down (normal end or interrupt)
+        self.writer = TraceWriter(
+            run_dir, run_id, self.worker, offload=lambda fn: gevent.get_hub().threadpool.spawn(fn)
+        )
+        self.draining = Event()  # publishing must stop
+        self.drained = Event()  # consumers may leave
+        self.finished = Event()  # every local participant has left
+        self.stopping = Event()  # the run is being torn down (normal end or interrupt)
         self.participants: list[Participant] = []
         self.counters = {"published": 0, "confirmed": 0, "delivered": 0, "acked": 0}
         self.lateness = Lateness()  # publish lateness, for the console's "fell behind" warning
@@ -147,10 +149,12 @@ class RunContext:
         return not interrupt.is_set()
 
     # -- traces -------------------------------------------------------------
-    def event(self, kind: str, source: str, name: str, value: float | None = None,
-              detail: dict[str, Any] | None = None) -> None:
-        self.writer.append("event", (time.time_ns(), kind, source, name, value,
-                                     json.dumps(detail, sort_keys=True) if detail else None))
+    def event(
+        self, kind: str, source: str, name: str, value: float | None = None, detail: dict[str, Any] | None = None
+    ) -> None:
+        self.writer.append(
+            "event", (time.time_ns(), kind, source, name, value, json.dumps(detail, sort_keys=True) if detail else None)
+        )
 
     def flush_traces(self) -> None:
         """Write buffered rows from a thread so the gevent loop keeps running."""
@@ -180,8 +184,14 @@ class RunContext:
         if self.netem is None:
             return self._connect_direct(name, on_close)
         b = self.scenario.broker
-        return amqp.connect(self.netem.url, heartbeat_s=b.heartbeat_s, connect_timeout_s=b.connect_timeout_s,
-                            name=name, on_close=on_close, tls_server_hostname=self.netem.tls_server_hostname)
+        return amqp.connect(
+            self.netem.url,
+            heartbeat_s=b.heartbeat_s,
+            connect_timeout_s=b.connect_timeout_s,
+            name=name,
+            on_close=on_close,
+            tls_server_hostname=self.netem.tls_server_hostname,
+        )
 
     def connect_direct(self, name: str, on_close=None):
         """A connection straight to the broker, never through the network proxy (dead-letter capture)."""
@@ -191,8 +201,9 @@ class RunContext:
         """Straight to the broker: the control connection is never delayed or cut by the proxy,
         so topology, slot claims, drain depth checks and the census keep working in an outage."""
         b = self.scenario.broker
-        return amqp.connect(b.url, heartbeat_s=b.heartbeat_s, connect_timeout_s=b.connect_timeout_s,
-                            name=name, on_close=on_close)
+        return amqp.connect(
+            b.url, heartbeat_s=b.heartbeat_s, connect_timeout_s=b.connect_timeout_s, name=name, on_close=on_close
+        )
 
     def start_netem(self) -> None:
         """Start this process's network proxy when the scenario has a `network:` section."""
@@ -202,9 +213,15 @@ class RunContext:
         if timeline is None:
             return
         self.netem = NetemProcess.start(
-            self.scenario.broker.url, timeline, t0_ns=self.t0_ns, run_dir=self.run_dir, run_id=self.run_id,
-            worker=f"netem-{self.worker}", listen_port=self.scenario.network.listen_port,
-            seed=f"{self.run_id}/{self.worker}")
+            self.scenario.broker.url,
+            timeline,
+            t0_ns=self.t0_ns,
+            run_dir=self.run_dir,
+            run_id=self.run_id,
+            worker=f"netem-{self.worker}",
+            listen_port=self.scenario.network.listen_port,
+            seed=f"{self.run_id}/{self.worker}",
+        )
         log.info("network proxy on 127.0.0.1:%d", self.netem.port)
 
     def new_channel(self):
@@ -221,18 +238,37 @@ class RunContext:
         q = s.queue
         with self._control_lock:
             for i, x in enumerate(s.exchanges):
-                self._declare(lambda ch, x=x: topology.declare_exchange(
-                    ch, x.name, exchange_type=x.type, durable=x.durable, auto_delete=x.auto_delete,
-                    arguments=x.arguments), "exchange", x.name, f"exchanges[{i}]")
+                self._declare(
+                    lambda ch, x=x: topology.declare_exchange(
+                        ch,
+                        x.name,
+                        exchange_type=x.type,
+                        durable=x.durable,
+                        auto_delete=x.auto_delete,
+                        arguments=x.arguments,
+                    ),
+                    "exchange",
+                    x.name,
+                    f"exchanges[{i}]",
+                )
             for name, path in required_exchanges(s):
                 if not self._exchange_exists(name):
                     raise topology.missing_exchange(name, f"{s.source_path}: {path}")
-            depth = self._declare(lambda ch: topology.declare_queue(
-                ch, q.name, durable=q.durable, auto_delete=q.auto_delete, arguments=q.declare_arguments()),
-                "queue", q.name, "queue")
+            depth = self._declare(
+                lambda ch: topology.declare_queue(
+                    ch, q.name, durable=q.durable, auto_delete=q.auto_delete, arguments=q.declare_arguments()
+                ),
+                "queue",
+                q.name,
+                "queue",
+            )
             for i, b in enumerate(s.bindings):
-                self._declare(lambda ch, b=b: topology.bind_queue(ch, q.name, b.exchange, b.routing_key, b.arguments),
-                              "binding", b.exchange, f"bindings[{i}]")
+                self._declare(
+                    lambda ch, b=b: topology.bind_queue(ch, q.name, b.exchange, b.routing_key, b.arguments),
+                    "binding",
+                    b.exchange,
+                    f"bindings[{i}]",
+                )
             if purge and q.purge_on_start and depth:
                 topology.purge_queue(self.control(), q.name)
                 self.event("broker_depth", "runner", q.name, float(depth), {"purged": True})
@@ -331,7 +367,10 @@ class RunContext:
                 try:
                     amqp.wait_for(
                         lambda cb: channel.queue_declare(name, exclusive=True, auto_delete=True, callback=cb),
-                        f"queue.declare {name!r}", 10.0, channel=channel)
+                        f"queue.declare {name!r}",
+                        10.0,
+                        channel=channel,
+                    )
                 except BrokerOperationFailed as exc:
                     if exc.reply_code == 405:  # RESOURCE_LOCKED: another process holds it
                         continue
@@ -382,8 +421,9 @@ class RunContext:
             reason = "interrupted"
         self.event("drain_end", "runner", self.worker, detail={"reason": reason})
         if reason == "timeout":
-            log.warning("drain timed out after %.0f s; what is left is counted as left in the broker",
-                        run.drain_timeout_s)
+            log.warning(
+                "drain timed out after %.0f s; what is left is counted as left in the broker", run.drain_timeout_s
+            )
         self.drained.set()
         if not self.participants:  # everyone here had already left (e.g. a producer-only worker)
             self.finished.set()

@@ -4,6 +4,7 @@ Pure: the caller supplies the rate over time, the change times and the random st
 here reads a clock or sleeps. Intended send times do not depend on how fast sends complete,
 so a stalled broker shows up as lateness (coordinated omission stays visible).
 """
+
 from __future__ import annotations
 
 import bisect
@@ -35,9 +36,15 @@ class ArrivalSchedule:
     may be a function of time when a phase changes it.
     """
 
-    def __init__(self, kind: str | Callable[[float], str], rate_at: RateAt, rng: random.Random,
-                 start_s: float = 0.0, end_s: float = math.inf,
-                 next_change_after: NextChange = lambda t: None) -> None:
+    def __init__(
+        self,
+        kind: str | Callable[[float], str],
+        rate_at: RateAt,
+        rng: random.Random,
+        start_s: float = 0.0,
+        end_s: float = math.inf,
+        next_change_after: NextChange = lambda t: None,
+    ) -> None:
         if isinstance(kind, str):
             _check_kind(kind)
         self._kind = kind
@@ -48,10 +55,10 @@ class ArrivalSchedule:
         self._next_change_after = next_change_after
 
     def __iter__(self) -> Iterator[float]:
-        anchor = self._start            # where the current linear-rate segment began
+        anchor = self._start  # where the current linear-rate segment began
         rate, slope, change = self._segment(anchor)
-        done = 0.0                      # work consumed since `anchor` up to the last arrival
-        work = 0.0                      # work until the next arrival (0: arrive at once)
+        done = 0.0  # work consumed since `anchor` up to the last arrival
+        work = 0.0  # work until the next arrival (0: arrive at once)
         while anchor < self._end:
             if rate == 0.0 and slope <= 0.0:
                 if change is None:
@@ -106,8 +113,9 @@ def _time_for_work(work: float, rate: float, slope: float) -> float:
     return 2.0 * work / (rate + root) if rate + root > 0 else 0.0
 
 
-def rate_curve(rate: float | RatePoints, bursts: tuple[float, float, float, float] | None = None
-               ) -> tuple[RateAt, NextChange]:
+def rate_curve(
+    rate: float | RatePoints, bursts: tuple[float, float, float, float] | None = None
+) -> tuple[RateAt, NextChange]:
     """`rate_at` and `next_change_after` for ArrivalSchedule from a producer's rate settings.
 
     `rate` is a number, or points `[(at_s, rate), ...]` sorted by time: the rate ramps
@@ -125,7 +133,7 @@ def rate_curve(rate: float | RatePoints, bursts: tuple[float, float, float, floa
         if i + 1 >= len(points):
             return points[-1][1], 0.0
         (a0, r0), (a1, r1) = points[i], points[i + 1]
-        slope = (r1 - r0) / (a1 - a0)   # a1 > a0: bisect_right skips past equal times
+        slope = (r1 - r0) / (a1 - a0)  # a1 > a0: bisect_right skips past equal times
         return max(0.0, r0 + slope * (t - a0)), slope
 
     def profile_next(t: float) -> float | None:
@@ -141,7 +149,12 @@ def rate_curve(rate: float | RatePoints, bursts: tuple[float, float, float, floa
         """Whether [t, next edge) is an on period, and that next edge (strictly after t)."""
         k = math.floor((t - start_s) / period)
         begin = start_s + k * period
-        for edge, is_on in ((begin, False), (begin + on_s, True), (begin + period, False), (begin + period + on_s, True)):
+        for edge, is_on in (
+            (begin, False),
+            (begin + on_s, True),
+            (begin + period, False),
+            (begin + period + on_s, True),
+        ):
             # the first edge after t bounds the interval t lies in (robust to rounding of k)
             if edge > t + 1e-9:
                 return is_on, edge
@@ -154,6 +167,7 @@ def rate_curve(rate: float | RatePoints, bursts: tuple[float, float, float, floa
     def next_change_after(t: float) -> float | None:
         candidates = [cycle(t)[1], profile_next(t)]
         return min(c for c in candidates if c is not None)
+
     return rate_at, next_change_after
 
 
@@ -169,6 +183,7 @@ def changes_after(times: Sequence[float]) -> NextChange:
     def next_change_after(t: float) -> float | None:
         i = bisect.bisect_right(ordered, t)
         return ordered[i] if i < len(ordered) else None
+
     return next_change_after
 
 

@@ -5,6 +5,7 @@ master, each worker); this module keeps one RunContext per process and does
 each role's part: the local runner or master owns run.json, the timeline events,
 warm-up and the final census; the local runner and each worker run the drain.
 """
+
 from __future__ import annotations
 
 import logging
@@ -69,7 +70,8 @@ def init(environment, scenario, scenario_path: str, overrides: list[str]) -> Non
     _State.sigint = gevent.signal_handler(signal.SIGINT, _interrupt_between_callbacks)
     if _State.role == "master":
         environment.runner.register_message(
-            _FINISHED_MSG, lambda msg, **_kw: _State.finished_workers.add(str(msg.data)))
+            _FINISHED_MSG, lambda msg, **_kw: _State.finished_workers.add(str(msg.data))
+        )
 
 
 def _interrupt_between_callbacks() -> None:
@@ -119,8 +121,14 @@ def start(environment) -> None:
     _State.failed = False
     ctx = _State.ctx = RunContext(scenario, run_dir, run_id, role, t0_ns)
     if role != "worker":
-        write_run_json(run_dir, scenario, run_id=run_id, t0_ns=ctx.t0_ns, status="running",
-                       replay=describe(scenario, ctx.replay_traces))
+        write_run_json(
+            run_dir,
+            scenario,
+            run_id=run_id,
+            t0_ns=ctx.t0_ns,
+            status="running",
+            replay=describe(scenario, ctx.replay_traces),
+        )
         sys.stderr.write(f"[sojourn] run {run_id}: traces in {run_dir}/traces\n")
         for warning in capture_warnings(scenario):
             sys.stderr.write(f"warning: {warning}\n")
@@ -191,10 +199,11 @@ def _progress(environment, ctx: RunContext) -> None:
             where = f"{t:5.0f}s draining"
         c = ctx.counters
         buffered = sum(getattr(p, "buffered", lambda: 0)() for p in ctx.participants)
-        local = (f" published={c['published']} acked={c['acked']} buffered={buffered}"
-                 if _State.role == "local" else "")
-        sys.stderr.write(f"[sojourn] {where} publish={by_type.get('publish', 0)} "
-                         f"consume={by_type.get('consume', 0)} (since warm-up){local}\n")
+        local = f" published={c['published']} acked={c['acked']} buffered={buffered}" if _State.role == "local" else ""
+        sys.stderr.write(
+            f"[sojourn] {where} publish={by_type.get('publish', 0)} "
+            f"consume={by_type.get('consume', 0)} (since warm-up){local}\n"
+        )
 
 
 def stop(environment) -> None:
@@ -218,8 +227,7 @@ def stop(environment) -> None:
         if ctx.scenario.queue.delete_on_end:
             ctx.delete_queue()
     except Exception as exc:  # noqa: BLE001 - a lost broker must not lose the traces
-        log.error("sojourn: census failed, messages left in the broker are not known by id: %s",
-                  mask_text(str(exc)))
+        log.error("sojourn: census failed, messages left in the broker are not known by id: %s", mask_text(str(exc)))
     try:
         ctx.delete_exchanges()  # exchanges[].delete_on_end, after the queue and the dead-letter capture
     except Exception as exc:  # noqa: BLE001 - the traces matter more than the cleanup

@@ -9,6 +9,7 @@ a lognormal processing_ms per row (median about 3 ms); offset_s with millisecond
 
     python scripts/make_sample_trace.py [--out PATH] [--seed N]
 """
+
 from __future__ import annotations
 
 import argparse

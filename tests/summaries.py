@@ -1,6 +1,7 @@
 """Comparing two summary.json dicts: every key and count exactly, floating-point values to a
 relative tolerance (a mean summed in another order, or over other partitions, rounds differently
 in its last bits)."""
+
 from __future__ import annotations
 
 import math

@@ -5,6 +5,7 @@
 
 A partial or empty summary still renders: missing values show as "–".
 """
+
 from __future__ import annotations
 
 from typing import Any, Mapping

@@ -3,6 +3,7 @@
 A summary may be partial (an interrupted run, an older writer, `{}`): every helper
 here turns a missing key, a null or a wrong type into "no value" instead of raising.
 """
+
 from __future__ import annotations
 
 import datetime as _dt
@@ -12,8 +13,20 @@ import re
 from typing import Any, Mapping
 
 __all__ = [
-    "MISSING", "dig", "as_list", "as_number", "mask_urls", "esc", "plot_text",
-    "fmt_count", "fmt_exact", "fmt_ms", "fmt_rate", "fmt_seconds", "fmt_percent", "fmt_utc",
+    "MISSING",
+    "dig",
+    "as_list",
+    "as_number",
+    "mask_urls",
+    "esc",
+    "plot_text",
+    "fmt_count",
+    "fmt_exact",
+    "fmt_ms",
+    "fmt_rate",
+    "fmt_seconds",
+    "fmt_percent",
+    "fmt_utc",
 ]
 
 #: Shown wherever a value is absent or null (an en dash, never "None" or "nan").

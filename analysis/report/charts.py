@@ -4,6 +4,7 @@ Every time chart carries the same context: timeline phases as labelled bands (th
 implicit `base` phase is left plain), warm-up as a grey band, the end of the
 measurement window, and events as dashed vertical lines with hover text.
 """
+
 from __future__ import annotations
 
 from typing import Any, Mapping
@@ -15,8 +16,12 @@ from ._format import as_list, as_number, dig, fmt_count, fmt_ms, plot_text
 from .network import mark_impairments
 
 __all__ = [
-    "throughput_figure", "sojourn_over_time_figure", "sojourn_histogram_figure",
-    "phase_colours", "chart_div", "TIMELINE_PHASE_KINDS",
+    "throughput_figure",
+    "sojourn_over_time_figure",
+    "sojourn_histogram_figure",
+    "phase_colours",
+    "chart_div",
+    "TIMELINE_PHASE_KINDS",
 ]
 
 Summary = Mapping[str, Any]
@@ -49,22 +54,32 @@ def _base_layout(fig: go.Figure, x_title: str, y_title: str) -> go.Figure:
 def chart_div(figure: go.Figure, key: str, with_plotlyjs: bool) -> str:
     """The chart's HTML as `<div id="chart-KEY">`; the page inlines plotly.js once, with its first chart."""
     return pio.to_html(
-        figure, full_html=False, include_plotlyjs=with_plotlyjs, div_id=f"chart-{key}",
+        figure,
+        full_html=False,
+        include_plotlyjs=with_plotlyjs,
+        div_id=f"chart-{key}",
         default_height=f"{figure.layout.height or _HEIGHT_PX}px",
-        config={"displaylogo": False, "responsive": True,
-                "toImageButtonOptions": {"filename": f"sojourn-{key}"}},
+        config={"displaylogo": False, "responsive": True, "toImageButtonOptions": {"filename": f"sojourn-{key}"}},
     )
 
 
 def _no_data(fig: go.Figure, message: str) -> go.Figure:
-    fig.add_annotation(text=plot_text(message), xref="paper", yref="paper", x=0.5, y=0.5,
-                       showarrow=False, font=dict(size=14, color="#777"))
+    fig.add_annotation(
+        text=plot_text(message),
+        xref="paper",
+        yref="paper",
+        x=0.5,
+        y=0.5,
+        showarrow=False,
+        font=dict(size=14, color="#777"),
+    )
     fig.update_xaxes(showticklabels=False, showgrid=False, zeroline=False)
     fig.update_yaxes(showticklabels=False, showgrid=False, zeroline=False)
     return fig
 
 
 # --- windows -------------------------------------------------------------------------
+
 
 def _windows(summary: Summary) -> list[tuple[int, Mapping[str, Any]]]:
     """Windows as (second, row), sorted, with seconds missing between rows filled by `{}`.
@@ -91,6 +106,7 @@ def _series(windows: list[tuple[int, Mapping[str, Any]]], *path: str, zero: bool
 
 
 # --- timeline context (phases, warm-up, events) --------------------------------------
+
 
 def _phase_bands(summary: Summary) -> list[tuple[str, float, float]]:
     bands = []
@@ -120,10 +136,19 @@ def phase_colours(summary: Summary) -> dict[str, str]:
 
 def _band(x0: float, x1: float, label: str, colour: str, opacity: float, name: str) -> dict:
     return dict(
-        type="rect", xref="x", yref="paper", x0=x0, x1=x1, y0=0, y1=1,
-        fillcolor=colour, opacity=opacity, line=dict(width=0), layer="below", name=name,
-        label=dict(text=plot_text(label), textposition="top center",
-                   font=dict(size=11, color="#333")),
+        type="rect",
+        xref="x",
+        yref="paper",
+        x0=x0,
+        x1=x1,
+        y0=0,
+        y1=1,
+        fillcolor=colour,
+        opacity=opacity,
+        line=dict(width=0),
+        layer="below",
+        name=name,
+        label=dict(text=plot_text(label), textposition="top center", font=dict(size=11, color="#333")),
     )
 
 
@@ -162,36 +187,78 @@ def _decorate_timeline(fig: go.Figure, summary: Summary) -> go.Figure:
 
     duration = as_number(dig(summary, "run", "duration_s"))
     if duration is not None and duration > 0:
-        shapes.append(dict(type="line", xref="x", yref="paper", x0=duration, x1=duration, y0=0, y1=1,
-                           line=dict(color="#444", width=1, dash="dot"), name="end of measurement",
-                           label=dict(text="end of measurement ", textposition="end", textangle=0,
-                                      yanchor="top", xanchor="right", font=dict(size=10, color="#444"))))
+        shapes.append(
+            dict(
+                type="line",
+                xref="x",
+                yref="paper",
+                x0=duration,
+                x1=duration,
+                y0=0,
+                y1=1,
+                line=dict(color="#444", width=1, dash="dot"),
+                name="end of measurement",
+                label=dict(
+                    text="end of measurement ",
+                    textposition="end",
+                    textangle=0,
+                    yanchor="top",
+                    xanchor="right",
+                    font=dict(size=10, color="#444"),
+                ),
+            )
+        )
 
     events = _timeline_events(summary)
-    shapes += [dict(type="line", xref="x", yref="paper", x0=event["t_s"], x1=event["t_s"],
-                    y0=0, y1=1, line=dict(color=_EVENT_COLOUR, width=1, dash="dash"),
-                    name=f"event {plot_text(dig(event, 'kind', default=''))}") for event in events]
+    shapes += [
+        dict(
+            type="line",
+            xref="x",
+            yref="paper",
+            x0=event["t_s"],
+            x1=event["t_s"],
+            y0=0,
+            y1=1,
+            line=dict(color=_EVENT_COLOUR, width=1, dash="dash"),
+            name=f"event {plot_text(dig(event, 'kind', default=''))}",
+        )
+        for event in events
+    ]
     fig.update_layout(shapes=[*fig.layout.shapes, *shapes])
     if events:
         # Shapes cannot carry hover text, so a marker on a hidden 0..1 axis does it for them.
-        fig.add_trace(go.Scatter(
-            x=[e["t_s"] for e in events], y=[0.98] * len(events), yaxis="y2",
-            mode="markers", name="events",
-            marker=dict(symbol="triangle-down", size=10, color=_EVENT_COLOUR),
-            hovertext=[_event_hover(e) for e in events], hoverinfo="text",
-        ))
+        fig.add_trace(
+            go.Scatter(
+                x=[e["t_s"] for e in events],
+                y=[0.98] * len(events),
+                yaxis="y2",
+                mode="markers",
+                name="events",
+                marker=dict(symbol="triangle-down", size=10, color=_EVENT_COLOUR),
+                hovertext=[_event_hover(e) for e in events],
+                hoverinfo="text",
+            )
+        )
         fig.update_layout(yaxis2=dict(overlaying="y", range=[0, 1], visible=False, fixedrange=True))
         crashes = [e for e in events if dig(e, "kind") == "consumer_crash"]
         if crashes:  # a crash requeues what the consumer held: mark it apart from the other events
-            fig.add_trace(go.Scatter(
-                x=[e["t_s"] for e in crashes], y=[0.9] * len(crashes), yaxis="y2", mode="markers",
-                name="consumer crash", marker=dict(symbol="x", size=11, color=_CRASH_COLOUR),
-                hovertext=[_event_hover(e) for e in crashes], hoverinfo="text",
-            ))
+            fig.add_trace(
+                go.Scatter(
+                    x=[e["t_s"] for e in crashes],
+                    y=[0.9] * len(crashes),
+                    yaxis="y2",
+                    mode="markers",
+                    name="consumer crash",
+                    marker=dict(symbol="x", size=11, color=_CRASH_COLOUR),
+                    hovertext=[_event_hover(e) for e in crashes],
+                    hoverinfo="text",
+                )
+            )
     return mark_impairments(fig, summary)
 
 
 # --- figures -------------------------------------------------------------------------
+
 
 def throughput_figure(summary: Summary) -> go.Figure:
     """Published, delivered and acked messages per one-second window."""
@@ -200,12 +267,21 @@ def throughput_figure(summary: Summary) -> go.Figure:
     if not windows:
         return _no_data(fig, "No per-second windows in this summary")
     t = [second for second, _ in windows]
-    for key, label, colour in (("published", "published", "#1f77b4"),
-                               ("delivered", "delivered", "#ff7f0e"),
-                               ("acked", "acked", "#2ca02c")):
-        fig.add_trace(go.Scatter(x=t, y=_series(windows, key, zero=True), name=label,
-                                 mode="lines", line=dict(color=colour, width=2),
-                                 hovertemplate=f"{label}: %{{y:,}} msg/s<extra></extra>"))
+    for key, label, colour in (
+        ("published", "published", "#1f77b4"),
+        ("delivered", "delivered", "#ff7f0e"),
+        ("acked", "acked", "#2ca02c"),
+    ):
+        fig.add_trace(
+            go.Scatter(
+                x=t,
+                y=_series(windows, key, zero=True),
+                name=label,
+                mode="lines",
+                line=dict(color=colour, width=2),
+                hovertemplate=f"{label}: %{{y:,}} msg/s<extra></extra>",
+            )
+        )
     fig.update_layout(hovermode="x unified")
     fig.update_yaxes(rangemode="tozero")
     return _decorate_timeline(fig, summary)
@@ -218,24 +294,52 @@ def sojourn_over_time_figure(summary: Summary) -> go.Figure:
     if not windows:
         return _no_data(fig, "No per-second windows in this summary")
     t = [second for second, _ in windows]
-    for key, colour, dash in (("p50", "#2ca02c", "solid"), ("p95", "#ff7f0e", "solid"),
-                              ("p99", "#d62728", "solid"), ("max", "#7f7f7f", "dot")):
-        fig.add_trace(go.Scatter(x=t, y=_series(windows, "sojourn_ms", key), name=key,
-                                 mode="lines+markers" if len(t) <= 60 else "lines",
-                                 marker=dict(size=4), connectgaps=False,
-                                 line=dict(color=colour, width=2, dash=dash),
-                                 hovertemplate=f"{key}: %{{y:.3~f}} ms<extra></extra>"))
+    for key, colour, dash in (
+        ("p50", "#2ca02c", "solid"),
+        ("p95", "#ff7f0e", "solid"),
+        ("p99", "#d62728", "solid"),
+        ("max", "#7f7f7f", "dot"),
+    ):
+        fig.add_trace(
+            go.Scatter(
+                x=t,
+                y=_series(windows, "sojourn_ms", key),
+                name=key,
+                mode="lines+markers" if len(t) <= 60 else "lines",
+                marker=dict(size=4),
+                connectgaps=False,
+                line=dict(color=colour, width=2, dash=dash),
+                hovertemplate=f"{key}: %{{y:.3~f}} ms<extra></extra>",
+            )
+        )
     if all(trace.y is None or all(v is None for v in trace.y) for trace in fig.data):
-        fig.add_annotation(text="No delivery started processing in any window", xref="paper",
-                           yref="paper", x=0.5, y=0.5, showarrow=False, font=dict(size=14, color="#777"))
+        fig.add_annotation(
+            text="No delivery started processing in any window",
+            xref="paper",
+            yref="paper",
+            x=0.5,
+            y=0.5,
+            showarrow=False,
+            font=dict(size=14, color="#777"),
+        )
     fig.update_layout(
         hovermode="x unified",
-        updatemenus=[dict(
-            type="buttons", direction="left", x=1, xanchor="right", y=1.02, yanchor="bottom",
-            showactive=True, pad=dict(t=0, r=0),
-            buttons=[dict(label="linear", method="relayout", args=[{"yaxis.type": "linear"}]),
-                     dict(label="log", method="relayout", args=[{"yaxis.type": "log"}])],
-        )],
+        updatemenus=[
+            dict(
+                type="buttons",
+                direction="left",
+                x=1,
+                xanchor="right",
+                y=1.02,
+                yanchor="bottom",
+                showactive=True,
+                pad=dict(t=0, r=0),
+                buttons=[
+                    dict(label="linear", method="relayout", args=[{"yaxis.type": "linear"}]),
+                    dict(label="log", method="relayout", args=[{"yaxis.type": "log"}]),
+                ],
+            )
+        ],
     )
     fig.update_yaxes(rangemode="tozero")
     return _decorate_timeline(fig, summary)
@@ -265,27 +369,48 @@ def sojourn_histogram_figure(summary: Summary) -> go.Figure:
     if not counts or total <= 0:
         return _no_data(fig, "No sojourn histogram (no deliveries were measured)")
     labels = [f"{fmt_ms(lo)}–{fmt_ms(lo + w)}" for lo, w in zip(lows, widths)]
-    hover = [f"{label} ms: {fmt_count(c)} deliveries ({c / total:.1%})"
-             for label, c in zip(labels, counts)]
+    hover = [f"{label} ms: {fmt_count(c)} deliveries ({c / total:.1%})" for label, c in zip(labels, counts)]
     uniform = max(widths) <= 1.5 * min(widths)
     if uniform:
-        fig.add_trace(go.Bar(x=lows, y=counts, width=widths, offset=0, name="deliveries per bin",
-                             marker=dict(color="#4c78a8", line=dict(width=0)),
-                             hovertext=hover, hoverinfo="text"))
+        fig.add_trace(
+            go.Bar(
+                x=lows,
+                y=counts,
+                width=widths,
+                offset=0,
+                name="deliveries per bin",
+                marker=dict(color="#4c78a8", line=dict(width=0)),
+                hovertext=hover,
+                hoverinfo="text",
+            )
+        )
         # As legend entries rather than text on the plot: p50 and p99 often sit in the same bin.
         top = max(counts) * 1.05
         for key, colour in (("p50", "#2ca02c"), ("p99", "#d62728")):
             value = as_number(dig(summary, "sojourn_ms", key))
             if value is not None:
-                fig.add_trace(go.Scatter(x=[value, value], y=[0, top], mode="lines",
-                                         name=f"{key} {fmt_ms(value)} ms",
-                                         line=dict(color=colour, width=2, dash="dash"),
-                                         hovertemplate=f"overall {key}: {fmt_ms(value)} ms<extra></extra>"))
+                fig.add_trace(
+                    go.Scatter(
+                        x=[value, value],
+                        y=[0, top],
+                        mode="lines",
+                        name=f"{key} {fmt_ms(value)} ms",
+                        line=dict(color=colour, width=2, dash="dash"),
+                        hovertemplate=f"overall {key}: {fmt_ms(value)} ms<extra></extra>",
+                    )
+                )
     else:
         # Log-spaced bins would be slivers on a linear axis: give every bin the same room.
-        fig.add_trace(go.Bar(x=labels, y=counts, name="deliveries per bin",
-                             marker=dict(color="#4c78a8", line=dict(width=0)),
-                             hovertext=hover, hoverinfo="text"))
+        fig.add_trace(
+            go.Bar(
+                x=labels,
+                y=counts,
+                name="deliveries per bin",
+                marker=dict(color="#4c78a8", line=dict(width=0)),
+                hovertext=hover,
+                hoverinfo="text",
+            )
+        )
         fig.update_xaxes(type="category")
     fig.update_layout(bargap=0.05)
     return fig

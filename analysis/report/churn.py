@@ -3,6 +3,7 @@
 Rendered from the summary's `consumers_churn` block alone (docs/summary.md); a run without churn
 (no rejoin, crash, lost connection or redelivery) renders nothing at all.
 """
+
 from __future__ import annotations
 
 from typing import Any, Mapping
@@ -22,13 +23,24 @@ HOW_TO_READ = (
     "left behind, 'redelivered' the deliveries received with the flag. A message processed but not acked "
     "when its consumer went is processed again ('processed twice'); an ack lost with the connection shows "
     "as 'acked twice'. The last columns follow every message a requeued delivery held to the accounting "
-    "class it ended in: none may end unaccounted.")
+    "class it ended in: none may end unaccounted."
+)
 
-_COLUMNS = [Column("group"), Column("joins", True), Column("clean leaves", True), Column("crashes", True),
-            Column("connections lost", True), Column("requeued (crash)", True),
-            Column("requeued (closed)", True), Column("redelivered", True), Column("processed twice", True),
-            Column("acked twice", True), Column("held messages", True), Column("they ended as"),
-            Column("unaccounted", True)]
+_COLUMNS = [
+    Column("group"),
+    Column("joins", True),
+    Column("clean leaves", True),
+    Column("crashes", True),
+    Column("connections lost", True),
+    Column("requeued (crash)", True),
+    Column("requeued (closed)", True),
+    Column("redelivered", True),
+    Column("processed twice", True),
+    Column("acked twice", True),
+    Column("held messages", True),
+    Column("they ended as"),
+    Column("unaccounted", True),
+]
 
 
 def _then(held_then: Any) -> str:
@@ -39,21 +51,40 @@ def _then(held_then: Any) -> str:
 
 def _row(name: str, r: Mapping[str, Any]) -> list[str]:
     unaccounted = dig(r, "held_unaccounted")
-    return [name, *(fmt_count(dig(r, k)) for k in (
-        "joins", "clean_leaves", "crashes", "connections_lost", "requeued_crashed", "requeued_unsettled",
-        "redelivered", "processed_twice", "acked_twice", "held_messages")),
+    return [
+        name,
+        *(
+            fmt_count(dig(r, k))
+            for k in (
+                "joins",
+                "clean_leaves",
+                "crashes",
+                "connections_lost",
+                "requeued_crashed",
+                "requeued_unsettled",
+                "redelivered",
+                "processed_twice",
+                "acked_twice",
+                "held_messages",
+            )
+        ),
         _then(dig(r, "held_then")),
-        f'<span class="{"bad" if unaccounted else ""}">{fmt_count(unaccounted)}</span>']
+        f'<span class="{"bad" if unaccounted else ""}">{fmt_count(unaccounted)}</span>',
+    ]
 
 
 def _verdict(block: Mapping[str, Any]) -> str:
     totals = dig(block, "totals", default={})
     held = fmt_count(dig(totals, "held_messages"))
     if dig(block, "nothing_lost") is True:
-        return (f'<p class="chip good"><b>✓ nothing lost to churn</b>: every one of the {held} messages a '
-                f'requeued delivery held ended acked, discarded with a reason or in the broker.</p>')
-    return (f'<p class="chip bad"><b>✗ {fmt_count(dig(totals, "held_unaccounted"))} of the {held} messages a '
-            f'requeued delivery held ended unaccounted</b></p>')
+        return (
+            f'<p class="chip good"><b>✓ nothing lost to churn</b>: every one of the {held} messages a '
+            f"requeued delivery held ended acked, discarded with a reason or in the broker.</p>"
+        )
+    return (
+        f'<p class="chip bad"><b>✗ {fmt_count(dig(totals, "held_unaccounted"))} of the {held} messages a '
+        f"requeued delivery held ended unaccounted</b></p>"
+    )
 
 
 def has_churn(summary: Summary) -> bool:
@@ -69,5 +100,7 @@ def churn_body(summary: Summary) -> str:
     rows = [_row(f"<code>{esc(dig(g, 'group'))}</code>", g) for g in groups]
     if len(groups) > 1 and isinstance(dig(block, "totals"), Mapping):
         rows.append(_row("<b>all</b>", dig(block, "totals")))
-    return (f'<p class="howto">{esc(HOW_TO_READ)}</p>'
-            f'{_verdict(block)}<div class="table-wrap">{html_table(_COLUMNS, rows, empty="")}</div>')
+    return (
+        f'<p class="howto">{esc(HOW_TO_READ)}</p>'
+        f'{_verdict(block)}<div class="table-wrap">{html_table(_COLUMNS, rows, empty="")}</div>'
+    )

@@ -4,6 +4,7 @@ A metrics table with each run's delta against the first, the sojourn distributio
 (from each summary's sojourn_histogram) and the ack rate over time overlaid (from windows).
 Self-contained like report.html: inline CSS, plotly.js inlined once.
 """
+
 from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
@@ -60,9 +61,14 @@ def _cell(cell: dict, first: bool) -> str:
 
 
 def _figure_html(fig: go.Figure, div_id: str, with_js: bool) -> str:
-    return pio.to_html(fig, full_html=False, include_plotlyjs=with_js, div_id=div_id,
-                       default_height=f"{fig.layout.height or 420}px",
-                       config={"displaylogo": False, "responsive": True})
+    return pio.to_html(
+        fig,
+        full_html=False,
+        include_plotlyjs=with_js,
+        div_id=div_id,
+        default_height=f"{fig.layout.height or 420}px",
+        config={"displaylogo": False, "responsive": True},
+    )
 
 
 def _histogram_figure(runs: Sequence[Run]) -> go.Figure:
@@ -73,14 +79,33 @@ def _histogram_figure(runs: Sequence[Run]) -> go.Figure:
         total = sum(counts)
         if total <= 0:
             continue
-        fig.add_trace(go.Scatter(x=[lo + w / 2 for lo, w in zip(lows, widths)],
-                                 y=[c / total for c in counts], name=label, mode="lines+markers",
-                                 line_shape="hvh", hovertemplate=f"{esc(label)}: %{{y:.1%}}<extra></extra>"))
+        fig.add_trace(
+            go.Scatter(
+                x=[lo + w / 2 for lo, w in zip(lows, widths)],
+                y=[c / total for c in counts],
+                name=label,
+                mode="lines+markers",
+                line_shape="hvh",
+                hovertemplate=f"{esc(label)}: %{{y:.1%}}<extra></extra>",
+            )
+        )
     fig.update_yaxes(tickformat=".0%")
-    fig.update_layout(updatemenus=[dict(
-        type="buttons", direction="left", x=1, xanchor="right", y=1.02, yanchor="bottom",
-        buttons=[dict(label="log x", method="relayout", args=[{"xaxis.type": "log"}]),
-                 dict(label="linear x", method="relayout", args=[{"xaxis.type": "linear"}])])])
+    fig.update_layout(
+        updatemenus=[
+            dict(
+                type="buttons",
+                direction="left",
+                x=1,
+                xanchor="right",
+                y=1.02,
+                yanchor="bottom",
+                buttons=[
+                    dict(label="log x", method="relayout", args=[{"xaxis.type": "log"}]),
+                    dict(label="linear x", method="relayout", args=[{"xaxis.type": "linear"}]),
+                ],
+            )
+        ]
+    )
     return fig
 
 
@@ -89,8 +114,9 @@ def _throughput_figure(runs: Sequence[Run]) -> go.Figure:
     for label, summary in runs:
         windows = _windows(summary)
         if windows:
-            fig.add_trace(go.Scatter(x=[t for t, _ in windows], y=_series(windows, "acked", zero=True),
-                                     name=label, mode="lines"))
+            fig.add_trace(
+                go.Scatter(x=[t for t, _ in windows], y=_series(windows, "acked", zero=True), name=label, mode="lines")
+            )
     fig.update_layout(hovermode="x unified")
     fig.update_yaxes(rangemode="tozero")
     return fig
@@ -102,26 +128,31 @@ def render_compare(runs: Sequence[Run], *, links: Mapping[str, str] | None = Non
         raise ValueError("compare needs at least one run")
     labels = [label for label, _ in runs]
     head = "".join(
-        f'<tr><td>{esc(label)}</td><td>{esc(dig(s, "run", "scenario"))}</td><td>{esc(fmt_utc(dig(s, "run", "t0_ns")))}</td>'
-        f'<td>{(lambda h: f"<a href={chr(34)}{esc(h)}{chr(34)}>report</a>" if h else "–")((links or {}).get(label))}</td></tr>'
-        for label, s in runs)
+        f"<tr><td>{esc(label)}</td><td>{esc(dig(s, 'run', 'scenario'))}</td><td>{esc(fmt_utc(dig(s, 'run', 't0_ns')))}</td>"
+        f"<td>{(lambda h: f'<a href={chr(34)}{esc(h)}{chr(34)}>report</a>' if h else '–')((links or {}).get(label))}</td></tr>"
+        for label, s in runs
+    )
     runs_table = f"<table><thead><tr><th>run</th><th>scenario</th><th>started</th><th></th></tr></thead><tbody>{head}</tbody></table>"
     columns = [Column("metric")] + [Column(label, numeric=True) for label in labels]
     rows = [[esc(r["label"])] + [_cell(c, i == 0) for i, c in enumerate(r["runs"])] for r in compare_rows(runs)]
     metrics = html_table(columns, rows, "No metrics")
-    charts = (f'<section id="sojourn"><h2>Sojourn distribution</h2><div class="chart">'
-              f'{_figure_html(_histogram_figure(runs), "chart-sojourn", True)}</div>'
-              f'<p class="howto">Share of each run\'s deliveries per sojourn bin (warm-up excluded). '
-              f'A curve further right waits longer in the client buffer.</p></section>'
-              f'<section id="throughput"><h2>Ack rate over time</h2><div class="chart">'
-              f'{_figure_html(_throughput_figure(runs), "chart-throughput", False)}</div></section>')
-    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-            "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
-            f"<title>sojourn · compare {esc(' vs '.join(labels))}</title><style>{_css()}</style></head><body>"
-            f"<header><h1><span class=\"product\">sojourn</span>compare {len(runs)} runs</h1></header><main>"
-            f"<section id=\"runs\"><h2>Runs</h2><div class=\"table-wrap\">{runs_table}</div></section>"
-            f"<section id=\"metrics\"><h2>Key metrics</h2><p class=\"howto\">Deltas are against the first run "
-            f"({esc(labels[0])}); green is better, red worse, in each metric's direction.</p>"
-            f"<div class=\"table-wrap\">{metrics}</div></section>{charts}</main>"
-            "<footer>Rendered by sojourn compare from summary.json files. Self-contained: opens offline.</footer>"
-            "</body></html>\n")
+    charts = (
+        f'<section id="sojourn"><h2>Sojourn distribution</h2><div class="chart">'
+        f"{_figure_html(_histogram_figure(runs), 'chart-sojourn', True)}</div>"
+        f'<p class="howto">Share of each run\'s deliveries per sojourn bin (warm-up excluded). '
+        f"A curve further right waits longer in the client buffer.</p></section>"
+        f'<section id="throughput"><h2>Ack rate over time</h2><div class="chart">'
+        f"{_figure_html(_throughput_figure(runs), 'chart-throughput', False)}</div></section>"
+    )
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"<title>sojourn · compare {esc(' vs '.join(labels))}</title><style>{_css()}</style></head><body>"
+        f'<header><h1><span class="product">sojourn</span>compare {len(runs)} runs</h1></header><main>'
+        f'<section id="runs"><h2>Runs</h2><div class="table-wrap">{runs_table}</div></section>'
+        f'<section id="metrics"><h2>Key metrics</h2><p class="howto">Deltas are against the first run '
+        f"({esc(labels[0])}); green is better, red worse, in each metric's direction.</p>"
+        f'<div class="table-wrap">{metrics}</div></section>{charts}</main>'
+        "<footer>Rendered by sojourn compare from summary.json files. Self-contained: opens offline.</footer>"
+        "</body></html>\n"
+    )

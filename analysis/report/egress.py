@@ -3,6 +3,7 @@
 Rendered from the summary's `egress` block alone (docs/summary.md); an absent or empty block (no
 group had `egress`) renders nothing at all.
 """
+
 from __future__ import annotations
 
 from typing import Any, Mapping
@@ -21,7 +22,8 @@ HOW_TO_READ = (
     "takes the highest class first, so a class below it fills up and discards while the one above is served. "
     "High water and mean are the class's depth as each delivery joined it (the mean is what an arriving "
     "message found, itself included); a discard indication marks the first message taken after a discard. "
-    "Sojourn is the wait in the buffer of delivered messages, after warm-up.")
+    "Sojourn is the wait in the buffer of delivered messages, after warm-up."
+)
 
 
 def _priorities(value: Any) -> str:
@@ -42,14 +44,22 @@ def _rows(egress: Mapping[str, Any]) -> list[list[str]]:
         for c in as_list(dig(spec, "classes")):
             if not isinstance(c, Mapping):
                 continue
-            rows.append([
-                esc(group), f"<code>{esc(dig(c, 'class'))}</code>", _priorities(dig(c, "priorities")),
-                f"{fmt_count(dig(spec, 'max_depth_units'))} / {fmt_count(dig(spec, 'min_burst'))}",
-                fmt_count(dig(c, "delivered")), fmt_count(dig(c, "discards")), fmt_percent(dig(c, "discard_share")),
-                fmt_count(dig(c, "discard_indications")), _pair(dig(c, "high_water")),
-                _pair(dig(c, "mean_length")), fmt_count(dig(c, "in_buffer_at_end")),
-                f"{fmt_ms(dig(c, 'sojourn_ms', 'p50'))} / {fmt_ms(dig(c, 'sojourn_ms', 'p99'))}",
-            ])
+            rows.append(
+                [
+                    esc(group),
+                    f"<code>{esc(dig(c, 'class'))}</code>",
+                    _priorities(dig(c, "priorities")),
+                    f"{fmt_count(dig(spec, 'max_depth_units'))} / {fmt_count(dig(spec, 'min_burst'))}",
+                    fmt_count(dig(c, "delivered")),
+                    fmt_count(dig(c, "discards")),
+                    fmt_percent(dig(c, "discard_share")),
+                    fmt_count(dig(c, "discard_indications")),
+                    _pair(dig(c, "high_water")),
+                    _pair(dig(c, "mean_length")),
+                    fmt_count(dig(c, "in_buffer_at_end")),
+                    f"{fmt_ms(dig(c, 'sojourn_ms', 'p50'))} / {fmt_ms(dig(c, 'sojourn_ms', 'p99'))}",
+                ]
+            )
     return rows
 
 
@@ -61,10 +71,19 @@ def has_egress(summary: Summary) -> bool:
 
 def egress_body(summary: Summary) -> str:
     """The section's content: one row per class of each group."""
-    columns = [Column("group"), Column("class"), Column("priorities seen"),
-               Column("max depth (units) / min burst", True), Column("delivered", True),
-               Column("discards", True), Column("discarded share", True), Column("discard indications", True),
-               Column("high water (msgs / units)", True), Column("mean (msgs / units)", True),
-               Column("left in buffer", True), Column("sojourn p50 / p99 (ms)", True)]
+    columns = [
+        Column("group"),
+        Column("class"),
+        Column("priorities seen"),
+        Column("max depth (units) / min burst", True),
+        Column("delivered", True),
+        Column("discards", True),
+        Column("discarded share", True),
+        Column("discard indications", True),
+        Column("high water (msgs / units)", True),
+        Column("mean (msgs / units)", True),
+        Column("left in buffer", True),
+        Column("sojourn p50 / p99 (ms)", True),
+    ]
     table = html_table(columns, _rows(dig(summary, "egress", default={})), empty="")
     return f'<p class="howto">{esc(HOW_TO_READ)}</p><div class="table-wrap">{table}</div>'

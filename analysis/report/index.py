@@ -3,6 +3,7 @@ metric as a trend across nights with regressions against the baseline marked.
 
 Rendered from `analysis.history.build_history` output alone; self-contained like report.html.
 """
+
 from __future__ import annotations
 
 from datetime import datetime, timezone
@@ -33,26 +34,36 @@ def _trend_figure(history: Mapping[str, Any], metric: Mapping[str, Any]) -> go.F
         by_scenario.setdefault(run["scenario"], []).append(run)
     for scenario, runs in by_scenario.items():
         x = [_when(r["t0_ns"]) for r in runs]
-        fig.add_trace(go.Scatter(x=x, y=[r["metrics"].get(key) for r in runs], name=scenario,
-                                 mode="lines+markers", legendgroup=scenario))
+        fig.add_trace(
+            go.Scatter(
+                x=x, y=[r["metrics"].get(key) for r in runs], name=scenario, mode="lines+markers", legendgroup=scenario
+            )
+        )
         flagged = [r for r in runs if key in r["regressions"]]
         if flagged:
-            fig.add_trace(go.Scatter(
-                x=[_when(r["t0_ns"]) for r in flagged], y=[r["metrics"].get(key) for r in flagged],
-                name=f"{scenario}: regression", mode="markers", legendgroup=scenario,
-                marker=dict(symbol="x", size=13, color="#b3261e", line=dict(width=2)),
-                customdata=[r["baseline"].get(key) for r in flagged],
-                hovertemplate="regression: %{y:.4g} vs baseline %{customdata:.4g}<extra></extra>"))
+            fig.add_trace(
+                go.Scatter(
+                    x=[_when(r["t0_ns"]) for r in flagged],
+                    y=[r["metrics"].get(key) for r in flagged],
+                    name=f"{scenario}: regression",
+                    mode="markers",
+                    legendgroup=scenario,
+                    marker=dict(symbol="x", size=13, color="#b3261e", line=dict(width=2)),
+                    customdata=[r["baseline"].get(key) for r in flagged],
+                    hovertemplate="regression: %{y:.4g} vs baseline %{customdata:.4g}<extra></extra>",
+                )
+            )
     return fig
 
 
 def _runs_table(history: Mapping[str, Any]) -> str:
     metrics = history["metrics"]
     head = "<th>run (UTC)</th><th>scenario</th><th>verdict</th>" + "".join(
-        f'<th class="num">{esc(m["label"])}</th>' for m in metrics)
+        f'<th class="num">{esc(m["label"])}</th>' for m in metrics
+    )
     rows = []
     for run in reversed(history["runs"]):
-        link = f'{run["run_dir"]}/report.html' if run.get("run_dir") else None
+        link = f"{run['run_dir']}/report.html" if run.get("run_dir") else None
         when = esc(fmt_utc(run["t0_ns"]))
         cells = [f'<a href="{esc(link)}">{when}</a>' if link else when, esc(run["scenario"])]
         failed = "; ".join(run["failed_slo"])
@@ -63,10 +74,15 @@ def _runs_table(history: Mapping[str, Any]) -> str:
             value, base = run["metrics"].get(m["key"]), run["baseline"].get(m["key"])
             text = esc(_num(value))
             if m["key"] in run["regressions"]:
-                text = f'<span class="bad" title="baseline {esc(_num(base))}">{text} ▲</span>' \
-                    if not m["higher_is_better"] else f'<span class="bad" title="baseline {esc(_num(base))}">{text} ▼</span>'
+                text = (
+                    f'<span class="bad" title="baseline {esc(_num(base))}">{text} ▲</span>'
+                    if not m["higher_is_better"]
+                    else f'<span class="bad" title="baseline {esc(_num(base))}">{text} ▼</span>'
+                )
             cells.append(text)
-        rows.append("<tr>" + "".join(f'<td{" class=num" if i >= 3 else ""}>{c}</td>' for i, c in enumerate(cells)) + "</tr>")
+        rows.append(
+            "<tr>" + "".join(f"<td{' class=num' if i >= 3 else ''}>{c}</td>" for i, c in enumerate(cells)) + "</tr>"
+        )
     body = "".join(rows) or '<tr><td colspan="9">No runs yet</td></tr>'
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
@@ -74,18 +90,21 @@ def _runs_table(history: Mapping[str, Any]) -> str:
 def render_index(history: Mapping[str, Any], *, title: str = "nightly") -> str:
     charts = "".join(
         f'<div class="chart">{_figure_html(_trend_figure(history, m), "trend-" + m["key"].replace(".", "-"), i == 0)}</div>'
-        for i, m in enumerate(history["metrics"]))
+        for i, m in enumerate(history["metrics"])
+    )
     flagged = sum(bool(r["regressions"]) for r in history["runs"])
-    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-            "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
-            f"<title>sojourn · {esc(title)}</title><style>{_css()}</style></head><body>"
-            f"<header><h1><span class=\"product\">sojourn</span>{esc(title)}</h1>"
-            f"<p>{len(history['runs'])} runs; {flagged} with a regression. Baseline: the median of the same "
-            f"scenario's previous {history['window']} runs; a regression is worse than it by more than "
-            f"{history['tolerance']:.0%}.</p></header><main>"
-            f"<section id=\"runs\"><h2>Runs</h2><p class=\"howto\">Newest first. Hover a verdict for the failed "
-            f"SLOs, a flagged value for its baseline (▲ higher is worse, ▼ lower is worse).</p>"
-            f"<div class=\"table-wrap scroll\">{_runs_table(history)}</div></section>"
-            f"<section id=\"trends\"><h2>Trends</h2>{charts}</section></main>"
-            "<footer>Rendered by sojourn nightly from history.json. Self-contained: opens offline.</footer>"
-            "</body></html>\n")
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"<title>sojourn · {esc(title)}</title><style>{_css()}</style></head><body>"
+        f'<header><h1><span class="product">sojourn</span>{esc(title)}</h1>'
+        f"<p>{len(history['runs'])} runs; {flagged} with a regression. Baseline: the median of the same "
+        f"scenario's previous {history['window']} runs; a regression is worse than it by more than "
+        f"{history['tolerance']:.0%}.</p></header><main>"
+        f'<section id="runs"><h2>Runs</h2><p class="howto">Newest first. Hover a verdict for the failed '
+        f"SLOs, a flagged value for its baseline (▲ higher is worse, ▼ lower is worse).</p>"
+        f'<div class="table-wrap scroll">{_runs_table(history)}</div></section>'
+        f'<section id="trends"><h2>Trends</h2>{charts}</section></main>'
+        "<footer>Rendered by sojourn nightly from history.json. Self-contained: opens offline.</footer>"
+        "</body></html>\n"
+    )

@@ -3,6 +3,7 @@
 Rendered from the summary's `network` block alone (docs/summary.md, docs/network.md);
 a run without the proxy (`network` null or absent) renders no section and no marks.
 """
+
 from __future__ import annotations
 
 from typing import Any, Mapping
@@ -29,13 +30,15 @@ HOW_TO_READ = (
     "time charts above carry them as a strip along the bottom, outages as red bands and resets as "
     "red lines. 'applied' is the delay the proxy measured on the chunks it released in that period "
     "(median), next to what was configured; 'late p99' is how much later than scheduled it released "
-    "them. Latency is added once per direction, so a consumer's round trip grows by up + down.")
+    "them. Latency is added once per direction, so a consumer's round trip grows by up + down."
+)
 
 HOW_TO_READ_PROXY = (
     "The proxy's self-measurement over the whole run, per direction: chunks released, and how late "
     "each was against its scheduled release (scheduled = arrival + configured delay, in order, after "
     "the bandwidth cap). A p99 under 1 ms means the delays on the charts are the configured ones. "
-    "Dropped chunks were in flight when an outage or reset cut their connection.")
+    "Dropped chunks were in flight when an outage or reset cut their connection."
+)
 
 
 def _periods(summary: Summary) -> list[Mapping[str, Any]]:
@@ -91,23 +94,45 @@ def _applied(link: Any) -> str:
 
 
 def periods_table(summary: Summary) -> str:
-    columns = [Column("start–end (s)", True), Column("phase"), Column("link"),
-               Column("upstream"), Column("downstream"),
-               Column("applied up p50 / late p99 (ms)", True), Column("applied down p50 / late p99 (ms)", True)]
+    columns = [
+        Column("start–end (s)", True),
+        Column("phase"),
+        Column("link"),
+        Column("upstream"),
+        Column("downstream"),
+        Column("applied up p50 / late p99 (ms)", True),
+        Column("applied down p50 / late p99 (ms)", True),
+    ]
     rows = []
     for p in _periods(summary):
         span = f"{_second(dig(p, 'start_s'))}–{_second(dig(p, 'end_s'))}"
-        rows.append([span, esc(dig(p, "phase")), _state(p),
-                     esc(_link_text(dig(p, "upstream"))), esc(_link_text(dig(p, "downstream"))),
-                     _applied(dig(p, "upstream")), _applied(dig(p, "downstream"))])
+        rows.append(
+            [
+                span,
+                esc(dig(p, "phase")),
+                _state(p),
+                esc(_link_text(dig(p, "upstream"))),
+                esc(_link_text(dig(p, "downstream"))),
+                _applied(dig(p, "upstream")),
+                _applied(dig(p, "downstream")),
+            ]
+        )
     return html_table(columns, rows, empty="No impairment periods were recorded.")
 
 
 def proxy_table(summary: Summary) -> str:
-    columns = [Column("direction"), Column("proxies", True), Column("chunks", True), Column("bytes", True),
-               Column("dropped", True), Column("late p50 (ms)", True), Column("late p99 (ms)", True),
-               Column("late max (ms)", True), Column("applied p50 (ms)", True),
-               Column("applied mean (ms)", True)]
+    columns = [
+        Column("direction"),
+        Column("proxies", True),
+        Column("chunks", True),
+        Column("bytes", True),
+        Column("dropped", True),
+        Column("late p50 (ms)", True),
+        Column("late p99 (ms)", True),
+        Column("late max (ms)", True),
+        Column("applied p50 (ms)", True),
+        Column("applied mean (ms)", True),
+    ]
     rows = []
     for direction in ("upstream", "downstream"):
         m = dig(summary, "network", "proxy", direction)
@@ -117,10 +142,20 @@ def proxy_table(summary: Summary) -> str:
         p99_cell = fmt_ms(p99)
         if p99 is not None:
             p99_cell = f'<span class="{"good" if p99 < ERROR_TARGET_MS else "warn"}">{p99_cell}</span>'
-        rows.append([esc(direction), fmt_count(dig(m, "proxies")), fmt_count(dig(m, "count")),
-                     fmt_count(dig(m, "bytes")), fmt_count(dig(m, "dropped")),
-                     fmt_ms(dig(m, "error_p50_ms")), p99_cell, fmt_ms(dig(m, "error_max_ms")),
-                     fmt_ms(dig(m, "delay_p50_ms")), fmt_ms(dig(m, "delay_mean_ms"))])
+        rows.append(
+            [
+                esc(direction),
+                fmt_count(dig(m, "proxies")),
+                fmt_count(dig(m, "count")),
+                fmt_count(dig(m, "bytes")),
+                fmt_count(dig(m, "dropped")),
+                fmt_ms(dig(m, "error_p50_ms")),
+                p99_cell,
+                fmt_ms(dig(m, "error_max_ms")),
+                fmt_ms(dig(m, "delay_p50_ms")),
+                fmt_ms(dig(m, "delay_mean_ms")),
+            ]
+        )
     return html_table(columns, rows, empty="The proxy recorded no self-measurement (it did not stop cleanly).")
 
 
@@ -131,11 +166,13 @@ def has_network(summary: Summary) -> bool:
 
 def network_body(summary: Summary) -> str:
     """The section's content: the impairment periods, then the proxy's own timing."""
-    return (f'<p class="howto">{esc(HOW_TO_READ)}</p>'
-            f'<div class="table-wrap">{periods_table(summary)}</div>'
-            f'<h3 style="margin-top:16px">Proxy timing (self-measured)</h3>'
-            f'<p class="howto">{esc(HOW_TO_READ_PROXY)}</p>'
-            f'<div class="table-wrap">{proxy_table(summary)}</div>')
+    return (
+        f'<p class="howto">{esc(HOW_TO_READ)}</p>'
+        f'<div class="table-wrap">{periods_table(summary)}</div>'
+        f'<h3 style="margin-top:16px">Proxy timing (self-measured)</h3>'
+        f'<p class="howto">{esc(HOW_TO_READ_PROXY)}</p>'
+        f'<div class="table-wrap">{proxy_table(summary)}</div>'
+    )
 
 
 def mark_impairments(fig: go.Figure, summary: Summary) -> go.Figure:
@@ -146,21 +183,59 @@ def mark_impairments(fig: go.Figure, summary: Summary) -> go.Figure:
         if start is None or end is None or end < start:
             continue
         if dig(p, "down") is True:
-            fig.add_shape(type="rect", xref="x", yref="paper", x0=start, x1=max(end, start + 1e-3),
-                          y0=0, y1=1, fillcolor=_DOWN_COLOUR, opacity=0.22, line=dict(width=0),
-                          layer="below", name="network down",
-                          label=dict(text="network down", textposition="middle center",
-                                     font=dict(size=11, color=_DOWN_COLOUR)))
+            fig.add_shape(
+                type="rect",
+                xref="x",
+                yref="paper",
+                x0=start,
+                x1=max(end, start + 1e-3),
+                y0=0,
+                y1=1,
+                fillcolor=_DOWN_COLOUR,
+                opacity=0.22,
+                line=dict(width=0),
+                layer="below",
+                name="network down",
+                label=dict(text="network down", textposition="middle center", font=dict(size=11, color=_DOWN_COLOUR)),
+            )
         else:
-            fig.add_shape(type="rect", xref="x", yref="paper", x0=start, x1=end, y0=0, y1=0.045,
-                          fillcolor=_LINK_COLOUR, opacity=0.18, line=dict(width=1, color="white"),
-                          layer="below", name="network",
-                          label=dict(text=plot_text(f"net ↑{_short(dig(p, 'upstream'))} "
-                                                    f"↓{_short(dig(p, 'downstream'))} ms"),
-                                     textposition="middle center", font=dict(size=9, color="#303f9f")))
+            fig.add_shape(
+                type="rect",
+                xref="x",
+                yref="paper",
+                x0=start,
+                x1=end,
+                y0=0,
+                y1=0.045,
+                fillcolor=_LINK_COLOUR,
+                opacity=0.18,
+                line=dict(width=1, color="white"),
+                layer="below",
+                name="network",
+                label=dict(
+                    text=plot_text(f"net ↑{_short(dig(p, 'upstream'))} ↓{_short(dig(p, 'downstream'))} ms"),
+                    textposition="middle center",
+                    font=dict(size=9, color="#303f9f"),
+                ),
+            )
         if dig(p, "reset") is True:
-            fig.add_shape(type="line", xref="x", yref="paper", x0=start, x1=start, y0=0, y1=1,
-                          line=dict(color=_DOWN_COLOUR, width=2), name="connections reset",
-                          label=dict(text="reset", textposition="end", textangle=0, yanchor="top",
-                                     xanchor="left", font=dict(size=10, color=_DOWN_COLOUR)))
+            fig.add_shape(
+                type="line",
+                xref="x",
+                yref="paper",
+                x0=start,
+                x1=start,
+                y0=0,
+                y1=1,
+                line=dict(color=_DOWN_COLOUR, width=2),
+                name="connections reset",
+                label=dict(
+                    text="reset",
+                    textposition="end",
+                    textangle=0,
+                    yanchor="top",
+                    xanchor="left",
+                    font=dict(size=10, color=_DOWN_COLOUR),
+                ),
+            )
     return fig

@@ -1,4 +1,5 @@
 """The top of the report: the verdict strip (run status, accounting, SLOs) and the key-number cards."""
+
 from __future__ import annotations
 
 from typing import Any, Mapping
@@ -19,6 +20,7 @@ def status_class(status: Any) -> str:
 
 # --- verdict strip -------------------------------------------------------------------
 
+
 def _accounting_verdict(summary: Summary) -> str:
     messages = dig(summary, "messages", default={})
     unaccounted = as_number(dig(messages, "unaccounted"))
@@ -26,14 +28,15 @@ def _accounting_verdict(summary: Summary) -> str:
         return '<div class="chip muted">accounting not available in this summary</div>'
     if unaccounted == 0:
         published = fmt_count(dig(messages, "published"))
-        return (f'<div class="chip good"><b>✓ every message accounted for</b> '
-                f'({published} published)</div>')
+        return f'<div class="chip good"><b>✓ every message accounted for</b> ({published} published)</div>'
     ids = [str(i) for i in as_list(dig(messages, "unaccounted_ids"))][:_FIRST_IDS]
     shown = ", ".join(f"<code>{esc(i)}</code>" for i in ids)
     more = f" and {fmt_count(unaccounted - len(ids))} more" if unaccounted > len(ids) else ""
     first = f" — first ids: {shown}{more}" if ids else ""
-    return (f'<div class="chip bad"><b>✗ {fmt_count(unaccounted)} message'
-            f'{"" if unaccounted == 1 else "s"} unaccounted for</b>{first}</div>')
+    return (
+        f'<div class="chip bad"><b>✗ {fmt_count(unaccounted)} message'
+        f"{'' if unaccounted == 1 else 's'} unaccounted for</b>{first}</div>"
+    )
 
 
 def _slo_verdicts(summary: Summary) -> str:
@@ -45,8 +48,10 @@ def _slo_verdicts(summary: Summary) -> str:
         passed = dig(slo, "passed") is True
         value = as_number(dig(slo, "value"))
         detail = f"value {fmt_exact(value)}" if value is not None else esc(dig(slo, "reason", default="no value"))
-        chips.append(f'<div class="chip {"good" if passed else "bad"}"><b>{"PASS" if passed else "FAIL"}</b> '
-                     f'<code>{esc(dig(slo, "expr"))}</code> <span class="detail">{detail}</span></div>')
+        chips.append(
+            f'<div class="chip {"good" if passed else "bad"}"><b>{"PASS" if passed else "FAIL"}</b> '
+            f'<code>{esc(dig(slo, "expr"))}</code> <span class="detail">{detail}</span></div>'
+        )
     return "".join(chips)
 
 
@@ -54,8 +59,9 @@ def _run_status_verdict(summary: Summary) -> str:
     status = dig(summary, "run", "status")
     if status is None or status == "completed":
         return ""
-    return (f'<div class="chip {status_class(status)}"><b>run {esc(status)}</b>: '
-            f'numbers cover only the part that ran</div>')
+    return (
+        f'<div class="chip {status_class(status)}"><b>run {esc(status)}</b>: numbers cover only the part that ran</div>'
+    )
 
 
 def verdict_body(summary: Summary) -> str:
@@ -65,9 +71,11 @@ def verdict_body(summary: Summary) -> str:
 
 # --- key numbers ---------------------------------------------------------------------
 
+
 def _card(title: str, items: list[tuple[str, str]]) -> str:
-    cells = "".join(f'<div class="kv"><span class="k">{esc(k)}</span><span class="v">{v}</span></div>'
-                    for k, v in items)
+    cells = "".join(
+        f'<div class="kv"><span class="k">{esc(k)}</span><span class="v">{v}</span></div>' for k, v in items
+    )
     return f'<div class="card"><h3>{esc(title)}</h3>{cells}</div>'
 
 
@@ -76,20 +84,26 @@ def key_numbers_body(summary: Summary) -> str:
     m = dig(summary, "messages", default={})
     unaccounted = as_number(dig(m, "unaccounted"))
     cards = [
-        _card("Messages", [
-            ("published", fmt_count(dig(m, "published"))), ("acked", fmt_count(dig(m, "acked"))),
-            ("discarded", fmt_count(dig(m, "discarded_total"))),
-            ("left in broker", fmt_count(dig(m, "left_in_broker"))),
-            ("unaccounted", f'<span class="{"bad" if unaccounted else ""}">{fmt_count(unaccounted)}</span>'),
-        ]),
-        _card("Throughput (msg/s, after warm-up)", [
-            (k, fmt_rate(dig(summary, "throughput", f"{k}_per_s"))) for k in ("publish", "deliver", "ack")
-        ]),
-        _card("Buffer sojourn (ms)", [
-            (k, fmt_ms(dig(summary, "sojourn_ms", k))) for k in ("p50", "p95", "p99", "max")
-        ]),
-        _card("End-to-end latency (ms)", [
-            (k, fmt_ms(dig(summary, "latency_ms", "end_to_end", k))) for k in ("p50", "p99")
-        ]),
+        _card(
+            "Messages",
+            [
+                ("published", fmt_count(dig(m, "published"))),
+                ("acked", fmt_count(dig(m, "acked"))),
+                ("discarded", fmt_count(dig(m, "discarded_total"))),
+                ("left in broker", fmt_count(dig(m, "left_in_broker"))),
+                ("unaccounted", f'<span class="{"bad" if unaccounted else ""}">{fmt_count(unaccounted)}</span>'),
+            ],
+        ),
+        _card(
+            "Throughput (msg/s, after warm-up)",
+            [(k, fmt_rate(dig(summary, "throughput", f"{k}_per_s"))) for k in ("publish", "deliver", "ack")],
+        ),
+        _card(
+            "Buffer sojourn (ms)", [(k, fmt_ms(dig(summary, "sojourn_ms", k))) for k in ("p50", "p95", "p99", "max")]
+        ),
+        _card(
+            "End-to-end latency (ms)",
+            [(k, fmt_ms(dig(summary, "latency_ms", "end_to_end", k))) for k in ("p50", "p99")],
+        ),
     ]
     return f'<div class="cards">{"".join(cards)}</div>'

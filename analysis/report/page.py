@@ -4,6 +4,7 @@ registry, `sections.SECTIONS`.
 The page is one self-contained file: inline CSS, plotly.js inlined once (with the
 first chart), no request to any other host, so it opens offline and can be mailed.
 """
+
 from __future__ import annotations
 
 import re
@@ -30,6 +31,7 @@ def _css() -> str:
 
 
 # --- header --------------------------------------------------------------------------
+
 
 def _code_version(value: Any) -> str:
     if isinstance(value, Mapping):
@@ -64,8 +66,10 @@ def _header(summary: Summary, links: Links | None) -> str:
     if percentiles:
         rows.append(("percentiles", esc(percentiles)))
     meta = "".join(f"<div><dt>{esc(k)}</dt><dd>{v}</dd></div>" for k, v in rows)
-    return (f'<header><h1><span class="product">sojourn</span> {esc(dig(run, "scenario"))}</h1>'
-            f'<dl class="meta">{meta}</dl>{_links(links)}</header>')
+    return (
+        f'<header><h1><span class="product">sojourn</span> {esc(dig(run, "scenario"))}</h1>'
+        f'<dl class="meta">{meta}</dl>{_links(links)}</header>'
+    )
 
 
 def _percentiles(block: Any) -> str | None:
@@ -82,6 +86,7 @@ def _percentiles(block: Any) -> str | None:
 
 # --- page ----------------------------------------------------------------------------
 
+
 def _nav(sections: Sequence[Section], summary: Summary) -> str:
     links = " · ".join(f'<a href="#{s.id}">{esc(s.title_for(summary))}</a>' for s in sections)
     return f'<nav class="toc">{links}</nav>'
@@ -91,9 +96,11 @@ def build_page(summary: Summary, links: Links | None = None) -> str:
     run = dig(summary, "run", default={})
     title = " · ".join(str(x) for x in ("sojourn", dig(run, "scenario"), dig(run, "run_id")) if x)
     schema = dig(summary, "schema_version")
-    footer = (f"Rendered by sojourn from summary.json"
-              f"{f' (schema_version {schema})' if schema is not None else ''}. "
-              f"Self-contained: opens offline.")
+    footer = (
+        f"Rendered by sojourn from summary.json"
+        f"{f' (schema_version {schema})' if schema is not None else ''}. "
+        f"Self-contained: opens offline."
+    )
     sections = shown_sections(summary)
     body = "".join(render_section(section, summary) for section in sections)
     return (

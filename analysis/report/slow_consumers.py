@@ -4,6 +4,7 @@ which its prefetch window was full while the queue had messages ready, and the q
 Rendered from the summary's `slow_consumers` and `queue_depth` blocks (docs/summary.md,
 docs/slow-consumers.md); a run without queue samples renders no section.
 """
+
 from __future__ import annotations
 
 from typing import Any, Mapping
@@ -30,12 +31,14 @@ HOW_TO_READ = (
     "Each cell is the share of that minute's sampled seconds that were slow; consumers with any slow "
     "second come first, worst minute first. With a backlog every busy consumer is full most of the "
     "time; a consumer near 100 % while others are low is the one holding messages back. Auto-ack "
-    "consumers and prefetch 0 have no window and are left out.")
+    "consumers and prefetch 0 have no window and are left out."
+)
 
 HOW_TO_READ_DEPTH = (
     "Messages ready in the queue at each sample (passive queue.declare: exact at that moment), and "
     "unacked (delivered, not yet acked) when the management API answered; its counters are the "
-    "broker's periodic statistics and can lag by a few seconds.")
+    "broker's periodic statistics and can lag by a few seconds."
+)
 
 
 def _block(summary: Summary) -> Mapping[str, Any]:
@@ -61,28 +64,48 @@ def _share_cell(share: Any) -> str:
 
 def shares_table(summary: Summary) -> str:
     consumers = _consumers(summary)
-    minutes = sorted({int(m["minute"]) for c in consumers for m in as_list(dig(c, "minutes"))
-                      if isinstance(m, Mapping) and as_number(dig(m, "minute")) is not None})
+    minutes = sorted(
+        {
+            int(m["minute"])
+            for c in consumers
+            for m in as_list(dig(c, "minutes"))
+            if isinstance(m, Mapping) and as_number(dig(m, "minute")) is not None
+        }
+    )
     per_minute = len(minutes) <= MAX_MINUTE_COLUMNS
-    columns = [Column("consumer"), Column("group"), Column("seconds sampled", True), Column("slow seconds", True),
-               Column("share", True), Column("worst minute", True)]
+    columns = [
+        Column("consumer"),
+        Column("group"),
+        Column("seconds sampled", True),
+        Column("slow seconds", True),
+        Column("share", True),
+        Column("worst minute", True),
+    ]
     if per_minute:
         columns += [Column(f"min {m}", True) for m in minutes]
     rows = []
     for c in consumers:
         worst = dig(c, "worst_minute", default={})
         worst_minute = as_number(dig(worst, "minute"))
-        row = [f"<code>{esc(dig(c, 'consumer'))}</code>", esc(dig(c, "group")),
-               fmt_count(dig(c, "seconds_sampled")), fmt_count(dig(c, "slow_seconds")),
-               _share_cell(dig(c, "share")),
-               "–" if worst_minute is None else f"{_share_cell(dig(worst, 'share'))} (min {int(worst_minute)})"]
+        row = [
+            f"<code>{esc(dig(c, 'consumer'))}</code>",
+            esc(dig(c, "group")),
+            fmt_count(dig(c, "seconds_sampled")),
+            fmt_count(dig(c, "slow_seconds")),
+            _share_cell(dig(c, "share")),
+            "–" if worst_minute is None else f"{_share_cell(dig(worst, 'share'))} (min {int(worst_minute)})",
+        ]
         if per_minute:
-            by_minute = {int(m["minute"]): m for m in as_list(dig(c, "minutes")) if isinstance(m, Mapping)
-                         and as_number(dig(m, "minute")) is not None}
+            by_minute = {
+                int(m["minute"]): m
+                for m in as_list(dig(c, "minutes"))
+                if isinstance(m, Mapping) and as_number(dig(m, "minute")) is not None
+            }
             row += [_share_cell(dig(by_minute.get(m), "share")) for m in minutes]
         rows.append(row)
-    return html_table(columns, rows, empty="No consumer with a prefetch window received anything while the queue "
-                                            "was sampled.")
+    return html_table(
+        columns, rows, empty="No consumer with a prefetch window received anything while the queue was sampled."
+    )
 
 
 def _excluded(summary: Summary) -> str:
@@ -98,25 +121,44 @@ def _samples_line(summary: Summary) -> str:
     took = dig(block, "sample_took_ms", default={})
     p50, top = as_number(dig(took, "p50")), as_number(dig(took, "max"))
     cost = f"; each took {p50:.2f} ms (median), {top:.2f} ms at most" if p50 is not None and top is not None else ""
-    return (f'<p class="howto">{fmt_count(dig(block, "samples"))} samples from '
-            f'<code>{esc(dig(block, "source"))}</code>{cost}.</p>')
+    return (
+        f'<p class="howto">{fmt_count(dig(block, "samples"))} samples from '
+        f"<code>{esc(dig(block, 'source'))}</code>{cost}.</p>"
+    )
 
 
 def queue_depth_figure(summary: Summary) -> go.Figure:
     """Messages ready (and unacked, when known) at each queue sample."""
     fig = _base_layout(go.Figure(), "time since start of run (s)", "messages")
-    points = [p for p in as_list(summary.get("queue_depth"))
-              if isinstance(p, Mapping) and as_number(dig(p, "t_s")) is not None]
+    points = [
+        p
+        for p in as_list(summary.get("queue_depth"))
+        if isinstance(p, Mapping) and as_number(dig(p, "t_s")) is not None
+    ]
     if not points:
         return _no_data(fig, "No queue samples in this summary")
     t = [p["t_s"] for p in points]
-    fig.add_trace(go.Scatter(x=t, y=[dig(p, "ready") for p in points], name="ready", mode="lines",
-                             line=dict(color="#1f77b4", width=2),
-                             hovertemplate="ready: %{y:,}<extra></extra>"))
+    fig.add_trace(
+        go.Scatter(
+            x=t,
+            y=[dig(p, "ready") for p in points],
+            name="ready",
+            mode="lines",
+            line=dict(color="#1f77b4", width=2),
+            hovertemplate="ready: %{y:,}<extra></extra>",
+        )
+    )
     if any(as_number(dig(p, "unacked")) is not None for p in points):
-        fig.add_trace(go.Scatter(x=t, y=[dig(p, "unacked") for p in points], name="unacked (management API)",
-                                 mode="lines", line=dict(color="#ff7f0e", width=2),
-                                 hovertemplate="unacked: %{y:,}<extra></extra>"))
+        fig.add_trace(
+            go.Scatter(
+                x=t,
+                y=[dig(p, "unacked") for p in points],
+                name="unacked (management API)",
+                mode="lines",
+                line=dict(color="#ff7f0e", width=2),
+                hovertemplate="unacked: %{y:,}<extra></extra>",
+            )
+        )
     fig.update_layout(hovermode="x unified")
     fig.update_yaxes(rangemode="tozero")
     return _decorate_timeline(fig, summary)
@@ -130,7 +172,9 @@ def has_queue_samples(summary: Summary) -> bool:
 def slow_consumers_body(summary: Summary) -> str:
     """The section's content: the shares table, then the queue depth chart (plotly.js must already
     be on the page)."""
-    return (f'<p class="howto">{esc(HOW_TO_READ)}</p>'
-            f'<div class="table-wrap">{shares_table(summary)}</div>{_excluded(summary)}{_samples_line(summary)}'
-            f'<h3 style="margin-top:16px">Queue depth</h3><p class="howto">{esc(HOW_TO_READ_DEPTH)}</p>'
-            f'<div class="chart">{chart_div(queue_depth_figure(summary), "queue-depth", False)}</div>')
+    return (
+        f'<p class="howto">{esc(HOW_TO_READ)}</p>'
+        f'<div class="table-wrap">{shares_table(summary)}</div>{_excluded(summary)}{_samples_line(summary)}'
+        f'<h3 style="margin-top:16px">Queue depth</h3><p class="howto">{esc(HOW_TO_READ_DEPTH)}</p>'
+        f'<div class="chart">{chart_div(queue_depth_figure(summary), "queue-depth", False)}</div>'
+    )

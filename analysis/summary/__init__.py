@@ -3,6 +3,7 @@ shapes them into summary.json's blocks (docs/summary.md); the transforms never c
 
 One module per block; `analysis.job` composes them.
 """
+
 from ._stats import stats_block
 from .blocks import consumer_row, messages_block, phase_row, run_block, window_row
 from .churn import CHURN_FIELDS, churn_block
@@ -17,13 +18,27 @@ from .slow_consumers import slow_consumers_block
 
 __all__ = [
     "stats_block",
-    "consumer_row", "messages_block", "phase_row", "run_block", "window_row",
-    "CHURN_FIELDS", "churn_block",
+    "consumer_row",
+    "messages_block",
+    "phase_row",
+    "run_block",
+    "window_row",
+    "CHURN_FIELDS",
+    "churn_block",
     "codel_block",
     "egress_block",
-    "LATE_MAX_MS", "LATE_P99_MS", "REPLAY_CONFIG_KEYS", "fidelity_block", "is_behind",
-    "blocked_periods", "flow_control_block",
-    "CODEL_TARGET_PROCESSING_TIMES", "advise", "model_block", "model_row", "predict",
+    "LATE_MAX_MS",
+    "LATE_P99_MS",
+    "REPLAY_CONFIG_KEYS",
+    "fidelity_block",
+    "is_behind",
+    "blocked_periods",
+    "flow_control_block",
+    "CODEL_TARGET_PROCESSING_TIMES",
+    "advise",
+    "model_block",
+    "model_row",
+    "predict",
     "network_summary",
     "priority_rows",
     "slow_consumers_block",

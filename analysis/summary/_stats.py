@@ -1,4 +1,5 @@
 """A collected stats struct (transforms.stats.stats_struct) as summary.json's plain stats block."""
+
 from __future__ import annotations
 
 from typing import Any, Sequence

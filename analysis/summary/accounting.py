@@ -1,4 +1,5 @@
 """The accounting's small collected inputs (the accounting itself: analysis/transforms/accounting.py)."""
+
 from __future__ import annotations
 
 from pyspark.sql import DataFrame

@@ -1,6 +1,7 @@
 """The blocks of summary.json the job builds from its own collected rows: the run, the message
 accounting, and the rows of the consumers, phases and per-second windows (docs/summary.md).
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -19,9 +20,13 @@ def run_block(run: Mapping[str, Any]) -> dict:
     scenario = run.get("scenario") if isinstance(run.get("scenario"), dict) else {}
     name = scenario.get("name") or (Path(run["scenario_path"]).stem if run.get("scenario_path") else None)
     return {
-        "run_id": run.get("run_id"), "scenario": name, "t0_ns": int(run["t0_ns"]),
-        "duration_s": run["duration_s"], "warmup_s": run.get("warmup_s", 0),
-        "broker_url": run.get("broker_url"), "status": run.get("status"),
+        "run_id": run.get("run_id"),
+        "scenario": name,
+        "t0_ns": int(run["t0_ns"]),
+        "duration_s": run["duration_s"],
+        "warmup_s": run.get("warmup_s", 0),
+        "broker_url": run.get("broker_url"),
+        "status": run.get("status"),
         "code_version": run.get("code_version"),
     }
 
@@ -30,35 +35,53 @@ def messages_block(totals, ids: list[str]) -> dict:
     """summary.json's `messages` from the collected accounting totals and the unaccounted ids."""
     discarded = {c: int(totals[c]) for c in DISCARD_CLASSES}
     return {
-        "published": int(totals["published"]), "confirmed": int(totals["confirmed"]),
-        "acked": int(totals["acked"]), "discarded": discarded,
+        "published": int(totals["published"]),
+        "confirmed": int(totals["confirmed"]),
+        "acked": int(totals["acked"]),
+        "discarded": discarded,
         "discarded_total": sum(discarded.values()),
         "left_in_broker": int(totals["left_in_broker"]),
-        "unaccounted": int(totals["unaccounted"]), "unaccounted_ids": ids,
-        "redelivered": int(totals["redelivered"]), "duplicates": int(totals["duplicates"]),
+        "unaccounted": int(totals["unaccounted"]),
+        "unaccounted_ids": ids,
+        "redelivered": int(totals["redelivered"]),
+        "duplicates": int(totals["duplicates"]),
     }
 
 
 def consumer_row(r) -> dict:
     """A `consumers[]` entry from a collected transforms.utilisation.consumer_summary row."""
-    return {"consumer": r["consumer"], "group": r["group"], "delivered": r["delivered"],
-            "acked": r["acked"], "utilisation": r["utilisation"],
-            "sojourn_ms": stats_block(r["sojourn_ms"]),
-            "latency_ms": {"end_to_end": stats_block(r["end_to_end_ms"])}}
+    return {
+        "consumer": r["consumer"],
+        "group": r["group"],
+        "delivered": r["delivered"],
+        "acked": r["acked"],
+        "utilisation": r["utilisation"],
+        "sojourn_ms": stats_block(r["sojourn_ms"]),
+        "latency_ms": {"end_to_end": stats_block(r["end_to_end_ms"])},
+    }
 
 
 def phase_row(r) -> dict:
     """A `phases[]` entry from a collected transforms.phases.phase_summary row."""
-    return {"phase": r["phase"], "start_s": r["start_s"], "end_s": r["end_s"],
-            "published": r["published"], "acked": r["acked"],
-            "throughput": {"publish_per_s": r["publish_per_s"], "ack_per_s": r["ack_per_s"]},
-            "sojourn_ms": stats_block(r["sojourn_ms"]),
-            "latency_ms": {"end_to_end": stats_block(r["end_to_end_ms"])}}
+    return {
+        "phase": r["phase"],
+        "start_s": r["start_s"],
+        "end_s": r["end_s"],
+        "published": r["published"],
+        "acked": r["acked"],
+        "throughput": {"publish_per_s": r["publish_per_s"], "ack_per_s": r["ack_per_s"]},
+        "sojourn_ms": stats_block(r["sojourn_ms"]),
+        "latency_ms": {"end_to_end": stats_block(r["end_to_end_ms"])},
+    }
 
 
 def window_row(r) -> dict:
     """A `windows[]` entry from a collected transforms.windows.per_second_windows row."""
-    return {"t_s": r["t_s"], "published": r["published"], "delivered": r["delivered"],
-            "acked": r["acked"],
-            "sojourn_ms": stats_block(r["sojourn_ms"], WINDOW_SOJOURN_FIELDS),
-            "latency_ms": stats_block(r["latency_ms"], WINDOW_LATENCY_FIELDS)}
+    return {
+        "t_s": r["t_s"],
+        "published": r["published"],
+        "delivered": r["delivered"],
+        "acked": r["acked"],
+        "sojourn_ms": stats_block(r["sojourn_ms"], WINDOW_SOJOURN_FIELDS),
+        "latency_ms": stats_block(r["latency_ms"], WINDOW_LATENCY_FIELDS),
+    }

@@ -1,6 +1,7 @@
 """summary.json's `consumers_churn` block: transforms.churn's frames per consumer group and in total,
 and the check that nothing a crashed or unsettled delivery held was lost (docs/summary.md).
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -13,32 +14,48 @@ from analysis.transforms.churn import event_counts, held_messages, repeats, requ
 
 __all__ = ["CHURN_FIELDS", "churn_block"]
 
-CHURN_FIELDS = ("joins", "rejoins", "clean_leaves", "crashes", "connections_lost", "requeued_crashed",
-                "requeued_unsettled", "redelivered", "processed_twice", "acked_twice", "held_messages",
-                "held_unaccounted")
+CHURN_FIELDS = (
+    "joins",
+    "rejoins",
+    "clean_leaves",
+    "crashes",
+    "connections_lost",
+    "requeued_crashed",
+    "requeued_unsettled",
+    "redelivered",
+    "processed_twice",
+    "acked_twice",
+    "held_messages",
+    "held_unaccounted",
+)
 
 
 def _held_counts(held: DataFrame, by: list[str]) -> list:
-    return (held.groupBy(*by, "account").agg(F.count(F.lit(1)).alias("n")).collect())
+    return held.groupBy(*by, "account").agg(F.count(F.lit(1)).alias("n")).collect()
 
 
-def churn_block(deliveries: DataFrame, events: DataFrame, classified: DataFrame,
-                facts: DataFrame | None = None) -> dict[str, Any]:
+def churn_block(
+    deliveries: DataFrame, events: DataFrame, classified: DataFrame, facts: DataFrame | None = None
+) -> dict[str, Any]:
     """summary.json's `consumers_churn` (docs/summary.md): per consumer group and in total, joins and
     leaves, crashes, lost connections, requeued and redelivered deliveries, messages processed or
     acked twice, and the messages requeued deliveries held by the class they ended in.
     `churn` is false when no consumer rejoined, crashed, lost a connection or had a redelivery.
     `facts` (accounting.message_facts, when the job has it) names the ids with more than one
     processed or acked delivery, so that only theirs are grouped by id."""
-    consumers = (deliveries.select("consumer")
-                 .unionByName(events.where(F.col("kind") == "consumer_join").select(F.col("source").alias("consumer")))
-                 .distinct())
+    consumers = (
+        deliveries.select("consumer")
+        .unionByName(events.where(F.col("kind") == "consumer_join").select(F.col("source").alias("consumer")))
+        .distinct()
+    )
     processed = F.col("end_ns").isNotNull()
-    twice = (None, None) if facts is None else (facts.where(F.col("_processed") > 1),
-                                                facts.where(F.col("_acks") > 1))
-    frames = [event_counts(events, consumers), requeue_counts(deliveries),
-              repeats(deliveries, processed, "end_ns", "processed_twice", twice[0]),
-              repeats(deliveries, is_acked(), "settle_ns", "acked_twice", twice[1])]
+    twice = (None, None) if facts is None else (facts.where(F.col("_processed") > 1), facts.where(F.col("_acks") > 1))
+    frames = [
+        event_counts(events, consumers),
+        requeue_counts(deliveries),
+        repeats(deliveries, processed, "end_ns", "processed_twice", twice[0]),
+        repeats(deliveries, is_acked(), "settle_ns", "acked_twice", twice[1]),
+    ]
     rows: dict[str, dict[str, Any]] = {}
     for frame in frames:
         for r in frame.collect():
@@ -65,6 +82,8 @@ def churn_block(deliveries: DataFrame, events: DataFrame, classified: DataFrame,
     totals["held_then"] = dict(sorted(total_then.items()))
     totals["held_messages"] = sum(total_then.values())  # distinct ids: one message may be held twice
     totals["held_unaccounted"] = total_then.get("unaccounted", 0)
-    churn = any(totals[f] for f in ("rejoins", "crashes", "connections_lost", "requeued_crashed",
-                                    "requeued_unsettled", "redelivered"))
+    churn = any(
+        totals[f]
+        for f in ("rejoins", "crashes", "connections_lost", "requeued_crashed", "requeued_unsettled", "redelivered")
+    )
     return {"churn": churn, "nothing_lost": totals["held_unaccounted"] == 0, "groups": groups, "totals": totals}

@@ -1,4 +1,5 @@
 """summary.json's `codel` block: the CoDel frames of transforms.codel, collected per consumer and in total."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -12,10 +13,29 @@ from ._stats import stats_block
 
 __all__ = ["codel_block"]
 
-_CONSUMER_FIELDS = ("consumer", "group", "codel_on", "decided", "nacks", "requeued", "discarded",
-                    "nack_share", "dropping_s", "acked_requeued_from_others")
-_TOTAL_FIELDS = ("nacks", "requeued", "discarded", "nack_share", "dropping_s", "requeued_messages",
-                 "requeued_acked_by_other", "requeued_acked_by_same", "requeued_not_acked")
+_CONSUMER_FIELDS = (
+    "consumer",
+    "group",
+    "codel_on",
+    "decided",
+    "nacks",
+    "requeued",
+    "discarded",
+    "nack_share",
+    "dropping_s",
+    "acked_requeued_from_others",
+)
+_TOTAL_FIELDS = (
+    "nacks",
+    "requeued",
+    "discarded",
+    "nack_share",
+    "dropping_s",
+    "requeued_messages",
+    "requeued_acked_by_other",
+    "requeued_acked_by_same",
+    "requeued_not_acked",
+)
 _EMPTY_TOTALS = {**{f: 0 for f in _TOTAL_FIELDS}, "nack_share": None, "dropping_s": 0.0}
 
 
@@ -41,6 +61,7 @@ def codel_block(deliveries: DataFrame) -> dict[str, Any]:
     finally:
         by_consumer.unpersist()
         handoffs.unpersist()
-    return {"consumers": consumers,
-            "totals": {f: (totals[f] if f in ("nack_share", "dropping_s") else int(totals[f] or 0))
-                       for f in _TOTAL_FIELDS}}
+    return {
+        "consumers": consumers,
+        "totals": {f: (totals[f] if f in ("nack_share", "dropping_s") else int(totals[f] or 0)) for f in _TOTAL_FIELDS},
+    }

@@ -2,6 +2,7 @@
 
 The limits (`max_depth_units`, `min_burst`) and the class order come from run.json's resolved scenario.
 """
+
 from __future__ import annotations
 
 from typing import Any, Mapping
@@ -40,7 +41,8 @@ def egress_block(deliveries: DataFrame, scenario: Any) -> dict:
         listed = list(spec.get("classes") or {}) if isinstance(spec.get("classes"), Mapping) else []
         names = [*listed, *sorted(c for c in by_class if c not in listed)]
         out[group] = {
-            "max_depth_units": spec.get("max_depth_units"), "min_burst": spec.get("min_burst"),
+            "max_depth_units": spec.get("max_depth_units"),
+            "min_burst": spec.get("min_burst"),
             "classes": [_class_entry(name, by_class.get(name)) for name in names],
         }
     return out

@@ -1,14 +1,21 @@
 """summary.json's `fidelity` block: transforms.fidelity's lateness per producer group, and for
 trace replay what went out against what run.json's `replay` planned (docs/summary.md, "fidelity").
 """
+
 from __future__ import annotations
 
 from typing import Any, Mapping
 
 from pyspark.sql import DataFrame
 
-from analysis.transforms.fidelity import (GAP_QUANTILES, LATE_THRESHOLDS_MS, LATENESS, inter_arrival,
-                                          lateness_by_group, replay_per_second)
+from analysis.transforms.fidelity import (
+    GAP_QUANTILES,
+    LATE_THRESHOLDS_MS,
+    LATENESS,
+    inter_arrival,
+    lateness_by_group,
+    replay_per_second,
+)
 
 from ._stats import stats_block
 
@@ -54,9 +61,11 @@ def _series(rows: list) -> dict[str, list]:
     if not by_second:
         return {"t_s": [], "intended": [], "published": []}
     seconds = list(range(min(by_second), max(by_second) + 1))
-    return {"t_s": seconds,
-            "intended": [by_second[t]["intended"] if t in by_second else 0 for t in seconds],
-            "published": [by_second[t]["published"] if t in by_second else 0 for t in seconds]}
+    return {
+        "t_s": seconds,
+        "intended": [by_second[t]["intended"] if t in by_second else 0 for t in seconds],
+        "published": [by_second[t]["published"] if t in by_second else 0 for t in seconds],
+    }
 
 
 def _gaps(struct: Any) -> dict[str, Any]:
@@ -71,12 +80,17 @@ def _replay_entry(plan: Mapping[str, Any], lateness_row: Any, series_rows: list,
     diffs = [abs(i - p) for i, p in zip(series["intended"], series["published"])]
     return {
         "config": {k: plan.get(k) for k in REPLAY_CONFIG_KEYS},
-        "published": published, "distinct": distinct, "duplicates": published - distinct,
-        "expected": expected, "missing": None if expected is None else expected - distinct,
+        "published": published,
+        "distinct": distinct,
+        "duplicates": published - distinct,
+        "expected": expected,
+        "missing": None if expected is None else expected - distinct,
         "per_second": series,
         "per_second_max_diff": max(diffs) if diffs else None,
-        "inter_arrival_ms": {"intended": _gaps(gaps_row["intended"] if gaps_row is not None else None),
-                             "published": _gaps(gaps_row["published"] if gaps_row is not None else None)},
+        "inter_arrival_ms": {
+            "intended": _gaps(gaps_row["intended"] if gaps_row is not None else None),
+            "published": _gaps(gaps_row["published"] if gaps_row is not None else None),
+        },
     }
 
 
@@ -104,10 +118,14 @@ def fidelity_block(publishes: DataFrame, t0_ns: int, replay: Any = None) -> dict
         block[group] = {
             "replayed": group in replayed,
             "lateness_ms": lateness,
-            "late_share": {f"over_{ms}_ms": (row[f"late_over_{ms}_ms"] if row is not None else None)
-                           for ms in LATE_THRESHOLDS_MS},
+            "late_share": {
+                f"over_{ms}_ms": (row[f"late_over_{ms}_ms"] if row is not None else None) for ms in LATE_THRESHOLDS_MS
+            },
             "behind": is_behind(lateness),
-            "replay": (_replay_entry(plans.get(group, {}), row, per_second.get(group, []), gaps.get(group))
-                       if group in replayed else None),
+            "replay": (
+                _replay_entry(plans.get(group, {}), row, per_second.get(group, []), gaps.get(group))
+                if group in replayed
+                else None
+            ),
         }
     return block

@@ -6,6 +6,7 @@ and every publish's wait as `blocked_ms`; a publish given up after `max_blocked_
 outcome `blocked_timeout`. The summary block is keyed by producer group; a run in which no
 connection was blocked and no publish waited gets `{}`.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -40,15 +41,22 @@ def blocked_periods(events: list[tuple[int, str, str]], end_ns: int) -> dict[str
 
 def flow_control_block(publishes: DataFrame, events: DataFrame, end_ns: int) -> dict[str, dict[str, Any]]:
     """summary.json's `flow_control`: per producer group, blocked periods and blocked publishes."""
-    raw = (events.where(F.col("kind").isin("connection_blocked", "connection_unblocked"))
-           .select("ts_ns", "kind", "source").collect())
+    raw = (
+        events.where(F.col("kind").isin("connection_blocked", "connection_unblocked"))
+        .select("ts_ns", "kind", "source")
+        .collect()
+    )
     periods = blocked_periods([(r["ts_ns"], r["kind"], r["source"]) for r in raw], end_ns)
-    waited = (publishes.groupBy("producer_group").agg(
-        F.count_if(F.col("blocked_ms").isNotNull()).alias("waited"),
-        F.count_if(F.col("outcome") == "blocked_timeout").alias("timed_out"),
-        stats_struct(F.col("blocked_ms")).alias("blocked_ms"),
-        F.collect_set("producer").alias("producers"))
-        .collect())
+    waited = (
+        publishes.groupBy("producer_group")
+        .agg(
+            F.count_if(F.col("blocked_ms").isNotNull()).alias("waited"),
+            F.count_if(F.col("outcome") == "blocked_timeout").alias("timed_out"),
+            stats_struct(F.col("blocked_ms")).alias("blocked_ms"),
+            F.collect_set("producer").alias("producers"),
+        )
+        .collect()
+    )
     block: dict[str, dict[str, Any]] = {}
     for r in waited:
         mine = [p for producer in r["producers"] for p in periods.get(producer, [])]

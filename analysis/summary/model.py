@@ -13,6 +13,7 @@ Pure Python arithmetic (`predict`, `advise`, `model_row`). Definitions (docs/sum
   broker_network_ms: the transit as it was in the slower seconds (a network slowdown
   raises every delivery's minimum in those seconds, a backlog does not lower it).
 """
+
 from __future__ import annotations
 
 import math
@@ -39,8 +40,14 @@ def predict(prefetch: Any, round_trip_ms: Any, processing_ms: Any) -> dict:
     missing, or p or R is not positive. prefetch 0 (unlimited) predicts no bound.
     """
     n, r, p = _num(prefetch), _num(round_trip_ms), _num(processing_ms)
-    out = {"round_trip_ms": r, "processing_ms": p, "saturation_prefetch": None,
-           "utilisation": None, "throughput_per_s": None, "buffer_wait_ms": None}
+    out = {
+        "round_trip_ms": r,
+        "processing_ms": p,
+        "saturation_prefetch": None,
+        "utilisation": None,
+        "throughput_per_s": None,
+        "buffer_wait_ms": None,
+    }
     if r is None or p is None or r <= 0 or p <= 0:
         return out
     ratio = r / p
@@ -62,17 +69,26 @@ def advise(processing_ms: Any, round_trip_p95_ms: Any, processing_p99_ms: Any) -
     target = CODEL_TARGET_PROCESSING_TIMES * p if p is not None and p > 0 else None
     return {
         "prefetch": prefetch,
-        "prefetch_why": None if prefetch is None else (
+        "prefetch_why": None
+        if prefetch is None
+        else (
             f"ceil(R_p95 / p) = ceil({r95:.3g} / {p:.3g}): the fewest unacked deliveries that keep "
-            f"the consumer busy while a round trip is as slow as its p95; more only adds buffer wait."),
+            f"the consumer busy while a round trip is as slow as its p95; more only adds buffer wait."
+        ),
         "codel_interval_ms": interval,
-        "codel_interval_why": None if interval is None else (
+        "codel_interval_why": None
+        if interval is None
+        else (
             f"the p99 processing time ({interval:.3g} ms): CoDel should not act on a standing queue "
-            f"shorter than one worst-case message."),
+            f"shorter than one worst-case message."
+        ),
         "codel_target_ms": target,
-        "codel_target_why": None if target is None else (
+        "codel_target_why": None
+        if target is None
+        else (
             f"{CODEL_TARGET_PROCESSING_TIMES} mean processing times ({p:.3g} ms each): a buffer that "
-            f"holds more than a few messages' worth of work only adds latency."),
+            f"holds more than a few messages' worth of work only adds latency."
+        ),
     }
 
 
@@ -85,16 +101,23 @@ def model_row(inputs: Mapping[str, Any]) -> dict:
     r95 = p + 2 * t95 if p is not None and t95 is not None else None
     prefetch = inputs.get("prefetch_max")
     return {
-        "consumer": inputs.get("consumer"), "group": inputs.get("group"),
+        "consumer": inputs.get("consumer"),
+        "group": inputs.get("group"),
         **({"phase": inputs["phase"]} if "phase" in inputs else {}),
-        "prefetch": prefetch, "prefetch_min": inputs.get("prefetch_min"),
-        "processing_ms": p, "processing_p99_ms": _num(inputs.get("processing_p99_ms")),
-        "transit_min_ms": tmin, "transit_p95_ms": t95,
-        "round_trip_ms": r, "round_trip_p95_ms": r95,
+        "prefetch": prefetch,
+        "prefetch_min": inputs.get("prefetch_min"),
+        "processing_ms": p,
+        "processing_p99_ms": _num(inputs.get("processing_p99_ms")),
+        "transit_min_ms": tmin,
+        "transit_p95_ms": t95,
+        "round_trip_ms": r,
+        "round_trip_p95_ms": r95,
         "predicted": predict(prefetch, r, p),
-        "measured": {"utilisation": _num(inputs.get("utilisation")),
-                     "throughput_per_s": _num(inputs.get("throughput_per_s")),
-                     "buffer_wait_ms": _num(inputs.get("sojourn_mean_ms"))},
+        "measured": {
+            "utilisation": _num(inputs.get("utilisation")),
+            "throughput_per_s": _num(inputs.get("throughput_per_s")),
+            "buffer_wait_ms": _num(inputs.get("sojourn_mean_ms")),
+        },
         "advice": advise(p, r95, inputs.get("processing_p99_ms")),
     }
 
@@ -110,6 +133,9 @@ def model_block(rows, phase_rows, consumers: list[dict]) -> dict:
     seen: dict = {}
     for r in phase_rows:
         seen[r["consumer"]] = seen.get(r["consumer"], 0) + 1
-    phases = [model_row({**r.asDict(), "group": by_id.get(r["consumer"], {}).get("group")})
-              for r in phase_rows if seen[r["consumer"]] > 1]
+    phases = [
+        model_row({**r.asDict(), "group": by_id.get(r["consumer"], {}).get("group")})
+        for r in phase_rows
+        if seen[r["consumer"]] > 1
+    ]
     return {"consumers": out, "phases": phases}

@@ -1,6 +1,7 @@
 """summary.json's `network` block: the impairment periods and the proxy's self-measurement
 (transforms.network), collected as plain dicts (docs/network.md).
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -12,8 +13,9 @@ from analysis.transforms.network import DIRECTIONS, impairment_periods, proxy_me
 __all__ = ["network_summary"]
 
 
-def network_summary(events: DataFrame, t0_ns: int, duration_s: float,
-                    ended_ns: int | None = None) -> dict[str, Any] | None:
+def network_summary(
+    events: DataFrame, t0_ns: int, duration_s: float, ended_ns: int | None = None
+) -> dict[str, Any] | None:
     """The summary's `network` block (the job's one call; it collects two small frames).
 
     None when the run had no proxy (no `network_change` event). The last period ends
@@ -28,8 +30,9 @@ def network_summary(events: DataFrame, t0_ns: int, duration_s: float,
     proxy = {r["direction"]: _plain(r) for r in events.transform(proxy_measurements("run")).collect()}
     return {
         "periods": periods,
-        "proxy": {d: {k: v for k, v in proxy[d].items() if k != "direction"} if d in proxy else None
-                  for d in DIRECTIONS},
+        "proxy": {
+            d: {k: v for k, v in proxy[d].items() if k != "direction"} if d in proxy else None for d in DIRECTIONS
+        },
     }
 
 

@@ -1,6 +1,7 @@
 """summary.json's `slow_consumers` block: transforms.slow_consumers's samples per consumer and minute,
 collected and ranked worst first (docs/slow-consumers.md).
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -20,32 +21,57 @@ def _share(slow: int, sampled: int) -> float | None:
 def slow_consumers_block(deliveries: DataFrame, events: DataFrame, t0_ns: int) -> dict[str, Any]:
     """summary.json's `slow_consumers` (docs/summary.md); {} when the run has no queue samples."""
     samples = queue_samples(events)
-    info = samples.agg(F.count(F.lit(1)).alias("n"), F.first("source", ignorenulls=True).alias("source"),
-                       F.percentile_approx("took_ms", 0.5).alias("p50"), F.max("took_ms").alias("max")).first()
+    info = samples.agg(
+        F.count(F.lit(1)).alias("n"),
+        F.first("source", ignorenulls=True).alias("source"),
+        F.percentile_approx("took_ms", 0.5).alias("p50"),
+        F.max("took_ms").alias("max"),
+    ).first()
     if not info["n"]:
         return {}
-    minutes = (slow_consumer_samples(deliveries, events, t0_ns)
-               .groupBy("consumer", "group", "minute")
-               .agg(F.count(F.lit(1)).alias("sampled"), F.count_if(F.col("slow")).alias("slow"))
-               .orderBy("consumer", "minute").collect())
+    minutes = (
+        slow_consumer_samples(deliveries, events, t0_ns)
+        .groupBy("consumer", "group", "minute")
+        .agg(F.count(F.lit(1)).alias("sampled"), F.count_if(F.col("slow")).alias("slow"))
+        .orderBy("consumer", "minute")
+        .collect()
+    )
     rows: dict[str, dict[str, Any]] = {}
     for r in minutes:
         c = rows.setdefault(r["consumer"], {"consumer": r["consumer"], "group": r["group"], "minutes": []})
-        c["minutes"].append({"minute": int(r["minute"]), "sampled": int(r["sampled"]), "slow": int(r["slow"]),
-                             "share": _share(int(r["slow"]), int(r["sampled"]))})
+        c["minutes"].append(
+            {
+                "minute": int(r["minute"]),
+                "sampled": int(r["sampled"]),
+                "slow": int(r["slow"]),
+                "share": _share(int(r["slow"]), int(r["sampled"])),
+            }
+        )
     listed = []
     for c in rows.values():
         sampled = sum(m["sampled"] for m in c["minutes"])
         slow = sum(m["slow"] for m in c["minutes"])
         worst = max(c["minutes"], key=lambda m: (m["share"], -m["minute"]))
-        listed.append({"consumer": c["consumer"], "group": c["group"], "seconds_sampled": sampled,
-                       "slow_seconds": slow, "share": _share(slow, sampled),
-                       "worst_minute": {"minute": worst["minute"], "share": worst["share"]},
-                       "minutes": c["minutes"]})
+        listed.append(
+            {
+                "consumer": c["consumer"],
+                "group": c["group"],
+                "seconds_sampled": sampled,
+                "slow_seconds": slow,
+                "share": _share(slow, sampled),
+                "worst_minute": {"minute": worst["minute"], "share": worst["share"]},
+                "minutes": c["minutes"],
+            }
+        )
     listed.sort(key=lambda c: (-c["worst_minute"]["share"], -c["share"], c["consumer"]))
-    excluded = [{"consumer": r["consumer"], "group": r["group"], "reason": r["excluded"]}
-                for r in consumer_spans(deliveries, events).where(F.col("excluded").isNotNull())
-                .orderBy("consumer").collect()]
-    return {"samples": int(info["n"]), "source": info["source"],
-            "sample_took_ms": {"p50": info["p50"], "max": info["max"]},
-            "consumers": listed, "excluded": excluded}
+    excluded = [
+        {"consumer": r["consumer"], "group": r["group"], "reason": r["excluded"]}
+        for r in consumer_spans(deliveries, events).where(F.col("excluded").isNotNull()).orderBy("consumer").collect()
+    ]
+    return {
+        "samples": int(info["n"]),
+        "source": info["source"],
+        "sample_took_ms": {"p50": info["p50"], "max": info["max"]},
+        "consumers": listed,
+        "excluded": excluded,
+    }

@@ -3,10 +3,21 @@
 Nothing here reads or writes files, and nothing collects; `analysis.job` reads and writes and
 composes these, and `analysis.summary` collects their small results into summary.json's blocks.
 """
+
 from ._common import ACKED_OUTCOMES, Transform
-from .accounting import (ACCOUNT_CLASSES, DEAD_LETTER_CLASSES, DISCARD_CLASSES, accounting_totals, classify,
-                         connection_loss_times, delivery_counts, duplicate_count, message_facts, rejects_at_publish,
-                         unaccounted_ids)
+from .accounting import (
+    ACCOUNT_CLASSES,
+    DEAD_LETTER_CLASSES,
+    DISCARD_CLASSES,
+    accounting_totals,
+    classify,
+    connection_loss_times,
+    delivery_counts,
+    duplicate_count,
+    message_facts,
+    rejects_at_publish,
+    unaccounted_ids,
+)
 from .codel import NACK_OUTCOMES, codel_by_consumer, codel_totals, requeue_handoffs
 from .events import timeline_events
 from .histogram import histogram_counts, histogram_edges
@@ -20,19 +31,47 @@ from .warmup import attach_intended_ns, attach_measured, attach_publish_times, m
 from .windows import per_second_windows, second_since
 
 __all__ = [
-    "ACKED_OUTCOMES", "Transform",
-    "ACCOUNT_CLASSES", "DEAD_LETTER_CLASSES", "DISCARD_CLASSES", "accounting_totals", "classify",
-    "connection_loss_times", "delivery_counts", "duplicate_count", "message_facts", "rejects_at_publish",
+    "ACKED_OUTCOMES",
+    "Transform",
+    "ACCOUNT_CLASSES",
+    "DEAD_LETTER_CLASSES",
+    "DISCARD_CLASSES",
+    "accounting_totals",
+    "classify",
+    "connection_loss_times",
+    "delivery_counts",
+    "duplicate_count",
+    "message_facts",
+    "rejects_at_publish",
     "unaccounted_ids",
-    "NACK_OUTCOMES", "codel_by_consumer", "codel_totals", "requeue_handoffs",
+    "NACK_OUTCOMES",
+    "codel_by_consumer",
+    "codel_totals",
+    "requeue_handoffs",
     "timeline_events",
-    "histogram_counts", "histogram_edges",
-    "with_confirm_latency", "with_delivery_latencies",
-    "impairment_periods", "proxy_measurements",
-    "BASE", "Segment", "assign_phase", "phase_summary", "timeline_segments",
-    "STAT_FIELDS", "stats_by", "stats_struct",
-    "in_window", "measurement_window_ns", "throughput",
-    "consumer_summary", "utilisation_by",
-    "attach_intended_ns", "attach_measured", "attach_publish_times", "mark_measured",
-    "per_second_windows", "second_since",
+    "histogram_counts",
+    "histogram_edges",
+    "with_confirm_latency",
+    "with_delivery_latencies",
+    "impairment_periods",
+    "proxy_measurements",
+    "BASE",
+    "Segment",
+    "assign_phase",
+    "phase_summary",
+    "timeline_segments",
+    "STAT_FIELDS",
+    "stats_by",
+    "stats_struct",
+    "in_window",
+    "measurement_window_ns",
+    "throughput",
+    "consumer_summary",
+    "utilisation_by",
+    "attach_intended_ns",
+    "attach_measured",
+    "attach_publish_times",
+    "mark_measured",
+    "per_second_windows",
+    "second_since",
 ]

@@ -1,4 +1,5 @@
 """Shapes and small column helpers shared by the transform modules."""
+
 from __future__ import annotations
 
 from typing import Any, Callable, Sequence
@@ -47,6 +48,5 @@ def local_rows(spark: SparkSession, rows: Sequence[Sequence[Any]], schema: str |
     struct = schema if isinstance(schema, StructType) else StructType.fromDDL(schema)
     if not rows:
         return spark.range(0).select(*[F.lit(None).cast(f.dataType).alias(f.name) for f in struct.fields])
-    literal = [F.struct(*[F.lit(v).cast(f.dataType).alias(f.name) for v, f in zip(row, struct.fields)])
-               for row in rows]
+    literal = [F.struct(*[F.lit(v).cast(f.dataType).alias(f.name) for v, f in zip(row, struct.fields)]) for row in rows]
     return spark.range(1).select(F.inline(F.array(*literal)))

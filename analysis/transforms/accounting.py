@@ -6,6 +6,7 @@ publish_failed_blocked, dead_lettered_maxlen, dead_lettered_expired, dead_letter
 dead_lettered_delivery_limit, left_in_broker, connection_lost, unaccounted. All counts are
 exact (`count`, never an approximate distinct count).
 """
+
 from __future__ import annotations
 
 from typing import Mapping
@@ -15,9 +16,19 @@ from pyspark.sql import functions as F
 
 from ._common import Transform, is_acked
 
-__all__ = ["ACCOUNT_CLASSES", "DISCARD_CLASSES", "DEAD_LETTER_CLASSES", "connection_loss_times", "message_facts",
-           "classify",
-           "accounting_totals", "duplicate_count", "delivery_counts", "unaccounted_ids", "rejects_at_publish"]
+__all__ = [
+    "ACCOUNT_CLASSES",
+    "DISCARD_CLASSES",
+    "DEAD_LETTER_CLASSES",
+    "connection_loss_times",
+    "message_facts",
+    "classify",
+    "accounting_totals",
+    "duplicate_count",
+    "delivery_counts",
+    "unaccounted_ids",
+    "rejects_at_publish",
+]
 
 # x-death reason -> account class. A reason not listed here (a future broker's) is not
 # taken as an explanation: the message stays unaccounted, which is loud, not wrong.
@@ -28,13 +39,32 @@ DEAD_LETTER_CLASSES = {
     "delivery_limit": "dead_lettered_delivery_limit",
 }
 
-ACCOUNT_CLASSES = ("acked", "consumer_nack_discard", "egress_discard", "publish_rejected_maxlen", "publish_nacked",
-                   "unroutable", "publish_failed", "publish_failed_blocked", *DEAD_LETTER_CLASSES.values(),
-                   "left_in_broker", "connection_lost", "unaccounted")
+ACCOUNT_CLASSES = (
+    "acked",
+    "consumer_nack_discard",
+    "egress_discard",
+    "publish_rejected_maxlen",
+    "publish_nacked",
+    "unroutable",
+    "publish_failed",
+    "publish_failed_blocked",
+    *DEAD_LETTER_CLASSES.values(),
+    "left_in_broker",
+    "connection_lost",
+    "unaccounted",
+)
 # The first four are the original keys of summary.json's messages.discarded, in their order.
-DISCARD_CLASSES = ("publish_nacked", "publish_failed", "consumer_nack_discard", "connection_lost",
-                   "publish_rejected_maxlen", "unroutable", "publish_failed_blocked",
-                   *DEAD_LETTER_CLASSES.values(), "egress_discard")
+DISCARD_CLASSES = (
+    "publish_nacked",
+    "publish_failed",
+    "consumer_nack_discard",
+    "connection_lost",
+    "publish_rejected_maxlen",
+    "unroutable",
+    "publish_failed_blocked",
+    *DEAD_LETTER_CLASSES.values(),
+    "egress_discard",
+)
 
 # x-overflow values with which a full queue makes the broker nack the publish.
 _REJECTING_OVERFLOW = ("reject-publish", "reject-publish-dlx")
@@ -64,12 +94,19 @@ def connection_loss_times(events: DataFrame) -> DataFrame:
     """Per producer (the event's source), `lost_ns`: the time of its last `connection_lost`
     event. A handful of rows, which the job collects (summary.accounting.connection_losses)
     so that the per-message grouping looks them up in a literal map instead of a join."""
-    return (events.where((F.col("kind") == "connection_lost") & F.col("source").isNotNull())
-            .groupBy("source").agg(F.max("ts_ns").alias("lost_ns")))
+    return (
+        events.where((F.col("kind") == "connection_lost") & F.col("source").isNotNull())
+        .groupBy("source")
+        .agg(F.max("ts_ns").alias("lost_ns"))
+    )
 
 
-def message_facts(deliveries: DataFrame, leftovers: DataFrame, dead_letters: DataFrame | None = None,
-                  losses: Mapping[str, int] | None = None) -> Transform:
+def message_facts(
+    deliveries: DataFrame,
+    leftovers: DataFrame,
+    dead_letters: DataFrame | None = None,
+    losses: Mapping[str, int] | None = None,
+) -> Transform:
     """Applied to publishes: one row per message id found in any of the traces (published,
     delivered, left in the broker or dead-lettered), from one grouping by message id over the
     union of the four kinds (one shuffle, where a join per kind would take four).
@@ -86,30 +123,34 @@ def message_facts(deliveries: DataFrame, leftovers: DataFrame, dead_letters: Dat
     a fixed-width buffer (numbers and flags, no strings), so Spark groups by hashing instead
     of sorting the rows.
     """
+
     def _facts(publishes: DataFrame) -> DataFrame:
         outcome = F.col("outcome")
         src = F.col("_src")
 
         def rows(frame: DataFrame, kind: int, *columns: Column) -> DataFrame:
             return frame.where(F.col("message_id").isNotNull()).select(
-                "message_id", F.lit(kind).alias("_src"), *columns)
+                "message_id", F.lit(kind).alias("_src"), *columns
+            )
 
-        lost = (F.create_map(*[F.lit(x) for item in sorted(losses.items()) for x in item])[F.col("producer")]
-                if losses else F.lit(None).cast("long"))
+        lost = (
+            F.create_map(*[F.lit(x) for item in sorted(losses.items()) for x in item])[F.col("producer")]
+            if losses
+            else F.lit(None).cast("long")
+        )
         reason = F.col("reason")
         dead_code = F.lit(-1)
         for i, name in reversed(list(enumerate(DEAD_LETTER_CLASSES))):
             dead_code = F.when(reason == name, F.lit(i)).otherwise(dead_code)
-        union = rows(publishes, _PUBLISH, "outcome", "publish_ns", "intended_ns", lost.alias("_lost_ns"),
-                     "priority")
+        union = rows(publishes, _PUBLISH, "outcome", "publish_ns", "intended_ns", lost.alias("_lost_ns"), "priority")
         union = union.unionByName(rows(deliveries, _DELIVERY, "outcome", "end_ns"), allowMissingColumns=True)
         union = union.unionByName(rows(leftovers, _LEFTOVER), allowMissingColumns=True)
         if dead_letters is not None:
-            union = union.unionByName(rows(dead_letters, _DEAD, dead_code.alias("_dead_code"), "received_ns"),
-                                      allowMissingColumns=True)
+            union = union.unionByName(
+                rows(dead_letters, _DEAD, dead_code.alias("_dead_code"), "received_ns"), allowMissingColumns=True
+            )
         else:
-            union = union.withColumns({"_dead_code": F.lit(None).cast("int"),
-                                       "received_ns": F.lit(None).cast("long")})
+            union = union.withColumns({"_dead_code": F.lit(None).cast("int"), "received_ns": F.lit(None).cast("long")})
         published, delivered = src == _PUBLISH, src == _DELIVERY
         return union.groupBy("message_id").agg(
             F.count_if(published).alias("_publishes"),
@@ -130,8 +171,9 @@ def message_facts(deliveries: DataFrame, leftovers: DataFrame, dead_letters: Dat
             F.count_if(delivered & is_acked()).alias("_acks"),
             F.count_if(delivered & F.col("end_ns").isNotNull()).alias("_processed"),
             _flag(src == _LEFTOVER).alias("_left"),
-            F.min_by(F.when(src == _DEAD, F.col("_dead_code")), F.when(src == _DEAD, F.col("received_ns")))
-             .alias("_dead_code"),
+            F.min_by(F.when(src == _DEAD, F.col("_dead_code")), F.when(src == _DEAD, F.col("received_ns"))).alias(
+                "_dead_code"
+            ),
         )
 
     return _facts
@@ -166,13 +208,17 @@ def classify(events: DataFrame | None = None, publish_rejects: bool = False) -> 
     confirms off a `publish_returned` event naming its id); `publish_failed_blocked`: given up
     on a blocked connection (outcome `blocked_timeout`), unless another attempt reached the broker.
     """
+
     def _classify(facts: DataFrame) -> DataFrame:
         j = facts.where(F.col("_publishes") > 0)
         if events is not None:
             # With confirms off a returned mandatory publish stays `sent`; its event names the id.
-            returned = (events.where(F.col("kind") == "publish_returned")
-                        .select(F.col("name").alias("message_id")).distinct()
-                        .withColumn("_returned_event", F.lit(True)))
+            returned = (
+                events.where(F.col("kind") == "publish_returned")
+                .select(F.col("name").alias("message_id"))
+                .distinct()
+                .withColumn("_returned_event", F.lit(True))
+            )
             j = j.join(returned, "message_id", "left")
         else:
             j = j.withColumn("_returned_event", F.lit(None).cast("boolean"))
@@ -190,8 +236,7 @@ def classify(events: DataFrame | None = None, publish_rejects: bool = False) -> 
         for code, account_class in enumerate(DEAD_LETTER_CLASSES.values()):
             account = account.when(F.col("_dead_code") == code, account_class)
         account = (
-            account
-            .when(flag("_left"), "left_in_broker")
+            account.when(flag("_left"), "left_in_broker")
             .when(F.coalesce(F.col("_lost_ns") >= F.col("_unconfirmed_ns"), F.lit(False)), "connection_lost")
             .otherwise("unaccounted")
         )
@@ -214,7 +259,8 @@ def delivery_counts(deliveries: DataFrame) -> DataFrame:
     redelivered = deliveries.agg(F.count_if(F.col("redelivered")).alias("redelivered"))
     duplicates = (
         deliveries.where(is_acked() & F.col("message_id").isNotNull())
-        .groupBy("message_id").agg(F.count(F.lit(1)).alias("acks"))
+        .groupBy("message_id")
+        .agg(F.count(F.lit(1)).alias("acks"))
         .agg(F.count_if(F.col("acks") > 1).alias("duplicates"))
     )
     return redelivered.crossJoin(duplicates)
@@ -227,7 +273,10 @@ def duplicate_count(facts: DataFrame) -> DataFrame:
 
 def unaccounted_ids(limit: int = 100) -> Transform:
     """Applied to classified messages: the first `limit` unaccounted ids, sorted."""
+
     def _ids(classified: DataFrame) -> DataFrame:
-        return (classified.where(F.col("account") == "unaccounted")
-                .select("message_id").orderBy("message_id").limit(limit))
+        return (
+            classified.where(F.col("account") == "unaccounted").select("message_id").orderBy("message_id").limit(limit)
+        )
+
     return _ids

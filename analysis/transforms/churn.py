@@ -6,6 +6,7 @@ with `redelivered=true` (DOMAIN.md §4), so a message it had processed but not a
 twice. These frames count that per consumer group and find the class every message one of those
 deliveries held ended in; analysis.summary.churn checks that none is `unaccounted`.
 """
+
 from __future__ import annotations
 
 from pyspark.sql import Column, DataFrame
@@ -29,16 +30,27 @@ def event_counts(events: DataFrame, consumers: DataFrame) -> DataFrame:
     crashes, and connections lost by its consumers (not by producers or the dead-letter capture)."""
     kind = F.col("kind")
     clean = F.get_json_object(F.col("detail"), "$.clean") == "true"
-    mine = (events.where(kind.isin("consumer_join", "consumer_leave", "consumer_crash", "connection_lost"))
-            .join(consumers, events["source"] == consumers["consumer"], "left_semi"))
-    return (mine.groupBy(_group_of("source").alias("group")).agg(
-        F.count_if(kind == "consumer_join").alias("joins"),
-        F.count_distinct(F.when(kind == "consumer_join", F.col("source"))).alias("_joined"),
-        F.count_if((kind == "consumer_leave") & F.coalesce(clean, F.lit(False))).alias("clean_leaves"),
-        F.count_if(kind == "consumer_crash").alias("crashes"),
-        F.count_if(kind == "connection_lost").alias("connections_lost"),
-    ).select("group", "joins", (F.col("joins") - F.col("_joined")).alias("rejoins"),
-             "clean_leaves", "crashes", "connections_lost"))
+    mine = events.where(kind.isin("consumer_join", "consumer_leave", "consumer_crash", "connection_lost")).join(
+        consumers, events["source"] == consumers["consumer"], "left_semi"
+    )
+    return (
+        mine.groupBy(_group_of("source").alias("group"))
+        .agg(
+            F.count_if(kind == "consumer_join").alias("joins"),
+            F.count_distinct(F.when(kind == "consumer_join", F.col("source"))).alias("_joined"),
+            F.count_if((kind == "consumer_leave") & F.coalesce(clean, F.lit(False))).alias("clean_leaves"),
+            F.count_if(kind == "consumer_crash").alias("crashes"),
+            F.count_if(kind == "connection_lost").alias("connections_lost"),
+        )
+        .select(
+            "group",
+            "joins",
+            (F.col("joins") - F.col("_joined")).alias("rejoins"),
+            "clean_leaves",
+            "crashes",
+            "connections_lost",
+        )
+    )
 
 
 def requeue_counts(deliveries: DataFrame) -> DataFrame:
@@ -52,8 +64,7 @@ def requeue_counts(deliveries: DataFrame) -> DataFrame:
     )
 
 
-def repeats(deliveries: DataFrame, done: Column, at: str, name: str,
-            candidates: DataFrame | None = None) -> DataFrame:
+def repeats(deliveries: DataFrame, done: Column, at: str, name: str, candidates: DataFrame | None = None) -> DataFrame:
     """Per group: messages `done` on more than one delivery, each counted once, under the group of
     its earliest such delivery (the one whose work was repeated).
 
@@ -65,20 +76,31 @@ def repeats(deliveries: DataFrame, done: Column, at: str, name: str,
         rows = rows.join(few(candidates.select("message_id")), "message_id", "left_semi")
     # Counted by hashing on numbers alone (a string in an aggregate's buffer makes Spark sort every
     # row); the few repeated ids then find the group of their earliest delivery.
-    repeated = (rows.groupBy("message_id").agg(F.count(F.lit(1)).alias("_n"), F.min(at).alias("_first"))
-                .where(F.col("_n") > 1))
+    repeated = (
+        rows.groupBy("message_id").agg(F.count(F.lit(1)).alias("_n"), F.min(at).alias("_first")).where(F.col("_n") > 1)
+    )
     first = rows.select("message_id", F.col(at).alias("_first"), F.col("consumer_group").alias("group"))
-    return (repeated.join(first, ["message_id", "_first"]).groupBy("message_id").agg(F.min("group").alias("group"))
-            .groupBy("group").agg(F.count(F.lit(1)).alias(name)))
+    return (
+        repeated.join(first, ["message_id", "_first"])
+        .groupBy("message_id")
+        .agg(F.min("group").alias("group"))
+        .groupBy("group")
+        .agg(F.count(F.lit(1)).alias(name))
+    )
 
 
 def held_messages(deliveries: DataFrame, classified: DataFrame) -> DataFrame:
     """(group, message_id, account) for every message a crashed or unsettled delivery held; an id
     the accounting does not know counts as unaccounted. The held ids are few: they go to every
     task to pick their classes out of `classified`, which is never shuffled."""
-    held = (deliveries.where(F.col("outcome").isin(*HELD_OUTCOMES) & F.col("message_id").isNotNull())
-            .select(F.col("consumer_group").alias("group"), "message_id").distinct())
-    accounts = (classified.select("message_id", "account")
-                .join(few(held.select("message_id").distinct()), "message_id", "left_semi"))
-    return (held.join(accounts, "message_id", "left")
-            .withColumn("account", F.coalesce(F.col("account"), F.lit("unaccounted"))))
+    held = (
+        deliveries.where(F.col("outcome").isin(*HELD_OUTCOMES) & F.col("message_id").isNotNull())
+        .select(F.col("consumer_group").alias("group"), "message_id")
+        .distinct()
+    )
+    accounts = classified.select("message_id", "account").join(
+        few(held.select("message_id").distinct()), "message_id", "left_semi"
+    )
+    return held.join(accounts, "message_id", "left").withColumn(
+        "account", F.coalesce(F.col("account"), F.lit("unaccounted"))
+    )

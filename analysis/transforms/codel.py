@@ -6,6 +6,7 @@ A consumer has CoDel on when its delivery rows carry controller state
 (`nack_requeue` or `nack_discard`); its `start_ns` is when CoDel decided, as the
 delivery left the buffer.
 """
+
 from __future__ import annotations
 
 from pyspark.sql import Column, DataFrame, Window
@@ -34,19 +35,25 @@ def requeue_handoffs(deliveries: DataFrame) -> DataFrame:
     Only the acks of requeued ids are grouped: the requeued ids, a small share of the deliveries,
     go to every task (a broadcast semi-join), so the acked deliveries are neither shuffled nor
     grouped by id."""
-    requeues = (deliveries.where((F.col("outcome") == "nack_requeue") & F.col("message_id").isNotNull())
-                .select("message_id", F.col("consumer").alias("_requeuer"), F.col("settle_ns").alias("_requeue_ns")))
-    acks = (deliveries.where(is_acked() & F.col("message_id").isNotNull())
-            .join(few(requeues.select("message_id").distinct()), "message_id", "left_semi")
-            .groupBy("message_id")
-            .agg(F.min_by(F.struct("consumer", "receive_ns"), F.struct("settle_ns", "receive_ns")).alias("_ack")))
+    requeues = deliveries.where((F.col("outcome") == "nack_requeue") & F.col("message_id").isNotNull()).select(
+        "message_id", F.col("consumer").alias("_requeuer"), F.col("settle_ns").alias("_requeue_ns")
+    )
+    acks = (
+        deliveries.where(is_acked() & F.col("message_id").isNotNull())
+        .join(few(requeues.select("message_id").distinct()), "message_id", "left_semi")
+        .groupBy("message_id")
+        .agg(F.min_by(F.struct("consumer", "receive_ns"), F.struct("settle_ns", "receive_ns")).alias("_ack"))
+    )
     before_ack = F.col("_ack").isNull() | (F.col("_requeue_ns") <= F.col("_ack.receive_ns"))
     return (
         requeues.join(acks, "message_id", "left")
         .groupBy("message_id")
-        .agg(F.first("_ack.consumer", ignorenulls=True).alias("acker"),
-             F.max_by(F.when(before_ack, F.col("_requeuer")), F.when(before_ack, F.col("_requeue_ns")))
-             .alias("last_requeuer"))
+        .agg(
+            F.first("_ack.consumer", ignorenulls=True).alias("acker"),
+            F.max_by(F.when(before_ack, F.col("_requeuer")), F.when(before_ack, F.col("_requeue_ns"))).alias(
+                "last_requeuer"
+            ),
+        )
     )
 
 
@@ -69,23 +76,32 @@ def codel_by_consumer(handoffs: DataFrame) -> Transform:
     Time dropping: the sum, over the consumer's decisions taken in the dropping
     state, of the time to its next decision (delivery rows ordered by start_ns).
     """
-    taken_over = (handoffs.where(F.col("acker") != F.col("last_requeuer"))
-                  .groupBy(F.col("acker").alias("consumer"))
-                  .agg(F.count(F.lit(1)).alias("acked_requeued_from_others")))
+    taken_over = (
+        handoffs.where(F.col("acker") != F.col("last_requeuer"))
+        .groupBy(F.col("acker").alias("consumer"))
+        .agg(F.count(F.lit(1)).alias("acked_requeued_from_others"))
+    )
 
     def _by_consumer(deliveries: DataFrame) -> DataFrame:
         left_buffer = F.col("start_ns").isNotNull()
         # Per consumer (a few rows, sent to every task): its first drop, and whether it had CoDel on.
         consumers = deliveries.groupBy("consumer").agg(
             F.min(F.when(nacked(), F.col("start_ns"))).alias("first_drop_ns"),
-            (F.count_if(F.col("codel_dropping").isNotNull()) > 0).alias("codel_on"))
+            (F.count_if(F.col("codel_dropping").isNotNull()) > 0).alias("codel_on"),
+        )
         # Time dropping needs each decision's successor: ordered rows of the consumers with CoDel on only.
-        dropping = (deliveries.join(few(consumers.where("codel_on").select("consumer")), "consumer",
-                                    "left_semi")
-                    .withColumn("_dropping_ns", F.when(left_buffer & F.col("codel_dropping"),
-                                                       F.lead("start_ns").over(_consumer_order())
-                                                       - F.col("start_ns")))
-                    .groupBy("consumer").agg(F.sum("_dropping_ns").alias("_dropping_ns")))
+        dropping = (
+            deliveries.join(few(consumers.where("codel_on").select("consumer")), "consumer", "left_semi")
+            .withColumn(
+                "_dropping_ns",
+                F.when(
+                    left_buffer & F.col("codel_dropping"),
+                    F.lead("start_ns").over(_consumer_order()) - F.col("start_ns"),
+                ),
+            )
+            .groupBy("consumer")
+            .agg(F.sum("_dropping_ns").alias("_dropping_ns"))
+        )
         rows = deliveries.join(few(consumers.select("consumer", "first_drop_ns")), "consumer", "left")
         measured = F.col("measured") & left_buffer
         before = F.col("first_drop_ns").isNull() | (F.col("start_ns") < F.col("first_drop_ns"))
@@ -106,11 +122,13 @@ def codel_by_consumer(handoffs: DataFrame) -> Transform:
             per_consumer.join(consumers.select("consumer", "codel_on"), "consumer", "left")
             .join(dropping, "consumer", "left")
             .join(taken_over, "consumer", "left")
-            .withColumns({
-                "codel_on": codel_on,
-                "dropping_s": F.when(codel_on, F.coalesce(F.col("_dropping_ns"), F.lit(0)) / F.lit(NS_PER_S)),
-                "acked_requeued_from_others": F.coalesce("acked_requeued_from_others", F.lit(0)),
-            })
+            .withColumns(
+                {
+                    "codel_on": codel_on,
+                    "dropping_s": F.when(codel_on, F.coalesce(F.col("_dropping_ns"), F.lit(0)) / F.lit(NS_PER_S)),
+                    "acked_requeued_from_others": F.coalesce("acked_requeued_from_others", F.lit(0)),
+                }
+            )
             .drop("_dropping_ns")
             .where(F.col("codel_on") | (F.col("acked_requeued_from_others") > 0))
             .orderBy("consumer")

@@ -4,6 +4,7 @@ delivered, discarded and left, how full the class got, and how long deliveries w
 Only delivery rows with an `egress_class` count (groups without `egress` have none). The summary
 block, with the scenario's limits and class order, is analysis.summary.egress.
 """
+
 from __future__ import annotations
 
 from pyspark.sql import DataFrame

@@ -8,6 +8,7 @@ blocked (`blocked_ms`, producer flow control: the broker's delay, reported in th
 *replayed* row is one with `replay_index` not null. Every row counts, warm-up included:
 the offered load is what the schedule or the file asked for from the first message on.
 """
+
 from __future__ import annotations
 
 from pyspark.sql import Column, DataFrame, Window
@@ -17,8 +18,7 @@ from ._common import NS_PER_MS, Transform, ms_between
 from .stats import percentiles, stats_struct
 from .windows import second_since
 
-__all__ = ["LATE_THRESHOLDS_MS", "GAP_QUANTILES", "LATENESS", "lateness_by_group", "replay_per_second",
-           "inter_arrival"]
+__all__ = ["LATE_THRESHOLDS_MS", "GAP_QUANTILES", "LATENESS", "lateness_by_group", "replay_per_second", "inter_arrival"]
 
 LATE_THRESHOLDS_MS = (1, 10)
 """`late_share` reports the share of publishes later than each of these (strictly)."""
@@ -38,41 +38,64 @@ def lateness_by_group(publishes: DataFrame) -> DataFrame:
     `late_over_<n>_ms` (the share of publishes later than n ms, for LATE_THRESHOLDS_MS),
     and for replayed rows `replay_published` (rows) and `replay_distinct` (distinct
     (replay_index, replay_loop) pairs)."""
-    late = F.when(F.col("outcome") != "blocked_timeout",
-                  ms_between("publish_ns", "intended_ns") - F.coalesce(F.col("blocked_ms"), F.lit(0.0)))
+    late = F.when(
+        F.col("outcome") != "blocked_timeout",
+        ms_between("publish_ns", "intended_ns") - F.coalesce(F.col("blocked_ms"), F.lit(0.0)),
+    )
     counted = F.count(late)
-    shares = [F.when(counted > 0, F.count_if(late > F.lit(float(ms))) / counted).alias(f"late_over_{ms}_ms")
-              for ms in LATE_THRESHOLDS_MS]
-    return publishes.groupBy("producer_group").agg(
-        stats_struct(late).alias(LATENESS),
-        *shares,
-        F.count_if(_replayed()).alias("replay_published"),
-        F.count_distinct(F.when(_replayed(), F.struct("replay_index", "replay_loop"))).alias("replay_distinct"),
-    ).orderBy("producer_group")
+    shares = [
+        F.when(counted > 0, F.count_if(late > F.lit(float(ms))) / counted).alias(f"late_over_{ms}_ms")
+        for ms in LATE_THRESHOLDS_MS
+    ]
+    return (
+        publishes.groupBy("producer_group")
+        .agg(
+            stats_struct(late).alias(LATENESS),
+            *shares,
+            F.count_if(_replayed()).alias("replay_published"),
+            F.count_distinct(F.when(_replayed(), F.struct("replay_index", "replay_loop"))).alias("replay_distinct"),
+        )
+        .orderBy("producer_group")
+    )
 
 
 def replay_per_second(t0_ns: int) -> Transform:
     """Replayed publishes -> one row per (producer_group, t_s) with any activity: `intended`
     (rows whose intended_ns falls in that whole second since t0) and `published` (rows whose
     publish_ns does). Seconds with neither are absent: both counts are 0 there."""
+
     def _per_second(publishes: DataFrame) -> DataFrame:
         rows = publishes.where(_replayed())
-        times = rows.select("producer_group", F.explode(F.array(
-            F.struct(second_since(t0_ns, "intended_ns").alias("t_s"), F.lit(True).alias("intended")),
-            F.struct(second_since(t0_ns, "publish_ns").alias("t_s"), F.lit(False).alias("intended")),
-        )).alias("a")).select("producer_group", "a.*").where(F.col("t_s").isNotNull())
-        return (times.groupBy("producer_group", "t_s")
-                .agg(F.count_if(F.col("intended")).alias("intended"),
-                     F.count_if(~F.col("intended")).alias("published"))
-                .orderBy("producer_group", "t_s"))
+        times = (
+            rows.select(
+                "producer_group",
+                F.explode(
+                    F.array(
+                        F.struct(second_since(t0_ns, "intended_ns").alias("t_s"), F.lit(True).alias("intended")),
+                        F.struct(second_since(t0_ns, "publish_ns").alias("t_s"), F.lit(False).alias("intended")),
+                    )
+                ).alias("a"),
+            )
+            .select("producer_group", "a.*")
+            .where(F.col("t_s").isNotNull())
+        )
+        return (
+            times.groupBy("producer_group", "t_s")
+            .agg(F.count_if(F.col("intended")).alias("intended"), F.count_if(~F.col("intended")).alias("published"))
+            .orderBy("producer_group", "t_s")
+        )
+
     return _per_second
 
 
 def _gap_struct(gap: str) -> Column:
     value = F.col(gap)
     pcts = percentiles(value, list(GAP_QUANTILES.values()))
-    return F.struct(F.count(value).alias("count"), F.avg(value).alias("mean"),
-                    *[pcts[i].alias(name) for i, name in enumerate(GAP_QUANTILES)])
+    return F.struct(
+        F.count(value).alias("count"),
+        F.avg(value).alias("mean"),
+        *[pcts[i].alias(name) for i, name in enumerate(GAP_QUANTILES)],
+    )
 
 
 def inter_arrival(publishes: DataFrame) -> DataFrame:
@@ -80,12 +103,25 @@ def inter_arrival(publishes: DataFrame) -> DataFrame:
     count, mean and GAP_QUANTILES (ms, exact, linear interpolation) of the gaps between
     consecutive rows of the group ordered by intended_ns / by publish_ns."""
     rows = publishes.where(_replayed()).select("producer_group", "intended_ns", "publish_ns")
-    gaps = rows.withColumns({
-        "_intended_gap": (F.col("intended_ns") - F.lag("intended_ns").over(
-            Window.partitionBy("producer_group").orderBy("intended_ns"))) / F.lit(NS_PER_MS),
-        "_published_gap": (F.col("publish_ns") - F.lag("publish_ns").over(
-            Window.partitionBy("producer_group").orderBy("publish_ns"))) / F.lit(NS_PER_MS),
-    })
-    return gaps.groupBy("producer_group").agg(
-        _gap_struct("_intended_gap").alias("intended"), _gap_struct("_published_gap").alias("published"),
-    ).orderBy("producer_group")
+    gaps = rows.withColumns(
+        {
+            "_intended_gap": (
+                F.col("intended_ns")
+                - F.lag("intended_ns").over(Window.partitionBy("producer_group").orderBy("intended_ns"))
+            )
+            / F.lit(NS_PER_MS),
+            "_published_gap": (
+                F.col("publish_ns")
+                - F.lag("publish_ns").over(Window.partitionBy("producer_group").orderBy("publish_ns"))
+            )
+            / F.lit(NS_PER_MS),
+        }
+    )
+    return (
+        gaps.groupBy("producer_group")
+        .agg(
+            _gap_struct("_intended_gap").alias("intended"),
+            _gap_struct("_published_gap").alias("published"),
+        )
+        .orderBy("producer_group")
+    )

@@ -4,6 +4,7 @@ Edges start at 0 (or below, should a value be negative) and step by the
 smallest width from the 1-2-2.5-5 x 10^k series that covers the largest value in
 at most `bins` bins. Bins are [edge_i, edge_i+1), the last one closed, like numpy.
 """
+
 from __future__ import annotations
 
 import math
@@ -23,14 +24,13 @@ _NICE = (1.0, 2.0, 2.5, 5.0, 10.0)
 def _nice_width(raw: float) -> float:
     exp = math.floor(math.log10(raw))
     for m in _NICE:
-        width = m * 10.0 ** exp
+        width = m * 10.0**exp
         if width >= raw * (1 - 1e-12):
             return width
     return 10.0 ** (exp + 1)  # pragma: no cover - 10 x 10^exp always covers
 
 
-def histogram_edges(min_value: float | None, max_value: float | None,
-                    bins: int = DEFAULT_BINS) -> list[float]:
+def histogram_edges(min_value: float | None, max_value: float | None, bins: int = DEFAULT_BINS) -> list[float]:
     """Bin edges covering [min(0, min_value), max_value]; [0.0, 1.0] when there is no data."""
     if min_value is None or max_value is None:
         return [0.0, 1.0]
@@ -55,7 +55,12 @@ def histogram_counts(edges: Sequence[float], value: str | Column) -> Transform:
         bin_index: Column = F.lit(0)
         for edge in edges[1:-1]:
             bin_index = bin_index + (col >= F.lit(float(edge))).cast("int")
-        return (df.where(col.isNotNull()).select(bin_index.alias("bin"))
-                .groupBy("bin").agg(F.count(F.lit(1)).alias("count")).orderBy("bin"))
+        return (
+            df.where(col.isNotNull())
+            .select(bin_index.alias("bin"))
+            .groupBy("bin")
+            .agg(F.count(F.lit(1)).alias("count"))
+            .orderBy("bin")
+        )
 
     return _counts

@@ -1,4 +1,5 @@
 """Per-row derived latencies in milliseconds (definitions in docs/summary.md)."""
+
 from __future__ import annotations
 
 from pyspark.sql import DataFrame
@@ -9,7 +10,11 @@ from ._common import ms_between
 __all__ = ["with_delivery_latencies", "with_confirm_latency", "DELIVERY_LATENCY_COLUMNS"]
 
 DELIVERY_LATENCY_COLUMNS = (
-    "sojourn_ms", "broker_network_ms", "processing_ms_actual", "ack_delay_ms", "end_to_end_ms",
+    "sojourn_ms",
+    "broker_network_ms",
+    "processing_ms_actual",
+    "ack_delay_ms",
+    "end_to_end_ms",
 )
 
 
@@ -21,13 +26,15 @@ def with_delivery_latencies(deliveries: DataFrame) -> DataFrame:
     `processing_ms_actual` is the measured processing time, next to the trace's
     drawn `processing_ms`.
     """
-    return deliveries.withColumns({
-        "sojourn_ms": ms_between("start_ns", "receive_ns"),
-        "broker_network_ms": ms_between("receive_ns", "publish_ns"),
-        "processing_ms_actual": ms_between("end_ns", "start_ns"),
-        "ack_delay_ms": F.when(F.col("outcome") != "auto_ack", ms_between("settle_ns", "end_ns")),
-        "end_to_end_ms": ms_between("end_ns", "publish_ns"),
-    })
+    return deliveries.withColumns(
+        {
+            "sojourn_ms": ms_between("start_ns", "receive_ns"),
+            "broker_network_ms": ms_between("receive_ns", "publish_ns"),
+            "processing_ms_actual": ms_between("end_ns", "start_ns"),
+            "ack_delay_ms": F.when(F.col("outcome") != "auto_ack", ms_between("settle_ns", "end_ns")),
+            "end_to_end_ms": ms_between("end_ns", "publish_ns"),
+        }
+    )
 
 
 def with_confirm_latency(publishes: DataFrame) -> DataFrame:

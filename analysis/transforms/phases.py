@@ -5,6 +5,7 @@ not covered by any of them is the implicit phase `base`. The timeline is cut
 into contiguous *segments*, one summary row each: `base 0-30, slow 30-60`, or
 `base 0-10, slow 10-20, base 20-60` when base comes back after a phase.
 """
+
 from __future__ import annotations
 
 from typing import Any, Mapping, NamedTuple, Sequence
@@ -32,8 +33,7 @@ def timeline_segments(phases: Sequence[Mapping[str, Any]], duration_s: float) ->
     Where phases overlap the one listed first wins. A named phase may reach past
     duration_s (it keeps its own end); base only fills gaps inside [0, duration_s).
     """
-    named = [(str(p["name"]), float(p["start_s"]), float(p.get("end_s", duration_s)))
-             for p in phases]
+    named = [(str(p["name"]), float(p["start_s"]), float(p.get("end_s", duration_s))) for p in phases]
     named = [(n, s, e) for n, s, e in named if e > s]
     bounds = sorted({0.0, float(duration_s), *(s for _, s, _ in named), *(e for _, _, e in named)})
     segments: list[Segment] = []
@@ -55,10 +55,12 @@ def _in_segment(time_col: str, t0_ns: int, seg: Segment) -> Column:
     return (t >= F.lit(t0_ns + seconds_to_ns(seg.start_s))) & (t < F.lit(t0_ns + seconds_to_ns(seg.end_s)))
 
 
-def assign_phase(segments: Sequence[Segment], t0_ns: int, time_col: str,
-                 out_col: str = "phase", index_col: str = "segment") -> Transform:
+def assign_phase(
+    segments: Sequence[Segment], t0_ns: int, time_col: str, out_col: str = "phase", index_col: str = "segment"
+) -> Transform:
     """Add the phase name at `time_col` (`base` outside every segment, e.g. in the drain)
     and the segment's index into `segments` (null outside every segment)."""
+
     def _assign(df: DataFrame) -> DataFrame:
         name: Column = F.lit(BASE)
         index: Column = F.lit(None).cast("int")
@@ -67,6 +69,7 @@ def assign_phase(segments: Sequence[Segment], t0_ns: int, time_col: str,
             name = F.when(cond, F.lit(seg.phase)).otherwise(name)
             index = F.when(cond, F.lit(i)).otherwise(index)
         return df.withColumns({out_col: name, index_col: index})
+
     return _assign
 
 
@@ -75,20 +78,25 @@ def phase_summary(segments: Sequence[Segment], t0_ns: int, publishes: DataFrame)
     start_ns), their rates over the segment's length, and sojourn / end-to-end stats
     over the segment's `measured` deliveries. Applied to deliveries carrying the
     columns of latency.with_delivery_latencies and warmup.mark_measured."""
+
     def _summary(deliveries: DataFrame) -> DataFrame:
-        frame = local_rows(deliveries.sparkSession,
-                           [(i, s.phase, float(s.start_s), float(s.end_s)) for i, s in enumerate(segments)],
-                           "segment int, phase string, start_s double, end_s double")
+        frame = local_rows(
+            deliveries.sparkSession,
+            [(i, s.phase, float(s.start_s), float(s.end_s)) for i, s in enumerate(segments)],
+            "segment int, phase string, start_s double, end_s double",
+        )
         published = (
             publishes.transform(assign_phase(segments, t0_ns, "intended_ns", "_phase", "segment"))
             .where(F.col("segment").isNotNull())
-            .groupBy("segment").agg(F.count(F.lit(1)).alias("published"))
+            .groupBy("segment")
+            .agg(F.count(F.lit(1)).alias("published"))
         )
         measured = F.col("measured")
         delivered = (
             deliveries.transform(assign_phase(segments, t0_ns, "start_ns", "_phase", "segment"))
             .where(F.col("segment").isNotNull())
-            .groupBy("segment").agg(
+            .groupBy("segment")
+            .agg(
                 F.count_if(is_acked()).alias("acked"),
                 stats_struct(F.when(measured, F.col("sojourn_ms"))).alias("sojourn_ms"),
                 stats_struct(F.when(measured, F.col("end_to_end_ms"))).alias("end_to_end_ms"),
@@ -99,10 +107,13 @@ def phase_summary(segments: Sequence[Segment], t0_ns: int, publishes: DataFrame)
             frame.join(published, on="segment", how="left")
             .join(delivered, on="segment", how="left")
             .fillna(0, subset=["published", "acked"])
-            .withColumns({
-                "publish_per_s": F.col("published") / length_s,
-                "ack_per_s": F.col("acked") / length_s,
-            })
+            .withColumns(
+                {
+                    "publish_per_s": F.col("published") / length_s,
+                    "ack_per_s": F.col("acked") / length_s,
+                }
+            )
             .orderBy("segment")
         )
+
     return _summary

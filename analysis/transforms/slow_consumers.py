@@ -10,6 +10,7 @@ consumer gives the outstanding count each sample reads. An unsettled delivery (t
 closed first) counts until the consumer's next leave (consumer_leave, connection_lost or consumer_crash event), when the broker
 requeues it; without one, until the end of the run.
 """
+
 from __future__ import annotations
 
 from pyspark.sql import DataFrame, Window
@@ -18,8 +19,14 @@ from pyspark.sql import functions as F
 from ._common import NS_PER_S, few
 from .windows import second_since
 
-__all__ = ["queue_samples", "queue_depth_series", "consumer_spans", "slow_consumer_samples",
-           "LEAVE_KINDS", "NS_PER_MINUTE"]
+__all__ = [
+    "queue_samples",
+    "queue_depth_series",
+    "consumer_spans",
+    "slow_consumer_samples",
+    "LEAVE_KINDS",
+    "NS_PER_MINUTE",
+]
 
 LEAVE_KINDS = ("consumer_leave", "connection_lost", "consumer_crash")
 """Events (name = consumer) after which its unsettled deliveries are no longer its own."""
@@ -30,20 +37,29 @@ def queue_samples(events: DataFrame) -> DataFrame:
     """The `queue_sample` events as ts_ns, ready, unacked (null without the management API),
     consumers, source, took_ms."""
     detail = F.col("detail")
-    return (events.where(F.col("kind") == "queue_sample")
-            .select("ts_ns",
-                    F.col("value").cast("long").alias("ready"),
-                    F.get_json_object(detail, "$.unacked").cast("long").alias("unacked"),
-                    F.get_json_object(detail, "$.consumers").cast("long").alias("consumers"),
-                    F.get_json_object(detail, "$.source").alias("source"),
-                    F.get_json_object(detail, "$.took_ms").cast("double").alias("took_ms")))
+    return events.where(F.col("kind") == "queue_sample").select(
+        "ts_ns",
+        F.col("value").cast("long").alias("ready"),
+        F.get_json_object(detail, "$.unacked").cast("long").alias("unacked"),
+        F.get_json_object(detail, "$.consumers").cast("long").alias("consumers"),
+        F.get_json_object(detail, "$.source").alias("source"),
+        F.get_json_object(detail, "$.took_ms").cast("double").alias("took_ms"),
+    )
 
 
 def queue_depth_series(samples: DataFrame, t0_ns: int) -> DataFrame:
     """summary.json's `queue_depth`: t_s (seconds since t0), ready, unacked, consumers, in time order."""
-    return (samples.select(((F.col("ts_ns") - F.lit(t0_ns)) / F.lit(float(NS_PER_S))).alias("t_s"),
-                           "ready", "unacked", "consumers", "ts_ns")
-            .orderBy("ts_ns").drop("ts_ns"))
+    return (
+        samples.select(
+            ((F.col("ts_ns") - F.lit(t0_ns)) / F.lit(float(NS_PER_S))).alias("t_s"),
+            "ready",
+            "unacked",
+            "consumers",
+            "ts_ns",
+        )
+        .orderBy("ts_ns")
+        .drop("ts_ns")
+    )
 
 
 def consumer_spans(deliveries: DataFrame, events: DataFrame) -> DataFrame:
@@ -53,17 +69,25 @@ def consumer_spans(deliveries: DataFrame, events: DataFrame) -> DataFrame:
         F.bool_or(F.col("outcome") == "auto_ack").alias("auto_ack"),  # fixed per consumer
         F.max("prefetch").alias("max_prefetch"),
         F.min("receive_ns").alias("first_receive_ns"),
-        F.greatest(F.max("receive_ns"), F.max("settle_ns")).alias("last_ns"))
-    by_event = (events.where(F.col("kind").isin("consumer_join", *LEAVE_KINDS))
-                .groupBy(F.col("name").alias("consumer")).agg(
-                    F.min(F.when(F.col("kind") == "consumer_join", F.col("ts_ns"))).alias("first_join_ns"),
-                    F.max(F.when(F.col("kind") != "consumer_join", F.col("ts_ns"))).alias("last_leave_ns")))
-    return (by_delivery.join(by_event, "consumer", "left").select(
-        "consumer", "group",
+        F.greatest(F.max("receive_ns"), F.max("settle_ns")).alias("last_ns"),
+    )
+    by_event = (
+        events.where(F.col("kind").isin("consumer_join", *LEAVE_KINDS))
+        .groupBy(F.col("name").alias("consumer"))
+        .agg(
+            F.min(F.when(F.col("kind") == "consumer_join", F.col("ts_ns"))).alias("first_join_ns"),
+            F.max(F.when(F.col("kind") != "consumer_join", F.col("ts_ns"))).alias("last_leave_ns"),
+        )
+    )
+    return by_delivery.join(by_event, "consumer", "left").select(
+        "consumer",
+        "group",
         F.when(F.col("auto_ack"), F.lit("auto_ack"))
-         .when(F.col("max_prefetch") <= 0, F.lit("no prefetch limit")).alias("excluded"),
+        .when(F.col("max_prefetch") <= 0, F.lit("no prefetch limit"))
+        .alias("excluded"),
         F.least("first_join_ns", "first_receive_ns").alias("from_ns"),
-        F.greatest("last_leave_ns", "last_ns").alias("to_ns")))
+        F.greatest("last_leave_ns", "last_ns").alias("to_ns"),
+    )
 
 
 def slow_consumer_samples(deliveries: DataFrame, events: DataFrame, t0_ns: int) -> DataFrame:
@@ -71,64 +95,110 @@ def slow_consumer_samples(deliveries: DataFrame, events: DataFrame, t0_ns: int) 
     (of run time since t0), ready, outstanding, prefetch, slow."""
     consumers = consumer_spans(deliveries, events).where(F.col("excluded").isNull())
     mine = deliveries.join(consumers.select("consumer"), "consumer", "left_semi")
-    leaves = (events.where(F.col("kind").isin(*LEAVE_KINDS))
-              .select(F.col("name").alias("consumer"), "ts_ns")
-              .join(consumers.select("consumer"), "consumer", "left_semi"))
+    leaves = (
+        events.where(F.col("kind").isin(*LEAVE_KINDS))
+        .select(F.col("name").alias("consumer"), "ts_ns")
+        .join(consumers.select("consumer"), "consumer", "left_semi")
+    )
 
     # An unsettled delivery leaves the window at the consumer's next leave (ties: the leave after).
-    after = Window.partitionBy("consumer").orderBy("ts_ns", "is_leave").rowsBetween(
-        Window.currentRow, Window.unboundedFollowing)
+    after = (
+        Window.partitionBy("consumer")
+        .orderBy("ts_ns", "is_leave")
+        .rowsBetween(Window.currentRow, Window.unboundedFollowing)
+    )
     unsettled_ends = (
-        mine.where(F.col("settle_ns").isNull()).select("consumer", F.col("receive_ns").alias("ts_ns"),
-                                                       F.lit(0).alias("is_leave"))
+        mine.where(F.col("settle_ns").isNull())
+        .select("consumer", F.col("receive_ns").alias("ts_ns"), F.lit(0).alias("is_leave"))
         .unionByName(leaves.select("consumer", "ts_ns", F.lit(1).alias("is_leave")))
-        .withColumn("next_leave_ns", F.first(F.when(F.col("is_leave") == 1, F.col("ts_ns")),
-                                             ignorenulls=True).over(after))
-        .where((F.col("is_leave") == 0) & F.col("next_leave_ns").isNotNull()))
+        .withColumn(
+            "next_leave_ns", F.first(F.when(F.col("is_leave") == 1, F.col("ts_ns")), ignorenulls=True).over(after)
+        )
+        .where((F.col("is_leave") == 0) & F.col("next_leave_ns").isNotNull())
+    )
 
     def _change(ts, delta: int, prefetch) -> list:
         return [ts.alias("ts_ns"), F.lit(delta).alias("delta"), prefetch.cast("int").alias("prefetch")]
 
     no_prefetch = F.lit(None)
-    prefetch_events = (events.where(F.col("kind").isin("consumer_join", "prefetch_change"))
-                       .join(consumers.select(F.col("consumer").alias("name")), "name", "left_semi")
-                       .select(F.col("name").alias("consumer"), *_change(
-                           F.col("ts_ns"), 0,
-                           F.when(F.col("kind") == "prefetch_change", F.col("value"))
-                            .otherwise(F.get_json_object("detail", "$.prefetch")))))
-    changes = (mine.select("consumer", *_change(F.col("receive_ns"), 1, F.col("prefetch")))
-               .unionByName(mine.where(F.col("settle_ns").isNotNull())
-                            .select("consumer", *_change(F.col("settle_ns"), -1, no_prefetch)))
-               .unionByName(unsettled_ends.select("consumer", *_change(F.col("next_leave_ns"), -1, no_prefetch)))
-               .unionByName(prefetch_events))
+    prefetch_events = (
+        events.where(F.col("kind").isin("consumer_join", "prefetch_change"))
+        .join(consumers.select(F.col("consumer").alias("name")), "name", "left_semi")
+        .select(
+            F.col("name").alias("consumer"),
+            *_change(
+                F.col("ts_ns"),
+                0,
+                F.when(F.col("kind") == "prefetch_change", F.col("value")).otherwise(
+                    F.get_json_object("detail", "$.prefetch")
+                ),
+            ),
+        )
+    )
+    changes = (
+        mine.select("consumer", *_change(F.col("receive_ns"), 1, F.col("prefetch")))
+        .unionByName(
+            mine.where(F.col("settle_ns").isNotNull()).select("consumer", *_change(F.col("settle_ns"), -1, no_prefetch))
+        )
+        .unionByName(unsettled_ends.select("consumer", *_change(F.col("next_leave_ns"), -1, no_prefetch)))
+        .unionByName(prefetch_events)
+    )
     # Sample j (0-based, in time order) sees the changes at or before its time: those whose `slot`,
     # the number of samples strictly before the change, is at most j. Summing each consumer's changes
     # per slot first leaves a few rows per consumer and sampled second to put in order.
-    samples = queue_samples(events).withColumn(
-        "slot", (F.rank().over(Window.orderBy("ts_ns")) - 1).cast("long"))
-    per_slot = (changes.transform(_slot_of(samples, t0_ns))
-                .groupBy("consumer", "slot")
-                .agg(F.sum("delta").alias("delta"),
-                     F.max_by(F.col("prefetch"), F.when(F.col("prefetch").isNotNull(), F.col("ts_ns")))
-                     .alias("prefetch"))
-                .select("consumer", "slot", "delta", "prefetch", F.lit(0).alias("is_sample"),
-                        F.lit(None).cast("long").alias("ts_ns"), F.lit(None).cast("long").alias("ready")))
-    sample_rows = (consumers.join(samples, (samples.ts_ns >= consumers.from_ns)
-                                  & (consumers.to_ns.isNull() | (samples.ts_ns <= consumers.to_ns)))
-                   .select("consumer", "slot", F.lit(0).cast("long").alias("delta"),
-                           F.lit(None).cast("int").alias("prefetch"), F.lit(1).alias("is_sample"), "ts_ns", "ready"))
-    upto = Window.partitionBy("consumer").orderBy("slot", "is_sample").rowsBetween(
-        Window.unboundedPreceding, Window.currentRow)
-    return (per_slot.unionByName(sample_rows)
-            .withColumn("outstanding", F.sum("delta").over(upto))
-            .withColumn("prefetch", F.last("prefetch", ignorenulls=True).over(upto))
-            .where(F.col("is_sample") == 1)
-            .join(consumers.select("consumer", "group"), "consumer")
-            .select("consumer", "group", "ts_ns",
-                    F.floor((F.col("ts_ns") - F.lit(t0_ns)) / F.lit(NS_PER_MINUTE)).cast("int").alias("minute"),
-                    "ready", "outstanding", "prefetch",
-                    ((F.col("prefetch") > 0) & (F.col("outstanding") >= F.col("prefetch"))
-                     & (F.col("ready") > 0)).alias("slow")))
+    samples = queue_samples(events).withColumn("slot", (F.rank().over(Window.orderBy("ts_ns")) - 1).cast("long"))
+    per_slot = (
+        changes.transform(_slot_of(samples, t0_ns))
+        .groupBy("consumer", "slot")
+        .agg(
+            F.sum("delta").alias("delta"),
+            F.max_by(F.col("prefetch"), F.when(F.col("prefetch").isNotNull(), F.col("ts_ns"))).alias("prefetch"),
+        )
+        .select(
+            "consumer",
+            "slot",
+            "delta",
+            "prefetch",
+            F.lit(0).alias("is_sample"),
+            F.lit(None).cast("long").alias("ts_ns"),
+            F.lit(None).cast("long").alias("ready"),
+        )
+    )
+    sample_rows = consumers.join(
+        samples, (samples.ts_ns >= consumers.from_ns) & (consumers.to_ns.isNull() | (samples.ts_ns <= consumers.to_ns))
+    ).select(
+        "consumer",
+        "slot",
+        F.lit(0).cast("long").alias("delta"),
+        F.lit(None).cast("int").alias("prefetch"),
+        F.lit(1).alias("is_sample"),
+        "ts_ns",
+        "ready",
+    )
+    upto = (
+        Window.partitionBy("consumer")
+        .orderBy("slot", "is_sample")
+        .rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    )
+    return (
+        per_slot.unionByName(sample_rows)
+        .withColumn("outstanding", F.sum("delta").over(upto))
+        .withColumn("prefetch", F.last("prefetch", ignorenulls=True).over(upto))
+        .where(F.col("is_sample") == 1)
+        .join(consumers.select("consumer", "group"), "consumer")
+        .select(
+            "consumer",
+            "group",
+            "ts_ns",
+            F.floor((F.col("ts_ns") - F.lit(t0_ns)) / F.lit(NS_PER_MINUTE)).cast("int").alias("minute"),
+            "ready",
+            "outstanding",
+            "prefetch",
+            ((F.col("prefetch") > 0) & (F.col("outstanding") >= F.col("prefetch")) & (F.col("ready") > 0)).alias(
+                "slow"
+            ),
+        )
+    )
 
 
 _LISTED_TIMES = 3
@@ -142,18 +212,24 @@ def _slot_of(samples: DataFrame, t0_ns: int):
     sent to every task); a row adds those of its second that are earlier. Rows before the first
     sample's second count 0, after the last one's all."""
     second = second_since(t0_ns, "ts_ns")
-    counts = (samples.groupBy(second.alias("_second"))
-              .agg(F.count(F.lit(1)).alias("_n"), F.collect_list("ts_ns").alias("_times")))
-    bounds = samples.agg(F.min(second).alias("_first_second"),
-                         F.max(second).alias("_last_second"),
-                         F.count(F.lit(1)).alias("_samples"))
+    counts = samples.groupBy(second.alias("_second")).agg(
+        F.count(F.lit(1)).alias("_n"), F.collect_list("ts_ns").alias("_times")
+    )
+    bounds = samples.agg(
+        F.min(second).alias("_first_second"), F.max(second).alias("_last_second"), F.count(F.lit(1)).alias("_samples")
+    )
     earlier = Window.orderBy("_second").rowsBetween(Window.unboundedPreceding, -1)
-    per_second = (bounds.select(F.explode(F.sequence("_first_second", "_last_second")).alias("_second"))
-                  .join(counts, "_second", "left")
-                  .select("_second", F.coalesce(F.sum("_n").over(earlier), F.lit(0)).alias("_before"),
-                          F.coalesce("_n", F.lit(0)).alias("_n"),
-                          *[F.get("_times", i).alias(f"_t{i}") for i in range(_LISTED_TIMES)],
-                          F.coalesce("_times", F.array().cast("array<long>")).alias("_times")))
+    per_second = (
+        bounds.select(F.explode(F.sequence("_first_second", "_last_second")).alias("_second"))
+        .join(counts, "_second", "left")
+        .select(
+            "_second",
+            F.coalesce(F.sum("_n").over(earlier), F.lit(0)).alias("_before"),
+            F.coalesce("_n", F.lit(0)).alias("_n"),
+            *[F.get("_times", i).alias(f"_t{i}") for i in range(_LISTED_TIMES)],
+            F.coalesce("_times", F.array().cast("array<long>")).alias("_times"),
+        )
+    )
     bounds = bounds.drop("_last_second")
     listed = [f"_t{i}" for i in range(_LISTED_TIMES)]
 
@@ -165,10 +241,12 @@ def _slot_of(samples: DataFrame, t0_ns: int):
         earlier_any = F.size(F.filter("_times", lambda t: t < ts))
         within = F.col("_before") + F.when(F.col("_n") <= _LISTED_TIMES, earlier_listed).otherwise(earlier_any)
         outside = F.when(F.col("_second") < F.col("_first_second"), F.lit(0)).otherwise(F.col("_samples"))
-        return (rows.withColumn("_second", second)
-                .join(few(per_second), "_second", "left")
-                .crossJoin(few(bounds))
-                .withColumn("slot", F.when(F.col("_n").isNotNull(), within).otherwise(outside).cast("long"))
-                .drop("_second", "_before", "_n", *listed, "_times", "_first_second", "_samples"))
+        return (
+            rows.withColumn("_second", second)
+            .join(few(per_second), "_second", "left")
+            .crossJoin(few(bounds))
+            .withColumn("slot", F.when(F.col("_n").isNotNull(), within).otherwise(outside).cast("long"))
+            .drop("_second", "_before", "_n", *listed, "_times", "_first_second", "_samples")
+        )
 
     return _slot

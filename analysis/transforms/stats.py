@@ -7,6 +7,7 @@ like numpy's default, and keeps every distinct value of a group in memory. Appro
 exact rank (relative rank error 1/A), in memory bounded by A whatever n. Nulls are ignored, so
 a metric can be restricted to some rows with `F.when(condition, value)`.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -18,12 +19,19 @@ from pyspark.sql import functions as F
 
 from ._common import Transform
 
-__all__ = ["STAT_FIELDS", "PERCENTILES", "PercentilePolicy", "EXACT", "percentile_policy", "percentiles",
-           "stats_struct", "stats_by"]
+__all__ = [
+    "STAT_FIELDS",
+    "PERCENTILES",
+    "PercentilePolicy",
+    "EXACT",
+    "percentile_policy",
+    "percentiles",
+    "stats_struct",
+    "stats_by",
+]
 
 PERCENTILES = {"p50": 0.5, "p95": 0.95, "p99": 0.99}
 STAT_FIELDS = ("count", "mean", *PERCENTILES, "max")
-
 
 
 class PercentilePolicy(NamedTuple):
@@ -82,7 +90,9 @@ def stats_struct(value: str | Column, fields: Sequence[str] = STAT_FIELDS) -> Co
 
 def stats_by(keys: Sequence[str], metrics: MetricSpec, fields: Sequence[str] = STAT_FIELDS) -> Transform:
     """Group by `keys` (none = one row) and add one stats struct per metric."""
+
     def _stats(df: DataFrame) -> DataFrame:
         aggs = [stats_struct(value, fields).alias(name) for name, value in metrics.items()]
         return df.groupBy(*keys).agg(*aggs)
+
     return _stats

@@ -1,4 +1,5 @@
 """Throughput: mean events per second over the measurement window [t0 + warm-up, end)."""
+
 from __future__ import annotations
 
 from pyspark.sql import Column, DataFrame
@@ -9,8 +10,9 @@ from ._common import NS_PER_S, Transform, is_acked, seconds_to_ns
 __all__ = ["measurement_window_ns", "in_window", "throughput"]
 
 
-def measurement_window_ns(t0_ns: int, warmup_s: float, duration_s: float,
-                          ended_ns: int | None = None) -> tuple[int, int]:
+def measurement_window_ns(
+    t0_ns: int, warmup_s: float, duration_s: float, ended_ns: int | None = None
+) -> tuple[int, int]:
     """[t0 + warmup_s, t0 + duration_s), cut short at `ended_ns` for an interrupted run."""
     start = t0_ns + seconds_to_ns(warmup_s)
     end = t0_ns + seconds_to_ns(duration_s)

@@ -1,4 +1,5 @@
 """Consumer utilisation: busy time over wall time, and the per-consumer summary rows."""
+
 from __future__ import annotations
 
 from typing import Sequence
@@ -30,14 +31,19 @@ def _utilisation(busy: Column, wall: Column) -> Column:
 
 def utilisation_by(keys: Sequence[str]) -> Transform:
     """Group deliveries by `keys`; add busy_ms, wall_ms and utilisation (null for zero wall time)."""
+
     def _by(deliveries: DataFrame) -> DataFrame:
         return (
-            deliveries.groupBy(*keys).agg(busy_ns().alias("_busy"), wall_ns().alias("_wall"))
-            .select(*keys,
-                    (F.coalesce("_busy", F.lit(0)) / F.lit(1e6)).alias("busy_ms"),
-                    (F.col("_wall") / F.lit(1e6)).alias("wall_ms"),
-                    _utilisation(F.col("_busy"), F.col("_wall")).alias("utilisation"))
+            deliveries.groupBy(*keys)
+            .agg(busy_ns().alias("_busy"), wall_ns().alias("_wall"))
+            .select(
+                *keys,
+                (F.coalesce("_busy", F.lit(0)) / F.lit(1e6)).alias("busy_ms"),
+                (F.col("_wall") / F.lit(1e6)).alias("wall_ms"),
+                _utilisation(F.col("_busy"), F.col("_wall")).alias("utilisation"),
+            )
         )
+
     return _by
 
 
@@ -49,7 +55,8 @@ def consumer_summary(deliveries: DataFrame) -> DataFrame:
     return (
         # A consumer's group is fixed (its name starts with it): grouping by both keeps every
         # aggregate buffer fixed-width, so Spark groups by hashing instead of sorting the rows.
-        deliveries.groupBy("consumer", F.col("consumer_group").alias("group")).agg(
+        deliveries.groupBy("consumer", F.col("consumer_group").alias("group"))
+        .agg(
             F.count(F.lit(1)).alias("delivered"),
             F.count_if(is_acked()).alias("acked"),
             _utilisation(busy_ns(), wall_ns()).alias("utilisation"),

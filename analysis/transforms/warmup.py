@@ -3,6 +3,7 @@
 Deliveries do not carry the intended send time, so it is joined in from the
 publish trace by message id.
 """
+
 from __future__ import annotations
 
 from pyspark.sql import DataFrame
@@ -36,13 +37,12 @@ def attach_publish_times(by_id: DataFrame) -> Transform:
 
     def _attach(deliveries: DataFrame) -> DataFrame:
         joined = deliveries.join(times, on="message_id", how="left")
-        return (
-            joined.withColumns({
+        return joined.withColumns(
+            {
                 "intended_ns": F.coalesce("_pub_intended_ns", "publish_ns", "receive_ns"),
                 "publish_ns": F.coalesce("publish_ns", "_pub_publish_ns"),
-            })
-            .drop("_pub_intended_ns", "_pub_publish_ns")
-        )
+            }
+        ).drop("_pub_intended_ns", "_pub_publish_ns")
 
     return _attach
 
@@ -67,22 +67,36 @@ def attach_measured(by_id: DataFrame, warmup_end_ns: int) -> Transform:
     straddles = ~(F.col("_pub_intended_ns") >= end).eqNullSafe(F.col("_pub_publish_ns") >= end)
 
     def _attach(deliveries: DataFrame) -> DataFrame:
-        headless = (deliveries.where(F.col("publish_ns").isNull() & F.col("message_id").isNotNull())
-                    .select("message_id").distinct().withColumn("_headless", F.lit(True)))
-        lookups = (published.join(few(headless), "message_id", "left")
-                   .where((F.col("_publishes") > 1) | straddles | F.col("_headless").isNotNull())
-                   .select("message_id", "_pub_intended_ns", "_pub_publish_ns"))
+        headless = (
+            deliveries.where(F.col("publish_ns").isNull() & F.col("message_id").isNotNull())
+            .select("message_id")
+            .distinct()
+            .withColumn("_headless", F.lit(True))
+        )
+        lookups = (
+            published.join(few(headless), "message_id", "left")
+            .where((F.col("_publishes") > 1) | straddles | F.col("_headless").isNotNull())
+            .select("message_id", "_pub_intended_ns", "_pub_publish_ns")
+        )
         intended = F.coalesce("_pub_intended_ns", "publish_ns", "receive_ns")
-        return (deliveries.join(few(lookups), "message_id", "left")
-                .withColumns({"measured": F.coalesce(intended >= end, F.lit(False)),
-                              "publish_ns": F.coalesce("publish_ns", "_pub_publish_ns")})
-                .drop("_pub_intended_ns", "_pub_publish_ns"))
+        return (
+            deliveries.join(few(lookups), "message_id", "left")
+            .withColumns(
+                {
+                    "measured": F.coalesce(intended >= end, F.lit(False)),
+                    "publish_ns": F.coalesce("publish_ns", "_pub_publish_ns"),
+                }
+            )
+            .drop("_pub_intended_ns", "_pub_publish_ns")
+        )
 
     return _attach
 
 
 def mark_measured(warmup_end_ns: int, time_col: str = "intended_ns") -> Transform:
     """Add boolean `measured`: true when `time_col` is at or after the end of the warm-up."""
+
     def _mark(df: DataFrame) -> DataFrame:
         return df.withColumn("measured", F.coalesce(F.col(time_col) >= F.lit(warmup_end_ns), F.lit(False)))
+
     return _mark

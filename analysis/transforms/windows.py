@@ -3,6 +3,7 @@
 One row per whole second from the first to the last second with any activity
 (warm-up and drain included; seconds without activity are filled with zeros).
 """
+
 from __future__ import annotations
 
 from pyspark.sql import Column, DataFrame
@@ -23,8 +24,11 @@ def second_since(t0_ns: int, time_col: str) -> Column:
 
 
 def _activity(kind: str, ts: Column, value: Column | None = None) -> Column:
-    return F.struct(ts.alias("ts"), F.lit(kind).alias("kind"),
-                    (value if value is not None else F.lit(None)).cast("double").alias("value"))
+    return F.struct(
+        ts.alias("ts"),
+        F.lit(kind).alias("kind"),
+        (value if value is not None else F.lit(None)).cast("double").alias("value"),
+    )
 
 
 def per_second_windows(t0_ns: int, publishes: DataFrame) -> Transform:
@@ -34,13 +38,18 @@ def per_second_windows(t0_ns: int, publishes: DataFrame) -> Transform:
     `receive_ns`, acked acks by `settle_ns`; `sojourn_ms` uses the deliveries that
     started processing in the second, `latency_ms` (end to end) those that ended in it.
     """
+
     def _windows(deliveries: DataFrame) -> DataFrame:
-        delivery_activity = deliveries.select(F.explode(F.array(
-            _activity("deliver", F.col("receive_ns")),
-            _activity("ack", F.when(is_acked(), F.col("settle_ns"))),
-            _activity("sojourn", F.col("start_ns"), F.col("sojourn_ms")),
-            _activity("latency", F.col("end_ns"), F.col("end_to_end_ms")),
-        )).alias("a")).select("a.*")
+        delivery_activity = deliveries.select(
+            F.explode(
+                F.array(
+                    _activity("deliver", F.col("receive_ns")),
+                    _activity("ack", F.when(is_acked(), F.col("settle_ns"))),
+                    _activity("sojourn", F.col("start_ns"), F.col("sojourn_ms")),
+                    _activity("latency", F.col("end_ns"), F.col("end_to_end_ms")),
+                )
+            ).alias("a")
+        ).select("a.*")
         publish_activity = publishes.select(_activity("publish", F.col("publish_ns")).alias("a")).select("a.*")
         activity = (
             delivery_activity.unionByName(publish_activity)
@@ -51,14 +60,11 @@ def per_second_windows(t0_ns: int, publishes: DataFrame) -> Transform:
             F.count_if(F.col("kind") == "publish").alias("published"),
             F.count_if(F.col("kind") == "deliver").alias("delivered"),
             F.count_if(F.col("kind") == "ack").alias("acked"),
-            stats_struct(F.when(F.col("kind") == "sojourn", F.col("value")),
-                         WINDOW_SOJOURN_FIELDS).alias("sojourn_ms"),
-            stats_struct(F.when(F.col("kind") == "latency", F.col("value")),
-                         WINDOW_LATENCY_FIELDS).alias("latency_ms"),
+            stats_struct(F.when(F.col("kind") == "sojourn", F.col("value")), WINDOW_SOJOURN_FIELDS).alias("sojourn_ms"),
+            stats_struct(F.when(F.col("kind") == "latency", F.col("value")), WINDOW_LATENCY_FIELDS).alias("latency_ms"),
         )
-        all_seconds = (
-            by_second.agg(F.min("t_s").alias("first"), F.max("t_s").alias("last"))
-            .select(F.explode(F.sequence("first", "last")).alias("t_s"))
+        all_seconds = by_second.agg(F.min("t_s").alias("first"), F.max("t_s").alias("last")).select(
+            F.explode(F.sequence("first", "last")).alias("t_s")
         )
         return (
             all_seconds.join(by_second, on="t_s", how="left")

@@ -3,6 +3,7 @@
 pika's GeventConnection runs its callbacks in gevent's hub; the helpers here park
 only the calling greenlet (never the hub) until a callback answers.
 """
+
 from __future__ import annotations
 
 import os
@@ -20,8 +21,14 @@ from loadgen.redact import mask_url
 __all__ = ["parameters", "connect", "open_channel", "wait_for", "probe", "flush_writes", "sever"]
 
 
-def parameters(url: str, *, heartbeat_s: int = 30, connect_timeout_s: float = 5.0,
-               name: str = "sojourn", tls_server_hostname: str | None = None) -> pika.URLParameters:
+def parameters(
+    url: str,
+    *,
+    heartbeat_s: int = 30,
+    connect_timeout_s: float = 5.0,
+    name: str = "sojourn",
+    tls_server_hostname: str | None = None,
+) -> pika.URLParameters:
     """Connection parameters for an amqp:// or amqps:// URL.
 
     For amqps the certificate is verified against the system CAs (or the file in
@@ -46,8 +53,9 @@ def parameters(url: str, *, heartbeat_s: int = 30, connect_timeout_s: float = 5.
     return params
 
 
-def wait_for(start: Callable[[Callable[..., None]], Any], what: str, timeout_s: float = 10.0,
-             channel: Any = None) -> Any:
+def wait_for(
+    start: Callable[[Callable[..., None]], Any], what: str, timeout_s: float = 10.0, channel: Any = None
+) -> Any:
     """Run `start(callback)` and park this greenlet until pika calls `callback(result)`.
 
     With `channel`, a channel closing meanwhile (a broker refusal) raises
@@ -58,9 +66,11 @@ def wait_for(start: Callable[[Callable[..., None]], Any], what: str, timeout_s: 
 
     result: AsyncResult = AsyncResult()
     if channel is not None:
+
         def _closed(_ch, exc):
             if not result.ready():
                 result.set_exception(channel_error(what, exc))
+
         channel.add_on_close_callback(_closed)
     start(lambda *args: result.ready() or result.set(args[0] if args else None))
     try:
@@ -69,16 +79,27 @@ def wait_for(start: Callable[[Callable[..., None]], Any], what: str, timeout_s: 
         raise BrokerOperationFailed(what, None, f"no answer from the broker within {timeout_s:g} s") from None
 
 
-def connect(url: str, *, heartbeat_s: int = 30, connect_timeout_s: float = 5.0, name: str = "sojourn",
-            on_close: Callable[[Any, BaseException], None] | None = None,
-            tls_server_hostname: str | None = None):
+def connect(
+    url: str,
+    *,
+    heartbeat_s: int = 30,
+    connect_timeout_s: float = 5.0,
+    name: str = "sojourn",
+    on_close: Callable[[Any, BaseException], None] | None = None,
+    tls_server_hostname: str | None = None,
+):
     """Open a GeventConnection and wait (this greenlet only) until it is open."""
     from gevent.event import AsyncResult
     from pika.adapters.gevent_connection import GeventConnection
 
     opened: AsyncResult = AsyncResult()
-    params = parameters(url, heartbeat_s=heartbeat_s, connect_timeout_s=connect_timeout_s, name=name,
-                        tls_server_hostname=tls_server_hostname)
+    params = parameters(
+        url,
+        heartbeat_s=heartbeat_s,
+        connect_timeout_s=connect_timeout_s,
+        name=name,
+        tls_server_hostname=tls_server_hostname,
+    )
 
     def _on_close(conn, exc):
         if not opened.ready():
@@ -90,7 +111,8 @@ def connect(url: str, *, heartbeat_s: int = 30, connect_timeout_s: float = 5.0, 
         params,
         on_open_callback=lambda c: opened.set(c),
         on_open_error_callback=lambda c, exc: opened.set_exception(
-            exc if isinstance(exc, BaseException) else RuntimeError(str(exc))),
+            exc if isinstance(exc, BaseException) else RuntimeError(str(exc))
+        ),
         on_close_callback=_on_close,
     )
     try:

@@ -14,6 +14,7 @@ transport: a TLS socket must be retried with the same buffer after a partial wri
 transport is left as pika made it. The attributes touched are pika's private ones; a pika
 without them is left alone (`tune` returns False) and works as before.
 """
+
 from __future__ import annotations
 
 import struct
@@ -33,8 +34,8 @@ def tune(conn) -> bool:
         return False
     transport = getattr(conn, "_transport", None)
     if type(transport) is not _AsyncPlaintextTransport or not all(
-            hasattr(transport, name) for name in ("_tx_buffers", "_tx_buffered_byte_count", "_sock",
-                                                  "_sigint_safe_send")):
+        hasattr(transport, name) for name in ("_tx_buffers", "_tx_buffered_byte_count", "_sock", "_sigint_safe_send")
+    ):
         return False
     if transport._sock.gettimeout() != 0.0:  # a blocking socket's send could wait, in the hub
         return False
@@ -81,8 +82,8 @@ def produce_coalesced(self) -> None:
         self._tx_buffered_byte_count -= sent
 
 
-_FRAME_HEAD = struct.Struct(">BHI")          # frame type, channel, payload size
-_CONTENT_HEAD = struct.Struct(">BHIHxxQ")    # header frame's head + class id, weight (0), body size
+_FRAME_HEAD = struct.Struct(">BHI")  # frame type, channel, payload size
+_CONTENT_HEAD = struct.Struct(">BHIHxxQ")  # header frame's head + class id, weight (0), body size
 _FRAME_END = b"\xce"
 # A whole basic.ack / basic.nack method frame: type 1, channel, size 13, method index, tag, bits, end.
 _SETTLE = struct.Struct(">BHIIQBB")
@@ -171,5 +172,6 @@ class FrameWriter:
     def _method_frame(self, exchange: str, routing_key: str, mandatory: bool) -> bytes:
         from pika import frame, spec
 
-        return frame.Method(self._number, spec.Basic.Publish(exchange=exchange, routing_key=routing_key,
-                                                             mandatory=mandatory)).marshal()
+        return frame.Method(
+            self._number, spec.Basic.Publish(exchange=exchange, routing_key=routing_key, mandatory=mandatory)
+        ).marshal()

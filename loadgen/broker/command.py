@@ -4,6 +4,7 @@ Exit status: up 0 (started, or already running), 2 (not installed, port taken, b
 node failed to start), 130 interrupted (the half-started node is stopped); status 0 running,
 1 not running; down 0 (stopped, or was not running), 2 (could not purge).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -12,7 +13,12 @@ from pathlib import Path
 
 from loadgen.broker.config import BrokerSettingsError, MIB, parse_setting, watermark_settings
 from loadgen.broker.managed import (
-    DEFAULT_PORT, STATE_FILE, BrokerError, BrokerStatus, ManagedBroker, default_dir,
+    DEFAULT_PORT,
+    STATE_FILE,
+    BrokerError,
+    BrokerStatus,
+    ManagedBroker,
+    default_dir,
 )
 from loadgen.redact import mask_url
 
@@ -23,50 +29,82 @@ EXIT_OK, EXIT_NOT_RUNNING, EXIT_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 def add_parser(sub) -> None:
     brk = sub.add_parser(
-        "broker", help="start, stop or inspect a private throwaway RabbitMQ node (e.g. a low memory watermark)",
+        "broker",
+        help="start, stop or inspect a private throwaway RabbitMQ node (e.g. a low memory watermark)",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description="A second RabbitMQ node run from the installed rabbitmq-server, with its own name\n"
-                    "(sojourn-PORT@localhost), port (loopback only), data directory and rabbitmq.conf,\n"
-                    "for settings one must not set on a shared broker, such as a memory watermark low\n"
-                    "enough to trigger producer flow control. See docs/broker.md.",
+        "(sojourn-PORT@localhost), port (loopback only), data directory and rabbitmq.conf,\n"
+        "for settings one must not set on a shared broker, such as a memory watermark low\n"
+        "enough to trigger producer flow control. See docs/broker.md.",
         epilog="example:\n"
-               "  sojourn broker up --memory-watermark-mb 200\n"
-               "  sojourn run scenarios/quickstart.yaml --set broker.url=amqp://guest:guest@127.0.0.1:5673/\n"
-               "  sojourn broker down --purge")
+        "  sojourn broker up --memory-watermark-mb 200\n"
+        "  sojourn run scenarios/quickstart.yaml --set broker.url=amqp://guest:guest@127.0.0.1:5673/\n"
+        "  sojourn broker down --purge",
+    )
     actions = brk.add_subparsers(dest="broker_command", metavar="ACTION", required=True)
 
-    up = actions.add_parser("up", help="write the config and start the node; print its URL",
-                            description="Start the node detached and wait until it answers AMQP; print "
-                                        "its URL on stdout. Already running from DIR: say so, exit 0.")
+    up = actions.add_parser(
+        "up",
+        help="write the config and start the node; print its URL",
+        description="Start the node detached and wait until it answers AMQP; print "
+        "its URL on stdout. Already running from DIR: say so, exit 0.",
+    )
     _add_where(up)
     mem = up.add_mutually_exclusive_group()
-    mem.add_argument("--memory-watermark", type=float, metavar="FRACTION",
-                     help="vm_memory_high_watermark.relative: publishers block above this fraction of RAM "
-                          "(default 0.4; 0 blocks them at once)")
-    mem.add_argument("--memory-watermark-mb", type=float, metavar="MIB",
-                     help="vm_memory_high_watermark.absolute in MiB; below the node's own use at boot "
-                          "(~100-140 MiB) publishers are blocked from the start")
-    up.add_argument("--setting", action="append", default=[], dest="settings", metavar="KEY=VALUE",
-                    help="any other rabbitmq.conf line, e.g. disk_free_limit.absolute=1GB (repeatable)")
-    up.add_argument("--timeout", type=float, default=90.0, metavar="S",
-                    help="give up (and stop the node) if it does not answer AMQP within S seconds (default 90)")
+    mem.add_argument(
+        "--memory-watermark",
+        type=float,
+        metavar="FRACTION",
+        help="vm_memory_high_watermark.relative: publishers block above this fraction of RAM "
+        "(default 0.4; 0 blocks them at once)",
+    )
+    mem.add_argument(
+        "--memory-watermark-mb",
+        type=float,
+        metavar="MIB",
+        help="vm_memory_high_watermark.absolute in MiB; below the node's own use at boot "
+        "(~100-140 MiB) publishers are blocked from the start",
+    )
+    up.add_argument(
+        "--setting",
+        action="append",
+        default=[],
+        dest="settings",
+        metavar="KEY=VALUE",
+        help="any other rabbitmq.conf line, e.g. disk_free_limit.absolute=1GB (repeatable)",
+    )
+    up.add_argument(
+        "--timeout",
+        type=float,
+        default=90.0,
+        metavar="S",
+        help="give up (and stop the node) if it does not answer AMQP within S seconds (default 90)",
+    )
 
-    status = actions.add_parser("status", help="is it running; pid, watermark, memory use and alarms",
-                                description="Exit 0 when the node is running, 1 when it is not.")
+    status = actions.add_parser(
+        "status",
+        help="is it running; pid, watermark, memory use and alarms",
+        description="Exit 0 when the node is running, 1 when it is not.",
+    )
     _add_where(status)
 
-    down = actions.add_parser("down", help="stop the node (rabbitmqctl stop); --purge deletes its directory",
-                              description="Stop the node and wait for it to exit. Exit 0 also when it "
-                                          "was not running.")
+    down = actions.add_parser(
+        "down",
+        help="stop the node (rabbitmqctl stop); --purge deletes its directory",
+        description="Stop the node and wait for it to exit. Exit 0 also when it was not running.",
+    )
     _add_where(down)
     down.add_argument("--purge", action="store_true", help="then delete DIR (data, logs, config)")
 
 
 def _add_where(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--port", type=int, metavar="PORT",
-                   help=f"AMQP port on 127.0.0.1 (default {DEFAULT_PORT}, or the port last used in --dir)")
-    p.add_argument("--dir", metavar="DIR",
-                   help="the node's directory (default .sojourn/broker/sojourn-PORT/)")
+    p.add_argument(
+        "--port",
+        type=int,
+        metavar="PORT",
+        help=f"AMQP port on 127.0.0.1 (default {DEFAULT_PORT}, or the port last used in --dir)",
+    )
+    p.add_argument("--dir", metavar="DIR", help="the node's directory (default .sojourn/broker/sojourn-PORT/)")
 
 
 def cmd_broker(args) -> int:
@@ -99,12 +137,18 @@ def _up(args) -> int:
         settings[key] = value
     existing = _existing(args)
     if existing.is_running():
-        _say(f"{existing.node} is already running from {existing.dir} (pid {existing.pid()}, "
-             f"watermark {existing.watermark})")
+        _say(
+            f"{existing.node} is already running from {existing.dir} (pid {existing.pid()}, "
+            f"watermark {existing.watermark})"
+        )
         wanted = ManagedBroker(existing.dir, args.port or existing.port, settings)
-        if (args.port is not None and wanted.port != existing.port) or (settings and wanted.settings != existing.settings):
-            _say("the port or settings asked for differ from the running node's and were not applied: "
-                 f"`sojourn broker down --dir {existing.dir}` first")
+        if (args.port is not None and wanted.port != existing.port) or (
+            settings and wanted.settings != existing.settings
+        ):
+            _say(
+                "the port or settings asked for differ from the running node's and were not applied: "
+                f"`sojourn broker down --dir {existing.dir}` first"
+            )
         print(existing.url)
         return EXIT_OK
     broker = ManagedBroker(existing.dir, args.port or existing.port, settings)
@@ -113,8 +157,10 @@ def _up(args) -> int:
     except KeyboardInterrupt:
         _say("interrupted: the node was stopped")
         return EXIT_INTERRUPTED
-    _say(f"{broker.node} answers on {mask_url(broker.url)} after {result.seconds:.1f} s "
-         f"(pid {result.pid}; data and logs in {broker.dir})")
+    _say(
+        f"{broker.node} answers on {mask_url(broker.url)} after {result.seconds:.1f} s "
+        f"(pid {result.pid}; data and logs in {broker.dir})"
+    )
     _say(f"stop it with: sojourn broker down --dir {broker.dir} [--purge]")
     print(broker.url)
     return EXIT_OK
@@ -130,16 +176,21 @@ def _status(args) -> int:
 def format_status(status: BrokerStatus, url: str) -> str:
     if not status.running:
         return f"{status.node}: not running (directory {status.dir})"
-    lines = [f"{status.node}: running (pid {status.pid})",
-             f"  url:       {mask_url(url)}",
-             f"  directory: {status.dir}",
-             f"  watermark: {status.watermark}"]
+    lines = [
+        f"{status.node}: running (pid {status.pid})",
+        f"  url:       {mask_url(url)}",
+        f"  directory: {status.dir}",
+        f"  watermark: {status.watermark}",
+    ]
     if status.memory_limit_bytes is not None and status.memory_used_bytes is not None:
-        lines.append(f"  memory:    {status.memory_used_bytes / MIB:,.1f} MiB used of a "
-                     f"{status.memory_limit_bytes / MIB:,.1f} MiB limit")
+        lines.append(
+            f"  memory:    {status.memory_used_bytes / MIB:,.1f} MiB used of a "
+            f"{status.memory_limit_bytes / MIB:,.1f} MiB limit"
+        )
     if status.alarms is not None:
-        lines.append("  alarms:    " + (", ".join(status.alarms) + " (publishers are blocked)"
-                                        if status.alarms else "none"))
+        lines.append(
+            "  alarms:    " + (", ".join(status.alarms) + " (publishers are blocked)" if status.alarms else "none")
+        )
     if status.detail:
         lines.append(f"  note:      {status.detail}")
     return "\n".join(lines)

@@ -3,6 +3,7 @@
 Settings are rabbitmq.conf (cuttlefish) `key = value` pairs. sojourn owns the listener (the
 port, bound to loopback) and fills in a memory watermark and a disk free limit unless given.
 """
+
 from __future__ import annotations
 
 import math
@@ -12,8 +13,16 @@ from collections.abc import Mapping
 from loadgen.errors import LoadgenError
 
 __all__ = [
-    "BrokerSettingsError", "DEFAULT_SETTINGS", "MIB", "Settings",
-    "effective_settings", "parse_setting", "render_config", "tls_ports", "validate_port", "watermark_settings",
+    "BrokerSettingsError",
+    "DEFAULT_SETTINGS",
+    "MIB",
+    "Settings",
+    "effective_settings",
+    "parse_setting",
+    "render_config",
+    "tls_ports",
+    "validate_port",
+    "watermark_settings",
 ]
 
 Settings = dict[str, str]
@@ -69,14 +78,16 @@ def validate_port(port: object, what: str = "port") -> int:
 def watermark_settings(relative: float | None = None, absolute_mb: float | None = None) -> Settings:
     """The setting for `--memory-watermark` (a fraction of RAM) or `--memory-watermark-mb` (MiB)."""
     if relative is not None and absolute_mb is not None:
-        raise BrokerSettingsError("vm_memory_high_watermark", f"{relative} and {absolute_mb} MiB",
-                                  "give a relative or an absolute watermark, not both")
+        raise BrokerSettingsError(
+            "vm_memory_high_watermark",
+            f"{relative} and {absolute_mb} MiB",
+            "give a relative or an absolute watermark, not both",
+        )
     if relative is not None:
         return {"vm_memory_high_watermark.relative": _fraction("vm_memory_high_watermark.relative", relative)}
     if absolute_mb is not None:
         if not _finite(absolute_mb) or absolute_mb < 0:
-            raise BrokerSettingsError("vm_memory_high_watermark.absolute", absolute_mb,
-                                      "must be a number of MiB >= 0")
+            raise BrokerSettingsError("vm_memory_high_watermark.absolute", absolute_mb, "must be a number of MiB >= 0")
         return {"vm_memory_high_watermark.absolute": str(int(round(absolute_mb * MIB)))}
     return {}
 
@@ -94,8 +105,9 @@ def effective_settings(settings: Mapping[str, object] | None = None) -> Settings
     for group in (_WATERMARK, _DISK):
         present = [k for k in given if k in group]  # in the order given: blame the later one
         if len(present) > 1:
-            raise BrokerSettingsError(present[1], given[present[1]],
-                                      f"conflicts with {present[0]}={given[present[0]]!r}: give one of them")
+            raise BrokerSettingsError(
+                present[1], given[present[1]], f"conflicts with {present[0]}={given[present[0]]!r}: give one of them"
+            )
     result: Settings = {}
     for key, value in DEFAULT_SETTINGS.items():
         group = _WATERMARK if key in _WATERMARK else _DISK if key in _DISK else (key,)
@@ -115,16 +127,20 @@ def render_config(settings: Mapping[str, object] | None = None, *, port: int) ->
     effective = effective_settings(settings)
     for key, tls_port in tls_ports(effective).items():
         if tls_port == port:
-            raise BrokerSettingsError(key, effective[key], f"the TLS listener needs a port other than the "
-                                                           f"AMQP port {port}")
+            raise BrokerSettingsError(
+                key, effective[key], f"the TLS listener needs a port other than the AMQP port {port}"
+            )
     lines += [f"{key} = {value}" for key, value in effective.items()]
     return "\n".join(lines) + "\n"
 
 
 def tls_ports(settings: Mapping[str, str]) -> dict[str, int]:
     """The amqps listeners among validated settings: key -> port on 127.0.0.1."""
-    return {key: int(_TLS_LISTENER.match(value).group(1))  # type: ignore[union-attr]
-            for key, value in settings.items() if key.startswith(_TLS_LISTENER_PREFIX)}
+    return {
+        key: int(_TLS_LISTENER.match(value).group(1))  # type: ignore[union-attr]
+        for key, value in settings.items()
+        if key.startswith(_TLS_LISTENER_PREFIX)
+    }
 
 
 def _as_text(key: str, value: object) -> str:
@@ -141,23 +157,27 @@ def _as_text(key: str, value: object) -> str:
 
 def _validate(key: str, value: str) -> str:
     if not _KEY.match(key):
-        raise BrokerSettingsError(key, value, "not a rabbitmq.conf key (dotted words, e.g. "
-                                              "vm_memory_high_watermark.relative)")
+        raise BrokerSettingsError(
+            key, value, "not a rabbitmq.conf key (dotted words, e.g. vm_memory_high_watermark.relative)"
+        )
     if key.startswith(_OWNED_PREFIXES):
         raise BrokerSettingsError(key, value, "sojourn sets the listener itself: use --port")
     if not value:
         raise BrokerSettingsError(key, value, "empty value")
     if "\n" in value or "\r" in value or "#" in value:
-        raise BrokerSettingsError(key, value, "a value can not contain a newline or '#' (rabbitmq.conf "
-                                              "reads '#' as the start of a comment)")
+        raise BrokerSettingsError(
+            key, value, "a value can not contain a newline or '#' (rabbitmq.conf reads '#' as the start of a comment)"
+        )
     if key.startswith(_TLS_LISTENER_PREFIX):
         found = _TLS_LISTENER.match(value)
         if not found or not 1 <= int(found.group(1)) <= 65535:
-            raise BrokerSettingsError(key, value, "the private node listens on loopback only: give "
-                                                  "127.0.0.1:PORT (PORT other than --port)")
+            raise BrokerSettingsError(
+                key, value, "the private node listens on loopback only: give 127.0.0.1:PORT (PORT other than --port)"
+            )
     if key in _TLS_FILES and not value.startswith("/"):
-        raise BrokerSettingsError(key, value, "must be an absolute path (the node does not run in "
-                                              "your current directory)")
+        raise BrokerSettingsError(
+            key, value, "must be an absolute path (the node does not run in your current directory)"
+        )
     if key in ("vm_memory_high_watermark.relative", "disk_free_limit.relative"):
         return _fraction(key, value, upper=1.0 if key.startswith("vm_") else None)
     if key in ("vm_memory_high_watermark.absolute", "disk_free_limit.absolute"):

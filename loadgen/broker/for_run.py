@@ -1,6 +1,7 @@
 """The broker a `sojourn run` uses: the scenario's, a private node it asks for, or, when nothing
 answers at the default URL, a private node started on the spot (docs/broker.md).
 """
+
 from __future__ import annotations
 
 from contextlib import contextmanager
@@ -34,14 +35,17 @@ def broker_for_run(scenario, say: Callable[[str], None]) -> Iterator[str | None]
         if not b.url_is_default:
             raise
         broker = ManagedBroker(default_dir(DEFAULT_PORT), DEFAULT_PORT)
-        say(f"nothing answers on {mask_url(b.url)}: starting a private RabbitMQ node on port {DEFAULT_PORT} "
-            "for this run (docs/broker.md)")
+        say(
+            f"nothing answers on {mask_url(b.url)}: starting a private RabbitMQ node on port {DEFAULT_PORT} "
+            "for this run (docs/broker.md)"
+        )
         try:
             with _running(broker, say, keep=False):
                 yield broker.url
         except BrokerNotInstalled:
-            raise BrokerUnreachable(f"nothing answers on {mask_url(b.url)}, and rabbitmq-server is not "
-                                    "installed to start a private node") from None
+            raise BrokerUnreachable(
+                f"nothing answers on {mask_url(b.url)}, and rabbitmq-server is not installed to start a private node"
+            ) from None
         return
     yield None
 
@@ -49,8 +53,10 @@ def broker_for_run(scenario, say: Callable[[str], None]) -> Iterator[str | None]
 @contextmanager
 def _running(broker: ManagedBroker, say: Callable[[str], None], keep: bool) -> Iterator[None]:
     if broker.is_running():
-        say(f"using the private node {broker.node} already running from {broker.dir} "
-            "(its settings are as it was started with; `sojourn broker down` to restart it)")
+        say(
+            f"using the private node {broker.node} already running from {broker.dir} "
+            "(its settings are as it was started with; `sojourn broker down` to restart it)"
+        )
         yield
         return
     try:  # e.g. `sojourn broker up --port N --dir elsewhere` before the run
@@ -58,13 +64,17 @@ def _running(broker: ManagedBroker, say: Callable[[str], None], keep: bool) -> I
     except BrokerUnreachable:
         pass
     else:
-        say(f"a broker already answers on {mask_url(broker.url)}: using it as it is (not started by "
-            "this run, so its settings are its own and it is left running)")
+        say(
+            f"a broker already answers on {mask_url(broker.url)}: using it as it is (not started by "
+            "this run, so its settings are its own and it is left running)"
+        )
         yield
         return
     result = broker.start(progress=say)
-    say(f"private node {broker.node} up on {mask_url(broker.url)} after {result.seconds:.1f} s "
-        f"(watermark {broker.watermark})")
+    say(
+        f"private node {broker.node} up on {mask_url(broker.url)} after {result.seconds:.1f} s "
+        f"(watermark {broker.watermark})"
+    )
     try:
         yield
     finally:

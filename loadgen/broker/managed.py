@@ -15,6 +15,7 @@ console.log), the pid file and sojourn-broker.json (port, node, distribution por
 The node outlives the process that started it; `ManagedBroker.from_dir(dir)` finds it again.
 The Erlang cookie is the usual $HOME/.erlang.cookie. Errors derive from BrokerError.
 """
+
 from __future__ import annotations
 
 import json
@@ -33,8 +34,17 @@ from loadgen.broker.config import MIB, Settings, effective_settings, render_conf
 from loadgen.errors import LoadgenError
 
 __all__ = [
-    "BrokerError", "BrokerNotInstalled", "BrokerPortInUse", "BrokerStartFailed", "BrokerStatus",
-    "DEFAULT_PORT", "ManagedBroker", "StartResult", "default_dir", "find_rabbitmq", "free_loopback_port",
+    "BrokerError",
+    "BrokerNotInstalled",
+    "BrokerPortInUse",
+    "BrokerStartFailed",
+    "BrokerStatus",
+    "DEFAULT_PORT",
+    "ManagedBroker",
+    "StartResult",
+    "default_dir",
+    "find_rabbitmq",
+    "free_loopback_port",
 ]
 
 DEFAULT_PORT = 5673
@@ -52,8 +62,10 @@ class BrokerError(LoadgenError):
 
 class BrokerNotInstalled(BrokerError):
     def __init__(self) -> None:
-        super().__init__(f"rabbitmq-server is not installed (looked on PATH and in {FALLBACK_SCRIPTS}): "
-                         "apt-get install -y rabbitmq-server")
+        super().__init__(
+            f"rabbitmq-server is not installed (looked on PATH and in {FALLBACK_SCRIPTS}): "
+            "apt-get install -y rabbitmq-server"
+        )
 
 
 class BrokerPortInUse(BrokerError):
@@ -84,11 +96,11 @@ class BrokerStatus:
     port: int
     dir: Path
     pid: int | None = None
-    watermark: str | None = None            # as configured, e.g. "relative 0.4" or "absolute 150MiB"
-    memory_limit_bytes: int | None = None   # from the live node (rabbitmqctl status)
+    watermark: str | None = None  # as configured, e.g. "relative 0.4" or "absolute 150MiB"
+    memory_limit_bytes: int | None = None  # from the live node (rabbitmqctl status)
     memory_used_bytes: int | None = None
-    alarms: tuple[str, ...] | None = None   # e.g. ("memory",); None when not asked or not answered
-    detail: str = ""                        # why a live query failed, if it did
+    alarms: tuple[str, ...] | None = None  # e.g. ("memory",); None when not asked or not answered
+    detail: str = ""  # why a live query failed, if it did
 
     @property
     def memory_alarm(self) -> bool | None:
@@ -134,8 +146,9 @@ class ManagedBroker:
     its AMQP port on 127.0.0.1; `settings` are rabbitmq.conf keys, validated here (see
     loadgen.broker.config) and completed with the defaults."""
 
-    def __init__(self, dir: str | Path | None = None, port: int = DEFAULT_PORT,
-                 settings: Mapping[str, object] | None = None):
+    def __init__(
+        self, dir: str | Path | None = None, port: int = DEFAULT_PORT, settings: Mapping[str, object] | None = None
+    ):
         self.port: int = validate_port(port)
         self.dir: Path = Path(dir) if dir is not None else default_dir(port)
         self.settings: Settings = effective_settings(settings)
@@ -220,11 +233,19 @@ class ManagedBroker:
         with open(self.console_log, "wb") as console:  # this start only: its errors, not the last one's
             # A new session: the node survives this process and a Ctrl-C aimed at it. Foreground
             # mode (not -detached) keeps the node's early errors in console.log.
-            self._process = subprocess.Popen([str(rabbit.server)], env=env, cwd=self.dir,
-                                             stdin=subprocess.DEVNULL, stdout=console,
-                                             stderr=subprocess.STDOUT, start_new_session=True)
-        say(f"starting {self.node} on 127.0.0.1:{self.port} (distribution port {dist_port}, "
-            f"data in {self.dir}, watermark {self.watermark})")
+            self._process = subprocess.Popen(
+                [str(rabbit.server)],
+                env=env,
+                cwd=self.dir,
+                stdin=subprocess.DEVNULL,
+                stdout=console,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        say(
+            f"starting {self.node} on 127.0.0.1:{self.port} (distribution port {dist_port}, "
+            f"data in {self.dir}, watermark {self.watermark})"
+        )
         try:
             return self._await_amqp(began, timeout, say)
         except KeyboardInterrupt:
@@ -238,14 +259,19 @@ class ManagedBroker:
         while True:
             code = self._process.poll()
             if code is not None:
-                raise BrokerStartFailed(self.node, f"rabbitmq-server exited (status {code}) before answering AMQP", self._log_tails())
+                raise BrokerStartFailed(
+                    self.node, f"rabbitmq-server exited (status {code}) before answering AMQP", self._log_tails()
+                )
             if _amqp_answers(self.port):
                 return StartResult(False, time.monotonic() - began, self.pid())
             now = time.monotonic()
             if now >= deadline:
                 self._kill()
-                raise BrokerStartFailed(self.node, f"no AMQP answer on 127.0.0.1:{self.port} within "
-                                                   f"{timeout:g} s (the node was stopped)", self._log_tails())
+                raise BrokerStartFailed(
+                    self.node,
+                    f"no AMQP answer on 127.0.0.1:{self.port} within {timeout:g} s (the node was stopped)",
+                    self._log_tails(),
+                )
             if now >= next_note:
                 say(f"waiting for {self.node} to answer AMQP ... {now - began:.0f} s")
                 next_note = now + 5
@@ -300,10 +326,21 @@ class ManagedBroker:
         total = live.get("memory", {}).get("total", {})
         strategy = live.get("vm_memory_calculation_strategy", "rss")
         used = total.get(strategy) if isinstance(total, dict) else None
-        alarms = tuple(sorted({a.get("resource", a.get("type", "?")) if isinstance(a, dict) else str(a)
-                               for a in live.get("alarms", [])}))
-        return BrokerStatus(running=True, memory_limit_bytes=live.get("vm_memory_high_watermark_limit"),
-                            memory_used_bytes=used, alarms=alarms, **base)
+        alarms = tuple(
+            sorted(
+                {
+                    a.get("resource", a.get("type", "?")) if isinstance(a, dict) else str(a)
+                    for a in live.get("alarms", [])
+                }
+            )
+        )
+        return BrokerStatus(
+            running=True,
+            memory_limit_bytes=live.get("vm_memory_high_watermark_limit"),
+            memory_used_bytes=used,
+            alarms=alarms,
+            **base,
+        )
 
     # -- helpers ----------------------------------------------------------------------------
     def _dist_port(self) -> int:
@@ -317,30 +354,38 @@ class ManagedBroker:
         (self.dir / "rabbitmq.conf").write_text(render_config(self.settings, port=self.port))
         (self.dir / "enabled_plugins").write_text("[].\n")
         # Our own env file, so /etc/rabbitmq/rabbitmq-env.conf (NODENAME=...) is never read.
-        (self.dir / "rabbitmq-env.conf").write_text("# Written by sojourn: keep epmd on loopback.\n"
-                                                    "ERL_EPMD_ADDRESS=127.0.0.1\n")
-        state = {"port": self.port, "node": self.node, "dist_port": dist_port, "url": self.url,
-                 "settings": self.settings}
+        (self.dir / "rabbitmq-env.conf").write_text(
+            "# Written by sojourn: keep epmd on loopback.\nERL_EPMD_ADDRESS=127.0.0.1\n"
+        )
+        state = {
+            "port": self.port,
+            "node": self.node,
+            "dist_port": dist_port,
+            "url": self.url,
+            "settings": self.settings,
+        }
         (self.dir / STATE_FILE).write_text(json.dumps(state, indent=2) + "\n")
 
     def _env(self, dist_port: int | None = None) -> dict[str, str]:
         d = self.dir.resolve()
         env = {k: v for k, v in os.environ.items() if not k.startswith("RABBITMQ_")}
-        env.update({
-            "RABBITMQ_CONF_ENV_FILE": str(d / "rabbitmq-env.conf"),
-            "RABBITMQ_NODENAME": self.node,
-            "RABBITMQ_NODE_IP_ADDRESS": "127.0.0.1",
-            "RABBITMQ_NODE_PORT": str(self.port),
-            "RABBITMQ_CONFIG_FILE": str(d / "rabbitmq.conf"),
-            "RABBITMQ_ADVANCED_CONFIG_FILE": str(d / "advanced.config"),
-            "RABBITMQ_ENABLED_PLUGINS_FILE": str(d / "enabled_plugins"),
-            "RABBITMQ_MNESIA_BASE": str(d / "mnesia"),
-            "RABBITMQ_LOG_BASE": str(d / "log"),
-            "RABBITMQ_PID_FILE": str(d / "rabbitmq.pid"),
-            "ERL_EPMD_ADDRESS": "127.0.0.1",
-            # Erlang distribution (rabbitmqctl's way in) on loopback only.
-            "ERL_FLAGS": "-kernel inet_dist_use_interface {127,0,0,1}",
-        })
+        env.update(
+            {
+                "RABBITMQ_CONF_ENV_FILE": str(d / "rabbitmq-env.conf"),
+                "RABBITMQ_NODENAME": self.node,
+                "RABBITMQ_NODE_IP_ADDRESS": "127.0.0.1",
+                "RABBITMQ_NODE_PORT": str(self.port),
+                "RABBITMQ_CONFIG_FILE": str(d / "rabbitmq.conf"),
+                "RABBITMQ_ADVANCED_CONFIG_FILE": str(d / "advanced.config"),
+                "RABBITMQ_ENABLED_PLUGINS_FILE": str(d / "enabled_plugins"),
+                "RABBITMQ_MNESIA_BASE": str(d / "mnesia"),
+                "RABBITMQ_LOG_BASE": str(d / "log"),
+                "RABBITMQ_PID_FILE": str(d / "rabbitmq.pid"),
+                "ERL_EPMD_ADDRESS": "127.0.0.1",
+                # Erlang distribution (rabbitmqctl's way in) on loopback only.
+                "ERL_FLAGS": "-kernel inet_dist_use_interface {127,0,0,1}",
+            }
+        )
         if dist_port is not None:
             env["RABBITMQ_DIST_PORT"] = str(dist_port)
         return env
@@ -349,11 +394,18 @@ class ManagedBroker:
         """`rabbitmqctl -n <this node> ARGS...` with the node's environment; its stdout.
         Raises BrokerError when it fails (e.g. `ctl("set_vm_memory_high_watermark", "absolute", "1MB")`)."""
         rabbit = find_rabbitmq()
-        done = subprocess.run([str(rabbit.ctl), "-n", self.node, *args], env=self._env(), cwd=self.dir,
-                              capture_output=True, text=True, timeout=timeout)
+        done = subprocess.run(
+            [str(rabbit.ctl), "-n", self.node, *args],
+            env=self._env(),
+            cwd=self.dir,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
         if done.returncode != 0:
-            raise BrokerError(f"rabbitmqctl {' '.join(args)} exited {done.returncode}: "
-                              f"{(done.stderr or done.stdout).strip()[-400:]}")
+            raise BrokerError(
+                f"rabbitmqctl {' '.join(args)} exited {done.returncode}: {(done.stderr or done.stdout).strip()[-400:]}"
+            )
         return done.stdout
 
     def _kill(self) -> None:
@@ -370,8 +422,7 @@ class ManagedBroker:
         self._process = None
 
     def _log_tails(self) -> dict[str, str]:
-        return {str(path): _tail(path, LOG_TAIL_LINES) for path in (self.log_file, self.console_log)
-                if path.exists()}
+        return {str(path): _tail(path, LOG_TAIL_LINES) for path in (self.log_file, self.console_log) if path.exists()}
 
 
 # -- module helpers ---------------------------------------------------------------------------
@@ -431,8 +482,7 @@ def _check_free(port: int, what: str, advice: str = "choose another --port") -> 
 def _port_owner(port: int) -> str | None:
     """Best effort `name (pid N)` of the listener, from `ss`."""
     try:
-        out = subprocess.run(["ss", "-Hltnp", f"sport = :{port}"], capture_output=True, text=True,
-                             timeout=5).stdout
+        out = subprocess.run(["ss", "-Hltnp", f"sport = :{port}"], capture_output=True, text=True, timeout=5).stdout
     except (OSError, subprocess.TimeoutExpired):
         return None
     found = re.search(r'users:\(\("([^"]+)",pid=(\d+)', out)
@@ -447,8 +497,15 @@ def _amqp_answers(port: int) -> bool:
     except OSError:
         return False
     import pika
-    params = pika.ConnectionParameters("127.0.0.1", port, credentials=pika.PlainCredentials("guest", "guest"),
-                                       connection_attempts=1, socket_timeout=2, blocked_connection_timeout=None)
+
+    params = pika.ConnectionParameters(
+        "127.0.0.1",
+        port,
+        credentials=pika.PlainCredentials("guest", "guest"),
+        connection_attempts=1,
+        socket_timeout=2,
+        blocked_connection_timeout=None,
+    )
     try:
         pika.BlockingConnection(params).close()
     except Exception:  # noqa: BLE001 - any failure here means "not ready yet"
@@ -469,5 +526,5 @@ def _tail(path: Path, lines: int) -> str:
     first_error = next((i for i, line in enumerate(text) if "[error]" in line), None)
     if first_error is None or first_error >= len(text) - lines:
         return "\n".join(text[-lines:])
-    head = text[first_error:first_error + lines // 2]
-    return "\n".join(head + ["[...]"] + text[-(lines - len(head)):])
+    head = text[first_error : first_error + lines // 2]
+    return "\n".join(head + ["[...]"] + text[-(lines - len(head)) :])

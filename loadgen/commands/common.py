@@ -1,5 +1,6 @@
 """What the `sojourn` commands share: exit statuses, the error they raise, loading a scenario,
 its warnings, the broker a run uses, and running Locust headless in a child process."""
+
 from __future__ import annotations
 
 import os
@@ -10,9 +11,25 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-__all__ = ["EXIT_OK", "EXIT_SLO", "EXIT_INPUT", "EXIT_BROKER", "EXIT_INTERRUPTED", "EXIT_ANALYSIS",
-           "analysis_failures", "require_analysis", "BROKER_HELP", "CliError",
-           "broker_help", "load", "print_warnings", "broker_for", "run_locust", "recover_traces", "say"]
+__all__ = [
+    "EXIT_OK",
+    "EXIT_SLO",
+    "EXIT_INPUT",
+    "EXIT_BROKER",
+    "EXIT_INTERRUPTED",
+    "EXIT_ANALYSIS",
+    "analysis_failures",
+    "require_analysis",
+    "BROKER_HELP",
+    "CliError",
+    "broker_help",
+    "load",
+    "print_warnings",
+    "broker_for",
+    "run_locust",
+    "recover_traces",
+    "say",
+]
 
 EXIT_OK, EXIT_SLO, EXIT_INPUT, EXIT_BROKER, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 EXIT_LOADGEN = 4  # the load generator ended without starting the run (see the run's locust.log)
@@ -71,8 +88,11 @@ def print_warnings(scenario, capture: bool = True) -> None:
     from loadgen.deadletter import capture_warnings
     from loadgen.egress import egress_warnings
 
-    for warning in [*codel_warnings(scenario), *egress_warnings(scenario),
-                    *(capture_warnings(scenario) if capture else [])]:
+    for warning in [
+        *codel_warnings(scenario),
+        *egress_warnings(scenario),
+        *(capture_warnings(scenario) if capture else []),
+    ]:
         print(f"warning: {warning}", file=sys.stderr)
 
 
@@ -107,8 +127,11 @@ def _wait_for_run_processes(alive_r: int, timeout_s: float = WORKERS_EXIT_S) -> 
         while True:
             left = deadline - time.monotonic()
             if left <= 0:
-                print(f"sojourn: worker processes still running after {timeout_s:.0f} s; their last "
-                      "traces may be missing", file=sys.stderr)
+                print(
+                    f"sojourn: worker processes still running after {timeout_s:.0f} s; their last "
+                    "traces may be missing",
+                    file=sys.stderr,
+                )
                 return
             try:
                 ready, _, _ = select.select([alive_r], [], [], min(left, 1.0))
@@ -127,16 +150,20 @@ ANALYSIS_PACKAGES = ("pyspark", "plotly")
 """What the analysis imports beyond the load generator's needs: the `analysis` extra (pyproject.toml)."""
 
 
-def require_analysis(instead: str = "analyze the run directory on a machine that has it "
-                                      "(sojourn analyze RUN_DIR); the traces are kept") -> None:
+def require_analysis(
+    instead: str = "analyze the run directory on a machine that has it (sojourn analyze RUN_DIR); the traces are kept",
+) -> None:
     """A clear error (exit 5) when this install has no analysis: a load-generating host installs
     sojourn without the `analysis` extra. `instead` says what the user can do without it."""
     import importlib.util
 
     missing = [name for name in ANALYSIS_PACKAGES if importlib.util.find_spec(name) is None]
     if missing:
-        raise CliError(f"the analysis needs {' and '.join(missing)}, which this install lacks: install sojourn "
-                       f"with its analysis extra (pip install 'sojourn[analysis]'), or {instead}", EXIT_ANALYSIS)
+        raise CliError(
+            f"the analysis needs {' and '.join(missing)}, which this install lacks: install sojourn "
+            f"with its analysis extra (pip install 'sojourn[analysis]'), or {instead}",
+            EXIT_ANALYSIS,
+        )
 
 
 @contextmanager
@@ -156,10 +183,15 @@ def analysis_failures(log: str) -> Iterator[None]:
         if not type(exc).__module__.startswith(("py4j", "pyspark")):
             raise
         first = next((line.strip() for line in str(exc).splitlines() if line.strip()), type(exc).__name__)
-        hint = (" (the JVM ran out of memory; give it more with PYSPARK_SUBMIT_ARGS='--driver-memory 8g "
-                "pyspark-shell', or analyze on a cluster with --master)" if "OutOfMemoryError" in str(exc) else "")
-        raise CliError(f"the Spark analysis failed: {first[:300]}{hint}\n  the JVM's log: {log}",
-                       EXIT_ANALYSIS) from None
+        hint = (
+            " (the JVM ran out of memory; give it more with PYSPARK_SUBMIT_ARGS='--driver-memory 8g "
+            "pyspark-shell', or analyze on a cluster with --master)"
+            if "OutOfMemoryError" in str(exc)
+            else ""
+        )
+        raise CliError(
+            f"the Spark analysis failed: {first[:300]}{hint}\n  the JVM's log: {log}", EXIT_ANALYSIS
+        ) from None
 
 
 def recover_traces(run_dir: str) -> None:
@@ -173,11 +205,27 @@ def recover_traces(run_dir: str) -> None:
 
 def run_locust(scenario_path: str, overrides: list[str], run_dir: str, processes: int = 0) -> bool:
     """Run Locust headless in a child process; return True if it was interrupted."""
-    cmd = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--headless", "--only-summary",
-           "--scenario", scenario_path, "--run-dir", run_dir,
-           "--html", os.path.join(run_dir, "locust.html"),
-           "--csv", os.path.join(run_dir, "locust"),
-           "--exit-code-on-error", "0", "--loglevel", "WARNING"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "locust",
+        "-f",
+        str(LOCUSTFILE),
+        "--headless",
+        "--only-summary",
+        "--scenario",
+        scenario_path,
+        "--run-dir",
+        run_dir,
+        "--html",
+        os.path.join(run_dir, "locust.html"),
+        "--csv",
+        os.path.join(run_dir, "locust"),
+        "--exit-code-on-error",
+        "0",
+        "--loglevel",
+        "WARNING",
+    ]
     for override in overrides:
         cmd += ["--set", override]
     if processes:
@@ -187,8 +235,16 @@ def run_locust(scenario_path: str, overrides: list[str], run_dir: str, processes
         from loadgen.broker.managed import free_loopback_port
 
         port = free_loopback_port()
-        cmd += ["--processes", str(processes), "--master-bind-host", "127.0.0.1",
-                "--master-bind-port", str(port), "--master-port", str(port)]
+        cmd += [
+            "--processes",
+            str(processes),
+            "--master-bind-host",
+            "127.0.0.1",
+            "--master-bind-port",
+            str(port),
+            "--master-port",
+            str(port),
+        ]
     say(f"running {scenario_path} -> {run_dir}")
     # Every process of the run holds the write end of this pipe: Locust's master, and the worker
     # processes `--processes` forks from it. Locust's master does not wait for its workers when
@@ -201,8 +257,9 @@ def run_locust(scenario_path: str, overrides: list[str], run_dir: str, processes
     alive_r, alive_w = os.pipe()
     with open(os.path.join(run_dir, "locust.log"), "w") as log_file:
         try:
-            child = subprocess.Popen(cmd, stdout=log_file, stderr=None, pass_fds=(alive_w,),
-                                     env={**os.environ, ALIVE_FD_ENV: str(alive_w)})
+            child = subprocess.Popen(
+                cmd, stdout=log_file, stderr=None, pass_fds=(alive_w,), env={**os.environ, ALIVE_FD_ENV: str(alive_w)}
+            )
         finally:
             os.close(alive_w)
         interrupted = False
@@ -213,8 +270,10 @@ def run_locust(scenario_path: str, overrides: list[str], run_dir: str, processes
             except KeyboardInterrupt:
                 # The child got the same SIGINT and is flushing its traces; wait for it.
                 interrupted = True
-                print("sojourn: interrupted; waiting for the load generator to flush its traces "
-                      "(Ctrl-C again to force)", file=sys.stderr)
+                print(
+                    "sojourn: interrupted; waiting for the load generator to flush its traces (Ctrl-C again to force)",
+                    file=sys.stderr,
+                )
                 try:
                     code = child.wait()
                     break
@@ -225,11 +284,16 @@ def run_locust(scenario_path: str, overrides: list[str], run_dir: str, processes
     if code == EXIT_BROKER:
         raise CliError("the load generator could not reach the broker (see above)\n" + BROKER_HELP, EXIT_BROKER)
     if code == EXIT_INPUT:
-        raise CliError("the run did not start: the scenario, or what it declares on the broker, was refused "
-                       "(see above)", EXIT_INPUT)
+        raise CliError(
+            "the run did not start: the scenario, or what it declares on the broker, was refused (see above)",
+            EXIT_INPUT,
+        )
     if not interrupted and not os.path.isfile(os.path.join(run_dir, "run.json")):
-        raise CliError(f"the load generator ended (status {code}) without starting the run: see the messages "
-                       f"above and {run_dir}/locust.log", EXIT_LOADGEN)
+        raise CliError(
+            f"the load generator ended (status {code}) without starting the run: see the messages "
+            f"above and {run_dir}/locust.log",
+            EXIT_LOADGEN,
+        )
     if code not in (0, 1) and not interrupted:
         print(f"sojourn: locust exited with status {code}; see {run_dir}/locust.log", file=sys.stderr)
     return interrupted

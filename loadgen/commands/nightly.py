@@ -1,10 +1,22 @@
 """`sojourn nightly`: a suite of scenarios with SLOs, JUnit, history and trends (docs/nightly.md)."""
+
 from __future__ import annotations
 
 import os
 
-from loadgen.commands.common import (EXIT_INPUT, EXIT_INTERRUPTED, EXIT_OK, EXIT_SLO, CliError, analysis_failures, require_analysis,
-                                     broker_for, load, run_locust, say)
+from loadgen.commands.common import (
+    EXIT_INPUT,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_SLO,
+    CliError,
+    analysis_failures,
+    require_analysis,
+    broker_for,
+    load,
+    run_locust,
+    say,
+)
 from loadgen.commands.run import format_summary
 
 __all__ = ["cmd_nightly"]
@@ -43,15 +55,18 @@ def cmd_nightly(args) -> int:
         with analysis_failures(log):
             if spark is None:  # sized for the first run: a suite's runs are alike
                 found = traces.scan(run_dir)
-                spark = get_spark(args.spark_master, trace_bytes=traces.total_bytes(found),
-                                  trace_rows=traces.total_rows(found), log_path=log)
+                spark = get_spark(
+                    args.spark_master,
+                    trace_bytes=traces.total_bytes(found),
+                    trace_rows=traces.total_rows(found),
+                    log_path=log,
+                )
             summary = analyze(run_dir, spark=spark)
         print(format_summary(summary, run_dir))
         return summary
 
     try:
-        outcome = run_suite(suite, args.out, run_load=run_load, analyze=analyze_run,
-                            say=say)
+        outcome = run_suite(suite, args.out, run_load=run_load, analyze=analyze_run, say=say)
         write_history(suite, args.out, outcome)
     finally:
         if spark is not None:
@@ -60,8 +75,10 @@ def cmd_nightly(args) -> int:
             stop_spark(spark)
         lock.release()
     failures = [f"{c.classname} {c.name}" for c in outcome.cases if c.failure]
-    print(f"nightly {suite.name}: {len(suite.entries)} scenarios, {len(failures)} failed checks"
-          + "".join(f"\n  FAIL {f}" for f in failures))
+    print(
+        f"nightly {suite.name}: {len(suite.entries)} scenarios, {len(failures)} failed checks"
+        + "".join(f"\n  FAIL {f}" for f in failures)
+    )
     print(f"  junit: {os.path.join(args.out, 'junit.xml')}  trends: {os.path.join(args.out, 'index.html')}")
     if outcome.interrupted:
         return EXIT_INTERRUPTED

@@ -1,10 +1,18 @@
 """`sojourn record` (the firehose into a replay file) and `sojourn compare` (analysed runs side by side)."""
+
 from __future__ import annotations
 
 import os
 
-from loadgen.commands.common import (EXIT_BROKER, EXIT_INPUT, EXIT_INTERRUPTED, EXIT_OK, CliError, broker_help,
-                                     require_analysis)
+from loadgen.commands.common import (
+    EXIT_BROKER,
+    EXIT_INPUT,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    CliError,
+    broker_help,
+    require_analysis,
+)
 
 __all__ = ["cmd_record", "cmd_compare"]
 
@@ -16,8 +24,15 @@ def cmd_record(args) -> int:
 
     duration = args.duration if args.duration is not None else (None if args.count is not None else 60.0)
     url = args.url or os.environ.get("SOJOURN_AMQP_URL") or "amqp://guest:guest@127.0.0.1:5672/"
-    opts = RecordOptions(url=url, out=args.out, duration_s=duration, count=args.count,
-                         exchanges=tuple(args.exchanges), payloads=args.payloads, trace_on=args.trace_on)
+    opts = RecordOptions(
+        url=url,
+        out=args.out,
+        duration_s=duration,
+        count=args.count,
+        exchanges=tuple(args.exchanges),
+        payloads=args.payloads,
+        trace_on=args.trace_on,
+    )
     try:
         result = record(opts)
     except (RecordError, TraceFileError) as exc:
@@ -44,8 +59,9 @@ def cmd_compare(args) -> int:
             with open(path, encoding="utf-8") as f:
                 summary = json.load(f)
         except FileNotFoundError:
-            raise CliError(f"{run_dir}: no summary.json; analyze it first with: sojourn analyze {run_dir}",
-                           EXIT_INPUT) from None
+            raise CliError(
+                f"{run_dir}: no summary.json; analyze it first with: sojourn analyze {run_dir}", EXIT_INPUT
+            ) from None
         except (OSError, ValueError) as exc:
             raise CliError(f"{path}: can not read: {exc}", EXIT_INPUT) from None
         label = os.path.basename(os.path.normpath(run_dir))

@@ -1,11 +1,25 @@
 """`sojourn run` (the load, then the analysis) and `sojourn analyze`, and the summary lines both print."""
+
 from __future__ import annotations
 
 import os
 import sys
 
-from loadgen.commands.common import (EXIT_INPUT, EXIT_INTERRUPTED, EXIT_OK, EXIT_SLO, CliError, analysis_failures, require_analysis,
-                                     broker_for, load, print_warnings, recover_traces, run_locust, say)
+from loadgen.commands.common import (
+    EXIT_INPUT,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_SLO,
+    CliError,
+    analysis_failures,
+    require_analysis,
+    broker_for,
+    load,
+    print_warnings,
+    recover_traces,
+    run_locust,
+    say,
+)
 
 __all__ = ["cmd_run", "cmd_analyze", "analyze_runs", "format_summary"]
 
@@ -15,8 +29,9 @@ def cmd_run(args) -> int:
 
     scenario = load(args.scenario, args.overrides)
     if not args.no_analyze:  # before the load, not after it
-        require_analysis("run the load only (sojourn run --no-analyze) and analyze the run directory "
-                         "on a machine that has it")
+        require_analysis(
+            "run the load only (sojourn run --no-analyze) and analyze the run directory on a machine that has it"
+        )
     print_warnings(scenario, capture=False)
     run_dir = args.out or default_run_dir(scenario.name)
     if os.path.exists(os.path.join(run_dir, "traces")):
@@ -48,8 +63,11 @@ def analyze_runs(run_dirs: list[str], master: str | None, percentiles: str = "au
     code = EXIT_OK
     log = os.path.join(run_dirs[0], "spark.log")
     with analysis_failures(log):
-        say(f"analyzing {' '.join(run_dirs)} with Spark" if len(run_dirs) < 4
-            else f"analyzing {len(run_dirs)} runs with Spark")
+        say(
+            f"analyzing {' '.join(run_dirs)} with Spark"
+            if len(run_dirs) < 4
+            else f"analyzing {len(run_dirs)} runs with Spark"
+        )
         with spark_for(run_dirs, master, log_path=log, progress=_progress) as spark:
             for run_dir in run_dirs:
                 if len(run_dirs) > 1:
@@ -88,8 +106,9 @@ def format_summary(summary: dict, run_dir: str) -> str:
     for phase in summary.get("phases", []):
         psj = phase.get("sojourn_ms", {})
         span = f"{phase.get('start_s', 0):g}–{phase.get('end_s', 0):g} s"
-        lines.append(f"  phase {phase.get('phase')} ({span}): sojourn p50 {ms(psj.get('p50'))} "
-                     f"p99 {ms(psj.get('p99'))}")
+        lines.append(
+            f"  phase {phase.get('phase')} ({span}): sojourn p50 {ms(psj.get('p50'))} p99 {ms(psj.get('p99'))}"
+        )
     for s in summary.get("slo", []):
         value = s.get("value")
         shown = "none" if value is None else f"{value:,.6g}"
@@ -99,12 +118,16 @@ def format_summary(summary: dict, run_dir: str) -> str:
             continue
         late = f.get("lateness_ms") or {}
         if f.get("behind"):
-            lines.append(f"  WARNING: producer group {group} fell behind its schedule: p99 {ms(late.get('p99'))} ms "
-                         f"late (max {ms(late.get('max'))} ms); the results under-state the offered load")
+            lines.append(
+                f"  WARNING: producer group {group} fell behind its schedule: p99 {ms(late.get('p99'))} ms "
+                f"late (max {ms(late.get('max'))} ms); the results under-state the offered load"
+            )
         replay = f.get("replay") if isinstance(f.get("replay"), dict) else {}
         if replay.get("missing") or replay.get("duplicates"):
-            lines.append(f"  WARNING: replay {group}: {replay.get('missing') or 0:,} rows missing, "
-                         f"{replay.get('duplicates') or 0:,} duplicate publishes")
+            lines.append(
+                f"  WARNING: replay {group}: {replay.get('missing') or 0:,} rows missing, "
+                f"{replay.get('duplicates') or 0:,} duplicate publishes"
+            )
     if m.get("unaccounted"):
         lines.append(f"  WARNING: {m['unaccounted']} messages unaccounted for, e.g. {m.get('unaccounted_ids', [])[:5]}")
     lines.append(f"  report: {os.path.join(run_dir, 'report.html')}")

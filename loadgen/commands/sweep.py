@@ -1,11 +1,23 @@
 """`sojourn sweep`: one run per value of one field, analysed on one Spark session, side by side."""
+
 from __future__ import annotations
 
 import json
 import os
 
-from loadgen.commands.common import (EXIT_INPUT, EXIT_INTERRUPTED, EXIT_OK, EXIT_SLO, CliError, analysis_failures, require_analysis,
-                                     broker_for, load, run_locust, say)
+from loadgen.commands.common import (
+    EXIT_INPUT,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_SLO,
+    CliError,
+    analysis_failures,
+    require_analysis,
+    broker_for,
+    load,
+    run_locust,
+    say,
+)
 
 __all__ = ["cmd_sweep", "sweep_rows", "sweep_table"]
 
@@ -14,8 +26,7 @@ def _vary(text: str) -> tuple[str, list[str]]:
     path, sep, values = text.partition("=")
     vals = [v.strip() for v in values.split(",") if v.strip()]
     if not sep or not path.strip() or len(vals) < 1:
-        raise CliError(f"--vary {text!r}: expected PATH=V1,V2,... e.g. consumers.main.prefetch=1,26,51",
-                       EXIT_INPUT)
+        raise CliError(f"--vary {text!r}: expected PATH=V1,V2,... e.g. consumers.main.prefetch=1,26,51", EXIT_INPUT)
     return path.strip(), vals
 
 
@@ -74,21 +85,33 @@ def sweep_rows(summaries: list[tuple[str, str, dict]]) -> list[dict]:
         for phase in summary.get("phases") or []:
             ack = (phase.get("throughput") or {}).get("ack_per_s")
             # the impairment period in force when the phase began (periods follow network changes only)
-            net = next((p for p in periods
-                        if (p.get("start_s") or 0) <= (phase.get("start_s") or 0) < (p.get("end_s") or 0)), None)
-            rows.append({
-                "value": value, "run_dir": run_dir, "phase": phase.get("phase"),
-                "start_s": phase.get("start_s"), "end_s": phase.get("end_s"),
-                "network_ms": None if net is None else [(net.get("upstream") or {}).get("latency_ms"),
-                                                        (net.get("downstream") or {}).get("latency_ms")],
-                "ack_per_s": ack,
-                "utilisation": None if ack is None or processing_ms is None
-                else ack * processing_ms / 1000.0 / consumers,
-                "sojourn_p50_ms": (phase.get("sojourn_ms") or {}).get("p50"),
-                "sojourn_p99_ms": (phase.get("sojourn_ms") or {}).get("p99"),
-                "e2e_p50_ms": ((phase.get("latency_ms") or {}).get("end_to_end") or {}).get("p50"),
-                "unaccounted": (summary.get("messages") or {}).get("unaccounted"),
-            })
+            net = next(
+                (p for p in periods if (p.get("start_s") or 0) <= (phase.get("start_s") or 0) < (p.get("end_s") or 0)),
+                None,
+            )
+            rows.append(
+                {
+                    "value": value,
+                    "run_dir": run_dir,
+                    "phase": phase.get("phase"),
+                    "start_s": phase.get("start_s"),
+                    "end_s": phase.get("end_s"),
+                    "network_ms": None
+                    if net is None
+                    else [
+                        (net.get("upstream") or {}).get("latency_ms"),
+                        (net.get("downstream") or {}).get("latency_ms"),
+                    ],
+                    "ack_per_s": ack,
+                    "utilisation": None
+                    if ack is None or processing_ms is None
+                    else ack * processing_ms / 1000.0 / consumers,
+                    "sojourn_p50_ms": (phase.get("sojourn_ms") or {}).get("p50"),
+                    "sojourn_p99_ms": (phase.get("sojourn_ms") or {}).get("p99"),
+                    "e2e_p50_ms": ((phase.get("latency_ms") or {}).get("end_to_end") or {}).get("p50"),
+                    "unaccounted": (summary.get("messages") or {}).get("unaccounted"),
+                }
+            )
     return rows
 
 
@@ -96,12 +119,16 @@ def sweep_table(path: str, rows: list[dict]) -> str:
     def num(v, fmt="{:,.1f}"):
         return "–" if v is None else fmt.format(v)
 
-    lines = [f"| {path} | phase | s | network up/down (ms) | ack/s | utilisation | "
-             f"sojourn p50 (ms) | sojourn p99 (ms) | e2e p50 (ms) |",
-             "|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        f"| {path} | phase | s | network up/down (ms) | ack/s | utilisation | "
+        f"sojourn p50 (ms) | sojourn p99 (ms) | e2e p50 (ms) |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
         net = "–" if r["network_ms"] is None else "/".join(num(x, "{:g}") for x in r["network_ms"])
-        lines.append(f"| {r['value']} | {r['phase']} | {num(r['start_s'], '{:g}')}–{num(r['end_s'], '{:g}')} "
-                     f"| {net} | {num(r['ack_per_s'])} | {num(r['utilisation'], '{:.1%}')} "
-                     f"| {num(r['sojourn_p50_ms'])} | {num(r['sojourn_p99_ms'])} | {num(r['e2e_p50_ms'], '{:,.0f}')} |")
+        lines.append(
+            f"| {r['value']} | {r['phase']} | {num(r['start_s'], '{:g}')}–{num(r['end_s'], '{:g}')} "
+            f"| {net} | {num(r['ack_per_s'])} | {num(r['utilisation'], '{:.1%}')} "
+            f"| {num(r['sojourn_p50_ms'])} | {num(r['sojourn_p99_ms'])} | {num(r['e2e_p50_ms'], '{:,.0f}')} |"
+        )
     return "\n".join(lines)

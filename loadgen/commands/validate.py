@@ -1,4 +1,5 @@
 """`sojourn validate`: check a scenario file and say what it would run, without running it."""
+
 from __future__ import annotations
 
 import sys
@@ -14,16 +15,22 @@ def cmd_validate(args) -> int:
 
     s = load(args.scenario, args.overrides)
     print_warnings(s)
-    print(f"{s.source_path}: ok — scenario {s.name!r}, {s.run.duration_s:g} s "
-          f"(warm-up {s.run.warmup_s:g} s, drain up to {s.run.drain_timeout_s:g} s), "
-          f"broker {mask_url(s.broker.url)}{' (a private node sojourn run starts)' if s.broker.managed else ''}, "
-          f"queue {s.queue.name!r} ({s.queue.queue_type})")
+    print(
+        f"{s.source_path}: ok — scenario {s.name!r}, {s.run.duration_s:g} s "
+        f"(warm-up {s.run.warmup_s:g} s, drain up to {s.run.drain_timeout_s:g} s), "
+        f"broker {mask_url(s.broker.url)}{' (a private node sojourn run starts)' if s.broker.managed else ''}, "
+        f"queue {s.queue.name!r} ({s.queue.queue_type})"
+    )
     for x in s.exchanges:
-        print(f"  exchange {x.name}: {x.type}, {'durable' if x.durable else 'not durable'}"
-              f"{', deleted at the end' if x.delete_on_end else ''}")
+        print(
+            f"  exchange {x.name}: {x.type}, {'durable' if x.durable else 'not durable'}"
+            f"{', deleted at the end' if x.delete_on_end else ''}"
+        )
     for b in s.bindings:
-        print(f"  binding: {b.exchange} -> queue with key {b.routing_key!r}"
-              f"{f' and arguments {dict(b.arguments)}' if b.arguments else ''}")
+        print(
+            f"  binding: {b.exchange} -> queue with key {b.routing_key!r}"
+            f"{f' and arguments {dict(b.arguments)}' if b.arguments else ''}"
+        )
     replay = describe(s, load_sources(s))
     for g in s.producers:
         confirms = f"confirms {'window ' + str(g.confirm_window) if g.confirms else 'off'}"
@@ -31,18 +38,28 @@ def cmd_validate(args) -> int:
             print(f"  producer {g.name}: {g.count} x {g.rate_text()} msg/s {g.arrival}, {g.size_bytes} B, {confirms}")
             continue
         r = replay[g.name]
-        print(f"  producer {g.name}: {g.count} x replaying {r['source']} ({r['format']}, {r['rows']:,} rows over "
-              f"{r['span_s']:g} s) at speed {r['speed']:g}: {r['expected']:,} publishes in the run, {confirms}")
+        print(
+            f"  producer {g.name}: {g.count} x replaying {r['source']} ({r['format']}, {r['rows']:,} rows over "
+            f"{r['span_s']:g} s) at speed {r['speed']:g}: {r['expected']:,} publishes in the run, {confirms}"
+        )
         if r["ignored_columns"]:
             print(f"  warning: {r['source']}: ignored columns {', '.join(r['ignored_columns'])}", file=sys.stderr)
     for g in s.consumers:
-        print(f"  consumer {g.name}: {g.count} x prefetch {g.prefetch} ({g.prefetch_scope}), "
-              f"{g.ack_mode} ack, processing mean {g.processing.mean_ms:g} ms ({g.processing.distribution})"
-              + (f", egress {', '.join(name for name, _ in g.egress.classes)} at most "
-                 f"{g.egress.max_depth_units:,} units each (min burst {g.egress.min_burst})" if g.egress else ""))
+        print(
+            f"  consumer {g.name}: {g.count} x prefetch {g.prefetch} ({g.prefetch_scope}), "
+            f"{g.ack_mode} ack, processing mean {g.processing.mean_ms:g} ms ({g.processing.distribution})"
+            + (
+                f", egress {', '.join(name for name, _ in g.egress.classes)} at most "
+                f"{g.egress.max_depth_units:,} units each (min burst {g.egress.min_burst})"
+                if g.egress
+                else ""
+            )
+        )
     if s.network is not None:
-        print(f"  network (delay-line proxy): {_link_text('up', s.network.upstream)}, "
-              f"{_link_text('down', s.network.downstream)}{', DOWN' if s.network.down else ''}")
+        print(
+            f"  network (delay-line proxy): {_link_text('up', s.network.upstream)}, "
+            f"{_link_text('down', s.network.downstream)}{', DOWN' if s.network.down else ''}"
+        )
     for name, start, end in s.phase_windows():
         print(f"  phase {name}: {start:g}–{end:g} s")
     for slo in s.slo:

@@ -7,6 +7,7 @@ against the wall clock (elapsed = (time.time_ns() - t0_ns) / 1e9), records every
 change and its own measurements as `event` trace rows, and exits cleanly on
 SIGTERM, on stdin reaching EOF (its parent is gone) or at --exit-after.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -32,8 +33,9 @@ FLUSH_EVERY_S = 1.0
 
 
 def _parse(argv: list[str]) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m loadgen.netem",
-                                description="Delay-line TCP proxy between sojourn's clients and the broker.")
+    p = argparse.ArgumentParser(
+        prog="python -m loadgen.netem", description="Delay-line TCP proxy between sojourn's clients and the broker."
+    )
     p.add_argument("--upstream", required=True, metavar="HOST:PORT", help="the broker's address")
     p.add_argument("--listen-port", type=int, default=0, help="port on 127.0.0.1 (0: any free port)")
     p.add_argument("--timeline", required=True, help="the resolved impairment timeline (JSON)")
@@ -43,8 +45,11 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--worker", default="", help="worker name in the traces (default netem-<host>-<pid>)")
     p.add_argument("--seed", type=int, default=None, help="seed for the jitter draws")
     p.add_argument("--exit-after", type=float, default=None, metavar="S", help="stop after S seconds")
-    p.add_argument("--watch-stdin", action="store_true",
-                   help="stop when stdin reaches EOF (the parent holds a pipe to it and died)")
+    p.add_argument(
+        "--watch-stdin",
+        action="store_true",
+        help="stop when stdin reaches EOF (the parent holds a pipe to it and died)",
+    )
     return p.parse_args(argv)
 
 
@@ -116,8 +121,10 @@ class _Recorder:
 
     def event(self, kind: str, name: str, value: float | None = None, detail: dict | None = None) -> None:
         if self.writer is not None:
-            self.writer.append("event", (time.time_ns(), kind, SOURCE, name, value,
-                                         json.dumps(detail, sort_keys=True) if detail else None))
+            self.writer.append(
+                "event",
+                (time.time_ns(), kind, SOURCE, name, value, json.dumps(detail, sort_keys=True) if detail else None),
+            )
 
     async def flush(self, loop: asyncio.AbstractEventLoop) -> None:
         if self.writer is not None and self.writer.pending():
@@ -157,7 +164,8 @@ class _Runner:
         sys.stderr.write(
             f"[netem] t={self.elapsed_s():.1f}s {step.phase}: up {s.upstream.latency_ms:g}+{s.upstream.jitter_ms:g} ms"
             f" down {s.downstream.latency_ms:g}+{s.downstream.jitter_ms:g} ms"
-            f"{' DOWN' if s.down else ''}{' RESET' if resets(previous, step) else ''}\n")
+            f"{' DOWN' if s.down else ''}{' RESET' if resets(previous, step) else ''}\n"
+        )
 
     def _close_period(self, scope: str = "period") -> None:
         """proxy_stats per direction for the period that ends now (and, at the end, the whole run)."""
@@ -167,9 +175,16 @@ class _Runner:
             self.run_meters[d].merge(taken)
             if self.current is not None:
                 configured = getattr(self.current.state, d)
-                detail = {"scope": "period", "direction": d, "phase": self.current.phase,
-                          "at_s": self.current.at_s, "from_s": round(self.period_start_s, 6),
-                          "to_s": round(now_s, 6), "configured": configured.to_dict(), **taken.summary()}
+                detail = {
+                    "scope": "period",
+                    "direction": d,
+                    "phase": self.current.phase,
+                    "at_s": self.current.at_s,
+                    "from_s": round(self.period_start_s, 6),
+                    "to_s": round(now_s, 6),
+                    "configured": configured.to_dict(),
+                    **taken.summary(),
+                }
                 self.recorder.event("proxy_stats", d, detail["error_p99_ms"], detail)
         self.period_start_s = now_s
         if scope == "run":
@@ -218,8 +233,14 @@ async def _main(args: argparse.Namespace) -> int:
     host, port = _split_host_port(args.upstream)
     import random
 
-    proxy = Proxy(host, port, listen_port=args.listen_port, state=NetworkState(),
-                  rng=random.Random(args.seed), reuse_port=args.listen_port != 0)
+    proxy = Proxy(
+        host,
+        port,
+        listen_port=args.listen_port,
+        state=NetworkState(),
+        rng=random.Random(args.seed),
+        reuse_port=args.listen_port != 0,
+    )
     recorder = _Recorder(args)
     runner = _Runner(args, steps, proxy, recorder)
     try:
@@ -235,8 +256,10 @@ async def _main(args: argparse.Namespace) -> int:
     # walking it on every full collection, a pause of several ms mid-run otherwise.
     gc.collect()
     gc.freeze()
-    sys.stderr.write(f"[netem] 127.0.0.1:{listen_port} -> {host}:{port}"
-                     f"{'' if runner.scheduling.allowed else ' (real-time scheduling not permitted)'}\n")
+    sys.stderr.write(
+        f"[netem] 127.0.0.1:{listen_port} -> {host}:{port}"
+        f"{'' if runner.scheduling.allowed else ' (real-time scheduling not permitted)'}\n"
+    )
     sys.stdout.write(f"{listen_port}\n")
     sys.stdout.flush()
 

@@ -6,6 +6,7 @@ serialises chunks first (a token bucket), then the propagation delay applies, an
 taking the maximum with the previous release keeps the byte stream in order, as a
 TCP path does. Times are integer nanoseconds of whatever clock the caller injects.
 """
+
 from __future__ import annotations
 
 import random
@@ -49,33 +50,46 @@ class LinkSettings:
         return self.latency_ms == 0 and self.jitter_ms == 0 and self.bandwidth_bytes_per_s is None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"latency_ms": self.latency_ms, "jitter_ms": self.jitter_ms,
-                "bandwidth_bytes_per_s": self.bandwidth_bytes_per_s}
+        return {
+            "latency_ms": self.latency_ms,
+            "jitter_ms": self.jitter_ms,
+            "bandwidth_bytes_per_s": self.bandwidth_bytes_per_s,
+        }
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "LinkSettings":
-        return cls(float(data.get("latency_ms") or 0.0), float(data.get("jitter_ms") or 0.0),
-                   None if data.get("bandwidth_bytes_per_s") is None else float(data["bandwidth_bytes_per_s"]))
+        return cls(
+            float(data.get("latency_ms") or 0.0),
+            float(data.get("jitter_ms") or 0.0),
+            None if data.get("bandwidth_bytes_per_s") is None else float(data["bandwidth_bytes_per_s"]),
+        )
 
 
 @dataclass(frozen=True)
 class NetworkState:
     """Everything in force at one moment: both directions, the outage switch and reset."""
 
-    upstream: LinkSettings = LinkSettings()    # client -> broker (publishes, acks)
+    upstream: LinkSettings = LinkSettings()  # client -> broker (publishes, acks)
     downstream: LinkSettings = LinkSettings()  # broker -> client (deliveries, confirms)
     down: bool = False
     reset_peer: bool = False
 
     def to_dict(self) -> dict[str, Any]:
-        return {"upstream": self.upstream.to_dict(), "downstream": self.downstream.to_dict(),
-                "down": self.down, "reset_peer": self.reset_peer}
+        return {
+            "upstream": self.upstream.to_dict(),
+            "downstream": self.downstream.to_dict(),
+            "down": self.down,
+            "reset_peer": self.reset_peer,
+        }
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "NetworkState":
-        return cls(LinkSettings.from_dict(data.get("upstream") or {}),
-                   LinkSettings.from_dict(data.get("downstream") or {}),
-                   bool(data.get("down")), bool(data.get("reset_peer")))
+        return cls(
+            LinkSettings.from_dict(data.get("upstream") or {}),
+            LinkSettings.from_dict(data.get("downstream") or {}),
+            bool(data.get("down")),
+            bool(data.get("reset_peer")),
+        )
 
 
 UNIMPAIRED = NetworkState()
@@ -127,8 +141,13 @@ class DelayLine(Generic[T]):
     line, not one per chunk), and takes everything `due(now)`.
     """
 
-    def __init__(self, settings: LinkSettings = LinkSettings(), rng: random.Random | None = None,
-                 now_ns: int = 0, burst_bytes: float = 0.0):
+    def __init__(
+        self,
+        settings: LinkSettings = LinkSettings(),
+        rng: random.Random | None = None,
+        now_ns: int = 0,
+        burst_bytes: float = 0.0,
+    ):
         self.settings = settings
         self._rng = rng or random.Random()
         self._bucket = TokenBucket(settings.bandwidth_bytes_per_s, burst_bytes, now_ns)

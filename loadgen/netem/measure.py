@@ -5,6 +5,7 @@ never stalls the proxy's loop (sorting a minute of samples would): bins are 1 µ
 wide below 1.024 ms and 1/1024 of their octave above (0.1 % relative), and a
 percentile is the midpoint of the bin holding the sample of rank `(n-1)·q/100`.
 """
+
 from __future__ import annotations
 
 from collections import defaultdict
@@ -88,14 +89,19 @@ class DirectionMeter:
 
     def summary(self) -> dict:
         """count, bytes, dropped, error p50/p99/max and applied delay p50/p99/mean, in ms."""
+
         def r(value: float | None) -> float | None:
             return None if value is None else round(value, 4)
 
         return {
-            "count": self.error.count, "bytes": self.bytes, "dropped": self.dropped,
-            "error_p50_ms": r(self.error.percentile_ms(50)), "error_p99_ms": r(self.error.percentile_ms(99)),
+            "count": self.error.count,
+            "bytes": self.bytes,
+            "dropped": self.dropped,
+            "error_p50_ms": r(self.error.percentile_ms(50)),
+            "error_p99_ms": r(self.error.percentile_ms(99)),
             "error_max_ms": r(None if self.error.max_ns is None else self.error.max_ns / 1e6),
-            "delay_p50_ms": r(self.delay.percentile_ms(50)), "delay_p99_ms": r(self.delay.percentile_ms(99)),
+            "delay_p50_ms": r(self.delay.percentile_ms(50)),
+            "delay_p99_ms": r(self.delay.percentile_ms(99)),
             "delay_mean_ms": r(self.delay.mean_ms()),
         }
 

@@ -4,6 +4,7 @@ The proxy runs as `python -m loadgen.netem` in a clean interpreter: Locust's
 process is gevent-monkey-patched, where asyncio and forking are unreliable, and a
 separate process keeps the delay line off the workers' loop (and its CPU).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -37,8 +38,7 @@ def proxied_url(url: str, port: int, host: str = PROXY_HOST) -> str:
     """The same URL (scheme, user, password, vhost, query) with host:port replaced by the proxy's."""
     parts = urlsplit(url)
     userinfo, at, _ = parts.netloc.rpartition("@")
-    return urlunsplit((parts.scheme, f"{userinfo}{at}{host}:{port}", parts.path, parts.query,
-                       parts.fragment))
+    return urlunsplit((parts.scheme, f"{userinfo}{at}{host}:{port}", parts.path, parts.query, parts.fragment))
 
 
 class NetemProcess:
@@ -53,12 +53,33 @@ class NetemProcess:
         self.tls_server_hostname = upstream_address(broker_url)[0]
 
     @classmethod
-    def start(cls, broker_url: str, timeline: Timeline, *, t0_ns: int, run_dir: str = "",
-              run_id: str = "", worker: str = "", listen_port: int = 0, seed: str = "") -> "NetemProcess":
+    def start(
+        cls,
+        broker_url: str,
+        timeline: Timeline,
+        *,
+        t0_ns: int,
+        run_dir: str = "",
+        run_id: str = "",
+        worker: str = "",
+        listen_port: int = 0,
+        seed: str = "",
+    ) -> "NetemProcess":
         host, port = upstream_address(broker_url)
-        cmd = [sys.executable, "-m", "loadgen.netem", "--upstream", f"{host}:{port}",
-               "--listen-port", str(listen_port), "--timeline", timeline_to_json(timeline),
-               "--t0-ns", str(t0_ns), "--watch-stdin"]
+        cmd = [
+            sys.executable,
+            "-m",
+            "loadgen.netem",
+            "--upstream",
+            f"{host}:{port}",
+            "--listen-port",
+            str(listen_port),
+            "--timeline",
+            timeline_to_json(timeline),
+            "--t0-ns",
+            str(t0_ns),
+            "--watch-stdin",
+        ]
         if run_dir:
             cmd += ["--run-dir", run_dir, "--run-id", run_id]
         if worker:
@@ -66,15 +87,13 @@ class NetemProcess:
         if seed:
             cmd += ["--seed", str(int.from_bytes(hashlib.sha256(seed.encode()).digest()[:4], "big"))]
         repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-            p for p in (repo, os.environ.get("PYTHONPATH", "")) if p)}
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (repo, os.environ.get("PYTHONPATH", "")) if p)}
         proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=None, env=env)
         line = proc.stdout.readline().decode(errors="replace").strip()
         if not line.isdigit():
             proc.kill()
             proc.wait()
-            raise NetemError(f"the network proxy did not start (exit status {proc.returncode}); "
-                             f"see its message above")
+            raise NetemError(f"the network proxy did not start (exit status {proc.returncode}); see its message above")
         return cls(proc, int(line), broker_url)
 
     def running(self) -> bool:

@@ -11,6 +11,7 @@ The loop uses `select()` rather than epoll: epoll's timeout has millisecond
 granularity (asyncio rounds it up), which alone would make releases up to 1 ms
 late; select's is microseconds, and a proxy has few sockets.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -50,8 +51,8 @@ class _Side(asyncio.Protocol):
         self.conn = conn
         self.name = name
         self.transport: asyncio.Transport | None = None
-        self.outgoing: _Pipe | None = None   # data read here goes into this pipe
-        self.incoming: _Pipe | None = None   # this pipe writes here
+        self.outgoing: _Pipe | None = None  # data read here goes into this pipe
+        self.incoming: _Pipe | None = None  # this pipe writes here
         self._holds: set[str] = set()
         self.closed = False
 
@@ -114,8 +115,7 @@ class _Pipe:
         clock = self.proxy.clock
         now = clock()
         dest = self.dest.transport
-        if (not self.line and self.line.settings.transparent and dest is not None
-                and not self.dest.closed):
+        if not self.line and self.line.settings.transparent and dest is not None and not self.dest.closed:
             # Nothing to delay and nothing queued ahead: forward at once, no timer.
             sent = clock()
             dest.write(data)
@@ -208,11 +208,13 @@ class _Connection:
 
     async def _connect_broker(self) -> None:
         try:
-            await self.proxy.loop.create_connection(lambda: self.broker, self.proxy.upstream_host,
-                                                    self.proxy.upstream_port)
+            await self.proxy.loop.create_connection(
+                lambda: self.broker, self.proxy.upstream_host, self.proxy.upstream_port
+            )
         except OSError as exc:
-            log.warning("netem: cannot reach the broker at %s:%s: %s", self.proxy.upstream_host,
-                        self.proxy.upstream_port, exc)
+            log.warning(
+                "netem: cannot reach the broker at %s:%s: %s", self.proxy.upstream_host, self.proxy.upstream_port, exc
+            )
             self.cut()
 
     def configure(self, state: NetworkState, now_ns: int) -> None:
@@ -265,9 +267,18 @@ class Proxy:
     it must not share a loop with the load it delays.
     """
 
-    def __init__(self, upstream_host: str, upstream_port: int, *, listen_host: str = "127.0.0.1",
-                 listen_port: int = 0, state: NetworkState = UNIMPAIRED, rng: random.Random | None = None,
-                 clock: Callable[[], int] = time.monotonic_ns, reuse_port: bool = False):
+    def __init__(
+        self,
+        upstream_host: str,
+        upstream_port: int,
+        *,
+        listen_host: str = "127.0.0.1",
+        listen_port: int = 0,
+        state: NetworkState = UNIMPAIRED,
+        rng: random.Random | None = None,
+        clock: Callable[[], int] = time.monotonic_ns,
+        reuse_port: bool = False,
+    ):
         self.upstream_host = upstream_host
         self.upstream_port = upstream_port
         self.listen_host = listen_host
@@ -300,8 +311,13 @@ class Proxy:
             return _Connection(self).client
 
         self._server = await self.loop.create_server(
-            accept, self.listen_host, self.listen_port, reuse_address=True,
-            reuse_port=self.reuse_port or None, backlog=128)
+            accept,
+            self.listen_host,
+            self.listen_port,
+            reuse_address=True,
+            reuse_port=self.reuse_port or None,
+            backlog=128,
+        )
         self.listen_port = self._server.sockets[0].getsockname()[1]
 
     def _stop_listening(self) -> None:
@@ -331,8 +347,7 @@ class Proxy:
                 return
             except OSError as exc:  # the port may still be held for a moment
                 if attempt == attempts - 1:
-                    log.error("netem: cannot listen on %s:%s again: %s", self.listen_host,
-                              self.listen_port, exc)
+                    log.error("netem: cannot listen on %s:%s again: %s", self.listen_host, self.listen_port, exc)
                     return
                 await asyncio.sleep(0.1)
 

@@ -4,6 +4,7 @@ The load generator resolves it once (`resolve_timeline`) and hands it to the pro
 process as JSON; the proxy applies each step when the wall clock reaches it, so
 nothing has to be sent to it during the run. Pure: no I/O, no clock.
 """
+
 from __future__ import annotations
 
 import json
@@ -12,8 +13,16 @@ from typing import Any, Sequence
 
 from loadgen.netem.link import LinkSettings, NetworkState
 
-__all__ = ["Step", "Timeline", "resolve_timeline", "step_index_at", "transitions", "resets",
-           "timeline_to_json", "timeline_from_json"]
+__all__ = [
+    "Step",
+    "Timeline",
+    "resolve_timeline",
+    "step_index_at",
+    "transitions",
+    "resets",
+    "timeline_to_json",
+    "timeline_from_json",
+]
 
 
 @dataclass(frozen=True)
@@ -34,13 +43,17 @@ Timeline = Sequence[Step]
 def _link(spec: Any) -> LinkSettings:
     if spec is None:
         return LinkSettings()
-    return LinkSettings(float(spec.latency_ms or 0), float(spec.jitter_ms or 0),
-                        None if spec.bandwidth_bytes_per_s is None else float(spec.bandwidth_bytes_per_s))
+    return LinkSettings(
+        float(spec.latency_ms or 0),
+        float(spec.jitter_ms or 0),
+        None if spec.bandwidth_bytes_per_s is None else float(spec.bandwidth_bytes_per_s),
+    )
 
 
 def _state(network: Any) -> NetworkState:
-    return NetworkState(_link(network.upstream), _link(network.downstream),
-                        bool(network.down), bool(network.reset_peer))
+    return NetworkState(
+        _link(network.upstream), _link(network.downstream), bool(network.down), bool(network.reset_peer)
+    )
 
 
 def resolve_timeline(scenario: Any) -> tuple[Step, ...] | None:
@@ -101,8 +114,7 @@ def timeline_from_json(text: str) -> tuple[Step, ...]:
     data = json.loads(text)
     if not isinstance(data, list) or not data:
         raise ValueError(f"network timeline must be a non-empty JSON list, got {text[:80]!r}")
-    steps = tuple(Step(float(d["at_s"]), str(d.get("phase") or "base"), NetworkState.from_dict(d))
-                  for d in data)
+    steps = tuple(Step(float(d["at_s"]), str(d.get("phase") or "base"), NetworkState.from_dict(d)) for d in data)
     if any(b.at_s < a.at_s for a, b in zip(steps, steps[1:])):
         raise ValueError("network timeline steps must be in time order")
     return steps

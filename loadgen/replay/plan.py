@@ -19,6 +19,7 @@ Pure: no clock, no I/O. Times are seconds since the run's t0.
 
 One slot's items come in ascending ``intended_s`` (ties by row index), generated lazily.
 """
+
 from __future__ import annotations
 
 import bisect
@@ -59,9 +60,17 @@ def slot_of(index: int, routing_key: str | None, count: int, split: str) -> int:
     return _key_slot(routing_key, count)
 
 
-def plan(trace: ReplayTrace, *, duration_s: float, slot: int, count: int, speed: float = 1.0,
-         window: tuple[float, float | None] = (0.0, None), loop: bool | int = False,
-         split: str = "key") -> Iterator[ReplayItem]:
+def plan(
+    trace: ReplayTrace,
+    *,
+    duration_s: float,
+    slot: int,
+    count: int,
+    speed: float = 1.0,
+    window: tuple[float, float | None] = (0.0, None),
+    loop: bool | int = False,
+    split: str = "key",
+) -> Iterator[ReplayItem]:
     """The items slot `slot` of `count` publishes, in ascending intended_s; lazy, so loop=True is cheap."""
     _check_count(count)
     if isinstance(slot, bool) or not isinstance(slot, int) or not 0 <= slot < count:
@@ -72,8 +81,14 @@ def plan(trace: ReplayTrace, *, duration_s: float, slot: int, count: int, speed:
     return _items(rows, shape)
 
 
-def expected_count(trace: ReplayTrace, *, duration_s: float, speed: float = 1.0,
-                   window: tuple[float, float | None] = (0.0, None), loop: bool | int = False) -> int:
+def expected_count(
+    trace: ReplayTrace,
+    *,
+    duration_s: float,
+    speed: float = 1.0,
+    window: tuple[float, float | None] = (0.0, None),
+    loop: bool | int = False,
+) -> int:
     """How many items the plans of all slots hold together (every split gives the same total)."""
     shape = _Shape.of(trace, duration_s=duration_s, speed=speed, window=window, loop=loop)
     rel = shape.rel
@@ -96,15 +111,22 @@ class _Shape:
 
     lo: int
     hi: int
-    rel: tuple[float, ...]      # offset_s - w0 of each selected row
+    rel: tuple[float, ...]  # offset_s - w0 of each selected row
     period: float
     speed: float
     duration_s: float
-    max_passes: int | None      # None: as many as fit
+    max_passes: int | None  # None: as many as fit
 
     @classmethod
-    def of(cls, trace: ReplayTrace, *, duration_s: float, speed: float,
-           window: tuple[float, float | None], loop: bool | int) -> _Shape:
+    def of(
+        cls,
+        trace: ReplayTrace,
+        *,
+        duration_s: float,
+        speed: float,
+        window: tuple[float, float | None],
+        loop: bool | int,
+    ) -> _Shape:
         if not _is_number(duration_s) or not duration_s > 0:  # also refuses NaN
             raise ValueError(f"replay duration_s must be a number > 0, got {duration_s!r}")
         if not _is_number(speed) or not 0 < speed < math.inf:
@@ -118,8 +140,10 @@ class _Shape:
         hi = len(offsets) if w1 is None else bisect.bisect_left(offsets, w1)
         if hi <= lo:
             span = f"[0, {offsets[-1]:g}] s" if offsets else "empty"
-            raise ValueError(f"replay window [{w0:g}, {'end' if w1 is None else format(w1, 'g')}) selects "
-                             f"no rows of {trace.path} (its rows span {span})")
+            raise ValueError(
+                f"replay window [{w0:g}, {'end' if w1 is None else format(w1, 'g')}) selects "
+                f"no rows of {trace.path} (its rows span {span})"
+            )
         rel = tuple(t - w0 for t in offsets[lo:hi])
         n = hi - lo
         if w1 is not None:
@@ -129,8 +153,10 @@ class _Shape:
         else:
             period = 0.0
         if period <= 0 and max_passes != 1:
-            raise ValueError(f"replay window [{w0:g}, end) of {trace.path} selects a single row or rows all "
-                             f"at one time: give window end to loop a single row")
+            raise ValueError(
+                f"replay window [{w0:g}, end) of {trace.path} selects a single row or rows all "
+                f"at one time: give window end to loop a single row"
+            )
         return cls(lo, hi, rel, period, float(speed), float(duration_s), max_passes)
 
     def time(self, rel: float, k: int) -> float:
@@ -153,8 +179,18 @@ def _slot_rows(trace: ReplayTrace, shape: _Shape, slot: int, count: int, split: 
                 cache[key] = _key_slot(key, count)
             mine = cache[key] == slot
         if mine:
-            rows.append((rel, i, trace.size_bytes[i], key, trace.priority[i], trace.processing_ms[i],
-                         trace.headers[i], trace.payload[i]))
+            rows.append(
+                (
+                    rel,
+                    i,
+                    trace.size_bytes[i],
+                    key,
+                    trace.priority[i],
+                    trace.processing_ms[i],
+                    trace.headers[i],
+                    trace.payload[i],
+                )
+            )
     return rows
 
 

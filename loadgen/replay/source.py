@@ -5,6 +5,7 @@ the line (CSV, JSONL) or row (Parquet), the column and the value. Rows are sorte
 time and their times made relative to the earliest row. The columns are described in
 docs/replay.md.
 """
+
 from __future__ import annotations
 
 import base64
@@ -23,8 +24,15 @@ __all__ = ["ReplayFileError", "ReplayTrace", "load_trace", "EXTENSIONS", "TIME_C
 
 EXTENSIONS = {".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl", ".parquet": "parquet"}
 TIME_COLUMNS = ("offset_s", "offset_ms", "timestamp")
-COLUMNS = TIME_COLUMNS + ("size_bytes", "routing_key", "priority", "processing_ms", "headers",
-                          "payload_b64", "exchange")
+COLUMNS = TIME_COLUMNS + (
+    "size_bytes",
+    "routing_key",
+    "priority",
+    "processing_ms",
+    "headers",
+    "payload_b64",
+    "exchange",
+)
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _DELIVERED = ("ack", "auto_ack")
@@ -39,8 +47,15 @@ class ReplayFileError(ValueError):
     `traces/x.csv: line 12, column 'size_bytes': 'abc' is not a whole number >= 0`.
     """
 
-    def __init__(self, path: str | os.PathLike, message: str, *, where: str | None = None,
-                 column: str | None = None, value: Any = None) -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike,
+        message: str,
+        *,
+        where: str | None = None,
+        column: str | None = None,
+        value: Any = None,
+    ) -> None:
         self.path = str(path)
         self.where = where
         self.column = column
@@ -81,8 +96,11 @@ def load_trace(path: str | os.PathLike) -> ReplayTrace:
     fmt = EXTENSIONS.get(p.suffix.lower())
     if fmt is None:
         accepted = ", ".join(EXTENSIONS)
-        raise ReplayFileError(p, f"unknown replay file type {p.suffix or '(no extension)'!r}; "
-                                 f"accepted: {accepted}, or a sojourn run directory")
+        raise ReplayFileError(
+            p,
+            f"unknown replay file type {p.suffix or '(no extension)'!r}; "
+            f"accepted: {accepted}, or a sojourn run directory",
+        )
     if not p.is_file():
         raise ReplayFileError(p, "no such file")
     if fmt == "csv":
@@ -117,11 +135,13 @@ def _read_csv(p: Path) -> tuple[list[str], _Rows]:
     header_line = reader.line_num
     duplicates = sorted({n for n in names if names.count(n) > 1})
     if duplicates:
-        raise ReplayFileError(p, f"header repeats column(s) {', '.join(map(repr, duplicates))}",
-                              where=f"line {header_line}")
+        raise ReplayFileError(
+            p, f"header repeats column(s) {', '.join(map(repr, duplicates))}", where=f"line {header_line}"
+        )
     if "" in names:
-        raise ReplayFileError(p, f"header has an empty column name (column {names.index('') + 1})",
-                              where=f"line {header_line}")
+        raise ReplayFileError(
+            p, f"header has an empty column name (column {names.index('') + 1})", where=f"line {header_line}"
+        )
 
     def rows() -> Iterator[tuple[str, Mapping[str, Any]]]:
         end = header_line
@@ -137,8 +157,7 @@ def _read_csv(p: Path) -> tuple[list[str], _Rows]:
             if not cells:  # a blank line
                 continue
             if len(cells) != len(names):
-                raise ReplayFileError(p, f"{len(cells)} fields, the header has {len(names)}",
-                                      where=f"line {start}")
+                raise ReplayFileError(p, f"{len(cells)} fields, the header has {len(names)}", where=f"line {start}")
             yield f"line {start}", {n: (c if c.strip() != "" else None) for n, c in zip(names, cells)}
 
     return names, rows()
@@ -159,8 +178,9 @@ def _read_jsonl(p: Path) -> tuple[list[str], _Rows]:
         try:
             obj = json.loads(line)
         except json.JSONDecodeError as exc:
-            raise ReplayFileError(p, f"not valid JSON: {exc.msg} at column {exc.colno}", where=where,
-                                  value=_clip(line)) from None
+            raise ReplayFileError(
+                p, f"not valid JSON: {exc.msg} at column {exc.colno}", where=where, value=_clip(line)
+            ) from None
         if not isinstance(obj, dict):
             raise ReplayFileError(p, f"{_show(obj)} is not a JSON object", where=where, value=obj)
         names.update(dict.fromkeys(obj))
@@ -183,8 +203,7 @@ def _read_parquet(p: Path) -> tuple[list[str], _Rows]:
         if pa.types.is_timestamp(column.type):
             # Native timestamps (stored as UTC) become epoch seconds; as_py() would drop nanoseconds.
             per_second = {"s": 1, "ms": 1_000, "us": 1_000_000, "ns": 1_000_000_000}[column.type.unit]
-            columns[name] = [None if v is None else v / per_second
-                             for v in column.cast(pa.int64()).to_pylist()]
+            columns[name] = [None if v is None else v / per_second for v in column.cast(pa.int64()).to_pylist()]
         else:
             columns[name] = column.to_pylist()
 
@@ -197,20 +216,20 @@ def _read_parquet(p: Path) -> tuple[list[str], _Rows]:
 
 # --- checking the rows of an external file -------------------------------------------------
 
+
 def _load_rows(p: Path, fmt: str, names: list[str], rows: _Rows) -> ReplayTrace:
     found = ", ".join(names) if names else "none"
     time_columns = [n for n in names if n in TIME_COLUMNS]
     if len(time_columns) != 1:
         problem = "no time column" if not time_columns else f"{len(time_columns)} time columns"
-        raise ReplayFileError(p, f"{problem}: give exactly one of {', '.join(TIME_COLUMNS)} "
-                                 f"(columns found: {found})")
+        raise ReplayFileError(p, f"{problem}: give exactly one of {', '.join(TIME_COLUMNS)} (columns found: {found})")
     if "size_bytes" not in names and "payload_b64" not in names:
-        raise ReplayFileError(p, f"no size_bytes column (needed unless payload_b64 is given; "
-                                 f"columns found: {found})")
+        raise ReplayFileError(p, f"no size_bytes column (needed unless payload_b64 is given; columns found: {found})")
     time_column = time_columns[0]
     to_seconds = _TIME_PARSERS[time_column]
     parsed: list[tuple] = []
     for where, row in rows:
+
         def get(column: str, parse: Callable[[Any], Any]) -> Any:
             value = row.get(column)
             if value is None:
@@ -218,8 +237,7 @@ def _load_rows(p: Path, fmt: str, names: list[str], rows: _Rows) -> ReplayTrace:
             try:
                 return parse(value)
             except _Bad as bad:
-                raise ReplayFileError(p, f"{_show(value)} {bad}", where=where, column=column,
-                                      value=value) from None
+                raise ReplayFileError(p, f"{_show(value)} {bad}", where=where, column=column, value=value) from None
 
         t = get(time_column, to_seconds)
         if t is None:
@@ -228,11 +246,19 @@ def _load_rows(p: Path, fmt: str, names: list[str], rows: _Rows) -> ReplayTrace:
         size = get("size_bytes", _whole_number)
         if size is None:
             if payload is None:
-                raise ReplayFileError(p, "missing: give size_bytes or payload_b64", where=where,
-                                      column="size_bytes")
+                raise ReplayFileError(p, "missing: give size_bytes or payload_b64", where=where, column="size_bytes")
             size = len(payload)
-        parsed.append((t, size, get("routing_key", _string), get("priority", _priority),
-                       get("processing_ms", _non_negative_float), get("headers", _json_object), payload))
+        parsed.append(
+            (
+                t,
+                size,
+                get("routing_key", _string),
+                get("priority", _priority),
+                get("processing_ms", _non_negative_float),
+                get("headers", _json_object),
+                payload,
+            )
+        )
     if not parsed:
         raise ReplayFileError(p, "no rows")
     ignored = tuple(n for n in names if n not in COLUMNS)
@@ -244,10 +270,18 @@ def _trace(p: Path, fmt: str, parsed: list[tuple], ignored: tuple[str, ...]) -> 
     parsed.sort(key=lambda r: r[0])
     t0 = parsed[0][0]
     columns = list(zip(*parsed))
-    return ReplayTrace(path=str(p), format=fmt, offset_s=tuple(t - t0 for t in columns[0]),
-                       size_bytes=columns[1], routing_key=columns[2], priority=columns[3],
-                       processing_ms=columns[4], headers=columns[5], payload=columns[6],
-                       ignored_columns=ignored)
+    return ReplayTrace(
+        path=str(p),
+        format=fmt,
+        offset_s=tuple(t - t0 for t in columns[0]),
+        size_bytes=columns[1],
+        routing_key=columns[2],
+        priority=columns[3],
+        processing_ms=columns[4],
+        headers=columns[5],
+        payload=columns[6],
+        ignored_columns=ignored,
+    )
 
 
 class _Bad(ValueError):
@@ -305,7 +339,9 @@ def _timestamp(value: Any) -> float:
 
 
 _TIME_PARSERS: dict[str, Callable[[Any], float]] = {
-    "offset_s": _seconds, "offset_ms": _milliseconds, "timestamp": _timestamp,
+    "offset_s": _seconds,
+    "offset_ms": _milliseconds,
+    "timestamp": _timestamp,
 }
 
 
@@ -401,18 +437,23 @@ def _load_run(run: Path) -> ReplayTrace:
     if not publish["intended_ns"]:
         raise ReplayFileError(run, "no rows in traces/publish")
     processing = _processing_by_message(run)
-    order = sorted(range(len(publish["intended_ns"])),
-                   key=lambda i: (publish["intended_ns"][i], publish["producer"][i], publish["seq"][i]))
+    order = sorted(
+        range(len(publish["intended_ns"])),
+        key=lambda i: (publish["intended_ns"][i], publish["producer"][i], publish["seq"][i]),
+    )
     first_ns = publish["intended_ns"][order[0]]
     n = len(order)
     return ReplayTrace(
-        path=str(run), format="run",
+        path=str(run),
+        format="run",
         offset_s=tuple((publish["intended_ns"][i] - first_ns) / 1e9 for i in order),
         size_bytes=tuple(publish["size_bytes"][i] for i in order),
         routing_key=tuple(publish["routing_key"][i] for i in order),
         priority=tuple(publish["priority"][i] for i in order),
         processing_ms=tuple(processing.get(publish["message_id"][i]) for i in order),
-        headers=(None,) * n, payload=(None,) * n, ignored_columns=(),
+        headers=(None,) * n,
+        payload=(None,) * n,
+        ignored_columns=(),
     )
 
 
@@ -424,7 +465,8 @@ def _processing_by_message(run: Path) -> dict[str, float | None]:
     rows = _read_columns(run, parts, _DELIVERY_COLUMNS)
     first: dict[str, tuple[float, float | None]] = {}
     for message_id, outcome, processing_ms, end_ns in zip(
-            rows["message_id"], rows["outcome"], rows["processing_ms"], rows["end_ns"]):
+        rows["message_id"], rows["outcome"], rows["processing_ms"], rows["end_ns"]
+    ):
         if message_id is None or outcome not in _DELIVERED:
             continue
         end = math.inf if end_ns is None else end_ns
@@ -433,8 +475,9 @@ def _processing_by_message(run: Path) -> dict[str, float | None]:
     return {message_id: processing_ms for message_id, (_, processing_ms) in first.items()}
 
 
-def _read_columns(run: Path, parts: list[Path], wanted: tuple[str, ...],
-                  optional: tuple[str, ...] = ()) -> dict[str, list]:
+def _read_columns(
+    run: Path, parts: list[Path], wanted: tuple[str, ...], optional: tuple[str, ...] = ()
+) -> dict[str, list]:
     """The wanted columns of every part file, concatenated; an absent optional column reads as nulls."""
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -445,8 +488,9 @@ def _read_columns(run: Path, parts: list[Path], wanted: tuple[str, ...],
             present = set(pq.read_schema(part).names)
             missing = [c for c in wanted if c not in present and c not in optional]
             if missing:
-                raise ReplayFileError(part, f"missing column(s) {', '.join(missing)} "
-                                            f"(present: {', '.join(sorted(present))})")
+                raise ReplayFileError(
+                    part, f"missing column(s) {', '.join(missing)} (present: {', '.join(sorted(present))})"
+                )
             table = pq.read_table(part, columns=[c for c in wanted if c in present])
         except (pa.ArrowException, OSError) as exc:
             raise ReplayFileError(part, f"not a readable Parquet file: {exc}") from None

@@ -3,6 +3,7 @@
 Errors in a file become ScenarioErrors located at `producers[i].replay.path` (exit status 2),
 with the file, line or row and column in the message.
 """
+
 from __future__ import annotations
 
 import os
@@ -39,8 +40,7 @@ def load_sources(scenario) -> dict[str, ReplayTrace]:
         try:
             expected_count(trace, **plan_kwargs(scenario, group))
         except ValueError as err:
-            raise ScenarioError(scenario.source_path, f"{where}.window", list(group.replay.window),
-                                str(err)) from None
+            raise ScenarioError(scenario.source_path, f"{where}.window", list(group.replay.window), str(err)) from None
         traces[group.name] = trace
     return traces
 
@@ -48,8 +48,7 @@ def load_sources(scenario) -> dict[str, ReplayTrace]:
 def plan_kwargs(scenario, group) -> dict[str, Any]:
     """The plan()/expected_count() arguments a group's replay settings stand for."""
     spec = group.replay
-    return {"duration_s": scenario.run.duration_s, "speed": spec.speed, "window": spec.window,
-            "loop": spec.loop}
+    return {"duration_s": scenario.run.duration_s, "speed": spec.speed, "window": spec.window, "loop": spec.loop}
 
 
 def describe(scenario, traces: dict[str, ReplayTrace]) -> dict[str, dict[str, Any]]:
@@ -59,10 +58,16 @@ def describe(scenario, traces: dict[str, ReplayTrace]) -> dict[str, dict[str, An
         group = scenario.producer(name)
         spec = group.replay
         out[name] = {
-            "source": spec.path, "format": trace.format, "rows": len(trace),
+            "source": spec.path,
+            "format": trace.format,
+            "rows": len(trace),
             "span_s": trace.offset_s[-1] if len(trace) else 0.0,
-            "speed": spec.speed, "window": list(spec.window), "loop": spec.loop, "split": spec.split,
-            "routing": spec.routing, "producers": group.count,
+            "speed": spec.speed,
+            "window": list(spec.window),
+            "loop": spec.loop,
+            "split": spec.split,
+            "routing": spec.routing,
+            "producers": group.count,
             "expected": expected_count(trace, **plan_kwargs(scenario, group)),
             "ignored_columns": list(trace.ignored_columns),
         }

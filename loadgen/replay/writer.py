@@ -6,6 +6,7 @@ absent), `headers` (the message's AMQP headers as JSON object text, or absent) a
 when asked for, `payload_b64` and `processing_ms`. Absent is an empty CSV cell, an
 omitted JSONL key, a Parquet null. `loadgen.replay.source.load_trace` reads them back.
 """
+
 from __future__ import annotations
 
 import base64
@@ -17,8 +18,16 @@ import json
 import os
 from typing import Any, Iterable, Mapping, Sequence
 
-__all__ = ["REQUIRED_COLUMNS", "OPTIONAL_COLUMNS", "FORMATS", "TraceFileError", "TraceFileWriter",
-           "trace_format", "headers_json", "write_trace"]
+__all__ = [
+    "REQUIRED_COLUMNS",
+    "OPTIONAL_COLUMNS",
+    "FORMATS",
+    "TraceFileError",
+    "TraceFileWriter",
+    "trace_format",
+    "headers_json",
+    "write_trace",
+]
 
 REQUIRED_COLUMNS: tuple[str, ...] = ("offset_s", "size_bytes", "routing_key", "exchange", "priority", "headers")
 OPTIONAL_COLUMNS: tuple[str, ...] = ("payload_b64", "processing_ms")
@@ -40,8 +49,9 @@ def trace_format(path: str | os.PathLike) -> str:
     """'csv', 'jsonl' or 'parquet' from the file's extension; TraceFileError for any other."""
     ext = os.path.splitext(os.fspath(path))[1].lower()
     if ext not in FORMATS:
-        raise TraceFileError(os.fspath(path), f"unknown replay file extension {ext or '(none)'!r}; "
-                                              f"use one of {', '.join(FORMATS)}")
+        raise TraceFileError(
+            os.fspath(path), f"unknown replay file extension {ext or '(none)'!r}; use one of {', '.join(FORMATS)}"
+        )
     return FORMATS[ext]
 
 
@@ -74,16 +84,17 @@ class TraceFileWriter:
     because a Parquet file is readable only once its footer is written.
     """
 
-    def __init__(self, path: str | os.PathLike, columns: Sequence[str] | None = None, *,
-                 row_group_rows: int = 10_000):
+    def __init__(self, path: str | os.PathLike, columns: Sequence[str] | None = None, *, row_group_rows: int = 10_000):
         self.path = os.fspath(path)
         self.format = trace_format(self.path)
         cols = tuple(columns) if columns is not None else REQUIRED_COLUMNS
         unknown = [c for c in cols if c not in REQUIRED_COLUMNS + OPTIONAL_COLUMNS]
         missing = [c for c in REQUIRED_COLUMNS if c not in cols]
         if unknown or missing:
-            raise TraceFileError(self.path, f"columns: unknown {unknown}, missing {missing}; "
-                                            f"allowed {list(REQUIRED_COLUMNS + OPTIONAL_COLUMNS)}")
+            raise TraceFileError(
+                self.path,
+                f"columns: unknown {unknown}, missing {missing}; allowed {list(REQUIRED_COLUMNS + OPTIONAL_COLUMNS)}",
+            )
         self.columns = cols
         self.rows_written = 0
         self._row_group_rows = max(1, row_group_rows)
@@ -153,14 +164,16 @@ class TraceFileWriter:
         rows, self._pending = self._pending, []
         table = pa.Table.from_pylist(
             [{c: round(v, 6) if c == "offset_s" and v is not None else v for c, v in r.items()} for r in rows],
-            schema=self._schema)
+            schema=self._schema,
+        )
         self._parquet.write_table(table)
 
     def _normalise(self, row: Mapping[str, Any]) -> dict[str, Any]:
         extra = [k for k in row if k not in self.columns]
         if extra:
-            raise TraceFileError(self.path, f"row {self.rows_written}: unexpected column(s) {extra}; "
-                                            f"this file has {list(self.columns)}")
+            raise TraceFileError(
+                self.path, f"row {self.rows_written}: unexpected column(s) {extra}; this file has {list(self.columns)}"
+            )
         out: dict[str, Any] = {}
         for c in self.columns:
             v = row.get(c)
@@ -200,8 +213,9 @@ def _arrow_type(pa, column: str):
     return pa.string()
 
 
-def write_trace(path: str | os.PathLike, rows: Iterable[Mapping[str, Any]],
-                columns: Sequence[str] | None = None) -> int:
+def write_trace(
+    path: str | os.PathLike, rows: Iterable[Mapping[str, Any]], columns: Sequence[str] | None = None
+) -> int:
     """Write `rows` to a new replay file at `path` and return how many were written.
 
     Without `columns`, the file holds the required columns plus each optional column

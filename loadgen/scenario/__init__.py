@@ -3,6 +3,7 @@
 `load_scenario(path, overrides, env)` is the entry point; every problem raises
 `ScenarioError`. The YAML schema is documented in docs/scenarios.md.
 """
+
 from loadgen.scenario.errors import ScenarioError
 from loadgen.scenario.loader import load_scenario
 from loadgen.scenario.model import (

@@ -3,6 +3,7 @@ mix of priorities.
 
 See docs/scenarios.md (rate profiles, bursts, priority) and docs/replay.md (replay).
 """
+
 from __future__ import annotations
 
 import os
@@ -33,8 +34,11 @@ def rate(value: Any) -> float | RatePoints:
             raise Invalid(f"expected a point such as {{at_s: 0, rate: 50}}, got {show(point)}", point, f"[{i}]")
         unknown = [k for k in point if k not in ("at_s", "rate")]
         if unknown:
-            raise Invalid(f"unknown key{did_you_mean(unknown[0], ('at_s', 'rate')) or ' (expected at_s, rate)'}",
-                          point[unknown[0]], f"[{i}].{unknown[0]}")
+            raise Invalid(
+                f"unknown key{did_you_mean(unknown[0], ('at_s', 'rate')) or ' (expected at_s, rate)'}",
+                point[unknown[0]],
+                f"[{i}].{unknown[0]}",
+            )
         for key in ("at_s", "rate"):
             if key not in point:
                 raise Invalid("missing required key", None, f"[{i}].{key}")
@@ -44,11 +48,17 @@ def rate(value: Any) -> float | RatePoints:
             raise bad.within(f"[{i}]", point) from None
         points.append((at_s, value_))
         if i and at_s < points[i - 1][0]:
-            raise Invalid(f"expected points in time order: at_s {at_s:g} comes after {points[i - 1][0]:g}",
-                          point["at_s"], f"[{i}].at_s")
+            raise Invalid(
+                f"expected points in time order: at_s {at_s:g} comes after {points[i - 1][0]:g}",
+                point["at_s"],
+                f"[{i}].at_s",
+            )
         if i >= 2 and at_s == points[i - 1][0] == points[i - 2][0]:
-            raise Invalid(f"three points at {at_s:g} s: a step takes two (the rate before and after)",
-                          point["at_s"], f"[{i}].at_s")
+            raise Invalid(
+                f"three points at {at_s:g} s: a step takes two (the rate before and after)",
+                point["at_s"],
+                f"[{i}].at_s",
+            )
     return tuple(points)
 
 
@@ -82,9 +92,12 @@ def bursts(value: Any) -> Bursts | None:
     if not isinstance(value, dict):
         raise Invalid(f"expected a mapping such as {BURSTS_EXAMPLE}, or null, got {show(value)}")
     known_keys(value, "bursts", ("on_s", "off_s"))
-    return Bursts(sub(value, "on_s", number(0, strict=True)), sub(value, "off_s", number(0, strict=True)),
-                  sub(value, "off_rate", number(0)) if "off_rate" in value else 0.0,
-                  sub(value, "start_s", number(0)) if "start_s" in value else 0.0)
+    return Bursts(
+        sub(value, "on_s", number(0, strict=True)),
+        sub(value, "off_s", number(0, strict=True)),
+        sub(value, "off_rate", number(0)) if "off_rate" in value else 0.0,
+        sub(value, "start_s", number(0)) if "start_s" in value else 0.0,
+    )
 
 
 def replay(scenario_dir: str) -> Check:
@@ -103,6 +116,7 @@ def replay(scenario_dir: str) -> Check:
         split = sub(value, "split", choice("key", "round_robin")) if "split" in value else "key"
         routing = sub(value, "routing", choice("group", "recorded")) if "routing" in value else "group"
         return ReplaySpec(path, speed, window, loop, split, routing)
+
     return check
 
 
@@ -112,9 +126,11 @@ def _path(scenario_dir: str) -> Check:
             raise Invalid(f"expected the path of a replay file or run directory, got {show(value)}")
         resolved = value if os.path.isabs(value) else os.path.normpath(os.path.join(scenario_dir, value))
         if not os.path.exists(resolved):
-            raise Invalid(f"no such file or directory: {resolved} (a relative path is taken from the "
-                          "scenario file's directory)")
+            raise Invalid(
+                f"no such file or directory: {resolved} (a relative path is taken from the scenario file's directory)"
+            )
         return resolved
+
     return check
 
 
@@ -136,5 +152,6 @@ def _loop(value: Any) -> bool | int:
         return value
     if isinstance(value, int) and value >= 1:
         return value
-    raise Invalid(f"expected false (one pass), a number of passes >= 1, or true (until the run ends), "
-                  f"got {show(value)}")
+    raise Invalid(
+        f"expected false (one pass), a number of passes >= 1, or true (until the run ends), got {show(value)}"
+    )

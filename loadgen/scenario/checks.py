@@ -3,6 +3,7 @@
 A check takes a raw YAML value and returns it validated (converted where needed) or raises
 `Invalid`; `Reader` walks one YAML mapping, rejecting unknown keys and locating every error.
 """
+
 from __future__ import annotations
 
 import math
@@ -12,8 +13,21 @@ from typing import Any, Callable, NoReturn
 from loadgen.scenario.errors import Invalid, ScenarioError, did_you_mean, join_path, located, show
 from loadgen.scenario.model import YAML_LAYOUT
 
-__all__ = ["Check", "REQUIRED", "Reader", "fail", "integer", "number", "optional_number", "boolean",
-           "choice", "identifier", "text", "sub", "known_keys"]
+__all__ = [
+    "Check",
+    "REQUIRED",
+    "Reader",
+    "fail",
+    "integer",
+    "number",
+    "optional_number",
+    "boolean",
+    "choice",
+    "identifier",
+    "text",
+    "sub",
+    "known_keys",
+]
 
 Check = Callable[[Any], Any]
 REQUIRED: Any = object()
@@ -36,10 +50,10 @@ def integer(low: int, high: int | None = None) -> Check:
     wanted = f"an integer >= {low}" if high is None else f"an integer between {low} and {high}"
 
     def check(value: Any) -> int:
-        if not isinstance(value, int) or isinstance(value, bool) or value < low \
-                or (high is not None and value > high):
+        if not isinstance(value, int) or isinstance(value, bool) or value < low or (high is not None and value > high):
             raise Invalid(f"expected {wanted}, got {show(value)}{_hint(value)}")
         return value
+
     return check
 
 
@@ -47,10 +61,16 @@ def number(low: float, strict: bool = False) -> Check:
     wanted = f"a number {'>' if strict else '>='} {low:g}"
 
     def check(value: Any) -> float:
-        if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value) \
-                or value < low or (strict and value == low):
+        if (
+            not isinstance(value, (int, float))
+            or isinstance(value, bool)
+            or not math.isfinite(value)
+            or value < low
+            or (strict and value == low)
+        ):
             raise Invalid(f"expected {wanted}, got {show(value)}{_hint(value)}")
         return float(value)
+
     return check
 
 
@@ -66,6 +86,7 @@ def optional_number(low: float, strict: bool = False, null_means: str = "") -> C
             return inner(value)
         except Invalid:
             raise Invalid(f"expected {wanted}, got {show(value)}{_hint(value)}") from None
+
     return check
 
 
@@ -80,6 +101,7 @@ def choice(*options: str) -> Check:
         if value not in options or not isinstance(value, str):
             raise Invalid(f"expected one of {', '.join(options)}, got {show(value)}{did_you_mean(value, options)}")
         return value
+
     return check
 
 
@@ -97,6 +119,7 @@ def text(nonempty: bool = False, nullable: bool = False) -> Check:
         if not isinstance(value, str) or (nonempty and not value):
             raise Invalid(f"expected a {'non-empty ' if nonempty else ''}string, got {show(value)}")
         return value
+
     return check
 
 
@@ -152,8 +175,7 @@ class Reader:
         if key not in self.raw and required:
             fail(self.source, join_path(self.yaml_path, key), None, "missing required key")
         raw = self.raw.get(key)
-        return Reader(self.source, {} if raw is None and not required else raw,
-                      join_path(self.yaml_path, key), section)
+        return Reader(self.source, {} if raw is None and not required else raw, join_path(self.yaml_path, key), section)
 
     def items(self, key: str) -> list:
         raw = self.raw.get(key)

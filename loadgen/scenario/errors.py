@@ -3,6 +3,7 @@
 An error names the file, where in it (a YAML path such as `consumers[0].prefetch`, or the
 `--set` override that caused it), the bad value and, when there is one, the close match.
 """
+
 from __future__ import annotations
 
 import difflib
@@ -28,8 +29,7 @@ class ScenarioError(Exception):
     in place of the YAML path when an override is to blame. Broker passwords are masked.
     """
 
-    def __init__(self, path: str, yaml_path: str, value: Any, message: str,
-                 override: str | None = None) -> None:
+    def __init__(self, path: str, yaml_path: str, value: Any, message: str, override: str | None = None) -> None:
         # Mask here, not only in __str__, so repr() and pickles never carry a password either.
         value = mask_passwords(value) if isinstance(value, str) else value
         override = mask_passwords(override) if override is not None else None
@@ -81,8 +81,7 @@ class Invalid(ValueError):
 
     def within(self, key: str, checked: Any) -> Invalid:
         """The same problem seen from the mapping that holds the checked value under `key`."""
-        return Invalid(self.message, checked if self.value is _SAME else self.value,
-                       join_path(key, self.sub_path))
+        return Invalid(self.message, checked if self.value is _SAME else self.value, join_path(key, self.sub_path))
 
 
 def located(source: str, yaml_path: str, value: Any, check: Callable[[Any], T]) -> T:

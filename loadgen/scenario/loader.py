@@ -3,6 +3,7 @@
 Every problem raises ScenarioError naming the file, the YAML path, the bad value and a close
 match; nothing here prints or exits. The schema is documented in docs/scenarios.md.
 """
+
 from __future__ import annotations
 
 import os
@@ -13,18 +14,50 @@ import yaml
 
 from analysis.slo import SloError, parse_slo
 from loadgen.scenario.checks import (
-    Check, Reader as _Reader, known_keys, boolean as _boolean, choice as _choice, optional_number,
-    fail as _fail, identifier as _name, integer as _integer, number as _number, sub as _sub, text as _text,
+    Check,
+    Reader as _Reader,
+    known_keys,
+    boolean as _boolean,
+    choice as _choice,
+    optional_number,
+    fail as _fail,
+    identifier as _name,
+    integer as _integer,
+    number as _number,
+    sub as _sub,
+    text as _text,
 )
 from loadgen.scenario.errors import (
-    Invalid, ScenarioError, did_you_mean, join_path as _join, located, mask_passwords, show,
+    Invalid,
+    ScenarioError,
+    did_you_mean,
+    join_path as _join,
+    located,
+    mask_passwords,
+    show,
 )
 from loadgen.scenario.model import (
-    BASE_PHASE, PHASE_SETTABLE, PROCESSING_PARAMS, YAML_LAYOUT, Broker, ConsumerGroup, ManagedSpec,
-    FrozenMapping, Phase, Processing, ProducerGroup, RunSpec, Scenario,
+    BASE_PHASE,
+    PHASE_SETTABLE,
+    PROCESSING_PARAMS,
+    YAML_LAYOUT,
+    Broker,
+    ConsumerGroup,
+    ManagedSpec,
+    FrozenMapping,
+    Phase,
+    Processing,
+    ProducerGroup,
+    RunSpec,
+    Scenario,
 )
 from loadgen.scenario.overrides import (
-    PathError, apply_overrides, blame_override, parse_group_path, resolve_group, tokens,
+    PathError,
+    apply_overrides,
+    blame_override,
+    parse_group_path,
+    resolve_group,
+    tokens,
 )
 from loadgen.scenario import arrivals
 from loadgen.scenario.sections import codel, egress, network_phase_check, read_network
@@ -39,8 +72,9 @@ MANAGED_PORT = 5673  # loadgen.broker.DEFAULT_PORT, without importing the broker
 _PHASE_SET_ROOTS = ("producers", "consumers", "network")
 
 
-def load_scenario(path: str | os.PathLike, overrides: Sequence[str] = (),
-                  env: Mapping[str, str] | None = None) -> Scenario:
+def load_scenario(
+    path: str | os.PathLike, overrides: Sequence[str] = (), env: Mapping[str, str] | None = None
+) -> Scenario:
     """Load and validate a scenario. Broker URL precedence: `--set broker.url` >
     `$SOJOURN_AMQP_URL` (when non-empty) > the file's `broker.url` > the default."""
     source = os.fspath(path)
@@ -102,13 +136,14 @@ class _StrictLoader(yaml.SafeLoader):
                 continue  # unhashable keys are left to SafeLoader to reject
             if key in seen:
                 raise yaml.constructor.ConstructorError(
-                    "while constructing a mapping", node.start_mark,
-                    f"found duplicate key {key!r}", key_node.start_mark)
+                    "while constructing a mapping", node.start_mark, f"found duplicate key {key!r}", key_node.start_mark
+                )
             seen.add(key)
         return super().construct_mapping(node, deep=deep)
 
 
 # ---- checks specific to one field; the generic ones live in checks.py
+
 
 def _url(value: Any) -> str:
     wanted = "expected an amqp:// or amqps:// URL with a host, e.g. amqp://127.0.0.1:5672/"
@@ -134,14 +169,15 @@ def _managed(value: Any) -> ManagedSpec | None:
     if value is True:
         value = {}
     if not isinstance(value, dict):
-        raise Invalid(f"expected true or a mapping such as {{port: 5674, settings: "
-                      f"{{vm_memory_high_watermark.absolute: 200MiB}}}}, got {show(value)}")
+        raise Invalid(
+            f"expected true or a mapping such as {{port: 5674, settings: "
+            f"{{vm_memory_high_watermark.absolute: 200MiB}}}}, got {show(value)}"
+        )
     known_keys(value, "managed")
     port = _sub(value, "port", _integer(1, 65535)) if "port" in value else MANAGED_PORT
     settings = value.get("settings") or {}
     if not isinstance(settings, dict):
-        raise Invalid(f"expected a mapping of rabbitmq.conf keys to values, got {show(settings)}", settings,
-                      "settings")
+        raise Invalid(f"expected a mapping of rabbitmq.conf keys to values, got {show(settings)}", settings, "settings")
     try:
         effective_settings(settings)
     except BrokerSettingsError as err:
@@ -154,8 +190,10 @@ def _processing(value: Any) -> Processing:
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return Processing.fixed(_number(0)(value))
     if not isinstance(value, dict):
-        raise Invalid("expected a number of milliseconds >= 0 or a mapping such as "
-                   f"{{distribution: exponential, mean_ms: 4}}, got {show(value)}")
+        raise Invalid(
+            "expected a number of milliseconds >= 0 or a mapping such as "
+            f"{{distribution: exponential, mean_ms: 4}}, got {show(value)}"
+        )
     if "distribution" not in value:
         raise Invalid("missing required key", None, "distribution")
     distribution = _sub(value, "distribution", _choice(*PROCESSING_PARAMS))
@@ -170,24 +208,32 @@ def _processing(value: Any) -> Processing:
             raise Invalid("missing required key", None, key)
         params[key] = _sub(value, key, _number(0, strict=(key == "sigma")))
     if distribution == "uniform" and params["min_ms"] > params["max_ms"]:
-        raise Invalid(f"expected max_ms >= min_ms ({params['min_ms']:g}), got {show(value['max_ms'])}",
-                   value["max_ms"], "max_ms")
+        raise Invalid(
+            f"expected max_ms >= min_ms ({params['min_ms']:g}), got {show(value['max_ms'])}", value["max_ms"], "max_ms"
+        )
     return Processing(distribution, tuple(params.items()))
 
 
 # (check, default) per field, in dataclass order; phases reuse the same checks.
 _PRODUCER_FIELDS: dict[str, tuple[Check, Any]] = {
-    "count": (_integer(0), 1), "rate": (arrivals.rate, None),
+    "count": (_integer(0), 1),
+    "rate": (arrivals.rate, None),
     "arrival": (_choice("constant", "poisson"), "constant"),
-    "size_bytes": (_integer(0, MAX_SIZE_BYTES), 100), "persistent": (_boolean, False),
-    "confirms": (_boolean, True), "confirm_window": (_integer(1), 100),
-    "exchange": (_text(), ""), "routing_key": (_text(nullable=True), None),
-    "bursts": (arrivals.bursts, None), "replay": (None, None),  # replay's check needs the file's directory
-    "mandatory": (_boolean, False), "priority": (arrivals.priority, None),
+    "size_bytes": (_integer(0, MAX_SIZE_BYTES), 100),
+    "persistent": (_boolean, False),
+    "confirms": (_boolean, True),
+    "confirm_window": (_integer(1), 100),
+    "exchange": (_text(), ""),
+    "routing_key": (_text(nullable=True), None),
+    "bursts": (arrivals.bursts, None),
+    "replay": (None, None),  # replay's check needs the file's directory
+    "mandatory": (_boolean, False),
+    "priority": (arrivals.priority, None),
     "max_blocked_wait_s": (optional_number(0, strict=True, null_means="wait as long as it takes"), None),
 }
 _CONSUMER_FIELDS: dict[str, tuple[Check, Any]] = {
-    "count": (_integer(0), 1), "prefetch": (_integer(0, 65535), 100),
+    "count": (_integer(0), 1),
+    "prefetch": (_integer(0, 65535), 100),
     "prefetch_scope": (_choice("consumer", "channel"), "consumer"),
     "ack_mode": (_choice("manual", "auto"), "manual"),
     "processing_ms": (_processing, Processing.fixed(0.0)),
@@ -199,6 +245,7 @@ _CONSUMER_FIELDS: dict[str, tuple[Check, Any]] = {
 
 # ---- sections
 
+
 def _build(tree: dict, source: str, overrides: tuple[str, ...], url_is_default: bool = False) -> Scenario:
     top = _Reader(source, tree, "", "scenario")
     name = top.get("name", _name)
@@ -206,12 +253,21 @@ def _build(tree: dict, source: str, overrides: tuple[str, ...], url_is_default: 
     b = top.section("broker", "broker")
     managed = b.get("managed", _managed, None)
     if managed is not None and "url" in b.raw:
-        _fail(source, "broker.url", b.raw["url"], "give broker.url or broker.managed, not both "
-              "(a managed node's URL is amqp://guest:guest@127.0.0.1:<port>/)")
+        _fail(
+            source,
+            "broker.url",
+            b.raw["url"],
+            "give broker.url or broker.managed, not both "
+            "(a managed node's URL is amqp://guest:guest@127.0.0.1:<port>/)",
+        )
     url = f"amqp://guest:guest@127.0.0.1:{managed.port}/" if managed else b.get("url", _url, DEFAULT_URL)
-    broker = Broker(url, b.get("heartbeat_s", _integer(0), 30),
-                    b.get("connect_timeout_s", _number(0, strict=True), 5.0), managed,
-                    url_is_default and managed is None)
+    broker = Broker(
+        url,
+        b.get("heartbeat_s", _integer(0), 30),
+        b.get("connect_timeout_s", _number(0, strict=True), 5.0),
+        managed,
+        url_is_default and managed is None,
+    )
     queue = read_queue(top)
     exchanges = read_exchanges(top)
     bindings = read_bindings(top, exchanges)
@@ -219,7 +275,12 @@ def _build(tree: dict, source: str, overrides: tuple[str, ...], url_is_default: 
     duration = r.get("duration_s", _number(0, strict=True))
     warmup = r.get("warmup_s", _number(0), 0.0)
     if warmup >= duration:
-        _fail(source, "run.warmup_s", warmup, f"expected a number >= 0 and < run.duration_s ({duration:g}), got {warmup:g}")
+        _fail(
+            source,
+            "run.warmup_s",
+            warmup,
+            f"expected a number >= 0 and < run.duration_s ({duration:g}), got {warmup:g}",
+        )
     run = RunSpec(duration, warmup, r.get("drain_timeout_s", _number(0), 30.0))
     producers = tuple(_groups(top, "producers", "producer", _PRODUCER_FIELDS, ProducerGroup, queue.name))
     consumers = tuple(_groups(top, "consumers", "consumer", _CONSUMER_FIELDS, ConsumerGroup, queue.name))
@@ -227,8 +288,22 @@ def _build(tree: dict, source: str, overrides: tuple[str, ...], url_is_default: 
     timeline = _timeline(top, run, producers, consumers, network is not None)
     _crash_needs_manual_ack(source, consumers)
     slo = tuple(located(source, f"slo[{i}]", expr, _slo) for i, expr in enumerate(top.items("slo")))
-    return Scenario(name, description, source, overrides, broker, queue, run,
-                    producers, consumers, timeline, slo, network, exchanges=exchanges, bindings=bindings)
+    return Scenario(
+        name,
+        description,
+        source,
+        overrides,
+        broker,
+        queue,
+        run,
+        producers,
+        consumers,
+        timeline,
+        slo,
+        network,
+        exchanges=exchanges,
+        bindings=bindings,
+    )
 
 
 def _crash_needs_manual_ack(source: str, consumers: Sequence[ConsumerGroup]) -> None:
@@ -239,8 +314,10 @@ def _crash_needs_manual_ack(source: str, consumers: Sequence[ConsumerGroup]) -> 
             _fail(source, f"consumers[{i}].leave", "crash", _CRASH_NEEDS_MANUAL)
 
 
-_CRASH_NEEDS_MANUAL = ("a crash needs ack_mode: manual (with auto-ack the broker forgets a delivery once "
-                       "it is sent, so a crash would lose the buffer instead of requeueing it)")
+_CRASH_NEEDS_MANUAL = (
+    "a crash needs ack_mode: manual (with auto-ack the broker forgets a delivery once "
+    "it is sent, so a crash would lose the buffer instead of requeueing it)"
+)
 
 
 def _slo(value: Any) -> str:
@@ -251,8 +328,9 @@ def _slo(value: Any) -> str:
     return value
 
 
-def _groups(top: _Reader, key: str, section: str, spec: dict[str, tuple[Check, Any]],
-            make: Callable[..., Any], queue_name: str) -> list:
+def _groups(
+    top: _Reader, key: str, section: str, spec: dict[str, tuple[Check, Any]], make: Callable[..., Any], queue_name: str
+) -> list:
     groups, seen = [], {}
     checks = {"replay": arrivals.replay(os.path.dirname(os.path.abspath(top.source)))}
     for i, raw in enumerate(top.items(key)):
@@ -261,8 +339,7 @@ def _groups(top: _Reader, key: str, section: str, spec: dict[str, tuple[Check, A
         if name in seen:
             _fail(top.source, f"{key}[{i}].name", name, f"duplicate name: {key}[{seen[name]}] is also called {name!r}")
         seen[name] = i
-        values = {field: reader.get(field, check or checks[field], default)
-                  for field, (check, default) in spec.items()}
+        values = {field: reader.get(field, check or checks[field], default) for field, (check, default) in spec.items()}
         if "routing_key" in values and values["routing_key"] is None:
             values["routing_key"] = queue_name
         if "processing_ms" in values:
@@ -281,13 +358,22 @@ def _producer_source(reader: _Reader, values: dict[str, Any]) -> None:
         return
     for field in arrivals.REPLAY_ONLY_FIELDS:
         if field in reader.raw:
-            _fail(reader.source, _join(reader.yaml_path, field), reader.raw[field],
-                  f"a replay group takes {field} from its file (remove it, or remove replay)")
+            _fail(
+                reader.source,
+                _join(reader.yaml_path, field),
+                reader.raw[field],
+                f"a replay group takes {field} from its file (remove it, or remove replay)",
+            )
     values["rate"] = 0.0
 
 
-def _timeline(top: _Reader, run: RunSpec, producers: Sequence[ProducerGroup],
-              consumers: Sequence[ConsumerGroup], has_network: bool) -> tuple[Phase, ...]:
+def _timeline(
+    top: _Reader,
+    run: RunSpec,
+    producers: Sequence[ProducerGroup],
+    consumers: Sequence[ConsumerGroup],
+    has_network: bool,
+) -> tuple[Phase, ...]:
     source, duration = top.source, run.duration_s
     entries, seen = [], {}
     for i, raw in enumerate(top.items("timeline")):
@@ -296,16 +382,26 @@ def _timeline(top: _Reader, run: RunSpec, producers: Sequence[ProducerGroup],
         if name == BASE_PHASE:
             _fail(source, f"timeline[{i}].name", name, "'base' is reserved for the time outside every phase")
         if name in seen:
-            _fail(source, f"timeline[{i}].name", name, f"duplicate name: timeline[{seen[name]}] is also called {name!r}")
+            _fail(
+                source, f"timeline[{i}].name", name, f"duplicate name: timeline[{seen[name]}] is also called {name!r}"
+            )
         seen[name] = i
         start = reader.get("start_s", _number(0))
         if start >= duration:
-            _fail(source, f"timeline[{i}].start_s", start,
-                  f"expected a number >= 0 and < run.duration_s ({duration:g}), got {start:g}")
+            _fail(
+                source,
+                f"timeline[{i}].start_s",
+                start,
+                f"expected a number >= 0 and < run.duration_s ({duration:g}), got {start:g}",
+            )
         end = reader.get("end_s", lambda v: None if v is None else _number(0)(v), None)  # null: default
         if end is not None and not start < end <= duration:
-            _fail(source, f"timeline[{i}].end_s", end,
-                  f"expected a number > start_s ({start:g}) and <= run.duration_s ({duration:g}), got {end:g}")
+            _fail(
+                source,
+                f"timeline[{i}].end_s",
+                end,
+                f"expected a number > start_s ({start:g}) and <= run.duration_s ({duration:g}), got {end:g}",
+            )
         settings = _phase_set(reader, f"timeline[{i}].set", producers, consumers, has_network)
         entries.append((start, i, name, end, settings))
     entries.sort(key=lambda entry: (entry[0], entry[1]))
@@ -314,16 +410,25 @@ def _timeline(top: _Reader, run: RunSpec, producers: Sequence[ProducerGroup],
         following = entries[k + 1] if k + 1 < len(entries) else None
         if following and (following[0] == start or (end is not None and end > following[0])):
             other_end = f"{end:g}" if end is not None else "?"
-            _fail(source, f"timeline[{following[1]}].start_s", following[0],
-                  f"phase {following[2]!r} (starting at {following[0]:g}) overlaps phase {name!r} "
-                  f"(timeline[{i}], {start:g}-{other_end} s)")
+            _fail(
+                source,
+                f"timeline[{following[1]}].start_s",
+                following[0],
+                f"phase {following[2]!r} (starting at {following[0]:g}) overlaps phase {name!r} "
+                f"(timeline[{i}], {start:g}-{other_end} s)",
+            )
         resolved_end = end if end is not None else (following[0] if following else duration)
         phases.append(Phase(name, start, resolved_end, settings))
     return tuple(phases)
 
 
-def _phase_set(reader: _Reader, yaml_path: str, producers: Sequence[ProducerGroup],
-               consumers: Sequence[ConsumerGroup], has_network: bool) -> tuple[tuple[str, Any], ...]:
+def _phase_set(
+    reader: _Reader,
+    yaml_path: str,
+    producers: Sequence[ProducerGroup],
+    consumers: Sequence[ConsumerGroup],
+    has_network: bool,
+) -> tuple[tuple[str, Any], ...]:
     source, raw = reader.source, reader.raw.get("set")
     if raw is None:
         return ()
@@ -337,8 +442,13 @@ def _phase_set(reader: _Reader, yaml_path: str, producers: Sequence[ProducerGrou
             out[str(key)] = _network_phase_value(source, key_path, str(key), value, has_network)
             continue  # network paths have one spelling each: no duplicates to look for
         if _first_key(key) not in _PHASE_SET_ROOTS:
-            _fail(source, key_path, value, "expected producers.<group>.<field>, consumers.<group>.<field> "
-                  f"or network.<field>{did_you_mean(_first_key(key), _PHASE_SET_ROOTS)}")
+            _fail(
+                source,
+                key_path,
+                value,
+                "expected producers.<group>.<field>, consumers.<group>.<field> "
+                f"or network.<field>{did_you_mean(_first_key(key), _PHASE_SET_ROOTS)}",
+            )
         try:
             kind, ref, field = parse_group_path(str(key))
             groups = producers if kind == "producers" else consumers
@@ -351,8 +461,13 @@ def _phase_set(reader: _Reader, yaml_path: str, producers: Sequence[ProducerGrou
             reason = "can not be changed by a phase" if field in every else "unknown key" + did_you_mean(field, every)
             _fail(source, key_path, value, f"{reason} (a phase may set {kind}.<group>.{{{', '.join(settable)}}})")
         if kind == "producers" and group.replay is not None:
-            _fail(source, key_path, value, f"producer group {group.name!r} replays a file: a phase can not "
-                  "change its count, rate, size or arrival (the file sets them)")
+            _fail(
+                source,
+                key_path,
+                value,
+                f"producer group {group.name!r} replays a file: a phase can not "
+                "change its count, rate, size or arrival (the file sets them)",
+            )
         canonical = f"{kind}.{group.name}.{field}"
         if canonical in out:
             _fail(source, key_path, value, f"sets the same field as {written[canonical]!r}")
@@ -378,6 +493,10 @@ def _network_phase_value(source: str, key_path: str, key: str, value: Any, has_n
     except Invalid as bad:
         _fail(source, key_path, value, bad.message)
     if not has_network:
-        _fail(source, key_path, value,
-              "the scenario has no network section (add 'network:' to put the delay-line proxy in the path)")
+        _fail(
+            source,
+            key_path,
+            value,
+            "the scenario has no network section (add 'network:' to put the delay-line proxy in the path)",
+        )
     return located(source, key_path, value, check)

@@ -3,6 +3,7 @@
 A `Scenario` is the base configuration and its timeline; `Scenario.at(t)` gives the effective
 settings at elapsed time `t` (base plus the active phase's `set`). Nothing here does I/O.
 """
+
 from __future__ import annotations
 
 import math
@@ -13,10 +14,30 @@ from typing import Any, Iterator, Literal, Mapping
 from loadgen.redact import mask_url
 
 __all__ = [
-    "BASE_PHASE", "YAML_LAYOUT", "PROCESSING_PARAMS", "PHASE_SETTABLE", "LEAF",
-    "NETWORK_PATHS", "FrozenMapping", "Processing", "ManagedSpec", "Broker", "QueueSpec", "ExchangeSpec",
-    "BindingSpec", "RunSpec",
-    "ProducerGroup", "Bursts", "ReplaySpec", "CoDelSpec", "EgressSpec", "ConsumerGroup", "LinkSpec", "NetworkSpec", "Phase", "Scenario",
+    "BASE_PHASE",
+    "YAML_LAYOUT",
+    "PROCESSING_PARAMS",
+    "PHASE_SETTABLE",
+    "LEAF",
+    "NETWORK_PATHS",
+    "FrozenMapping",
+    "Processing",
+    "ManagedSpec",
+    "Broker",
+    "QueueSpec",
+    "ExchangeSpec",
+    "BindingSpec",
+    "RunSpec",
+    "ProducerGroup",
+    "Bursts",
+    "ReplaySpec",
+    "CoDelSpec",
+    "EgressSpec",
+    "ConsumerGroup",
+    "LinkSpec",
+    "NetworkSpec",
+    "Phase",
+    "Scenario",
 ]
 
 BASE_PHASE = "base"
@@ -27,40 +48,92 @@ LEAF = "leaf"
 # another section's name (a mapping), "[section]" (a list of named groups), "[]" (a list
 # of values), "{}" (a free mapping) or "{set}" (a phase's path -> value mapping).
 YAML_LAYOUT: dict[str, dict[str, str]] = {
-    "scenario": {"name": LEAF, "description": LEAF, "broker": "broker", "queue": "queue",
-                 "run": "run", "producers": "[producer]", "consumers": "[consumer]",
-                 "timeline": "[phase]", "slo": "[]", "network": "network",
-                 "exchanges": "[exchange]", "bindings": "[binding]"},
+    "scenario": {
+        "name": LEAF,
+        "description": LEAF,
+        "broker": "broker",
+        "queue": "queue",
+        "run": "run",
+        "producers": "[producer]",
+        "consumers": "[consumer]",
+        "timeline": "[phase]",
+        "slo": "[]",
+        "network": "network",
+        "exchanges": "[exchange]",
+        "bindings": "[binding]",
+    },
     "broker": {"url": LEAF, "heartbeat_s": LEAF, "connect_timeout_s": LEAF, "managed": "managed"},
     "managed": {"port": LEAF, "settings": "{}", "keep": LEAF},
-    "queue": {"name": LEAF, "type": LEAF, "durable": LEAF, "auto_delete": LEAF, "arguments": "{}",
-              "purge_on_start": LEAF, "delete_on_end": LEAF},
-    "exchange": {"name": LEAF, "type": LEAF, "durable": LEAF, "auto_delete": LEAF, "arguments": "{}",
-                 "delete_on_end": LEAF},
+    "queue": {
+        "name": LEAF,
+        "type": LEAF,
+        "durable": LEAF,
+        "auto_delete": LEAF,
+        "arguments": "{}",
+        "purge_on_start": LEAF,
+        "delete_on_end": LEAF,
+    },
+    "exchange": {
+        "name": LEAF,
+        "type": LEAF,
+        "durable": LEAF,
+        "auto_delete": LEAF,
+        "arguments": "{}",
+        "delete_on_end": LEAF,
+    },
     "binding": {"exchange": LEAF, "routing_key": LEAF, "arguments": "{}"},
     "run": {"duration_s": LEAF, "warmup_s": LEAF, "drain_timeout_s": LEAF},
-    "producer": {"name": LEAF, "count": LEAF, "rate": LEAF, "arrival": LEAF, "size_bytes": LEAF,
-                 "persistent": LEAF, "confirms": LEAF, "confirm_window": LEAF,
-                 "exchange": LEAF, "routing_key": LEAF, "bursts": "bursts", "replay": "replay",
-                 "mandatory": LEAF, "priority": LEAF, "max_blocked_wait_s": LEAF},
+    "producer": {
+        "name": LEAF,
+        "count": LEAF,
+        "rate": LEAF,
+        "arrival": LEAF,
+        "size_bytes": LEAF,
+        "persistent": LEAF,
+        "confirms": LEAF,
+        "confirm_window": LEAF,
+        "exchange": LEAF,
+        "routing_key": LEAF,
+        "bursts": "bursts",
+        "replay": "replay",
+        "mandatory": LEAF,
+        "priority": LEAF,
+        "max_blocked_wait_s": LEAF,
+    },
     "bursts": {"on_s": LEAF, "off_s": LEAF, "off_rate": LEAF, "start_s": LEAF},
     "replay": {"path": LEAF, "speed": LEAF, "window": "[]", "loop": LEAF, "split": LEAF, "routing": LEAF},
-    "consumer": {"name": LEAF, "count": LEAF, "prefetch": LEAF, "prefetch_scope": LEAF,
-                 "ack_mode": LEAF, "processing_ms": "processing", "codel": "codel", "leave": LEAF,
-                 "egress": "egress"},
+    "consumer": {
+        "name": LEAF,
+        "count": LEAF,
+        "prefetch": LEAF,
+        "prefetch_scope": LEAF,
+        "ack_mode": LEAF,
+        "processing_ms": "processing",
+        "codel": "codel",
+        "leave": LEAF,
+        "egress": "egress",
+    },
     "egress": {"max_depth_units": LEAF, "min_burst": LEAF, "classes": "{}"},
     "codel": {"target_ms": LEAF, "interval_ms": LEAF, "requeue": LEAF},
-    "network": {"listen_port": LEAF, "upstream": "link", "downstream": "link", "down": LEAF,
-                "reset_peer": LEAF},
+    "network": {"listen_port": LEAF, "upstream": "link", "downstream": "link", "down": LEAF, "reset_peer": LEAF},
     "link": {"latency_ms": LEAF, "jitter_ms": LEAF, "bandwidth_bytes_per_s": LEAF},
     "phase": {"name": LEAF, "start_s": LEAF, "end_s": LEAF, "set": "{set}"},
-    "processing": {"distribution": LEAF, "ms": LEAF, "mean_ms": LEAF, "median_ms": LEAF,
-                   "sigma": LEAF, "min_ms": LEAF, "max_ms": LEAF},
+    "processing": {
+        "distribution": LEAF,
+        "ms": LEAF,
+        "mean_ms": LEAF,
+        "median_ms": LEAF,
+        "sigma": LEAF,
+        "min_ms": LEAF,
+        "max_ms": LEAF,
+    },
 }
 
 PROCESSING_PARAMS: dict[str, tuple[str, ...]] = {
-    "fixed": ("ms",), "exponential": ("mean_ms",),
-    "lognormal": ("median_ms", "sigma"), "uniform": ("min_ms", "max_ms"),
+    "fixed": ("ms",),
+    "exponential": ("mean_ms",),
+    "lognormal": ("median_ms", "sigma"),
+    "uniform": ("min_ms", "max_ms"),
     "recorded": ("default_ms",),
 }
 
@@ -68,7 +141,8 @@ PROCESSING_PARAMS: dict[str, tuple[str, ...]] = {
 NETWORK_PATHS: tuple[str, ...] = (
     "listen_port",
     *(f"{link}.{key}" for link in ("upstream", "downstream") for key in YAML_LAYOUT["link"]),
-    "down", "reset_peer",
+    "down",
+    "reset_peer",
 )
 
 # The only fields a timeline phase may change: per group kind (YAML names, below
@@ -517,27 +591,52 @@ class Scenario:
         return {
             "name": self.name,
             "description": self.description,
-            "broker": {"url": url, "heartbeat_s": self.broker.heartbeat_s,
-                       "connect_timeout_s": self.broker.connect_timeout_s,
-                       "managed": _plain(asdict(self.broker.managed)) if self.broker.managed else None},
-            "queue": {"name": self.queue.name, "durable": self.queue.durable,
-                      "auto_delete": self.queue.auto_delete, "arguments": dict(self.queue.arguments),
-                      "purge_on_start": self.queue.purge_on_start,
-                      "delete_on_end": self.queue.delete_on_end, "type": self.queue.type},
+            "broker": {
+                "url": url,
+                "heartbeat_s": self.broker.heartbeat_s,
+                "connect_timeout_s": self.broker.connect_timeout_s,
+                "managed": _plain(asdict(self.broker.managed)) if self.broker.managed else None,
+            },
+            "queue": {
+                "name": self.queue.name,
+                "durable": self.queue.durable,
+                "auto_delete": self.queue.auto_delete,
+                "arguments": dict(self.queue.arguments),
+                "purge_on_start": self.queue.purge_on_start,
+                "delete_on_end": self.queue.delete_on_end,
+                "type": self.queue.type,
+            },
             "exchanges": [_plain(asdict(x)) for x in self.exchanges],
             "bindings": [_plain(asdict(b)) for b in self.bindings],
-            "run": {"duration_s": self.run.duration_s, "warmup_s": self.run.warmup_s,
-                    "drain_timeout_s": self.run.drain_timeout_s},
+            "run": {
+                "duration_s": self.run.duration_s,
+                "warmup_s": self.run.warmup_s,
+                "drain_timeout_s": self.run.drain_timeout_s,
+            },
             "producers": [_plain(asdict(g)) for g in self.producers],
-            "consumers": [{"name": g.name, "count": g.count, "prefetch": g.prefetch,
-                           "prefetch_scope": g.prefetch_scope, "ack_mode": g.ack_mode,
-                           "processing_ms": g.processing.to_dict(),
-                           "codel": asdict(g.codel) if g.codel else None, "leave": g.leave,
-                           "egress": _egress_dict(g.egress)}
-                          for g in self.consumers],
-            "timeline": [{"name": p.name, "start_s": p.start_s, "end_s": p.end_s,
-                          "set": {path: _plain(value) for path, value in p.set}}
-                         for p in self.timeline],
+            "consumers": [
+                {
+                    "name": g.name,
+                    "count": g.count,
+                    "prefetch": g.prefetch,
+                    "prefetch_scope": g.prefetch_scope,
+                    "ack_mode": g.ack_mode,
+                    "processing_ms": g.processing.to_dict(),
+                    "codel": asdict(g.codel) if g.codel else None,
+                    "leave": g.leave,
+                    "egress": _egress_dict(g.egress),
+                }
+                for g in self.consumers
+            ],
+            "timeline": [
+                {
+                    "name": p.name,
+                    "start_s": p.start_s,
+                    "end_s": p.end_s,
+                    "set": {path: _plain(value) for path, value in p.set},
+                }
+                for p in self.timeline
+            ],
             "slo": list(self.slo),
             "network": asdict(self.network) if self.network else None,
         }
@@ -546,9 +645,13 @@ class Scenario:
 def _egress_dict(spec: EgressSpec | None) -> dict[str, Any] | None:
     if spec is None:
         return None
-    return {"max_depth_units": spec.max_depth_units, "min_burst": spec.min_burst,
-            "classes": {name: [list(r) for r in ranges] if len(ranges) > 1 else list(ranges[0])
-                        for name, ranges in spec.classes}}
+    return {
+        "max_depth_units": spec.max_depth_units,
+        "min_burst": spec.min_burst,
+        "classes": {
+            name: [list(r) for r in ranges] if len(ranges) > 1 else list(ranges[0]) for name, ranges in spec.classes
+        },
+    }
 
 
 def _plain(value: Any) -> Any:

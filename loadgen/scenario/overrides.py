@@ -4,6 +4,7 @@ Paths are dotted; list items are addressed by index or by group name: `consumers
 `consumers.0.prefetch`, `consumers.main.prefetch`, `queue.arguments.x-max-length`. The same
 group-path syntax names the fields a timeline phase sets (`consumers.main.processing_ms`).
 """
+
 from __future__ import annotations
 
 import copy
@@ -16,17 +17,17 @@ import yaml
 from loadgen.scenario.errors import ScenarioError, did_you_mean, join_path, show
 from loadgen.scenario.model import LEAF, YAML_LAYOUT
 
-__all__ = ["Override", "parse_override", "apply_overrides", "blame_override", "parse_group_path",
-           "resolve_group"]
+__all__ = ["Override", "parse_override", "apply_overrides", "blame_override", "parse_group_path", "resolve_group"]
 
 Token = str | int  # a key, or an index written as [n]
 _SEGMENT = re.compile(r"^([^\[\]]*)((?:\[\d+\])*)$")
-_ITEM_WORDS = {"producers": "producer group", "consumers": "consumer group", "timeline": "phase",
-               "slo": "slo entry"}
+_ITEM_WORDS = {"producers": "producer group", "consumers": "consumer group", "timeline": "phase", "slo": "slo entry"}
 _EXAMPLE = "consumers.main.prefetch=50"
 # Sections that are only valid whole: a lone key can not be set while the section is absent.
-_WHOLE_VALUE_EXAMPLES = {"processing": "{distribution: exponential, mean_ms: 4}",
-                         "codel": "{target_ms: 5, interval_ms: 100}"}
+_WHOLE_VALUE_EXAMPLES = {
+    "processing": "{distribution: exponential, mean_ms: 4}",
+    "codel": "{target_ms: 5, interval_ms: 100}",
+}
 
 
 class PathError(ValueError):
@@ -57,8 +58,7 @@ def parse_override(text: str, source: str) -> Override:
         value = yaml.safe_load(value_text)
     except yaml.YAMLError as err:
         problem = getattr(err, "problem", None) or str(err)
-        raise ScenarioError(source, "", value_text, f"the value is not valid YAML: {problem}",
-                            override=text) from None
+        raise ScenarioError(source, "", value_text, f"the value is not valid YAML: {problem}", override=text) from None
     return Override(text, path, value)
 
 
@@ -93,8 +93,11 @@ def tokens(path: str) -> list[Token]:
     for segment in path.split("."):
         match = _SEGMENT.match(segment)
         if not match or (not match.group(1) and not match.group(2)):
-            raise PathError(path, f"malformed path {path!r}: expected keys separated by '.', "
-                                  f"with optional [index], e.g. consumers[0].prefetch")
+            raise PathError(
+                path,
+                f"malformed path {path!r}: expected keys separated by '.', "
+                f"with optional [index], e.g. consumers[0].prefetch",
+            )
         if match.group(1):
             out.append(match.group(1))
         out += [int(index) for index in re.findall(r"\d+", match.group(2))]
@@ -113,8 +116,11 @@ def parse_group_path(path: str) -> tuple[str, Token, str]:
     toks = tokens(path)
     kind = toks[0] if toks else ""
     if kind not in ("producers", "consumers"):
-        raise PathError(path, "expected producers.<group>.<field> or consumers.<group>.<field>"
-                              + did_you_mean(kind, ("producers", "consumers")))
+        raise PathError(
+            path,
+            "expected producers.<group>.<field> or consumers.<group>.<field>"
+            + did_you_mean(kind, ("producers", "consumers")),
+        )
     middle, fieldname = toks[1:-1], toks[-1]
     if not middle or isinstance(fieldname, int):
         raise PathError(path, f"expected {kind}.<group>.<field>, e.g. {kind}.main.count")
@@ -198,16 +204,18 @@ def _assign(tree: dict, toks: list[Token], value: Any) -> str:
         example = f" (set the whole value, e.g. {child_path}={whole})" if whole else ""
         if node.get(tok) is None:
             if child.startswith("["):
-                raise PathError(child_path, f"the scenario has no {tok} to address; "
-                                            f"set the whole list instead, e.g. {tok}=[...]")
+                raise PathError(
+                    child_path, f"the scenario has no {tok} to address; set the whole list instead, e.g. {tok}=[...]"
+                )
             if whole:  # a lone parameter (no distribution; CoDel without its interval) is never valid
                 raise PathError(child_path, f"{child_path} is not set{example}")
             node[tok] = {}  # other sections take defaults for the keys not set: network.down=true works
         nxt = node[tok]
         wanted = list if child.startswith("[") else dict
         if not isinstance(nxt, wanted):
-            raise PathError(child_path, f"{child_path} is {show(nxt)}, not a "
-                                        f"{'list' if wanted is list else 'mapping'}{example}")
+            raise PathError(
+                child_path, f"{child_path} is {show(nxt)}, not a {'list' if wanted is list else 'mapping'}{example}"
+            )
         node, path, layout, i = nxt, child_path, child, i + 1
 
 

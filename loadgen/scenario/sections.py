@@ -1,6 +1,7 @@
 """Parsing of the optional per-feature sections: CoDel and egress classes on a consumer group, and
 the network impairment (delay-line proxy), including the network paths a timeline phase may set.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -8,7 +9,13 @@ from typing import Any
 from loadgen.scenario.checks import Check, Reader, boolean, integer, known_keys, number, optional_number, sub
 from loadgen.scenario.errors import Invalid, did_you_mean, show
 from loadgen.scenario.model import (
-    NETWORK_PATHS, PHASE_SETTABLE, YAML_LAYOUT, CoDelSpec, EgressSpec, LinkSpec, NetworkSpec,
+    NETWORK_PATHS,
+    PHASE_SETTABLE,
+    YAML_LAYOUT,
+    CoDelSpec,
+    EgressSpec,
+    LinkSpec,
+    NetworkSpec,
 )
 
 __all__ = ["codel", "CODEL_EXAMPLE", "egress", "EGRESS_EXAMPLE", "read_network", "network_phase_check"]
@@ -35,8 +42,9 @@ def codel(value: Any) -> CoDelSpec | None:
         raise Invalid(f"expected a mapping such as {CODEL_EXAMPLE}, or null for CoDel off, got {show(value)}")
     known_keys(value, "codel", ("target_ms", "interval_ms"))
     requeue = sub(value, "requeue", boolean) if "requeue" in value else True
-    return CoDelSpec(sub(value, "target_ms", number(0, strict=True)),
-                     sub(value, "interval_ms", number(0, strict=True)), requeue)
+    return CoDelSpec(
+        sub(value, "target_ms", number(0, strict=True)), sub(value, "interval_ms", number(0, strict=True)), requeue
+    )
 
 
 def egress(value: Any) -> EgressSpec | None:
@@ -60,8 +68,10 @@ def _egress_classes(value: Any) -> tuple[tuple[str, tuple[tuple[int, int], ...]]
     first: the order the classes are served in. No priority may be in two classes; `default` takes
     every priority no other class names, and without it the classes must cover 0..255."""
     if not isinstance(value, dict) or not value:
-        raise Invalid(f"expected a mapping of class name to an inclusive priority range, listed highest "
-                      f"first, such as {_CLASSES_EXAMPLE}, got {show(value)}")
+        raise Invalid(
+            f"expected a mapping of class name to an inclusive priority range, listed highest "
+            f"first, such as {_CLASSES_EXAMPLE}, got {show(value)}"
+        )
     owner: dict[int, str] = {}
     named: list[tuple[str, tuple[tuple[int, int], ...]]] = []
     default_name = None
@@ -80,18 +90,27 @@ def _egress_classes(value: Any) -> tuple[tuple[str, tuple[tuple[int, int], ...]]
                     raise Invalid(f"priority {p} is also in class {owner[p]!r}: classes may not overlap", raw, name)
                 owner[p] = name
         if named and min(low for low, _ in ranges) > min(low for low, _ in named[-1][1]):
-            raise Invalid(f"{show(raw)} is above class {named[-1][0]!r}, listed before it: list the classes "
-                          f"highest first (the order they are served in)", raw, name)
+            raise Invalid(
+                f"{show(raw)} is above class {named[-1][0]!r}, listed before it: list the classes "
+                f"highest first (the order they are served in)",
+                raw,
+                name,
+            )
         named.append((name, ranges))
     rest = [p for p in range(_MAX_PRIORITY + 1) if p not in owner]
     if default_name is None:
         if rest:
-            raise Invalid(f"priorities {_spans(rest)} are in no class: cover 0-{_MAX_PRIORITY}, or make one "
-                          f"class `default` (e.g. {_CLASSES_EXAMPLE})")
+            raise Invalid(
+                f"priorities {_spans(rest)} are in no class: cover 0-{_MAX_PRIORITY}, or make one "
+                f"class `default` (e.g. {_CLASSES_EXAMPLE})"
+            )
         return tuple(named)
     if not rest:
-        raise Invalid("the other classes already cover 0-255: the default class would never get a message",
-                      "default", default_name)
+        raise Invalid(
+            "the other classes already cover 0-255: the default class would never get a message",
+            "default",
+            default_name,
+        )
     by_name = dict(named)
     by_name[default_name] = tuple(_runs(rest))
     return tuple((name, by_name[name]) for name in value)  # the default's place in the listing is its rank
@@ -105,8 +124,11 @@ def _priority_ranges(raw: Any, name: str) -> tuple[tuple[int, int], ...]:
     items = raw if isinstance(raw, list) and raw and all(isinstance(r, list) for r in raw) else [raw]
     out = []
     for item in items:
-        if not (isinstance(item, list) and len(item) == 2
-                and all(isinstance(p, int) and not isinstance(p, bool) for p in item)):
+        if not (
+            isinstance(item, list)
+            and len(item) == 2
+            and all(isinstance(p, int) and not isinstance(p, bool) for p in item)
+        ):
             raise Invalid(f"{wanted}, got {show(raw)}", raw, name)
         low, high = item
         if not 0 <= low <= high <= _MAX_PRIORITY:

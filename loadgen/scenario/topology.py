@@ -2,6 +2,7 @@
 `bindings`, and which exchanges the run must find on the broker because the scenario uses them
 without declaring them. Pure: the checks follow what RabbitMQ 3.10 accepts (docs/scenarios.md).
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -10,8 +11,15 @@ from loadgen.scenario.checks import Check, Reader, boolean, choice, fail, intege
 from loadgen.scenario.errors import Invalid, show
 from loadgen.scenario.model import BindingSpec, ExchangeSpec, FrozenMapping, QueueSpec
 
-__all__ = ["arguments", "read_queue", "read_exchanges", "read_bindings", "required_exchanges",
-           "QUEUE_TYPES", "EXCHANGE_TYPES"]
+__all__ = [
+    "arguments",
+    "read_queue",
+    "read_exchanges",
+    "read_bindings",
+    "required_exchanges",
+    "QUEUE_TYPES",
+    "EXCHANGE_TYPES",
+]
 
 QUEUE_TYPES = ("classic", "quorum")
 EXCHANGE_TYPES = ("direct", "fanout", "topic", "headers")
@@ -48,7 +56,7 @@ _QUORUM_REFUSES = {
 }
 _CLASSIC_REFUSES = {
     "x-delivery-limit": "only quorum queues count deliveries; the broker refuses x-delivery-limit on a "
-                        "classic queue (set queue.type: quorum)",
+    "classic queue (set queue.type: quorum)",
 }
 
 
@@ -83,47 +91,75 @@ def read_queue(top: Reader) -> QueueSpec:
     given = q.get("type", lambda v: None if v is None else choice(*QUEUE_TYPES)(v), None)
     explicit = args.get("x-queue-type")
     if given is not None and explicit is not None and explicit != given:
-        fail(source, "queue.type", given, f"conflicts with queue.arguments.x-queue-type ({explicit!r}); "
-             "give the type once")
+        fail(
+            source,
+            "queue.type",
+            given,
+            f"conflicts with queue.arguments.x-queue-type ({explicit!r}); give the type once",
+        )
     kind = given or explicit or "classic"
     durable = q.get("durable", boolean, kind == "quorum")
     auto_delete = q.get("auto_delete", boolean, False)
     if kind == "quorum":
         if not durable:
-            fail(source, "queue.durable", durable, "a quorum queue is always durable (the broker refuses "
-                 "durable: false); remove the key or set durable: true")
+            fail(
+                source,
+                "queue.durable",
+                durable,
+                "a quorum queue is always durable (the broker refuses "
+                "durable: false); remove the key or set durable: true",
+            )
         if auto_delete:
-            fail(source, "queue.auto_delete", auto_delete, "quorum queues can not be auto-deleted "
-                 "(the broker refuses it); use delete_on_end: true to remove it after the run")
+            fail(
+                source,
+                "queue.auto_delete",
+                auto_delete,
+                "quorum queues can not be auto-deleted "
+                "(the broker refuses it); use delete_on_end: true to remove it after the run",
+            )
         for key, why in _QUORUM_REFUSES.items():
             if key in args:
                 fail(source, f"queue.arguments.{key}", args[key], why)
         if args.get("x-overflow") == "reject-publish-dlx":
-            fail(source, "queue.arguments.x-overflow", "reject-publish-dlx",
-                 "quorum queues do not support reject-publish-dlx in RabbitMQ 3.10: the broker accepts it "
-                 "and then drops from the head instead; use reject-publish (nacks) or drop-head "
-                 "(dead-letters)")
+            fail(
+                source,
+                "queue.arguments.x-overflow",
+                "reject-publish-dlx",
+                "quorum queues do not support reject-publish-dlx in RabbitMQ 3.10: the broker accepts it "
+                "and then drops from the head instead; use reject-publish (nacks) or drop-head "
+                "(dead-letters)",
+            )
     else:
         for key, why in _CLASSIC_REFUSES.items():
             if key in args:
                 fail(source, f"queue.arguments.{key}", args[key], why)
-    return QueueSpec(name, durable, auto_delete, args, q.get("purge_on_start", boolean, True),
-                     q.get("delete_on_end", boolean, False), given)
+    return QueueSpec(
+        name,
+        durable,
+        auto_delete,
+        args,
+        q.get("purge_on_start", boolean, True),
+        q.get("delete_on_end", boolean, False),
+        given,
+    )
 
 
 def _exchange_type(value: Any) -> str:
     if isinstance(value, str) and (value in EXCHANGE_TYPES or (value.startswith("x-") and len(value) > 2)):
         return value
-    raise Invalid(f"expected one of {', '.join(EXCHANGE_TYPES)} or a plugin's x- type "
-                  f"(e.g. x-consistent-hash), got {show(value)}")
+    raise Invalid(
+        f"expected one of {', '.join(EXCHANGE_TYPES)} or a plugin's x- type (e.g. x-consistent-hash), got {show(value)}"
+    )
 
 
 def _exchange_name(value: Any) -> str:
     name = text(nonempty=True)(value)
     if name.startswith(RESERVED_PREFIX):
-        raise Invalid(f"names starting with {RESERVED_PREFIX!r} are the broker's own exchanges and can not be "
-                      "declared; to use one (e.g. amq.topic), name it in bindings or a producer's exchange "
-                      "without declaring it")
+        raise Invalid(
+            f"names starting with {RESERVED_PREFIX!r} are the broker's own exchanges and can not be "
+            "declared; to use one (e.g. amq.topic), name it in bindings or a producer's exchange "
+            "without declaring it"
+        )
     return name
 
 
@@ -135,19 +171,32 @@ def read_exchanges(top: Reader) -> tuple[ExchangeSpec, ...]:
         x = Reader(top.source, raw, f"exchanges[{i}]", "exchange")
         name = x.get("name", _exchange_name)
         if name in seen:
-            fail(top.source, f"exchanges[{i}].name", name, f"duplicate name: exchanges[{seen[name]}] is also "
-                 f"called {name!r}")
+            fail(
+                top.source,
+                f"exchanges[{i}].name",
+                name,
+                f"duplicate name: exchanges[{seen[name]}] is also called {name!r}",
+            )
         seen[name] = i
-        out.append(ExchangeSpec(name, x.get("type", _exchange_type), x.get("durable", boolean, True),
-                                x.get("auto_delete", boolean, False), x.get("arguments", arguments, FrozenMapping()),
-                                x.get("delete_on_end", boolean, False)))
+        out.append(
+            ExchangeSpec(
+                name,
+                x.get("type", _exchange_type),
+                x.get("durable", boolean, True),
+                x.get("auto_delete", boolean, False),
+                x.get("arguments", arguments, FrozenMapping()),
+                x.get("delete_on_end", boolean, False),
+            )
+        )
     return tuple(out)
 
 
 def _binding_exchange(value: Any) -> str:
     if value == "":
-        raise Invalid("the default exchange (\"\") reaches every queue by its name and can not be bound to; "
-                      "publish with exchange \"\" and routing_key the queue's name instead")
+        raise Invalid(
+            'the default exchange ("") reaches every queue by its name and can not be bound to; '
+            'publish with exchange "" and routing_key the queue\'s name instead'
+        )
     return text(nonempty=True)(value)
 
 
@@ -158,8 +207,11 @@ def read_bindings(top: Reader, exchanges: tuple[ExchangeSpec, ...]) -> tuple[Bin
     seen: dict[BindingSpec, int] = {}
     for i, raw in enumerate(top.items("bindings")):
         b = Reader(top.source, raw, f"bindings[{i}]", "binding")
-        binding = BindingSpec(b.get("exchange", _binding_exchange), b.get("routing_key", text(), ""),
-                              b.get("arguments", arguments, FrozenMapping()))
+        binding = BindingSpec(
+            b.get("exchange", _binding_exchange),
+            b.get("routing_key", text(), ""),
+            b.get("arguments", arguments, FrozenMapping()),
+        )
         target = declared.get(binding.exchange)
         if target is not None and target.type == "headers" and "x-match" in binding.arguments:
             b.get("arguments", lambda v: sub(v, "x-match", choice(*HEADERS_MATCH)))
@@ -181,4 +233,3 @@ def required_exchanges(scenario: Any) -> list[tuple[str, str]]:
         if name and name not in declared and name not in out:
             out[name] = path
     return [(name, path) for name, path in out.items()]
-

@@ -4,10 +4,20 @@
 located like a scenario's); `write_junit`, `ResultsLock` and `prune_runs` are the pieces the
 `sojourn nightly` command assembles. The schema is documented in docs/nightly.md.
 """
+
 from loadgen.suite.junit import CaseResult, write_junit
 from loadgen.suite.lock import LockHeld, ResultsLock
 from loadgen.suite.model import Suite, SuiteEntry, load_suite
 from loadgen.suite.retention import prune_runs, run_dir_name
 
-__all__ = ["load_suite", "Suite", "SuiteEntry", "write_junit", "CaseResult", "ResultsLock", "LockHeld",
-           "prune_runs", "run_dir_name"]
+__all__ = [
+    "load_suite",
+    "Suite",
+    "SuiteEntry",
+    "write_junit",
+    "CaseResult",
+    "ResultsLock",
+    "LockHeld",
+    "prune_runs",
+    "run_dir_name",
+]

@@ -3,6 +3,7 @@
 The holder writes its pid into the file so the refused second run can name it. The kernel
 drops the lock when the holder dies, so a crash leaves no stale lock behind.
 """
+
 from __future__ import annotations
 
 import fcntl
@@ -15,8 +16,10 @@ class LockHeld(Exception):
     """Another process holds the results directory's lock."""
 
     def __init__(self, path: str, pid: str) -> None:
-        super().__init__(f"{path} is held by pid {pid or '?'}: another nightly is running into this "
-                         f"results directory; wait for it to finish")
+        super().__init__(
+            f"{path} is held by pid {pid or '?'}: another nightly is running into this "
+            f"results directory; wait for it to finish"
+        )
         self.path, self.pid = path, pid
 
 

@@ -4,6 +4,7 @@ Reuses the scenario loader's YAML reading (duplicate keys rejected), its checks 
 error wording, so a suite error reads `suites/nightly.yaml: scenarios[1].sloo: unknown key
 (did you mean 'slo'?)`. Scenario files are resolved relative to the suite file.
 """
+
 from __future__ import annotations
 
 import os
@@ -25,19 +26,19 @@ SUITE_LAYOUT: dict[str, tuple[str, ...]] = {
 
 @dataclass(frozen=True)
 class SuiteEntry:
-    name: str                      # unique in the suite; names the run directory
-    scenario_path: str             # resolved against the suite file's directory
-    overrides: tuple[str, ...]     # `PATH=VALUE`, as `--set` takes them
-    slo: tuple[str, ...]           # the suite's SLOs followed by the entry's own
+    name: str  # unique in the suite; names the run directory
+    scenario_path: str  # resolved against the suite file's directory
+    overrides: tuple[str, ...]  # `PATH=VALUE`, as `--set` takes them
+    slo: tuple[str, ...]  # the suite's SLOs followed by the entry's own
 
 
 @dataclass(frozen=True)
 class Suite:
     source_path: str
     name: str
-    keep_runs: int | None          # None keeps every run
-    baseline_runs: int             # N: the baseline is the median of the last N runs
-    tolerance: float               # relative: 0.2 flags a metric 20 % worse than its baseline
+    keep_runs: int | None  # None keeps every run
+    baseline_runs: int  # N: the baseline is the median of the last N runs
+    tolerance: float  # relative: 0.2 flags a metric 20 % worse than its baseline
     entries: tuple[SuiteEntry, ...]
 
 
@@ -63,6 +64,7 @@ def _slo_list(value: Any) -> tuple[str, ...]:
 def _overrides(value: Any) -> tuple[str, ...]:
     """`set:` as a mapping {path: value} (YAML values) or a list of `PATH=VALUE` strings."""
     import json
+
     if value is None:
         return ()
     if isinstance(value, dict):
@@ -102,10 +104,18 @@ def load_suite(path: str | os.PathLike) -> Suite:
         default_name = os.path.splitext(os.path.basename(rel))[0]
         entry_name = r.get("name", identifier, None) or default_name
         if entry_name in seen:
-            fail(source, join_path(where, "name"), entry_name,
-                 "two entries share this name; give one a distinct `name:`")
+            fail(
+                source, join_path(where, "name"), entry_name, "two entries share this name; give one a distinct `name:`"
+            )
         seen.add(entry_name)
-        entries.append(SuiteEntry(entry_name, scenario_path, r.get("set", _overrides, ()),
-                                  suite_slo + r.get("slo", _slo_list, ())))
-    return Suite(source, name, top.get("keep_runs", integer(1), None), top.get("baseline_runs", integer(1), 5),
-                 top.get("tolerance", number(0), 0.2), tuple(entries))
+        entries.append(
+            SuiteEntry(entry_name, scenario_path, r.get("set", _overrides, ()), suite_slo + r.get("slo", _slo_list, ()))
+        )
+    return Suite(
+        source,
+        name,
+        top.get("keep_runs", integer(1), None),
+        top.get("baseline_runs", integer(1), 5),
+        top.get("tolerance", number(0), 0.2),
+        tuple(entries),
+    )

@@ -1,4 +1,5 @@
 """Run directory names in RESULTS_DIR/runs and pruning the oldest beyond `keep_runs`."""
+
 from __future__ import annotations
 
 import os
@@ -21,9 +22,8 @@ def prune_runs(runs_dir: str, keep: int | None) -> list[str]:
     deleted paths. Anything not named like a run directory is left alone."""
     if keep is None or not os.path.isdir(runs_dir):
         return []
-    names = sorted(n for n in os.listdir(runs_dir)
-                   if _RUN_DIR.match(n) and os.path.isdir(os.path.join(runs_dir, n)))
-    doomed = [os.path.join(runs_dir, n) for n in names[:max(0, len(names) - keep)]]
+    names = sorted(n for n in os.listdir(runs_dir) if _RUN_DIR.match(n) and os.path.isdir(os.path.join(runs_dir, n)))
+    doomed = [os.path.join(runs_dir, n) for n in names[: max(0, len(names) - keep)]]
     for path in doomed:
         shutil.rmtree(path)
     return doomed

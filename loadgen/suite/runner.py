@@ -2,6 +2,7 @@
 and index.html. The load and the analysis are injected (the CLI passes its own `sojourn run`
 path), so the orchestration is tested without a broker or Spark.
 """
+
 from __future__ import annotations
 
 import json
@@ -17,9 +18,9 @@ from loadgen.suite.retention import prune_runs, run_dir_name
 
 __all__ = ["NightlyOutcome", "run_suite", "read_runs", "write_history"]
 
-RunLoad = Callable[[SuiteEntry, str], bool]   # (entry, run_dir) -> interrupted?
-Analyze = Callable[[str], dict]               # run_dir -> summary; raises on failure
-NIGHTLY_JSON = "nightly.json"                 # per run: the suite's SLO results
+RunLoad = Callable[[SuiteEntry, str], bool]  # (entry, run_dir) -> interrupted?
+Analyze = Callable[[str], dict]  # run_dir -> summary; raises on failure
+NIGHTLY_JSON = "nightly.json"  # per run: the suite's SLO results
 
 
 @dataclass
@@ -42,8 +43,9 @@ def _slo_case(classname: str, result: dict) -> CaseResult:
     return CaseResult(classname, f"slo: {result['expr']}", f"{result['expr']} failed: {measured}")
 
 
-def run_suite(suite: Suite, results_dir: str, *, run_load: RunLoad, analyze: Analyze,
-              say: Callable[[str], None] = lambda _m: None) -> NightlyOutcome:
+def run_suite(
+    suite: Suite, results_dir: str, *, run_load: RunLoad, analyze: Analyze, say: Callable[[str], None] = lambda _m: None
+) -> NightlyOutcome:
     runs_dir = os.path.join(results_dir, "runs")
     outcome = NightlyOutcome()
     for entry in suite.entries:
@@ -60,13 +62,20 @@ def run_suite(suite: Suite, results_dir: str, *, run_load: RunLoad, analyze: Ana
                 break
             summary = analyze(run_dir)
         except Exception as exc:  # noqa: BLE001 - one failing scenario must not stop the suite
-            outcome.cases.append(CaseResult(classname, "run", f"{type(exc).__name__}: {exc}",
-                                            time.monotonic() - started))
+            outcome.cases.append(
+                CaseResult(classname, "run", f"{type(exc).__name__}: {exc}", time.monotonic() - started)
+            )
             say(f"nightly {suite.name}: {entry.name} failed: {exc}")
             continue
         status = (summary.get("run") or {}).get("status")
-        outcome.cases.append(CaseResult(classname, "run", None if status in (None, "completed")
-                                        else f"run status {status!r}", time.monotonic() - started))
+        outcome.cases.append(
+            CaseResult(
+                classname,
+                "run",
+                None if status in (None, "completed") else f"run status {status!r}",
+                time.monotonic() - started,
+            )
+        )
         scenario_exprs = {s.get("expr") for s in summary.get("slo") or []}
         suite_results = evaluate_slos(summary, [e for e in entry.slo if e not in scenario_exprs])
         with open(os.path.join(run_dir, NIGHTLY_JSON), "w", encoding="utf-8") as f:
@@ -93,8 +102,9 @@ def read_runs(results_dir: str) -> list[dict]:
                 nightly = json.load(f)
         except (OSError, ValueError):
             nightly = {}
-        out.append({**summary, "run_dir": f"runs/{name}", "suite_slo": nightly.get("slo") or [],
-                    "entry": nightly.get("entry")})
+        out.append(
+            {**summary, "run_dir": f"runs/{name}", "suite_slo": nightly.get("slo") or [], "entry": nightly.get("entry")}
+        )
     return out
 
 
@@ -114,10 +124,14 @@ def write_history(suite: Suite, results_dir: str, outcome: NightlyOutcome) -> di
         for key in run["regressions"]:
             base, value = run["baseline"][key], run["metrics"][key]
             outcome.regressions.append(f"{entry}: {key}")
-            outcome.cases.append(CaseResult(
-                f"{suite.name}.{entry}", f"regression: {key}",
-                f"{key} = {value:.6g}, baseline {base:.6g} (median of the last {suite.baseline_runs} runs), "
-                f"tolerance {suite.tolerance:.0%}"))
+            outcome.cases.append(
+                CaseResult(
+                    f"{suite.name}.{entry}",
+                    f"regression: {key}",
+                    f"{key} = {value:.6g}, baseline {base:.6g} (median of the last {suite.baseline_runs} runs), "
+                    f"tolerance {suite.tolerance:.0%}",
+                )
+            )
     _write_text(os.path.join(results_dir, "history.json"), json.dumps(history, indent=2))
     _write_text(os.path.join(results_dir, "index.html"), render_index(history, title=f"{suite.name} nightly"))
     write_junit(os.path.join(results_dir, "junit.xml"), suite.name, outcome.cases)

@@ -8,14 +8,26 @@ against 0.25 us positional. What keeps positions honest is that the layout is th
 says where one sits, and `publish_row` and the consumer's `delivery_row` are pinned field by field,
 by name, in tests/unit/test_trace_rows.py.
 """
+
 from __future__ import annotations
 
 import functools
 
 from analysis.schema import column_names
 
-__all__ = ["COMMON_COLUMNS", "own_columns", "index", "publish_row", "PUBLISH_MESSAGE_ID", "PUBLISH_NS",
-           "PUBLISH_SIZE", "PUBLISH_ROUTING_KEY", "PUBLISH_CONFIRM_NS", "PUBLISH_OUTCOME", "PUBLISH_BLOCKED_MS"]
+__all__ = [
+    "COMMON_COLUMNS",
+    "own_columns",
+    "index",
+    "publish_row",
+    "PUBLISH_MESSAGE_ID",
+    "PUBLISH_NS",
+    "PUBLISH_SIZE",
+    "PUBLISH_ROUTING_KEY",
+    "PUBLISH_CONFIRM_NS",
+    "PUBLISH_OUTCOME",
+    "PUBLISH_BLOCKED_MS",
+]
 
 COMMON_COLUMNS = 3
 """schema_version, run_id, worker: the same in every row of a part file, added by the writer."""
@@ -44,10 +56,39 @@ PUBLISH_OUTCOME = index("publish", "outcome")
 PUBLISH_BLOCKED_MS = index("publish", "blocked_ms")
 
 
-def publish_row(message_id: str, producer: str, group: str, seq: int, phase: str, intended_ns: int,
-                publish_ns: int, size: int, routing_key: str, persistent: bool, priority: int | None,
-                replay_index: int | None, replay_loop: int | None, blocked_ms: float | None) -> list:
+def publish_row(
+    message_id: str,
+    producer: str,
+    group: str,
+    seq: int,
+    phase: str,
+    intended_ns: int,
+    publish_ns: int,
+    size: int,
+    routing_key: str,
+    persistent: bool,
+    priority: int | None,
+    replay_index: int | None,
+    replay_loop: int | None,
+    blocked_ms: float | None,
+) -> list:
     """A publish row with its confirm time and outcome still to come (PUBLISH_CONFIRM_NS,
     PUBLISH_OUTCOME): a list, settled in place when the confirm (or the give-up) comes."""
-    return [message_id, producer, group, seq, phase, intended_ns, publish_ns, size, routing_key,
-            persistent, None, None, priority, replay_index, replay_loop, blocked_ms]
+    return [
+        message_id,
+        producer,
+        group,
+        seq,
+        phase,
+        intended_ns,
+        publish_ns,
+        size,
+        routing_key,
+        persistent,
+        None,
+        None,
+        priority,
+        replay_index,
+        replay_loop,
+        blocked_ms,
+    ]

@@ -7,6 +7,7 @@ after the load; during the load only a backlog over SPILL_LIMIT_BYTES is convert
 first (the writer module's docstring says why). It exits at the end of its input, after
 the last part, so a parent that dies still gets every batch it had handed over written.
 """
+
 from __future__ import annotations
 
 import gc
@@ -17,14 +18,21 @@ import time
 from collections import deque
 from pathlib import Path
 
-from loadgen.trace.writer import (FRAME, REPLY, SPILL_LIMIT_BYTES, _read_exact, _write_all, convert_spilled, spill,
-                                  warm_pyarrow)
+from loadgen.trace.writer import (
+    FRAME,
+    REPLY,
+    SPILL_LIMIT_BYTES,
+    _read_exact,
+    _write_all,
+    convert_spilled,
+    spill,
+    warm_pyarrow,
+)
 
 PROGRESS_BYTES = 32 << 20  # say what the conversion at the end does when there is at least this much
 
 
-def serve(root: Path, run_id: str, worker: str, in_fd: int, out_fd: int,
-          limit_bytes: int = SPILL_LIMIT_BYTES) -> None:
+def serve(root: Path, run_id: str, worker: str, in_fd: int, out_fd: int, limit_bytes: int = SPILL_LIMIT_BYTES) -> None:
     backlog: deque[tuple[Path, int]] = deque()
     held = 0
     while True:
@@ -49,14 +57,12 @@ def serve(root: Path, run_id: str, worker: str, in_fd: int, out_fd: int,
             held -= size
             _convert(path)
     if held >= PROGRESS_BYTES:
-        print(f"sojourn: converting {held / 1e6:.0f} MB of {worker}'s traces to Parquet", file=sys.stderr,
-              flush=True)
+        print(f"sojourn: converting {held / 1e6:.0f} MB of {worker}'s traces to Parquet", file=sys.stderr, flush=True)
     began = time.monotonic()
     for path, _ in backlog:
         _convert(path)
     if held >= PROGRESS_BYTES:
-        print(f"sojourn: {worker}'s traces converted in {time.monotonic() - began:.1f} s", file=sys.stderr,
-              flush=True)
+        print(f"sojourn: {worker}'s traces converted in {time.monotonic() - began:.1f} s", file=sys.stderr, flush=True)
 
 
 def _convert(path: Path) -> None:

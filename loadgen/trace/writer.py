@@ -22,6 +22,7 @@ the load it competed for the cores with the broker and the loop it measures. A s
 batch is as safe as a part: if the child dies, the parent converts what it left at close,
 and `sojourn run` / `sojourn analyze` convert whatever a killed run left (`recover`).
 """
+
 from __future__ import annotations
 
 import atexit
@@ -56,9 +57,9 @@ RAW_SUFFIX = ".raw"
 ALIVE_FD_ENV = "SOJOURN_ALIVE_FD"  # a pipe end the child holds too (_alive_fd)
 SPILL_LIMIT_BYTES = 256 << 20  # the child converts its oldest spilled batches beyond this (~2M rows)
 MARSHAL, PICKLE = 0, 1  # how each chunk of rows is serialised
-CHUNKS = 3              # the payload's format: chunks, each CHUNK (MARSHAL or PICKLE, length) then its bytes
+CHUNKS = 3  # the payload's format: chunks, each CHUNK (MARSHAL or PICKLE, length) then its bytes
 CHUNK = struct.Struct("!BI")
-CHUNK_ROWS = 256        # rows serialised per call, as they are appended (~0.1 ms of the caller's loop)
+CHUNK_ROWS = 256  # rows serialised per call, as they are appended (~0.1 ms of the caller's loop)
 
 
 def part_name(worker: str, seq: int) -> str:
@@ -131,7 +132,7 @@ def decode(fmt: int, payload: bytes) -> list[tuple]:
     chunks, view, at = [], memoryview(payload), 0
     while at < len(view):
         chunk_fmt, size = CHUNK.unpack_from(view, at)
-        chunks.append((chunk_fmt, view[at + CHUNK.size:at + CHUNK.size + size]))
+        chunks.append((chunk_fmt, view[at + CHUNK.size : at + CHUNK.size + size]))
         at += CHUNK.size + size
     return rows_of(chunks)
 
@@ -171,10 +172,10 @@ def convert(path: Path) -> int:
         return 0
     fmt, run_len, worker_len = RAW.unpack_from(data)
     at = RAW.size
-    run_id = data[at:at + run_len].decode()
-    worker = data[at + run_len:at + run_len + worker_len].decode()
-    rows = decode(fmt, memoryview(data)[at + run_len + worker_len:])
-    n = write_part(path.parent.parent, path.parent.name, path.name[1:-len(RAW_SUFFIX)], run_id, worker, rows)
+    run_id = data[at : at + run_len].decode()
+    worker = data[at + run_len : at + run_len + worker_len].decode()
+    rows = decode(fmt, memoryview(data)[at + run_len + worker_len :])
+    n = write_part(path.parent.parent, path.parent.name, path.name[1 : -len(RAW_SUFFIX)], run_id, worker, rows)
     try:
         path.unlink()
     except FileNotFoundError:
@@ -192,17 +193,24 @@ def convert_spilled(path: Path) -> int:
             os.replace(path, path.with_name(path.name + ".failed"))
         except OSError:
             pass
-        log.error("trace writer: can not convert %s (set aside as %s.failed): %s: %s",
-                  path, path.name, type(exc).__name__, exc)
+        log.error(
+            "trace writer: can not convert %s (set aside as %s.failed): %s: %s",
+            path,
+            path.name,
+            type(exc).__name__,
+            exc,
+        )
         return 0
 
 
 def spilled(root: Path, worker: str | None = None) -> list[Path]:
     """The spilled batches under `root` (a traces directory) not converted yet, of one worker or all."""
-    name = re.compile(r"\.part-%s-\d{6,}\.parquet%s" % (".+" if worker is None else re.escape(worker),
-                                                         re.escape(RAW_SUFFIX)))
-    return sorted(p for kind in KINDS if (root / kind).is_dir() for p in (root / kind).iterdir()
-                  if name.fullmatch(p.name))
+    name = re.compile(
+        r"\.part-%s-\d{6,}\.parquet%s" % (".+" if worker is None else re.escape(worker), re.escape(RAW_SUFFIX))
+    )
+    return sorted(
+        p for kind in KINDS if (root / kind).is_dir() for p in (root / kind).iterdir() if name.fullmatch(p.name)
+    )
 
 
 def recover(root: Path, worker: str | None = None) -> int:
@@ -258,7 +266,7 @@ def _read_exact(fd: int, n: int) -> bytes:
 def _write_all(fd: int, data) -> None:
     view = memoryview(data)
     while view:
-        view = view[os.write(fd, view):]
+        view = view[os.write(fd, view) :]
 
 
 class _Child:
@@ -273,9 +281,11 @@ class _Child:
         self.sent_bytes = 0
         try:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "loadgen.trace.sink", str(root), run_id, worker,
-                 str(to_child), str(from_child)],
-                pass_fds=(to_child, from_child, *_alive_fd()), stdin=subprocess.DEVNULL, env=env)
+                [sys.executable, "-m", "loadgen.trace.sink", str(root), run_id, worker, str(to_child), str(from_child)],
+                pass_fds=(to_child, from_child, *_alive_fd()),
+                stdin=subprocess.DEVNULL,
+                env=env,
+            )
         finally:
             _os_close()(to_child)
             _os_close()(from_child)
@@ -307,16 +317,25 @@ class _Child:
         try:
             self.proc.wait(timeout_s)  # it exits on end of input, every part written
         except subprocess.TimeoutExpired:
-            log.warning("trace writer process still converting after %.0f s; stopping it and "
-                        "converting the rest here", timeout_s)
+            log.warning(
+                "trace writer process still converting after %.0f s; stopping it and converting the rest here",
+                timeout_s,
+            )
             self.proc.kill()
             self.proc.wait()
 
 
 class TraceWriter:
-    def __init__(self, run_dir: str | os.PathLike, run_id: str, worker: str, *,
-                 max_rows: int = 50_000, offload: Callable[[Callable[[], Any]], Any] | None = None,
-                 out_of_process: bool | None = None):
+    def __init__(
+        self,
+        run_dir: str | os.PathLike,
+        run_id: str,
+        worker: str,
+        *,
+        max_rows: int = 50_000,
+        offload: Callable[[Callable[[], Any]], Any] | None = None,
+        out_of_process: bool | None = None,
+    ):
         """`offload(fn)` runs a full batch's write without blocking the caller (e.g. a
         thread pool's spawn); appends may come from the I/O loop itself, which must
         never wait for a file write. Without it, full batches are written inline.
@@ -430,5 +449,6 @@ class TraceWriter:
     def _write(self, kind: str, rows: list[tuple]) -> None:
         with self._lock:
             self._seq += 1
-            self.rows_written[kind] += write_part(self.root, kind, part_name(self.worker, self._seq),
-                                                  self.run_id, self.worker, rows)
+            self.rows_written[kind] += write_part(
+                self.root, kind, part_name(self.worker, self._seq), self.run_id, self.worker, rows
+            )

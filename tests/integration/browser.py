@@ -11,6 +11,7 @@ dumped DOM carries), plus any "Uncaught" line Chromium logs on stderr.
 Reusable for any sojourn page (run report, compare, index). Nothing is installed here:
 `chromium_path()` is None where Chromium is absent and callers skip.
 """
+
 from __future__ import annotations
 
 import html
@@ -23,9 +24,17 @@ from pathlib import Path
 
 __all__ = ["chromium_path", "render_in_chromium", "CHROMIUM_FLAGS"]
 
-CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                  "--disable-component-update", "--disable-sync", "--no-first-run",
-                  "--hide-scrollbars", "--mute-audio")
+CHROMIUM_FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--hide-scrollbars",
+    "--mute-audio",
+)
 
 _ERRORS_ID = "__sojourn_console_errors"
 _HOOK = f"""<script>(function(){{
@@ -53,8 +62,12 @@ def chromium_path() -> str | None:
 
 def _run(args: list[str], timeout: float) -> subprocess.CompletedProcess:
     with tempfile.TemporaryDirectory(prefix="sojourn-chromium-") as profile:
-        return subprocess.run([*args[:1], *CHROMIUM_FLAGS, f"--user-data-dir={profile}", *args[1:]],
-                              capture_output=True, text=True, timeout=timeout)
+        return subprocess.run(
+            [*args[:1], *CHROMIUM_FLAGS, f"--user-data-dir={profile}", *args[1:]],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
 
 
 def _instrumented_copy(html_path: Path, tmp_dir: Path) -> Path:
@@ -71,6 +84,7 @@ def _errors_from(dom: str, stderr: str) -> list[str]:
     found = re.search(rf'<pre id="{_ERRORS_ID}"[^>]*>(.*?)</pre>', dom, re.DOTALL)
     if found:
         import json
+
         errors += json.loads(html.unescape(found.group(1)) or "[]")
     else:
         errors.append("the console-error hook did not run (page did not load or scripts are off)")
@@ -78,8 +92,15 @@ def _errors_from(dom: str, stderr: str) -> list[str]:
     return errors
 
 
-def render_in_chromium(html_path: Path, tmp_dir: Path, *, width: int = 1400, height: int = 5200,
-                       budget_ms: int = 15000, timeout: float = 120) -> tuple[str, list[str], Path]:
+def render_in_chromium(
+    html_path: Path,
+    tmp_dir: Path,
+    *,
+    width: int = 1400,
+    height: int = 5200,
+    budget_ms: int = 15000,
+    timeout: float = 120,
+) -> tuple[str, list[str], Path]:
     """(rendered DOM, console errors, screenshot PNG path) for the page at `html_path`.
 
     `budget_ms` is Chromium's virtual time budget: scripts and timers run that long
@@ -92,8 +113,12 @@ def render_in_chromium(html_path: Path, tmp_dir: Path, *, width: int = 1400, hei
     tmp_dir.mkdir(parents=True, exist_ok=True)
     page = _instrumented_copy(Path(html_path), tmp_dir)
     url = page.resolve().as_uri()
-    common = [f"--virtual-time-budget={budget_ms}", f"--window-size={width},{height}",
-              "--enable-logging=stderr", "--v=0"]
+    common = [
+        f"--virtual-time-budget={budget_ms}",
+        f"--window-size={width},{height}",
+        "--enable-logging=stderr",
+        "--v=0",
+    ]
     dumped = _run([binary, *common, "--dump-dom", url], timeout)
     if dumped.returncode != 0 or "<html" not in dumped.stdout:
         raise RuntimeError(f"chromium --dump-dom failed ({dumped.returncode}): {dumped.stderr[-2000:]}")

@@ -1,4 +1,5 @@
 """Integration tests: real RabbitMQ on 127.0.0.1 (or SOJOURN_AMQP_URL), real Locust, real Spark."""
+
 from __future__ import annotations
 
 import json
@@ -34,8 +35,10 @@ def pytest_collection_modifyitems(config, items):
 @pytest.fixture(scope="session", autouse=True)
 def _require_broker():
     if not os.environ.get("SOJOURN_AMQP_URL") and not _broker_up():
-        pytest.fail("RabbitMQ is not answering on 127.0.0.1:5672: run scripts/setup.sh "
-                    "(or rabbitmq-server -detached) before the integration tests")
+        pytest.fail(
+            "RabbitMQ is not answering on 127.0.0.1:5672: run scripts/setup.sh "
+            "(or rabbitmq-server -detached) before the integration tests"
+        )
 
 
 def free_port(avoid: frozenset[int] | set[int] = frozenset()) -> int:
@@ -68,8 +71,9 @@ def _cli_env(extra: dict | None = None) -> dict:
 
 def sojourn(*args: str, timeout: float = 240, env: dict | None = None) -> subprocess.CompletedProcess:
     """Run the `sojourn` console script as a user would."""
-    return subprocess.run([str(BIN / "sojourn"), *args], cwd=REPO, capture_output=True, text=True,
-                          timeout=timeout, env=_cli_env(env))
+    return subprocess.run(
+        [str(BIN / "sojourn"), *args], cwd=REPO, capture_output=True, text=True, timeout=timeout, env=_cli_env(env)
+    )
 
 
 def write_scenario(path: Path, text: str) -> str:
@@ -80,6 +84,7 @@ def write_scenario(path: Path, text: str) -> str:
 @dataclass
 class Ran:
     """One finished run of the batch: where its traces are and what the command said."""
+
     run_dir: Path
     returncode: int
     stdout: str
@@ -90,19 +95,28 @@ class Ran:
 class _Planned:
     module: str
     scenario: str
-    command: str                  # "sojourn": `sojourn run --no-analyze`; "locust": the locustfile headless
-    extra: tuple = ()             # more arguments; "{base}" is the batch directory
+    command: str  # "sojourn": `sojourn run --no-analyze`; "locust": the locustfile headless
+    extra: tuple = ()  # more arguments; "{base}" is the batch directory
     env: dict = field(default_factory=dict)
-    during: object = None         # during(proc, run_dir), in a thread while the run goes on
-    before: object = None         # before(), ahead of the start (e.g. a vhost to create)
-    files: dict = field(default_factory=dict)   # more files the scenario names: written beside it
+    during: object = None  # during(proc, run_dir), in a thread while the run goes on
+    before: object = None  # before(), ahead of the start (e.g. a vhost to create)
+    files: dict = field(default_factory=dict)  # more files the scenario names: written beside it
 
 
 _BATCH: dict[str, _Planned] = {}
 
 
-def run_in_batch(module: str, case: str, scenario: str, *, command: str = "sojourn", extra: tuple = (),
-                 env: dict | None = None, during=None, before=None) -> None:
+def run_in_batch(
+    module: str,
+    case: str,
+    scenario: str,
+    *,
+    command: str = "sojourn",
+    extra: tuple = (),
+    env: dict | None = None,
+    during=None,
+    before=None,
+) -> None:
     """Plan `case` for the session's batch: the short runs whose assertions do not depend on the
     machine being idle (counts, outcomes, orderings, broker behaviour) all start at once, before
     the first test that needs one, and all have finished before that test goes on, so none runs
@@ -116,8 +130,9 @@ def run_in_batch(module: str, case: str, scenario: str, *, command: str = "sojou
 _END_TO_END: dict[str, _Planned] = {}
 
 
-def run_end_to_end(module: str, case: str, command: str, text: str, *, files: dict | None = None,
-                   extra: tuple = ()) -> None:
+def run_end_to_end(
+    module: str, case: str, command: str, text: str, *, files: dict | None = None, extra: tuple = ()
+) -> None:
     """Plan `case` for the end-to-end pair: commands that run load *and* their own Spark analysis
     in the command's own JVM, as a user runs them ("sojourn-run": `sojourn run SCENARIO`;
     "nightly": `sojourn nightly SUITE`, `files` being the scenarios it names). Their checks are
@@ -144,8 +159,20 @@ def _argv(case: str, plan: _Planned, base: Path) -> list[str]:
     if plan.command == "nightly":
         return [str(BIN / "sojourn"), "nightly", path, "--out", str(base / case), *extra]
     if plan.command == "locust":
-        return [sys.executable, "-m", "locust", "-f", "loadgen/locustfile.py", "--headless", "--only-summary",
-                "--scenario", path, "--run-dir", str(base / case), *extra]
+        return [
+            sys.executable,
+            "-m",
+            "locust",
+            "-f",
+            "loadgen/locustfile.py",
+            "--headless",
+            "--only-summary",
+            "--scenario",
+            path,
+            "--run-dir",
+            str(base / case),
+            *extra,
+        ]
     assert plan.command == "sojourn", plan.command
     return [str(BIN / "sojourn"), "run", path, "--out", str(base / case), "--no-analyze", *extra]
 
@@ -158,15 +185,23 @@ def start_together(base: Path, plans: dict[str, _Planned], timeout: float = 240)
         for case, plan in plans.items():
             if plan.before is not None:
                 plan.before()
-            procs[case] = subprocess.Popen(_argv(case, plan, base), cwd=REPO, stdout=subprocess.PIPE,
-                                           stderr=subprocess.PIPE, text=True, start_new_session=True,
-                                           env=_cli_env(plan.env))
+            procs[case] = subprocess.Popen(
+                _argv(case, plan, base),
+                cwd=REPO,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                start_new_session=True,
+                env=_cli_env(plan.env),
+            )
             if plan.during is not None:
+
                 def act(case=case, plan=plan):
                     try:
                         plan.during(procs[case], base / case)
                     except BaseException as exc:  # noqa: BLE001 - reported as the case's failure
                         failures[case] = f"its action during the run failed: {exc!r}"
+
                 thread = threading.Thread(target=act, daemon=True)
                 thread.start()
                 threads.append(thread)

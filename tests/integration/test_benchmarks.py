@@ -1,4 +1,5 @@
 """`python -m benchmarks` runs end to end with a tiny budget and writes its JSON (no timing asserted)."""
+
 from __future__ import annotations
 
 import json
@@ -10,9 +11,26 @@ from tests.integration.conftest import REPO
 
 def test_the_benchmark_entry_point_runs_a_comparison_and_writes_its_json(tmp_path):
     out = tmp_path / "results.json"
-    result = subprocess.run([sys.executable, "-m", "benchmarks", "--only", "consume-prefetch-100",
-                             "--seconds", "0.2", "--rounds", "1", "--json", str(out), "--no-docs"],
-                            cwd=REPO, capture_output=True, text=True, timeout=180)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "benchmarks",
+            "--only",
+            "consume-prefetch-100",
+            "--seconds",
+            "0.2",
+            "--rounds",
+            "1",
+            "--json",
+            str(out),
+            "--no-docs",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     assert result.returncode == 0, result.stderr
     data = json.loads(out.read_text())
     assert data["machine"]["cpus"] >= 1
@@ -50,13 +68,37 @@ def test_the_benchmark_entry_point_runs_a_comparison_and_writes_its_json(tmp_pat
 
 def test_the_end_to_end_comparison_runs_sojourn_and_the_bare_pair_and_keeps_earlier_rows(tmp_path):
     out, docs = tmp_path / "results.json", tmp_path / "benchmarks.md"
-    earlier = {"machine": {"date": "2026-01-01 00:00 UTC"},
-               "results": [{"name": "publish", "kind": "publish", "rounds": 1, "seconds": 1,
-                            "median_per_s": {"bare": 10, "sojourn": 9, "sojourn-notrace": 9}}]}
+    earlier = {
+        "machine": {"date": "2026-01-01 00:00 UTC"},
+        "results": [
+            {
+                "name": "publish",
+                "kind": "publish",
+                "rounds": 1,
+                "seconds": 1,
+                "median_per_s": {"bare": 10, "sojourn": 9, "sojourn-notrace": 9},
+            }
+        ],
+    }
     out.write_text(json.dumps(earlier))
-    result = subprocess.run([sys.executable, "-m", "benchmarks", "--only", "end-to-end", "--quick",
-                             "--json", str(out), "--docs", str(docs)],
-                            cwd=REPO, capture_output=True, text=True, timeout=240)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "benchmarks",
+            "--only",
+            "end-to-end",
+            "--quick",
+            "--json",
+            str(out),
+            "--docs",
+            str(docs),
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
     assert result.returncode == 0, result.stderr
     rows = {r["name"]: r for r in json.loads(out.read_text())["results"]}
     assert set(rows) == {"publish", "end-to-end"}
@@ -77,9 +119,25 @@ def test_the_end_to_end_comparison_runs_sojourn_and_the_bare_pair_and_keeps_earl
 
 def test_the_scaling_measurement_runs_sojourn_with_worker_processes(tmp_path):
     out = tmp_path / "results.json"
-    result = subprocess.run([sys.executable, "-m", "benchmarks", "--only", "scaling", "--quick", "--users", "2",
-                             "--json", str(out), "--no-docs"],
-                            cwd=REPO, capture_output=True, text=True, timeout=240)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "benchmarks",
+            "--only",
+            "scaling",
+            "--quick",
+            "--users",
+            "2",
+            "--json",
+            str(out),
+            "--no-docs",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
     assert result.returncode == 0, result.stderr
     [row] = json.loads(out.read_text())["results"]
     [one] = row["rows"]
@@ -90,14 +148,30 @@ def test_the_scaling_measurement_runs_sojourn_with_worker_processes(tmp_path):
 
 def test_the_flush_stall_probe_runs_each_variant_and_writes_its_json(tmp_path):
     out, docs = tmp_path / "results.json", tmp_path / "benchmarks.md"
-    result = subprocess.run([sys.executable, "-m", "benchmarks", "--only", "flush-stall", "--quick",
-                             "--json", str(out), "--docs", str(docs)],
-                            cwd=REPO, capture_output=True, text=True, timeout=180)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "benchmarks",
+            "--only",
+            "flush-stall",
+            "--quick",
+            "--json",
+            str(out),
+            "--docs",
+            str(docs),
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     assert result.returncode == 0, result.stderr
     [row] = json.loads(out.read_text())["results"]
     assert set(row["median"]) == {"none", "one-call", "as-appended"}
     assert all(m["worst_ms"] >= m["p99_ms"] >= 0 for m in row["median"].values())
     # one trial per variant (--quick), each flushing a second's rows twice (none: the probe alone)
-    assert {v: [(t["rows"], t["flushes"]) for t in ts] for v, ts in row["trials"].items()} == \
-        {v: [(17_000, 2)] for v in ("none", "one-call", "as-appended")}
+    assert {v: [(t["rows"], t["flushes"]) for t in ts] for v, ts in row["trials"].items()} == {
+        v: [(17_000, 2)] for v in ("none", "one-call", "as-appended")
+    }
     assert "### Tracing and the event loop" in docs.read_text()

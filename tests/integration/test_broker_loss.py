@@ -2,6 +2,7 @@
 
 Isolated in its own virtual host, so closing its connections touches nothing else.
 """
+
 from __future__ import annotations
 
 import shutil
@@ -23,8 +24,9 @@ def _ctl(*args: str) -> None:
 
 
 def _create_vhost() -> None:
-    existing = subprocess.run([RABBITMQCTL, "list_vhosts", "-q"], capture_output=True, text=True,
-                              timeout=60).stdout.split()
+    existing = subprocess.run(
+        [RABBITMQCTL, "list_vhosts", "-q"], capture_output=True, text=True, timeout=60
+    ).stdout.split()
     if VHOST not in existing:
         _ctl("add_vhost", VHOST)
     _ctl("set_permissions", "-p", VHOST, "guest", ".*", ".*", ".*")
@@ -36,14 +38,20 @@ def _close_all_connections_mid_run(proc, run_dir) -> None:
 
 
 if Path(RABBITMQCTL).exists():
-    run_in_batch(__name__, "broker-loss", """
+    run_in_batch(
+        __name__,
+        "broker-loss",
+        """
 name: it-fault
 queue: {name: sojourn.it.fault}
 run: {duration_s: 14, warmup_s: 1, drain_timeout_s: 20}
 producers: [{name: p, rate: 100, confirms: true}]
 consumers: [{name: c, prefetch: 20, processing_ms: 5}]
-""", env={"SOJOURN_AMQP_URL": f"amqp://guest:guest@127.0.0.1:5672/{VHOST}"},
-                 before=_create_vhost, during=_close_all_connections_mid_run)
+""",
+        env={"SOJOURN_AMQP_URL": f"amqp://guest:guest@127.0.0.1:5672/{VHOST}"},
+        before=_create_vhost,
+        during=_close_all_connections_mid_run,
+    )
 
 
 @pytest.fixture()

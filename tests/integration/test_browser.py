@@ -6,6 +6,7 @@ and leaves a screenshot in the test's tmp dir.
 Skipped (with the reason) only where Chromium is not installed; nothing is installed at
 run time (`scripts/setup.sh --install-broker` installs Debian's chromium).
 """
+
 from __future__ import annotations
 
 import re
@@ -18,7 +19,8 @@ from tests.integration.conftest import sojourn, write_scenario
 
 pytestmark = pytest.mark.skipif(
     chromium_path() is None,
-    reason="headless Chromium not found (apt-get install chromium, or scripts/setup.sh --install-broker)")
+    reason="headless Chromium not found (apt-get install chromium, or scripts/setup.sh --install-broker)",
+)
 
 TINY = """
 name: it-browser
@@ -46,8 +48,14 @@ timeline:
       consumers.c.processing_ms: 6
 """
 
-CHART_IDS = ("chart-throughput", "chart-sojourn", "chart-components", "chart-distribution",
-             "chart-cdf", "chart-utilisation")
+CHART_IDS = (
+    "chart-throughput",
+    "chart-sojourn",
+    "chart-components",
+    "chart-distribution",
+    "chart-cdf",
+    "chart-utilisation",
+)
 
 
 @pytest.fixture(scope="module")
@@ -89,8 +97,9 @@ def test_the_navigation_links_every_section_the_page_shows_and_nothing_else(rend
     main = re.search(r"<main>(.*)</main>", dom, re.DOTALL).group(1)
     linked = re.findall(r'<a href="#([^"]+)"', nav)
     shown = re.findall(r'<section id="([^"]+)"', main)
-    assert linked == shown, (f"linked, not shown: {set(linked) - set(shown)}; "
-                             f"shown, not linked: {set(shown) - set(linked)}")
+    assert linked == shown, (
+        f"linked, not shown: {set(linked) - set(shown)}; shown, not linked: {set(shown) - set(linked)}"
+    )
 
 
 def test_the_locust_report_is_linked(rendered):

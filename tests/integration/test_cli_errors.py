@@ -1,4 +1,5 @@
 """What a user sees when the input is wrong or the broker is away; what Ctrl-C keeps."""
+
 from __future__ import annotations
 
 import json
@@ -12,14 +13,17 @@ from tests.integration.traces import read_rows
 
 
 def test_unknown_key_exits_2_naming_file_path_and_close_match(tmp_path: Path):
-    scenario = write_scenario(tmp_path / "x.yaml", """
+    scenario = write_scenario(
+        tmp_path / "x.yaml",
+        """
 name: bad
 queue: {name: q}
 run: {duration_s: 5}
 consumers:
   - name: c
     prefech: 3
-""")
+""",
+    )
     result = sojourn("run", scenario)
     assert result.returncode == 2
     assert f"{scenario}: consumers[0].prefech: unknown key (did you mean 'prefetch'?)" in result.stderr
@@ -33,8 +37,7 @@ def test_bad_override_exits_2(tmp_path: Path):
 
 
 def test_unreachable_broker_exits_3_with_masked_url_and_advice():
-    result = sojourn("run", "scenarios/quickstart.yaml",
-                     env={"SOJOURN_AMQP_URL": "amqp://guest:s3cret@127.0.0.1:1/"})
+    result = sojourn("run", "scenarios/quickstart.yaml", env={"SOJOURN_AMQP_URL": "amqp://guest:s3cret@127.0.0.1:1/"})
     assert result.returncode == 3
     assert "amqp://guest:****@127.0.0.1:1/" in result.stderr
     assert "s3cret" not in result.stderr
@@ -46,13 +49,18 @@ def _interrupt_after_5_s_of_load(proc, run_dir):
     os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C does: the whole process group
 
 
-run_in_batch(__name__, "ctrl-c", """
+run_in_batch(
+    __name__,
+    "ctrl-c",
+    """
 name: it-interrupt
 queue: {name: sojourn.it.interrupt}
 run: {duration_s: 60, drain_timeout_s: 5}
 producers: [{name: p, rate: 100}]
 consumers: [{name: c, prefetch: 50, processing_ms: 15}]
-""", during=_interrupt_after_5_s_of_load)
+""",
+    during=_interrupt_after_5_s_of_load,
+)
 
 
 def test_ctrl_c_keeps_traces_and_accounts_for_every_message(batch):

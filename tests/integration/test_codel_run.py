@@ -1,5 +1,6 @@
 """CoDel end to end: a consumer that slows down nacks, its buffer sojourn stays near the target,
 and the fast consumer completes what it requeued (scenarios/codel-slow-consumer.yaml, shortened)."""
+
 from __future__ import annotations
 
 import csv
@@ -42,11 +43,13 @@ timeline:
 """
 
 
-def test_codel_holds_the_slow_consumers_sojourn_near_target_and_hands_its_backlog_over(tmp_path: Path, analyze_in_process):
+def test_codel_holds_the_slow_consumers_sojourn_near_target_and_hands_its_backlog_over(
+    tmp_path: Path, analyze_in_process
+):
     run_dir = tmp_path / "run"
     result = sojourn("run", write_scenario(tmp_path / "codel.yaml", SCENARIO), "--out", str(run_dir), "--no-analyze")
     assert result.returncode == 0, result.stderr[-3000:]
-    assert "warning:" not in result.stderr      # the blog's tuning: nothing to warn about
+    assert "warning:" not in result.stderr  # the blog's tuning: nothing to warn about
     summary = analyze_in_process(run_dir)
     assert summary["messages"]["unaccounted"] == 0
     assert summary["messages"]["acked"] == summary["messages"]["published"]  # requeued ones too

@@ -2,6 +2,7 @@
 
 Locust's master listens for its workers on port 5557 unless told otherwise; a second run with
 worker processes then failed to start, or a worker joined the other run's master."""
+
 from __future__ import annotations
 
 import subprocess
@@ -14,16 +15,24 @@ RATE, SECONDS = 50, 2
 
 
 def _start(tmp_path: Path, name: str) -> tuple[subprocess.Popen, Path]:
-    scenario = write_scenario(tmp_path / f"{name}.yaml", f"""
+    scenario = write_scenario(
+        tmp_path / f"{name}.yaml",
+        f"""
 name: it-{name}
 queue: {{name: sojourn.it.{name}, delete_on_end: true}}
 run: {{duration_s: {SECONDS}, drain_timeout_s: 20}}
 producers: [{{name: p, rate: {RATE}, arrival: constant, confirms: true}}]
 consumers: [{{name: c, prefetch: 10}}]
-""")
+""",
+    )
     run_dir = tmp_path / name
-    proc = subprocess.Popen([str(BIN / "sojourn"), "run", scenario, "--out", str(run_dir), "--processes", "2",
-                             "--no-analyze"], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [str(BIN / "sojourn"), "run", scenario, "--out", str(run_dir), "--processes", "2", "--no-analyze"],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     return proc, run_dir
 
 

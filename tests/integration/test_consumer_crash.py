@@ -5,6 +5,7 @@ analysis agree with the broker's own counters.
 backlog builds). At t=2 the consumer crashes; nobody consumes until t=7, when it rejoins with 2 ms
 processing and drains the rest. While nobody consumes, rabbitmqctl reads the queue's counters.
 """
+
 from __future__ import annotations
 
 import json
@@ -36,8 +37,12 @@ S = 1_000_000_000
 
 def _queue_counters() -> dict[str, int] | None:
     """The broker's own view of the run's queue: ready, unacknowledged, consumers."""
-    out = subprocess.run(["rabbitmqctl", "-q", "list_queues", "name", "messages_ready",
-                          "messages_unacknowledged", "consumers"], capture_output=True, text=True, timeout=20)
+    out = subprocess.run(
+        ["rabbitmqctl", "-q", "list_queues", "name", "messages_ready", "messages_unacknowledged", "consumers"],
+        capture_output=True,
+        text=True,
+        timeout=20,
+    )
     assert out.returncode == 0, out.stderr
     for line in out.stdout.splitlines():
         fields = line.split("\t")
@@ -61,9 +66,25 @@ def _t0_ns(run_dir: Path, proc: subprocess.Popen) -> int:
 def test_a_crash_requeues_what_the_consumer_held_and_the_accounting_closes(tmp_path: Path, analyze_in_process):
     scenario = write_scenario(tmp_path / "s.yaml", SCENARIO)
     run_dir = tmp_path / "run"
-    proc = subprocess.Popen([sys.executable, "-m", "locust", "-f", "loadgen/locustfile.py", "--headless",
-                             "--only-summary", "--scenario", scenario, "--run-dir", str(run_dir)],
-                            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "locust",
+            "-f",
+            "loadgen/locustfile.py",
+            "--headless",
+            "--only-summary",
+            "--scenario",
+            scenario,
+            "--run-dir",
+            str(run_dir),
+        ],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         t0 = _t0_ns(run_dir, proc)
         time.sleep(max(0.0, t0 / S + NOBODY_FROM_S - time.time()))

@@ -6,6 +6,7 @@ and nothing ends up unaccounted (docs/discards.md).
 The four loads run at once (each on its own queue, in the integration tests' batch), then one Spark
 session analyses them in turn: a `sojourn run` with analysis per case would pay for Spark three times.
 """
+
 from __future__ import annotations
 
 
@@ -72,7 +73,9 @@ queue:
   name: sojourn.it.discards.rejected
   arguments: {x-max-length: 50, x-overflow: reject-publish}
   delete_on_end: true
-""" + COMMON + """
+"""
+    + COMMON
+    + """
 consumers:
   - name: c
     prefetch: 10

@@ -1,6 +1,7 @@
 """Egress classes end to end: a consumer whose buffer is split into a high and a low class, fed
 more low-priority work than it can do, discards the low class's oldest deliveries (acking them),
 serves the high class first, and every discard is accounted for."""
+
 from __future__ import annotations
 
 from collections import Counter
@@ -72,11 +73,13 @@ def test_the_summary_per_class_agrees_with_the_raw_rows(run):
         in_buffer = [d for d in rows if d["start_ns"] is None and d["outcome"] != "egress_discard"]
         assert c["delivered"] == len(delivered)
         assert c["discards"] == sum(d["outcome"] == "egress_discard" for d in rows)
-        assert c["in_buffer_at_end"] == len(in_buffer) == 0   # a clean leave processes what is left
+        assert c["in_buffer_at_end"] == len(in_buffer) == 0  # a clean leave processes what is left
         assert c["delivered"] + c["discards"] + c["in_buffer_at_end"] == len(rows)
         assert c["discard_indications"] == sum(d["discard_indication"] is True for d in rows)
-        assert c["high_water"] == {"messages": max(d["egress_length"] for d in rows),
-                                   "units": max(d["egress_units"] for d in rows)}
+        assert c["high_water"] == {
+            "messages": max(d["egress_length"] for d in rows),
+            "units": max(d["egress_units"] for d in rows),
+        }
     assert classes["high"]["discards"] == 0
     # the low class filled up to its max depth (50 messages of 2 units) and never beyond it
     assert classes["low"]["high_water"] == {"messages": MAX_DEPTH_UNITS // 2, "units": MAX_DEPTH_UNITS}
@@ -88,8 +91,12 @@ def test_the_high_class_is_always_served_before_the_low_class(run):
     high = [d for d in deliveries if d["egress_class"] == "high"]
     low_taken = [d for d in deliveries if d["egress_class"] == "low" and d["start_ns"] is not None]
     # strict priority: when a low message was taken, no high message was waiting
-    waiting_high = [(lo["message_id"], h["message_id"]) for lo in low_taken for h in high
-                    if h["receive_ns"] < lo["start_ns"] < h["start_ns"]]
+    waiting_high = [
+        (lo["message_id"], h["message_id"])
+        for lo in low_taken
+        for h in high
+        if h["receive_ns"] < lo["start_ns"] < h["start_ns"]
+    ]
     assert waiting_high == []
     classes = {c["class"]: c for c in summary["egress"]["sub"]["classes"]}
     assert classes["high"]["sojourn_ms"]["p99"] < classes["low"]["sojourn_ms"]["p50"]
@@ -101,8 +108,12 @@ def test_the_oldest_low_message_is_the_one_discarded(run):
     discards = sorted((d for d in low if d["outcome"] == "egress_discard"), key=lambda d: d["settle_ns"])
     assert [d["receive_ns"] for d in discards] == sorted(d["receive_ns"] for d in discards)
     # when one was discarded, no older low message was still waiting in the buffer
-    older_waiting = [(x["message_id"], y["message_id"]) for x in discards for y in low
-                     if y["start_ns"] is not None and y["receive_ns"] < x["receive_ns"] and y["start_ns"] > x["settle_ns"]]
+    older_waiting = [
+        (x["message_id"], y["message_id"])
+        for x in discards
+        for y in low
+        if y["start_ns"] is not None and y["receive_ns"] < x["receive_ns"] and y["start_ns"] > x["settle_ns"]
+    ]
     assert older_waiting == []
 
 

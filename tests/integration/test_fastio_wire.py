@@ -1,6 +1,7 @@
 """On the real broker: publishes through loadgen's tuned connection and FrameWriter
 (loadgen.amqp.fastio) arrive whole, in order, with their properties, whatever their size,
 including an empty body and one larger than a frame (pika's own path)."""
+
 import json
 import os
 import subprocess
@@ -46,8 +47,13 @@ def test_what_the_broker_delivers_is_what_was_published():
     ch = conn.channel()
     ch.queue_declare(queue, arguments={"x-max-priority": 10})
     try:
-        out = subprocess.run([sys.executable, "-c", PUBLISHER, URL, queue, json.dumps(sizes)], cwd=REPO,
-                             capture_output=True, text=True, timeout=60)
+        out = subprocess.run(
+            [sys.executable, "-c", PUBLISHER, URL, queue, json.dumps(sizes)],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert out.returncode == 0, out.stderr
         assert json.loads(out.stdout.splitlines()[-1]) == {"published": len(sizes), "tuned": True}
         got = []

@@ -1,4 +1,5 @@
 """`locust -f loadgen/locustfile.py --headless` as users run it directly, single and multi-process."""
+
 from __future__ import annotations
 
 import json
@@ -33,8 +34,20 @@ consumers:
 
 
 def _locust(scenario: str, run_dir: Path, *extra: str) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-m", "locust", "-f", "loadgen/locustfile.py", "--headless",
-           "--scenario", scenario, "--run-dir", str(run_dir), "--only-summary", *extra]
+    cmd = [
+        sys.executable,
+        "-m",
+        "locust",
+        "-f",
+        "loadgen/locustfile.py",
+        "--headless",
+        "--scenario",
+        scenario,
+        "--run-dir",
+        str(run_dir),
+        "--only-summary",
+        *extra,
+    ]
     return subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=120)
 
 
@@ -53,8 +66,9 @@ def _queue_exists(name: str) -> bool:
     import pika
     import pika.exceptions
 
-    conn = pika.BlockingConnection(pika.URLParameters(
-        os.environ.get("SOJOURN_AMQP_URL") or "amqp://guest:guest@127.0.0.1:5672/"))
+    conn = pika.BlockingConnection(
+        pika.URLParameters(os.environ.get("SOJOURN_AMQP_URL") or "amqp://guest:guest@127.0.0.1:5672/")
+    )
     try:
         conn.channel().queue_declare(name, passive=True)
         return True

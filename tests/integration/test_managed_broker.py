@@ -4,6 +4,7 @@ free port whose low memory watermark blocks a publisher, while the shared broker
 The node is started as a user would (the console script) and always stopped in a finalizer.
 Starting takes 10-25 s on a loaded 2-core machine, stopping 2-3 s, each rabbitmqctl status 2-4 s.
 """
+
 from __future__ import annotations
 
 import os
@@ -22,7 +23,7 @@ from tests.integration.traces import read_rows
 # Above the node's own memory use at boot (125-140 MiB RSS measured here), so it starts without
 # an alarm, and low enough that ~70 MB of queued messages set one.
 WATERMARK_MIB = 200
-MESSAGE_BYTES = 2 * 1024   # below the 4 KiB at which a classic queue moves bodies to its message store
+MESSAGE_BYTES = 2 * 1024  # below the 4 KiB at which a classic queue moves bodies to its message store
 MAX_MESSAGES = 200_000  # 400 MiB: far more than the headroom the watermark leaves
 MAX_SECONDS = 30
 # RabbitMQ checks memory every 2500 ms by default; a fast publisher overshoots the watermark by up
@@ -30,10 +31,10 @@ MAX_SECONDS = 30
 # bound tight, and exercises --setting.
 MONITOR_MS = 200
 
-pytestmark = pytest.mark.skipif(shutil.which("rabbitmq-server") is None
-                                and not Path("/usr/lib/rabbitmq/bin/rabbitmq-server").exists(),
-                                reason="rabbitmq-server is not installed")
-
+pytestmark = pytest.mark.skipif(
+    shutil.which("rabbitmq-server") is None and not Path("/usr/lib/rabbitmq/bin/rabbitmq-server").exists(),
+    reason="rabbitmq-server is not installed",
+)
 
 
 @pytest.fixture
@@ -41,12 +42,25 @@ def node(tmp_path):
     """(port, dir) of a private node started with a low watermark; stopped and deleted afterwards."""
     port, directory = free_port(), tmp_path / "broker"
     try:
-        up = sojourn("broker", "up", "--port", str(port), "--dir", str(directory),
-                     "--memory-watermark-mb", str(WATERMARK_MIB), "--setting", f"memory_monitor_interval={MONITOR_MS}",
-                     # queues page messages to disk from half the watermark by default, which can keep
-                     # memory under it for a long time: hold them in memory until the alarm
-                     "--setting", "vm_memory_high_watermark_paging_ratio=0.99",
-                     "--timeout", "50", timeout=90)
+        up = sojourn(
+            "broker",
+            "up",
+            "--port",
+            str(port),
+            "--dir",
+            str(directory),
+            "--memory-watermark-mb",
+            str(WATERMARK_MIB),
+            "--setting",
+            f"memory_monitor_interval={MONITOR_MS}",
+            # queues page messages to disk from half the watermark by default, which can keep
+            # memory under it for a long time: hold them in memory until the alarm
+            "--setting",
+            "vm_memory_high_watermark_paging_ratio=0.99",
+            "--timeout",
+            "50",
+            timeout=90,
+        )
         assert up.returncode == 0, up.stderr
         assert up.stdout.strip() == f"amqp://guest:guest@127.0.0.1:{port}/"
         yield port, directory
@@ -58,8 +72,9 @@ def node(tmp_path):
 def publish_until_blocked(port: int) -> tuple[int, float, str | None]:
     """Publish transient messages to an exclusive queue until connection.blocked arrives (or the
     bounds run out): (messages published, seconds, blocked reason)."""
-    params = pika.ConnectionParameters("127.0.0.1", port, credentials=pika.PlainCredentials("guest", "guest"),
-                                       blocked_connection_timeout=MAX_SECONDS)  # never hang on a block
+    params = pika.ConnectionParameters(
+        "127.0.0.1", port, credentials=pika.PlainCredentials("guest", "guest"), blocked_connection_timeout=MAX_SECONDS
+    )  # never hang on a block
     connection = pika.BlockingConnection(params)
     blocked: list[str] = []
     connection.add_on_connection_blocked_callback(lambda _conn, frame: blocked.append(frame.method.reason))
@@ -141,7 +156,7 @@ producers:
     given_up = [p for p in publishes if p["outcome"] == "blocked_timeout"]
     assert given_up, sorted({p["outcome"] for p in publishes})
     assert all(p["blocked_ms"] >= 300 for p in given_up)
-    assert not [p for p in publishes if p["outcome"] == "confirmed"]   # nothing got through the alarm
+    assert not [p for p in publishes if p["outcome"] == "confirmed"]  # nothing got through the alarm
 
 
 def test_a_port_held_by_another_process_is_refused(tmp_path):
@@ -157,8 +172,19 @@ def test_a_port_held_by_another_process_is_refused(tmp_path):
 def test_a_setting_rabbitmq_rejects_fails_the_start_showing_the_nodes_log(tmp_path):
     directory = tmp_path / "b"
     try:
-        result = sojourn("broker", "up", "--port", str(free_port()), "--dir", str(directory),
-                         "--setting", "no_such.key=1", "--timeout", "50", timeout=90)
+        result = sojourn(
+            "broker",
+            "up",
+            "--port",
+            str(free_port()),
+            "--dir",
+            str(directory),
+            "--setting",
+            "no_such.key=1",
+            "--timeout",
+            "50",
+            timeout=90,
+        )
         assert result.returncode == 2
         assert "did not start" in result.stderr
         assert str(directory / "log") in result.stderr

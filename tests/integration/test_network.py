@@ -4,6 +4,7 @@ Timings are scaled down (milliseconds of latency, seconds per phase) so the test
 short; the expected values come from DOMAIN.md's arithmetic, computed here from the
 configured settings alone.
 """
+
 from __future__ import annotations
 
 import json
@@ -23,11 +24,11 @@ P_MS = 4.0  # processing time per message in every phase below
 # the limit RabbitMQ applies to it (per-consumer prefetch applies to consumers started after).
 # Latencies of 10-20 ms keep the costs the arithmetic leaves out (the broker, waking the load
 # generator twice per round trip: about 1-3 ms on a busy 2-CPU host) a small share of R.
-PHASES = [("p1-fast", 1, 4, 10, 1), ("p1-slow", 4, 7, 20, 1), ("p3-slow", 7, 10, 20, 3),
-          ("p12-fast", 10, 13, 10, 12)]
+PHASES = [("p1-fast", 1, 4, 10, 1), ("p1-slow", 4, 7, 20, 1), ("p3-slow", 7, 10, 20, 3), ("p12-fast", 10, 13, 10, 12)]
 GROUPS = (1, 3, 12)
 
-ARITHMETIC = """
+ARITHMETIC = (
+    """
 name: it-network
 queue:
   name: sojourn.it.network
@@ -41,12 +42,17 @@ producers:
   # 300 msg/s: more than the consumer takes in any phase (at most 1/4 ms = 250 msg/s)
   - {name: p, rate: 300, arrival: constant, size_bytes: 100, confirms: true, confirm_window: 500}
 consumers:
-""" + "".join(f"  - {{name: c{n}, count: {int(n == 1)}, prefetch: {n}, processing_ms: 4}}\n" for n in GROUPS) + \
-    "timeline:\n" + "".join(
-    f"  - {{name: {name}, start_s: {start}, end_s: {end}, set: {{network.upstream.latency_ms: {lat}, "
-    f"network.downstream.latency_ms: {lat}, "
-    + ", ".join(f"consumers.c{g}.count: {int(g == n)}" for g in GROUPS) + "}}\n"
-    for name, start, end, lat, n in PHASES)
+"""
+    + "".join(f"  - {{name: c{n}, count: {int(n == 1)}, prefetch: {n}, processing_ms: 4}}\n" for n in GROUPS)
+    + "timeline:\n"
+    + "".join(
+        f"  - {{name: {name}, start_s: {start}, end_s: {end}, set: {{network.upstream.latency_ms: {lat}, "
+        f"network.downstream.latency_ms: {lat}, "
+        + ", ".join(f"consumers.c{g}.count: {int(g == n)}" for g in GROUPS)
+        + "}}\n"
+        for name, start, end, lat, n in PHASES
+    )
+)
 
 
 def predicted(latency_ms: float, prefetch: int) -> tuple[float, float]:
@@ -62,8 +68,7 @@ def test_throughput_and_sojourn_through_the_proxy_follow_the_queueing_arithmetic
     run_dir = tmp_path / "run"
     # Measured from the traces here (the analysis' own numbers are the Spark tests' business;
     # the outage test below runs it end to end).
-    result = sojourn("run", write_scenario(tmp_path / "net.yaml", ARITHMETIC), "--out", str(run_dir),
-                     "--no-analyze")
+    result = sojourn("run", write_scenario(tmp_path / "net.yaml", ARITHMETIC), "--out", str(run_dir), "--no-analyze")
     assert result.returncode == 0, result.stderr[-3000:]
     t0 = json.loads((run_dir / "run.json").read_text())["t0_ns"]
     acked = [d for d in read_rows(run_dir, "delivery") if d["outcome"] == "ack"]
@@ -88,8 +93,11 @@ def test_throughput_and_sojourn_through_the_proxy_follow_the_queueing_arithmetic
     # p3-slow p1-slow's 20 ms), and per period the delay it applied, within a millisecond.
     events = read_rows(run_dir, "event")
     steps = [json.loads(e["detail"]) for e in events if e["kind"] == "network_change"]
-    assert [(d["at_s"], d["phase"], d["upstream"]["latency_ms"]) for d in sorted(steps, key=lambda d: d["at_s"])] \
-        == [(0, "base", 10), (4, "p1-slow", 20), (10, "p12-fast", 10)]
+    assert [(d["at_s"], d["phase"], d["upstream"]["latency_ms"]) for d in sorted(steps, key=lambda d: d["at_s"])] == [
+        (0, "base", 10),
+        (4, "p1-slow", 20),
+        (10, "p12-fast", 10),
+    ]
     periods = [json.loads(e["detail"]) for e in events if e["kind"] == "proxy_stats"]
     for p in (p for p in periods if p["scope"] == "period"):
         assert abs(p["delay_p50_ms"] - p["configured"]["latency_ms"]) < 1.0, p
@@ -134,23 +142,33 @@ def test_an_outage_and_a_reset_cut_both_sides_and_every_message_stays_accounted_
     acked = {d["message_id"] for d in read_rows(run_dir, "delivery") if d["outcome"] == "ack"}
     left = {r["message_id"] for r in read_rows(run_dir, "leftover")}
     lost_ns = [e["ts_ns"] for e in events if e["kind"] == "connection_lost" and e["source"].startswith("p/")]
-    unaccounted = [p["message_id"] for p in publishes
-                   if p["message_id"] not in acked | left and p["outcome"] not in ("failed", "nacked")
-                   and not (p["outcome"] == "unconfirmed" and any(t >= p["publish_ns"] for t in lost_ns))]
+    unaccounted = [
+        p["message_id"]
+        for p in publishes
+        if p["message_id"] not in acked | left
+        and p["outcome"] not in ("failed", "nacked")
+        and not (p["outcome"] == "unconfirmed" and any(t >= p["publish_ns"] for t in lost_ns))
+    ]
     assert len(publishes) > 600 and unaccounted == []
 
     # ... and the analysis agrees, and shows the outage and the reset
     summary = analyze_in_process(run_dir)
     assert summary["messages"]["unaccounted"] == 0
     assert [(p["start_s"], p["down"], p["reset"]) for p in summary["network"]["periods"]] == [
-        (0, False, False), (2, True, False), (4, False, False), (6, False, True), (7, False, False)]
+        (0, False, False),
+        (2, True, False),
+        (4, False, False),
+        (6, False, True),
+        (7, False, False),
+    ]
     assert summary["network"]["proxy"]["upstream"]["count"] > 600
     report = (run_dir / "report.html").read_text()
     assert "Network impairment" in report and "network down" in report
 
 
 def test_the_benchmark_entry_point_runs_in_about_a_second():
-    result = subprocess.run([sys.executable, "-m", "benchmarks.netem", "--quick"], cwd=REPO,
-                            capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [sys.executable, "-m", "benchmarks.netem", "--quick"], cwd=REPO, capture_output=True, text=True, timeout=60
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     assert "error p50 / p99" in result.stdout and "ratio" in result.stdout

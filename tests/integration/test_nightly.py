@@ -1,4 +1,5 @@
 """`sojourn nightly` end to end: two tiny scenarios through Locust and Spark, one SLO failing on purpose."""
+
 from __future__ import annotations
 
 import json
@@ -43,8 +44,13 @@ scenarios:
 
 
 # `sojourn nightly SUITE --out RESULTS`, started together with the other end-to-end command
-run_end_to_end(__name__, "nightly", "nightly", SUITE,
-               files={"a.yaml": TINY.format(name="it-night-a"), "b.yaml": TINY.format(name="it-night-b")})
+run_end_to_end(
+    __name__,
+    "nightly",
+    "nightly",
+    SUITE,
+    files={"a.yaml": TINY.format(name="it-night-a"), "b.yaml": TINY.format(name="it-night-b")},
+)
 
 
 def test_a_suite_with_a_failing_slo_exits_1_and_names_it_in_junit(end_to_end, tmp_path: Path):
@@ -54,12 +60,16 @@ def test_a_suite_with_a_failing_slo_exits_1_and_names_it_in_junit(end_to_end, tm
     assert "FAIL it.b slo: throughput.ack_per_s > 100000" in result.stdout
 
     root = ET.parse(out / "junit.xml").getroot()
-    failures = {f'{tc.get("classname")} {tc.get("name")}': tc.find("failure").get("message")
-                for tc in root.iter("testcase") if tc.find("failure") is not None}
+    failures = {
+        f"{tc.get('classname')} {tc.get('name')}": tc.find("failure").get("message")
+        for tc in root.iter("testcase")
+        if tc.find("failure") is not None
+    }
     assert list(failures) == ["it.b slo: throughput.ack_per_s > 100000"]
     assert failures["it.b slo: throughput.ack_per_s > 100000"].startswith(
-        "throughput.ack_per_s > 100000 failed: measured ")
-    names = {f'{tc.get("classname")} {tc.get("name")}' for tc in root.iter("testcase")}
+        "throughput.ack_per_s > 100000 failed: measured "
+    )
+    names = {f"{tc.get('classname')} {tc.get('name')}" for tc in root.iter("testcase")}
     assert {"it.a run", "it.b run", "it.a slo: messages.unaccounted == 0"} <= names
 
     runs = sorted(p.name for p in (out / "runs").iterdir())

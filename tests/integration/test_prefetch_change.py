@@ -1,4 +1,5 @@
 """A phase that changes a live consumer's prefetch really changes what the broker sends it."""
+
 from __future__ import annotations
 
 from tests.integration.conftest import run_in_batch
@@ -6,7 +7,10 @@ from tests.integration.traces import read_rows
 
 # 200 msg/s offered, 10 ms processing (at most 100/s served): a backlog waits in the
 # broker, so the consumer's buffer holds whatever the prefetch lets through.
-run_in_batch(__name__, "prefetch-change", """
+run_in_batch(
+    __name__,
+    "prefetch-change",
+    """
 name: it-prefetch-change
 queue: {name: sojourn.it.prefetch-change, delete_on_end: true}
 run: {duration_s: 8, drain_timeout_s: 20}
@@ -16,7 +20,9 @@ timeline:
   - name: wide
     start_s: 4
     set: {consumers.c.prefetch: 20}
-""", command="locust")
+""",
+    command="locust",
+)
 
 
 def test_prefetch_widened_by_a_phase_fills_the_buffer(batch):

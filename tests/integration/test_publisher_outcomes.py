@@ -1,5 +1,6 @@
 """Publisher-side outcomes against the real broker: mandatory publishes no queue takes come back
 as `returned`, and a priority mix sends each priority in its share."""
+
 from __future__ import annotations
 
 from tests.integration.conftest import run_in_batch

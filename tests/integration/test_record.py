@@ -6,6 +6,7 @@ pika, and reads the file back with csv / json / pyarrow directly, not with sojou
 About 20 s on a quiet 2-core machine; rabbitmqctl calls (about 0.7 s each, more under
 load) are most of it.
 """
+
 from __future__ import annotations
 
 import base64
@@ -52,9 +53,14 @@ class Recorder:
     """`sojourn record` in a child process; `ready()` waits until its queue is bound."""
 
     def __init__(self, *args: str):
-        self.child = subprocess.Popen([str(BIN / "sojourn"), "record", "--url", URL, *args], cwd=REPO,
-                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                      start_new_session=True)
+        self.child = subprocess.Popen(
+            [str(BIN / "sojourn"), "record", "--url", URL, *args],
+            cwd=REPO,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
         self.err_lines: list[str] = []
         self._bound = threading.Event()
         self._reader = threading.Thread(target=self._read_stderr, daemon=True)
@@ -144,8 +150,10 @@ def test_a_recording_holds_every_publish_with_its_properties_and_timing(vhost, t
     errors_ms = sorted(abs(r - s) * 1000 for r, s in zip(recorded_gaps, sent_gaps))
     median_gap_ms = statistics.median(recorded_gaps) * 1000
     p90_error_ms = errors_ms[int(0.9 * len(errors_ms))]
-    print(f"timing: median recorded gap {median_gap_ms:.2f} ms (sent 20), |gap error| p50 "
-          f"{statistics.median(errors_ms):.2f} ms, p90 {p90_error_ms:.2f} ms, max {errors_ms[-1]:.2f} ms")
+    print(
+        f"timing: median recorded gap {median_gap_ms:.2f} ms (sent 20), |gap error| p50 "
+        f"{statistics.median(errors_ms):.2f} ms, p90 {p90_error_ms:.2f} ms, max {errors_ms[-1]:.2f} ms"
+    )
     assert abs(median_gap_ms - 20) <= 3
     assert p90_error_ms <= 10
 
@@ -189,8 +197,9 @@ def test_exchange_filter_records_only_that_exchange(vhost, tmp_path: Path):
     assert code == 0, stderr
     with open(out, newline="", encoding="utf-8") as f:
         rows = list(csv.DictReader(f))
-    assert [(r["exchange"], int(r["size_bytes"])) for r in rows] == \
-        [("amq.topic", len(_message(i)[2])) for i in range(1, 10, 2)]
+    assert [(r["exchange"], int(r["size_bytes"])) for r in rows] == [
+        ("amq.topic", len(_message(i)[2])) for i in range(1, 10, 2)
+    ]
 
 
 def test_bad_extension_and_unreachable_broker_name_the_problem(tmp_path: Path):
@@ -219,13 +228,20 @@ def test_tracing_off_exits_2_unless_trace_on_which_turns_it_off_again(vhost, tmp
         rec.ready()
         _publish(3, 0.005)
         code, _stdout, stderr = rec.finish()
-        listing = subprocess.run(["rabbitmqctl", "-q", "list_vhosts", "name", "tracing", "--formatter", "json"],
-                                 capture_output=True, text=True, timeout=30, check=True).stdout
+        listing = subprocess.run(
+            ["rabbitmqctl", "-q", "list_vhosts", "name", "tracing", "--formatter", "json"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=True,
+        ).stdout
     finally:
         _ctl("trace_on", "-p", VHOST)
     assert refused.returncode == 2, refused.stderr
-    assert (f"firehose tracing is off on vhost '{VHOST}': run `rabbitmqctl trace_on -p {VHOST}` "
-            f"(and trace_off afterwards), or pass --trace-on") in refused.stderr
+    assert (
+        f"firehose tracing is off on vhost '{VHOST}': run `rabbitmqctl trace_on -p {VHOST}` "
+        f"(and trace_off afterwards), or pass --trace-on"
+    ) in refused.stderr
     assert code == 0, stderr
     with open(out, newline="", encoding="utf-8") as f:
         assert len(list(csv.DictReader(f))) == 3
@@ -277,8 +293,10 @@ consumers:
     assert max(abs(i - r) for i, r in zip(intended_gaps, recorded_gaps)) < 1e-6
     sent_gaps = [(b["publish_ns"] - a["publish_ns"]) / 1e9 for a, b in zip(publishes, publishes[1:])]
     errors_ms = sorted(abs(s - r) * 1000 for s, r in zip(sent_gaps, recorded_gaps))
-    print(f"replay gap |error|: p50 {statistics.median(errors_ms):.2f} ms, "
-          f"p90 {errors_ms[int(0.9 * len(errors_ms))]:.2f} ms, max {errors_ms[-1]:.2f} ms")
+    print(
+        f"replay gap |error|: p50 {statistics.median(errors_ms):.2f} ms, "
+        f"p90 {errors_ms[int(0.9 * len(errors_ms))]:.2f} ms, max {errors_ms[-1]:.2f} ms"
+    )
     assert statistics.median(errors_ms) <= 2
     assert errors_ms[int(0.9 * len(errors_ms))] <= 10
     assert len(read_rows(run_dir, "delivery")) == n

@@ -1,5 +1,6 @@
 """Replay end to end: a file's rows are published exactly once across producers and Locust
 worker processes, at their recorded times, in order per routing key, and the analysis agrees."""
+
 from __future__ import annotations
 
 import collections
@@ -18,9 +19,15 @@ def source_rows() -> list[dict]:
     """450 rows over ~3.5 s: 10 ms gaps, with a burst of 2 ms gaps in the middle."""
     rows, t = [], 0.05
     for i in range(450):
-        rows.append({"offset_s": f"{t:.3f}", "routing_key": KEYS[(i * 7) % 3 if i % 5 else 0],
-                     "size_bytes": 100 + i, "priority": i % 4 if i % 3 == 0 else "",
-                     "processing_ms": f"{0.5 + (i % 4) * 0.5:.1f}"})
+        rows.append(
+            {
+                "offset_s": f"{t:.3f}",
+                "routing_key": KEYS[(i * 7) % 3 if i % 5 else 0],
+                "size_bytes": 100 + i,
+                "priority": i % 4 if i % 3 == 0 else "",
+                "processing_ms": f"{0.5 + (i % 4) * 0.5:.1f}",
+            }
+        )
         t += 0.002 if 200 <= i < 300 else 0.010
     return rows
 
@@ -31,7 +38,9 @@ def test_a_replay_across_two_worker_processes_publishes_every_row_once_on_time(t
         writer = csv.DictWriter(f, fieldnames=list(rows[0]))
         writer.writeheader()
         writer.writerows(rows)
-    scenario = write_scenario(tmp_path / "replay.yaml", """
+    scenario = write_scenario(
+        tmp_path / "replay.yaml",
+        """
 name: it-replay
 queue: {name: sojourn.it.replay}
 run: {duration_s: 5, drain_timeout_s: 20}
@@ -44,7 +53,8 @@ consumers:
   - name: c
     prefetch: 50
     processing_ms: {distribution: recorded, default_ms: 9}
-""")
+""",
+    )
     run_dir = tmp_path / "run"
     result = sojourn("run", scenario, "--out", str(run_dir), "--processes", "2", "--no-analyze")
     assert result.returncode == 0, result.stderr[-3000:]
@@ -69,7 +79,7 @@ consumers:
     # Intended times are the file's offsets from t0; sizes and priorities are the file's.
     run = json.loads((run_dir / "run.json").read_text())
     t0 = run["t0_ns"]
-    first = float(rows[0]["offset_s"])   # a file's times count from its first row
+    first = float(rows[0]["offset_s"])  # a file's times count from its first row
     for p in publishes:
         row = rows[p["replay_index"]]
         assert abs(p["intended_ns"] - t0 - (float(row["offset_s"]) - first) * 1e9) < 1_000

@@ -1,4 +1,5 @@
 """Slow-consumer detection on a real run: a slow and a fast consumer on one backlogged queue."""
+
 from __future__ import annotations
 
 import bisect
@@ -27,13 +28,28 @@ consumers:
 """
 
 
-def test_the_slow_consumer_is_full_with_messages_waiting_and_the_fast_one_is_not(tmp_path: Path,
-                                                                                  analyze_in_process):
+def test_the_slow_consumer_is_full_with_messages_waiting_and_the_fast_one_is_not(tmp_path: Path, analyze_in_process):
     scenario = write_scenario(tmp_path / "s.yaml", SCENARIO)
     run_dir = tmp_path / "run"
-    result = subprocess.run([sys.executable, "-m", "locust", "-f", "loadgen/locustfile.py", "--headless",
-                             "--only-summary", "--scenario", scenario, "--run-dir", str(run_dir)],
-                            cwd=REPO, capture_output=True, text=True, timeout=180)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "locust",
+            "-f",
+            "loadgen/locustfile.py",
+            "--headless",
+            "--only-summary",
+            "--scenario",
+            scenario,
+            "--run-dir",
+            str(run_dir),
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     assert "queue sampler:" in result.stderr  # its cost is logged at the end
 
@@ -42,10 +58,10 @@ def test_the_slow_consumer_is_full_with_messages_waiting_and_the_fast_one_is_not
     joined = max(e["ts_ns"] for e in events if e["kind"] == "consumer_join")
     drain = min(e["ts_ns"] for e in events if e["kind"] == "drain_start")
     steady = [e for e in samples if joined + 1e9 <= e["ts_ns"] <= drain]  # both consuming, backlog built
-    assert len(steady) >= 3                             # about one a second
+    assert len(steady) >= 3  # about one a second
     assert all(e["value"] >= 0 for e in samples)
     assert all(json.loads(e["detail"])["consumers"] == 2 for e in steady)
-    assert all(e["value"] > 0 for e in steady)          # the backlog is there while publishing
+    assert all(e["value"] > 0 for e in steady)  # the backlog is there while publishing
     assert {json.loads(e["detail"])["source"] for e in samples} <= {"declare", "declare+management"}
     # Each sample's ready count against the traces: published before it minus received before it.
     # That is at least ready (messages still on their way to the queue and deliveries not yet read
@@ -68,7 +84,7 @@ def test_the_slow_consumer_is_full_with_messages_waiting_and_the_fast_one_is_not
     assert slow["seconds_sampled"] >= 6 and fast["seconds_sampled"] >= 6
     assert slow["share"] >= 0.6, slow
     assert fast["share"] <= 0.3, fast
-    assert block["consumers"][0]["group"] == "slow"     # worst first
+    assert block["consumers"][0]["group"] == "slow"  # worst first
     assert [r["t_s"] for r in summary["queue_depth"]] == sorted(r["t_s"] for r in summary["queue_depth"])
     assert all(e["kind"] != "queue_sample" for e in summary["events"])
     assert "Slow consumers" in (run_dir / "report.html").read_text()

@@ -1,4 +1,5 @@
 """`sojourn run` end to end: load through Locust and pika, traces, Spark analysis, report."""
+
 from __future__ import annotations
 
 import json

@@ -4,6 +4,7 @@ started from the installed pyspark, on loopback, give the same summary.json as t
 
 The run is the recorded quickstart (tests/data/runs): real traces of a shipped scenario.
 """
+
 from __future__ import annotations
 
 import json
@@ -46,24 +47,59 @@ def cluster(tmp_path_factory):
     """spark://127.0.0.1:PORT with one worker (1 core, 1 GiB), stopped at the end."""
     home, logs = _spark_home(), tmp_path_factory.mktemp("spark-cluster")
     port, ui, worker_ui = free_port(), free_port(), free_port()
-    env = {**os.environ, "SPARK_HOME": str(home), "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_NO_DAEMONIZE": "1",
-           "SPARK_WORKER_DIR": str(logs / "work")}
+    env = {
+        **os.environ,
+        "SPARK_HOME": str(home),
+        "SPARK_LOCAL_IP": "127.0.0.1",
+        "SPARK_NO_DAEMONIZE": "1",
+        "SPARK_WORKER_DIR": str(logs / "work"),
+    }
     env.pop("PYSPARK_SUBMIT_ARGS", None)
     spark_class = str(home / "bin" / "spark-class")
     procs = []
     master_log = logs / "master.log"
     with open(master_log, "wb") as out:
-        procs.append(subprocess.Popen([spark_class, "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
-                                       "--port", str(port), "--webui-port", str(ui)],
-                                      stdout=out, stderr=subprocess.STDOUT, env=env))
+        procs.append(
+            subprocess.Popen(
+                [
+                    spark_class,
+                    "org.apache.spark.deploy.master.Master",
+                    "--host",
+                    "127.0.0.1",
+                    "--port",
+                    str(port),
+                    "--webui-port",
+                    str(ui),
+                ],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=env,
+            )
+        )
     try:
         _wait_for(port, procs[0], master_log)
         worker_log = logs / "worker.log"
         with open(worker_log, "wb") as out:
-            procs.append(subprocess.Popen([spark_class, "org.apache.spark.deploy.worker.Worker",
-                                           f"spark://127.0.0.1:{port}", "--host", "127.0.0.1", "--cores", "1",
-                                           "--memory", "1g", "--webui-port", str(worker_ui)],
-                                          stdout=out, stderr=subprocess.STDOUT, env=env))
+            procs.append(
+                subprocess.Popen(
+                    [
+                        spark_class,
+                        "org.apache.spark.deploy.worker.Worker",
+                        f"spark://127.0.0.1:{port}",
+                        "--host",
+                        "127.0.0.1",
+                        "--cores",
+                        "1",
+                        "--memory",
+                        "1g",
+                        "--webui-port",
+                        str(worker_ui),
+                    ],
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    env=env,
+                )
+            )
         _wait_for(worker_ui, procs[1], worker_log)
         deadline = time.monotonic() + 60
         while "Successfully registered with master" not in worker_log.read_text():
@@ -95,5 +131,7 @@ def test_a_standalone_cluster_gives_the_local_summary(cluster, tmp_path):
     # Counts, keys and strings exactly; a mean summed over other partitions may differ in its last bits.
     assert differences(local, on_cluster, rel=1e-12) == []
     assert on_cluster["run"] == local["run"] and on_cluster["messages"] == local["messages"]
-    assert on_cluster["messages"]["published"] == json.loads(
-        (RECORDED / "summary.before.json").read_text())["messages"]["published"]
+    assert (
+        on_cluster["messages"]["published"]
+        == json.loads((RECORDED / "summary.before.json").read_text())["messages"]["published"]
+    )

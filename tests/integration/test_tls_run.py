@@ -7,6 +7,7 @@ The node is started as a user would (`sojourn broker up --setting ...`) and stop
 `sojourn broker down --purge` in the fixture's teardown, whatever happens. guest's password is
 changed on the private node to a unique string, so that "not in any file" means something.
 """
+
 from __future__ import annotations
 
 import secrets
@@ -21,11 +22,12 @@ from loadgen.broker import ManagedBroker
 from tests.integration.conftest import BIN, REPO, free_port, sojourn, write_scenario
 from tests.integration.traces import read_rows
 
-_HAVE_RABBIT = (shutil.which("rabbitmq-server") is not None
-                or Path("/usr/lib/rabbitmq/bin/rabbitmq-server").exists())
+_HAVE_RABBIT = shutil.which("rabbitmq-server") is not None or Path("/usr/lib/rabbitmq/bin/rabbitmq-server").exists()
 pytestmark = [
-    pytest.mark.skipif(shutil.which("openssl") is None, reason="the openssl CLI is not installed "
-                                                                "(needed to make the test CA and certificate)"),
+    pytest.mark.skipif(
+        shutil.which("openssl") is None,
+        reason="the openssl CLI is not installed (needed to make the test CA and certificate)",
+    ),
     pytest.mark.skipif(not _HAVE_RABBIT, reason="rabbitmq-server is not installed"),
 ]
 
@@ -44,7 +46,6 @@ consumers:
 """
 
 
-
 def openssl(*args: str, cwd: Path) -> None:
     done = subprocess.run(["openssl", *args], cwd=cwd, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, f"openssl {' '.join(args)}: {done.stderr}"
@@ -52,9 +53,24 @@ def openssl(*args: str, cwd: Path) -> None:
 
 def make_ca(directory: Path, name: str) -> tuple[Path, Path]:
     """A self-signed CA (EC P-256, one day): (certificate, key)."""
-    openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-            "-keyout", f"{name}.key", "-out", f"{name}.pem", "-days", "1", "-subj", f"/CN=sojourn test {name}",
-            cwd=directory)
+    openssl(
+        "req",
+        "-x509",
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-nodes",
+        "-keyout",
+        f"{name}.key",
+        "-out",
+        f"{name}.pem",
+        "-days",
+        "1",
+        "-subj",
+        f"/CN=sojourn test {name}",
+        cwd=directory,
+    )
     return directory / f"{name}.pem", directory / f"{name}.key"
 
 
@@ -69,11 +85,41 @@ def make_certificates(directory: Path) -> dict[str, Path]:
         "keyUsage = critical, digitalSignature, keyEncipherment\n"
         "extendedKeyUsage = serverAuth\n"
         "authorityKeyIdentifier = keyid, issuer\n"
-        "subjectKeyIdentifier = hash\n")
-    openssl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-            "-keyout", "server.key", "-out", "server.csr", "-subj", "/CN=localhost", cwd=directory)
-    openssl("x509", "-req", "-in", "server.csr", "-CA", str(ca), "-CAkey", str(ca_key), "-CAcreateserial",
-            "-out", "server.pem", "-days", "1", "-extfile", "server.ext", cwd=directory)
+        "subjectKeyIdentifier = hash\n"
+    )
+    openssl(
+        "req",
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-nodes",
+        "-keyout",
+        "server.key",
+        "-out",
+        "server.csr",
+        "-subj",
+        "/CN=localhost",
+        cwd=directory,
+    )
+    openssl(
+        "x509",
+        "-req",
+        "-in",
+        "server.csr",
+        "-CA",
+        str(ca),
+        "-CAkey",
+        str(ca_key),
+        "-CAcreateserial",
+        "-out",
+        "server.pem",
+        "-days",
+        "1",
+        "-extfile",
+        "server.ext",
+        cwd=directory,
+    )
     return {"ca": ca, "other_ca": other_ca, "cert": directory / "server.pem", "key": directory / "server.key"}
 
 
@@ -91,14 +137,23 @@ def tls_node(tmp_path_factory):
         "ssl_options.cacertfile": str(certs["ca"]),
         "ssl_options.certfile": str(certs["cert"]),
         "ssl_options.keyfile": str(certs["key"]),
-        "ssl_options.verify": "verify_none",            # no client certificates
+        "ssl_options.verify": "verify_none",  # no client certificates
         "ssl_options.fail_if_no_peer_cert": "false",
     }
     try:
         began = time.monotonic()
-        up = sojourn("broker", "up", "--port", str(port), "--dir", str(directory), "--timeout", "60",
-                     *[a for key, value in settings.items() for a in ("--setting", f"{key}={value}")],
-                     timeout=90)
+        up = sojourn(
+            "broker",
+            "up",
+            "--port",
+            str(port),
+            "--dir",
+            str(directory),
+            "--timeout",
+            "60",
+            *[a for key, value in settings.items() for a in ("--setting", f"{key}={value}")],
+            timeout=90,
+        )
         if up.returncode != 0:
             # sojourn refusing the settings is a failure; the node failing on its TLS setup
             # (e.g. an Erlang without its ssl application) is this machine's, and a skip
@@ -127,9 +182,14 @@ def runs(tls_node, tmp_path_factory):
     procs = {}
     for case, ca in (("good", certs["ca"]), ("wrong-ca", certs["other_ca"])):
         procs[case] = subprocess.Popen(
-            [str(BIN / "sojourn"), "run", scenario, "--out", str(base / case), "--no-analyze"], cwd=REPO,
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
-            env={**_clean_env(), "SOJOURN_TLS_CAFILE": str(ca)})
+            [str(BIN / "sojourn"), "run", scenario, "--out", str(base / case), "--no-analyze"],
+            cwd=REPO,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+            env={**_clean_env(), "SOJOURN_TLS_CAFILE": str(ca)},
+        )
     out = {}
     try:
         for case, proc in procs.items():
@@ -144,8 +204,12 @@ def runs(tls_node, tmp_path_factory):
 
 def _clean_env() -> dict:
     import os
-    return {k: v for k, v in os.environ.items()
-            if k not in ("SOJOURN_AMQP_URL", "SOJOURN_TLS_CAFILE", "SOJOURN_TLS_INSECURE")}
+
+    return {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("SOJOURN_AMQP_URL", "SOJOURN_TLS_CAFILE", "SOJOURN_TLS_INSECURE")
+    }
 
 
 def test_a_run_over_amqps_confirms_and_acks_every_message_once_and_never_shows_the_password(runs):
@@ -165,8 +229,7 @@ def test_a_run_over_amqps_confirms_and_acks_every_message_once_and_never_shows_t
     assert len(deliveries) == len(published), "no redelivery, nothing else delivered"
 
     assert password not in stdout and password not in stderr
-    leaks = [str(path) for path in run_dir.rglob("*")
-             if path.is_file() and password.encode() in path.read_bytes()]
+    leaks = [str(path) for path in run_dir.rglob("*") if path.is_file() and password.encode() in path.read_bytes()]
     assert not leaks, f"the password is in {leaks}"
     # it is there, masked: the run says which broker it used
     assert f"amqps://guest:****@localhost:{url.rsplit(':', 1)[1]}" in (run_dir / "run.json").read_text()

@@ -7,6 +7,7 @@ The three loads run at once (in the integration tests' batch), then share the in
 Spark session (as test_discards).
 Every queue and exchange name carries a per-session suffix and is deleted at the end.
 """
+
 from __future__ import annotations
 
 import json
@@ -121,8 +122,11 @@ def runs(batch, analyze_in_process):
             assert ran.returncode == 0, f"{case}: {ran.stderr[-3000:]}"
         yield {case: (ran.run_dir, analyze_in_process(ran.run_dir)) for case, ran in done.items()}
     finally:
-        cleanup([f"{PREFIX}.{q}" for q in ("topic", "quorum", "capped")]
-                + [f"sojourn.{PREFIX}.{q}.dead-letters" for q in ("quorum", "capped")], DECLARED_EXCHANGES)
+        cleanup(
+            [f"{PREFIX}.{q}" for q in ("topic", "quorum", "capped")]
+            + [f"sojourn.{PREFIX}.{q}.dead-letters" for q in ("quorum", "capped")],
+            DECLARED_EXCHANGES,
+        )
 
 
 def _published_by(run_dir: Path, group: str) -> set:
@@ -142,8 +146,9 @@ def test_a_topic_exchange_routes_only_the_keys_its_bindings_match(runs):
     assert m["acked"] == len(hit)
     assert m["unaccounted"] == 0, m["unaccounted_ids"]
     recorded = json.loads((run_dir / "run.json").read_text())["scenario"]
-    assert recorded["exchanges"] == [{"name": TOPIC, "type": "topic", "durable": False, "auto_delete": False,
-                                      "arguments": {}, "delete_on_end": True}]
+    assert recorded["exchanges"] == [
+        {"name": TOPIC, "type": "topic", "durable": False, "auto_delete": False, "arguments": {}, "delete_on_end": True}
+    ]
     assert recorded["bindings"] == [{"exchange": TOPIC, "routing_key": "orders.*", "arguments": {}}]
 
 
@@ -197,6 +202,7 @@ def test_reject_publish_dlx_overflow_is_nacked_and_dead_lettered_and_counted_onc
 
 # ---- refused declarations: exit 2, the field, the broker's reply, what to do
 
+
 def _run_status(run_dir: Path) -> dict:
     return json.loads((run_dir / "run.json").read_text())
 
@@ -208,18 +214,23 @@ def test_a_queue_existing_with_other_arguments_stops_the_run_and_is_left_alone(t
     for i in range(3):
         channel.basic_publish("", queue, f"keep {i}".encode())
     connection.close()
-    scenario = write_scenario(tmp_path / "x.yaml", f"""
+    scenario = write_scenario(
+        tmp_path / "x.yaml",
+        f"""
 name: it-topology-precondition
 queue: {{name: {queue}, arguments: {{x-max-length: 5}}, delete_on_end: true}}
 run: {{duration_s: 2}}
 producers: [{{name: p, rate: 10}}]
 consumers: [{{name: c}}]
-""")
+""",
+    )
     try:
         result = sojourn("run", scenario, "--out", str(tmp_path / "run"), "--no-analyze")
         assert result.returncode == 2, result.stderr[-3000:]
-        assert (f"error: {scenario}: queue: the broker refused queue.declare '{queue}': 406 PRECONDITION_FAILED - "
-                f"inequivalent arg 'x-max-length'") in result.stderr
+        assert (
+            f"error: {scenario}: queue: the broker refused queue.declare '{queue}': 406 PRECONDITION_FAILED - "
+            f"inequivalent arg 'x-max-length'"
+        ) in result.stderr
         assert f"rabbitmqctl delete_queue {queue}" in result.stderr
         assert "Traceback" not in result.stderr
         status = _run_status(tmp_path / "run")
@@ -238,18 +249,23 @@ def test_an_exchange_existing_with_another_type_stops_the_run(tmp_path):
     connection, channel = _channel()
     channel.exchange_declare(exchange, exchange_type="direct", auto_delete=False)
     connection.close()
-    scenario = write_scenario(tmp_path / "x.yaml", f"""
+    scenario = write_scenario(
+        tmp_path / "x.yaml",
+        f"""
 name: it-topology-exchange-type
 queue: {{name: {PREFIX}.typed.q, delete_on_end: true}}
 exchanges: [{{name: {exchange}, type: topic}}]
 run: {{duration_s: 2}}
 producers: [{{name: p, rate: 10, exchange: {exchange}}}]
-""")
+""",
+    )
     try:
         result = sojourn("run", scenario, "--out", str(tmp_path / "run"), "--no-analyze")
         assert result.returncode == 2, result.stderr[-3000:]
-        assert (f"error: {scenario}: exchanges[0]: the broker refused exchange.declare '{exchange}': 406 "
-                f"PRECONDITION_FAILED - inequivalent arg 'type'") in result.stderr
+        assert (
+            f"error: {scenario}: exchanges[0]: the broker refused exchange.declare '{exchange}': 406 "
+            f"PRECONDITION_FAILED - inequivalent arg 'type'"
+        ) in result.stderr
         assert f"rabbitmqadmin delete exchange name={exchange}" in result.stderr
         assert exchange_exists(exchange)
     finally:
@@ -258,17 +274,22 @@ producers: [{{name: p, rate: 10, exchange: {exchange}}}]
 
 def test_a_producer_exchange_neither_declared_nor_on_the_broker_stops_the_run(tmp_path):
     missing = f"{PREFIX}.nowhere"
-    scenario = write_scenario(tmp_path / "x.yaml", f"""
+    scenario = write_scenario(
+        tmp_path / "x.yaml",
+        f"""
 name: it-topology-missing
 queue: {{name: {PREFIX}.missing.q, delete_on_end: true}}
 run: {{duration_s: 2}}
 producers: [{{name: p, rate: 10, exchange: {missing}}}]
-""")
+""",
+    )
     try:
         result = sojourn("run", scenario, "--out", str(tmp_path / "run"), "--no-analyze")
         assert result.returncode == 2, result.stderr[-3000:]
-        assert (f"error: {scenario}: producers[0].exchange: exchange '{missing}' does not exist on the broker"
-                in result.stderr)
+        assert (
+            f"error: {scenario}: producers[0].exchange: exchange '{missing}' does not exist on the broker"
+            in result.stderr
+        )
         assert not exchange_exists(missing)
     finally:
         cleanup([f"{PREFIX}.missing.q"])

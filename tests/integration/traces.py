@@ -1,4 +1,5 @@
 """Read a run's trace part files with pyarrow (independent of the Spark analysis)."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -26,6 +27,11 @@ def independent_outcomes(run_dir: Path) -> dict[str, set]:
     acked = {d["message_id"] for d in deliveries if d["outcome"] in ("ack", "auto_ack")}
     left = ids(read_rows(run_dir, "leftover"))
     dead = read_rows(run_dir, "deadletter")
-    return {"published": published, "acked": acked, "left": left,
-            "maxlen": ids(dead, reason="maxlen"), "expired": ids(dead, reason="expired"),
-            "nacked": ids(read_rows(run_dir, "publish"), outcome="nacked")}
+    return {
+        "published": published,
+        "acked": acked,
+        "left": left,
+        "maxlen": ids(dead, reason="maxlen"),
+        "expired": ids(dead, reason="expired"),
+        "nacked": ids(read_rows(run_dir, "publish"), outcome="nacked"),
+    }

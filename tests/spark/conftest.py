@@ -1,4 +1,5 @@
 """One Spark session for the whole tests/spark suite, and a builder for tiny trace frames."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -12,13 +13,33 @@ _HERE = Path(__file__).parent
 # Values for the columns a test does not care about; a test names every column
 # its assertion depends on.
 _DEFAULTS = {
-    "publish": dict(producer="p/w:1/0", producer_group="p", seq=0, phase="base",
-                    size_bytes=100, routing_key="rk", persistent=False, confirm_ns=None,
-                    outcome="confirmed"),
-    "delivery": dict(consumer="c/w:1/0", consumer_group="c", phase="base", delivery_tag=1,
-                     redelivered=False, publish_ns=None, start_ns=None, end_ns=None,
-                     settle_ns=None, outcome="ack", prefetch=10, buffer_len=0, size_bytes=100,
-                     processing_ms=None),
+    "publish": dict(
+        producer="p/w:1/0",
+        producer_group="p",
+        seq=0,
+        phase="base",
+        size_bytes=100,
+        routing_key="rk",
+        persistent=False,
+        confirm_ns=None,
+        outcome="confirmed",
+    ),
+    "delivery": dict(
+        consumer="c/w:1/0",
+        consumer_group="c",
+        phase="base",
+        delivery_tag=1,
+        redelivered=False,
+        publish_ns=None,
+        start_ns=None,
+        end_ns=None,
+        settle_ns=None,
+        outcome="ack",
+        prefetch=10,
+        buffer_len=0,
+        size_bytes=100,
+        processing_ms=None,
+    ),
     "event": dict(source="runner", name="", value=None, detail=None),
     "leftover": dict(queue="q", observed_ns=0, redelivered=False),
 }
@@ -29,8 +50,7 @@ def trace_rows(kind: str, *rows: dict) -> list[tuple]:
     names = column_names(kind)
     out = []
     for row in rows:
-        values = {"schema_version": SCHEMA_VERSION, "run_id": "run-1", "worker": "w:1",
-                  **_DEFAULTS[kind], **row}
+        values = {"schema_version": SCHEMA_VERSION, "run_id": "run-1", "worker": "w:1", **_DEFAULTS[kind], **row}
         unknown = set(values) - set(names)
         if unknown:
             raise KeyError(f"not {kind} columns: {sorted(unknown)}")
@@ -46,8 +66,10 @@ def classify_messages(deliveries, leftovers, events=None, dead_letters=None, pub
     losses = connection_losses(events) if events is not None else None
 
     def _classify(publishes):
-        return (publishes.transform(message_facts(deliveries, leftovers, dead_letters, losses))
-                .transform(classify(events, publish_rejects)))
+        return publishes.transform(message_facts(deliveries, leftovers, dead_letters, losses)).transform(
+            classify(events, publish_rejects)
+        )
+
     return _classify
 
 
@@ -70,8 +92,10 @@ def spark():
 @pytest.fixture(scope="session")
 def frame(spark):
     """frame("delivery", {"message_id": "m1", "receive_ns": 10}, ...) -> DataFrame."""
+
     def _frame(kind: str, *rows: dict):
         return spark.createDataFrame(trace_rows(kind, *rows), spark_schema(kind))
+
     return _frame
 
 
@@ -83,8 +107,7 @@ def write_trace():
 
     from analysis.schema import arrow_schema
 
-    def _write(run_dir: Path, kind: str, rows: list[dict], name: str = "part-0.parquet",
-               schema=None) -> Path:
+    def _write(run_dir: Path, kind: str, rows: list[dict], name: str = "part-0.parquet", schema=None) -> Path:
         names = column_names(kind)
         dicts = [dict(zip(names, values)) for values in trace_rows(kind, *rows)]
         directory = Path(run_dir) / "traces" / kind

@@ -1,6 +1,12 @@
 from analysis.schema import SCHEMA_VERSION, column_names, spark_schema
-from analysis.transforms import (ACCOUNT_CLASSES, DISCARD_CLASSES, accounting_totals,
-                                 delivery_counts, rejects_at_publish, unaccounted_ids)
+from analysis.transforms import (
+    ACCOUNT_CLASSES,
+    DISCARD_CLASSES,
+    accounting_totals,
+    delivery_counts,
+    rejects_at_publish,
+    unaccounted_ids,
+)
 from tests.spark.conftest import classify_messages
 
 
@@ -15,23 +21,34 @@ def _delivery(m, outcome, redelivered=False):
 def _run(frame):
     publishes = frame(
         "publish",
-        _publish("m01"), _publish("m02"), _publish("m03"), _publish("m04", "nacked"),
-        _publish("m05", "failed"), _publish("m06"), _publish("m07"), _publish("m08", "sent"),
-        _publish("m09"), _publish("m10", "nacked"), _publish("m11", "unconfirmed"),
+        _publish("m01"),
+        _publish("m02"),
+        _publish("m03"),
+        _publish("m04", "nacked"),
+        _publish("m05", "failed"),
+        _publish("m06"),
+        _publish("m07"),
+        _publish("m08", "sent"),
+        _publish("m09"),
+        _publish("m10", "nacked"),
+        _publish("m11", "unconfirmed"),
     )
     deliveries = frame(
         "delivery",
         _delivery("m01", "ack"),
-        _delivery("m02", "nack_requeue"), _delivery("m02", "ack", redelivered=True),
+        _delivery("m02", "nack_requeue"),
+        _delivery("m02", "ack", redelivered=True),
         _delivery("m03", "nack_discard"),
         _delivery("m08", "unsettled"),
-        _delivery("m09", "ack"), _delivery("m09", "auto_ack", redelivered=True),
+        _delivery("m09", "ack"),
+        _delivery("m09", "auto_ack", redelivered=True),
         _delivery("m10", "ack"),
         _delivery("m11", "nack_requeue"),
         _delivery(None, "ack"),  # a foreign message: not ours to account for
     )
-    leftovers = frame("leftover", dict(message_id="m06"), dict(message_id="m11"),
-                      dict(message_id="zz"), dict(message_id=None))
+    leftovers = frame(
+        "leftover", dict(message_id="m06"), dict(message_id="m11"), dict(message_id="zz"), dict(message_id=None)
+    )
     return publishes.transform(classify_messages(deliveries, leftovers)), deliveries
 
 
@@ -40,16 +57,16 @@ def test_every_published_id_lands_in_exactly_one_class_first_match_wins(frame):
     got = {r.message_id: r.account for r in classified.collect()}
     assert got == {
         "m01": "acked",
-        "m02": "acked",                  # requeued, then acked on redelivery
+        "m02": "acked",  # requeued, then acked on redelivery
         "m03": "consumer_nack_discard",
         "m04": "publish_nacked",
         "m05": "publish_failed",
         "m06": "left_in_broker",
-        "m07": "unaccounted",            # confirmed, never seen again
-        "m08": "unaccounted",            # delivered, never settled, not in the census
+        "m07": "unaccounted",  # confirmed, never seen again
+        "m08": "unaccounted",  # delivered, never settled, not in the census
         "m09": "acked",
-        "m10": "acked",                  # the broker nacked it, yet it was acked: acked wins
-        "m11": "left_in_broker",         # requeued and still in the queue
+        "m10": "acked",  # the broker nacked it, yet it was acked: acked wins
+        "m11": "left_in_broker",  # requeued and still in the queue
     }
 
 
@@ -57,12 +74,25 @@ def test_totals_satisfy_the_accounting_identity(frame):
     classified, _ = _run(frame)
     totals = accounting_totals(classified).first().asDict()
     # confirmed: m01 m02 m03 m06 m07 m09 = 6
-    assert totals == {"published": 11, "confirmed": 6, "acked": 4, "consumer_nack_discard": 1,
-                      "publish_nacked": 1, "publish_failed": 1, "left_in_broker": 2,
-                      "connection_lost": 0, "unaccounted": 2, "publish_rejected_maxlen": 0,
-                      "dead_lettered_maxlen": 0, "dead_lettered_expired": 0, "dead_lettered_rejected": 0,
-                      "dead_lettered_delivery_limit": 0, "unroutable": 0, "publish_failed_blocked": 0,
-                      "egress_discard": 0}
+    assert totals == {
+        "published": 11,
+        "confirmed": 6,
+        "acked": 4,
+        "consumer_nack_discard": 1,
+        "publish_nacked": 1,
+        "publish_failed": 1,
+        "left_in_broker": 2,
+        "connection_lost": 0,
+        "unaccounted": 2,
+        "publish_rejected_maxlen": 0,
+        "dead_lettered_maxlen": 0,
+        "dead_lettered_expired": 0,
+        "dead_lettered_rejected": 0,
+        "dead_lettered_delivery_limit": 0,
+        "unroutable": 0,
+        "publish_failed_blocked": 0,
+        "egress_discard": 0,
+    }
     # published = acked + discarded_total + left_in_broker + unaccounted: 11 = 4 + 3 + 2 + 2
     assert totals["published"] == sum(totals[c] for c in ACCOUNT_CLASSES)
 
@@ -89,15 +119,18 @@ def _lost_frames(frame):
     # producer p lost its connection at t=100; producer q never did.
     publishes = frame(
         "publish",
-        dict(message_id="a", producer="p", publish_ns=90, outcome="unconfirmed"),   # before the loss
-        dict(message_id="b", producer="p", publish_ns=95, outcome="sent"),          # confirms off
+        dict(message_id="a", producer="p", publish_ns=90, outcome="unconfirmed"),  # before the loss
+        dict(message_id="b", producer="p", publish_ns=95, outcome="sent"),  # confirms off
         dict(message_id="c", producer="p", publish_ns=110, outcome="unconfirmed"),  # after the loss
-        dict(message_id="d", producer="q", publish_ns=90, outcome="unconfirmed"),   # no loss at all
-        dict(message_id="e", producer="p", publish_ns=80, outcome="unconfirmed"),   # found in the queue
-        dict(message_id="f", producer="p", publish_ns=85, outcome="confirmed"),     # confirmed, then gone
+        dict(message_id="d", producer="q", publish_ns=90, outcome="unconfirmed"),  # no loss at all
+        dict(message_id="e", producer="p", publish_ns=80, outcome="unconfirmed"),  # found in the queue
+        dict(message_id="f", producer="p", publish_ns=85, outcome="confirmed"),  # confirmed, then gone
     )
-    events = frame("event", dict(ts_ns=100, kind="connection_lost", source="p", name="p"),
-                   dict(ts_ns=100, kind="consumer_leave", source="q", name="q"))
+    events = frame(
+        "event",
+        dict(ts_ns=100, kind="connection_lost", source="p", name="p"),
+        dict(ts_ns=100, kind="consumer_leave", source="q", name="q"),
+    )
     leftovers = frame("leftover", dict(message_id="e"))
     return publishes.transform(classify_messages(frame("delivery"), leftovers, events))
 
@@ -105,12 +138,12 @@ def _lost_frames(frame):
 def test_an_unconfirmed_publish_lost_with_its_connection_is_discarded_with_that_reason(frame):
     got = {r.message_id: r.account for r in _lost_frames(frame).collect()}
     assert got == {
-        "a": "connection_lost",   # written at 90, connection died at 100, found nowhere
-        "b": "connection_lost",   # the same with confirms off
-        "c": "unaccounted",       # published after the only loss: nothing explains it
-        "d": "unaccounted",       # its producer never lost a connection
-        "e": "left_in_broker",    # the census found it: not lost
-        "f": "unaccounted",       # the broker confirmed it: a connection loss does not explain it
+        "a": "connection_lost",  # written at 90, connection died at 100, found nowhere
+        "b": "connection_lost",  # the same with confirms off
+        "c": "unaccounted",  # published after the only loss: nothing explains it
+        "d": "unaccounted",  # its producer never lost a connection
+        "e": "left_in_broker",  # the census found it: not lost
+        "f": "unaccounted",  # the broker confirmed it: a connection loss does not explain it
     }
 
 
@@ -123,27 +156,43 @@ def test_connection_lost_counts_in_the_identity(frame):
 
 # --- dead letters (docs/discards.md) ------------------------------------------------
 
+
 def _dead_letters(spark, *rows: dict):
     """A deadletter trace frame; columns a test does not name get neutral values."""
     names = column_names("deadletter")
-    base = dict(schema_version=SCHEMA_VERSION, run_id="run-1", worker="w:1", queue="q", death_count=1,
-                received_ns=0, exchange="dlx", routing_key="q")
-    return spark.createDataFrame([tuple({**base, **r}[n] for n in names) for r in rows],
-                                 spark_schema("deadletter"))
+    base = dict(
+        schema_version=SCHEMA_VERSION,
+        run_id="run-1",
+        worker="w:1",
+        queue="q",
+        death_count=1,
+        received_ns=0,
+        exchange="dlx",
+        routing_key="q",
+    )
+    return spark.createDataFrame([tuple({**base, **r}[n] for n in names) for r in rows], spark_schema("deadletter"))
 
 
 def _dead_letter_run(spark, frame, publish_rejects=False):
     publishes = frame(
         "publish",
-        _publish("overflowed"), _publish("expired"), _publish("nack_discarded"), _publish("rejected"),
-        _publish("over_limit"), _publish("acked_anyway"), _publish("census_then_expired"),
-        _publish("refused", "nacked"), _publish("first_cause"), _publish("odd_reason"),
+        _publish("overflowed"),
+        _publish("expired"),
+        _publish("nack_discarded"),
+        _publish("rejected"),
+        _publish("over_limit"),
+        _publish("acked_anyway"),
+        _publish("census_then_expired"),
+        _publish("refused", "nacked"),
+        _publish("first_cause"),
+        _publish("odd_reason"),
         _publish("lost"),
     )
     deliveries = frame(
         "delivery",
         _delivery("nack_discarded", "nack_discard"),
-        _delivery("over_limit", "nack_requeue"), _delivery("over_limit", "nack_requeue", redelivered=True),
+        _delivery("over_limit", "nack_requeue"),
+        _delivery("over_limit", "nack_requeue", redelivered=True),
         _delivery("acked_anyway", "ack"),
     )
     leftovers = frame("leftover", dict(message_id="census_then_expired"))
@@ -156,15 +205,14 @@ def _dead_letter_run(spark, frame, publish_rejects=False):
         dict(message_id="over_limit", reason="delivery_limit"),
         dict(message_id="acked_anyway", reason="expired"),
         dict(message_id="census_then_expired", reason="expired"),
-        dict(message_id="refused", reason="maxlen"),               # reject-publish-dlx dead-letters it too
+        dict(message_id="refused", reason="maxlen"),  # reject-publish-dlx dead-letters it too
         dict(message_id="first_cause", reason="expired", received_ns=20),
         dict(message_id="first_cause", reason="maxlen", received_ns=10),
         dict(message_id="odd_reason", reason="no-such-reason"),
-        dict(message_id=None, reason="maxlen"),                    # a foreign message
-        dict(message_id="not-ours", reason="maxlen"),              # not published in this run
+        dict(message_id=None, reason="maxlen"),  # a foreign message
+        dict(message_id="not-ours", reason="maxlen"),  # not published in this run
     )
-    return publishes.transform(classify_messages(deliveries, leftovers, None, dead,
-                                                 publish_rejects=publish_rejects))
+    return publishes.transform(classify_messages(deliveries, leftovers, None, dead, publish_rejects=publish_rejects))
 
 
 def test_dead_lettered_messages_are_accounted_by_the_brokers_reason(spark, frame):
@@ -172,15 +220,15 @@ def test_dead_lettered_messages_are_accounted_by_the_brokers_reason(spark, frame
     assert got == {
         "overflowed": "dead_lettered_maxlen",
         "expired": "dead_lettered_expired",
-        "nack_discarded": "consumer_nack_discard",     # the consumer's nack is the cause: it wins
-        "rejected": "dead_lettered_rejected",          # rejected by someone sojourn did not trace
+        "nack_discarded": "consumer_nack_discard",  # the consumer's nack is the cause: it wins
+        "rejected": "dead_lettered_rejected",  # rejected by someone sojourn did not trace
         "over_limit": "dead_lettered_delivery_limit",  # requeued until the quorum queue gave up
         "acked_anyway": "acked",
         "census_then_expired": "dead_lettered_expired",  # the census saw it; it expired afterwards
-        "refused": "publish_nacked",                   # a nack wins over its dead-letter copy
-        "first_cause": "dead_lettered_maxlen",         # the earliest capture names the cause
-        "odd_reason": "unaccounted",                   # an unknown reason explains nothing
-        "lost": "unaccounted",                         # confirmed, then found nowhere: a bug
+        "refused": "publish_nacked",  # a nack wins over its dead-letter copy
+        "first_cause": "dead_lettered_maxlen",  # the earliest capture names the cause
+        "odd_reason": "unaccounted",  # an unknown reason explains nothing
+        "lost": "unaccounted",  # confirmed, then found nowhere: a bug
     }
 
 
@@ -192,12 +240,28 @@ def test_a_nack_from_a_queue_that_rejects_publishes_when_full_is_a_rejection_at_
 
 def test_dead_letter_classes_count_as_discards_in_the_identity(spark, frame):
     totals = accounting_totals(_dead_letter_run(spark, frame)).first().asDict()
-    assert {c: totals[c] for c in ("dead_lettered_maxlen", "dead_lettered_expired", "dead_lettered_rejected",
-                                   "dead_lettered_delivery_limit", "consumer_nack_discard", "publish_nacked",
-                                   "acked", "unaccounted")} == {
-        "dead_lettered_maxlen": 2, "dead_lettered_expired": 2, "dead_lettered_rejected": 1,
-        "dead_lettered_delivery_limit": 1, "consumer_nack_discard": 1, "publish_nacked": 1,
-        "acked": 1, "unaccounted": 2}
+    assert {
+        c: totals[c]
+        for c in (
+            "dead_lettered_maxlen",
+            "dead_lettered_expired",
+            "dead_lettered_rejected",
+            "dead_lettered_delivery_limit",
+            "consumer_nack_discard",
+            "publish_nacked",
+            "acked",
+            "unaccounted",
+        )
+    } == {
+        "dead_lettered_maxlen": 2,
+        "dead_lettered_expired": 2,
+        "dead_lettered_rejected": 1,
+        "dead_lettered_delivery_limit": 1,
+        "consumer_nack_discard": 1,
+        "publish_nacked": 1,
+        "acked": 1,
+        "unaccounted": 2,
+    }
     discarded = sum(totals[c] for c in DISCARD_CLASSES)
     # 11 published = 1 acked + 8 discarded + 0 left + 2 unaccounted
     assert totals["published"] == 11 == totals["acked"] + discarded + totals["left_in_broker"] + totals["unaccounted"]
@@ -206,8 +270,14 @@ def test_dead_letter_classes_count_as_discards_in_the_identity(spark, frame):
 
 def test_without_dead_letter_traces_the_original_classes_are_unchanged(frame):
     classified, _ = _run(frame)
-    assert {r.account for r in classified.collect()} <= {"acked", "consumer_nack_discard", "publish_nacked",
-                                                         "publish_failed", "left_in_broker", "unaccounted"}
+    assert {r.account for r in classified.collect()} <= {
+        "acked",
+        "consumer_nack_discard",
+        "publish_nacked",
+        "publish_failed",
+        "left_in_broker",
+        "unaccounted",
+    }
 
 
 def test_only_reject_publish_overflow_makes_nacks_rejections_at_publish():
@@ -221,8 +291,8 @@ def test_only_reject_publish_overflow_makes_nacks_rejections_at_publish():
 def test_returned_and_blocked_publishes_are_discards_with_their_own_reasons(frame):
     publishes = frame(
         "publish",
-        dict(message_id="returned", publish_ns=1, outcome="returned"),       # mandatory, confirms on
-        dict(message_id="returned_blind", publish_ns=1, outcome="sent"),     # mandatory, confirms off
+        dict(message_id="returned", publish_ns=1, outcome="returned"),  # mandatory, confirms on
+        dict(message_id="returned_blind", publish_ns=1, outcome="sent"),  # mandatory, confirms off
         dict(message_id="blocked", publish_ns=1, outcome="blocked_timeout"),
         dict(message_id="blocked_then_sent", publish_ns=1, outcome="blocked_timeout"),
         dict(message_id="blocked_then_sent", publish_ns=2, outcome="confirmed"),
@@ -230,6 +300,8 @@ def test_returned_and_blocked_publishes_are_discards_with_their_own_reasons(fram
     events = frame("event", dict(ts_ns=5, kind="publish_returned", source="p", name="returned_blind"))
     got = publishes.transform(classify_messages(frame("delivery"), frame("leftover"), events)).collect()
     assert {r.message_id: r.account for r in got} == {
-        "returned": "unroutable", "returned_blind": "unroutable", "blocked": "publish_failed_blocked",
+        "returned": "unroutable",
+        "returned_blind": "unroutable",
+        "blocked": "publish_failed_blocked",
         "blocked_then_sent": "unaccounted",  # a later attempt reached the broker and then vanished
     }

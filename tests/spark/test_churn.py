@@ -1,4 +1,5 @@
 """consumers_churn on hand-made traces: every expected number below is counted by hand from the rows."""
+
 from __future__ import annotations
 
 import json
@@ -11,8 +12,17 @@ A, A_LATER, B = "a/w:1/0", "a/w:1/0", "b/w:1/0"
 
 
 def _ack(consumer, group, mid, end, redelivered=False):
-    return dict(message_id=mid, consumer=consumer, consumer_group=group, receive_ns=end - 1, start_ns=end - 1,
-                end_ns=end, settle_ns=end, outcome="ack", redelivered=redelivered)
+    return dict(
+        message_id=mid,
+        consumer=consumer,
+        consumer_group=group,
+        receive_ns=end - 1,
+        start_ns=end - 1,
+        end_ns=end,
+        settle_ns=end,
+        outcome="ack",
+        redelivered=redelivered,
+    )
 
 
 def _event(ts, kind, source, detail=None):
@@ -22,31 +32,39 @@ def _event(ts, kind, source, detail=None):
 @pytest.fixture()
 def classified(spark):
     def _make(accounts: dict[str, str]):
-        return spark.createDataFrame([(m, a, True) for m, a in accounts.items()],
-                                     "message_id string, account string, confirmed boolean")
+        return spark.createDataFrame(
+            [(m, a, True) for m, a in accounts.items()], "message_id string, account string, confirmed boolean"
+        )
+
     return _make
 
 
 def _churn_run(frame, m6_account="left_in_broker"):
     deliveries = frame(
         "delivery",
-        _ack(A, "a", "m1", 2), _ack(A, "a", "m2", 3),
+        _ack(A, "a", "m1", 2),
+        _ack(A, "a", "m2", 3),
         # a crashes at 5: m3 in hand (processed, not acked), m4 still buffered
-        dict(message_id="m3", consumer=A, consumer_group="a", receive_ns=4, start_ns=4, end_ns=5,
-             outcome="crashed"),
+        dict(message_id="m3", consumer=A, consumer_group="a", receive_ns=4, start_ns=4, end_ns=5, outcome="crashed"),
         dict(message_id="m4", consumer=A, consumer_group="a", receive_ns=4, outcome="crashed"),
         # a rejoins at 8 and gets both back, and m7 that b had acked but whose ack never arrived
-        _ack(A_LATER, "a", "m3", 9, redelivered=True), _ack(A_LATER, "a", "m4", 10, redelivered=True),
+        _ack(A_LATER, "a", "m3", 9, redelivered=True),
+        _ack(A_LATER, "a", "m4", 10, redelivered=True),
         _ack(A_LATER, "a", "m7", 11, redelivered=True),
-        _ack(B, "b", "m5", 2), _ack(B, "b", "m7", 3),
+        _ack(B, "b", "m5", 2),
+        _ack(B, "b", "m7", 3),
         dict(message_id="m6", consumer=B, consumer_group="b", receive_ns=3, outcome="unsettled"),
     )
     events = frame(
         "event",
-        _event(1, "consumer_join", A), _event(5, "consumer_crash", A, {"unacked": 2, "in_hand": "m3"}),
-        _event(8, "consumer_join", A), _event(20, "consumer_leave", A, {"clean": True}),
-        _event(1, "consumer_join", B), _event(4, "connection_lost", B, {"reason": "reset"}),
-        _event(6, "consumer_join", B), _event(21, "consumer_leave", B, {"clean": False}),
+        _event(1, "consumer_join", A),
+        _event(5, "consumer_crash", A, {"unacked": 2, "in_hand": "m3"}),
+        _event(8, "consumer_join", A),
+        _event(20, "consumer_leave", A, {"clean": True}),
+        _event(1, "consumer_join", B),
+        _event(4, "connection_lost", B, {"reason": "reset"}),
+        _event(6, "consumer_join", B),
+        _event(21, "consumer_leave", B, {"clean": False}),
         _event(4, "connection_lost", "p/w:1/0", {"reason": "reset"}),  # a producer's: not consumer churn
         _event(0, "phase_start", "runner"),
     )
@@ -59,14 +77,38 @@ def test_per_group_counts_of_joins_crashes_requeues_and_repeats(frame, classifie
     deliveries, events, accounts = _churn_run(frame)
     block = churn_block(deliveries, events, classified(accounts))
     a, b = block["groups"]
-    assert a == {"group": "a", "joins": 2, "rejoins": 1, "clean_leaves": 1, "crashes": 1, "connections_lost": 0,
-                 "requeued_crashed": 2, "requeued_unsettled": 0, "redelivered": 3,
-                 "processed_twice": 1,  # m3: ended at 5 (crashed) and 9; m7 goes to b, which processed it first
-                 "acked_twice": 0, "held_messages": 2, "held_unaccounted": 0, "held_then": {"acked": 2}}
-    assert b == {"group": "b", "joins": 2, "rejoins": 1, "clean_leaves": 0, "crashes": 0, "connections_lost": 1,
-                 "requeued_crashed": 0, "requeued_unsettled": 1, "redelivered": 0,
-                 "processed_twice": 1, "acked_twice": 1,  # m7: acked by b at 3, again by a at 11
-                 "held_messages": 1, "held_unaccounted": 0, "held_then": {"left_in_broker": 1}}
+    assert a == {
+        "group": "a",
+        "joins": 2,
+        "rejoins": 1,
+        "clean_leaves": 1,
+        "crashes": 1,
+        "connections_lost": 0,
+        "requeued_crashed": 2,
+        "requeued_unsettled": 0,
+        "redelivered": 3,
+        "processed_twice": 1,  # m3: ended at 5 (crashed) and 9; m7 goes to b, which processed it first
+        "acked_twice": 0,
+        "held_messages": 2,
+        "held_unaccounted": 0,
+        "held_then": {"acked": 2},
+    }
+    assert b == {
+        "group": "b",
+        "joins": 2,
+        "rejoins": 1,
+        "clean_leaves": 0,
+        "crashes": 0,
+        "connections_lost": 1,
+        "requeued_crashed": 0,
+        "requeued_unsettled": 1,
+        "redelivered": 0,
+        "processed_twice": 1,
+        "acked_twice": 1,  # m7: acked by b at 3, again by a at 11
+        "held_messages": 1,
+        "held_unaccounted": 0,
+        "held_then": {"left_in_broker": 1},
+    }
 
 
 def test_totals_and_the_nothing_lost_check(frame, classified):
@@ -74,8 +116,13 @@ def test_totals_and_the_nothing_lost_check(frame, classified):
     block = churn_block(deliveries, events, classified(accounts))
     assert block["churn"] is True and block["nothing_lost"] is True
     totals = block["totals"]
-    assert (totals["crashes"], totals["connections_lost"], totals["requeued_crashed"],
-            totals["requeued_unsettled"], totals["redelivered"]) == (1, 1, 2, 1, 3)
+    assert (
+        totals["crashes"],
+        totals["connections_lost"],
+        totals["requeued_crashed"],
+        totals["requeued_unsettled"],
+        totals["redelivered"],
+    ) == (1, 1, 2, 1, 3)
     assert (totals["processed_twice"], totals["acked_twice"]) == (2, 1)
     assert totals["held_then"] == {"acked": 2, "left_in_broker": 1} and totals["held_messages"] == 3
 

@@ -1,4 +1,5 @@
 """Egress classes in the analysis: the accounting class and the summary block, on tiny hand-built frames."""
+
 from __future__ import annotations
 
 from pytest import approx
@@ -8,19 +9,44 @@ from tests.spark.conftest import classify_messages
 from analysis.summary.egress import egress_block
 
 MS = 1_000_000
-SCENARIO = {"consumers": [
-    {"name": "sub", "egress": {"max_depth_units": 4, "min_burst": 1,
-                               "classes": {"high": [5, 255], "low": [1, 4], "bottom": 0}}},
-    {"name": "plain", "egress": None},
-]}
+SCENARIO = {
+    "consumers": [
+        {
+            "name": "sub",
+            "egress": {"max_depth_units": 4, "min_burst": 1, "classes": {"high": [5, 255], "low": [1, 4], "bottom": 0}},
+        },
+        {"name": "plain", "egress": None},
+    ]
+}
 
 
-def _row(m, cls, outcome, length, units, start_ms=None, indication=None, priority=None, receive_ms=0,
-         consumer="sub/w:1/0", group="sub"):
-    return dict(message_id=m, consumer=consumer, consumer_group=group, outcome=outcome,
-                receive_ns=receive_ms * MS, start_ns=None if start_ms is None else start_ms * MS,
-                settle_ns=receive_ms * MS, priority=priority, egress_class=cls, egress_length=length,
-                egress_units=units, discard_indication=indication)
+def _row(
+    m,
+    cls,
+    outcome,
+    length,
+    units,
+    start_ms=None,
+    indication=None,
+    priority=None,
+    receive_ms=0,
+    consumer="sub/w:1/0",
+    group="sub",
+):
+    return dict(
+        message_id=m,
+        consumer=consumer,
+        consumer_group=group,
+        outcome=outcome,
+        receive_ns=receive_ms * MS,
+        start_ns=None if start_ms is None else start_ms * MS,
+        settle_ns=receive_ms * MS,
+        priority=priority,
+        egress_class=cls,
+        egress_length=length,
+        egress_units=units,
+        discard_indication=indication,
+    )
 
 
 def _deliveries(frame):
@@ -51,7 +77,7 @@ def test_the_block_counts_each_class_of_each_egress_group(frame):
     assert (high["delivered"], high["discards"], high["in_buffer_at_end"]) == (2, 0, 0)
     assert high["discard_share"] == 0.0 and high["discard_indications"] == 1
     assert high["high_water"] == {"messages": 2, "units": 4}
-    assert high["mean_length"] == {"messages": 1.5, "units": 3.0}   # (1 + 2) / 2, (2 + 4) / 2
+    assert high["mean_length"] == {"messages": 1.5, "units": 3.0}  # (1 + 2) / 2, (2 + 4) / 2
     assert high["priorities"] == [5, 9]
     assert high["sojourn_ms"]["count"] == 2
     assert high["sojourn_ms"]["mean"] == approx(2.0) and high["sojourn_ms"]["max"] == approx(3.0)
@@ -59,7 +85,7 @@ def test_the_block_counts_each_class_of_each_egress_group(frame):
     assert low["consumers"] == 2
     assert (low["delivered"], low["discards"], low["in_buffer_at_end"]) == (1, 2, 1)
     assert low["discard_share"] == approx(2 / 3) and low["discard_indications"] == 0
-    assert low["high_water"] == {"messages": 3, "units": 3}         # the second consumer's buffer
+    assert low["high_water"] == {"messages": 3, "units": 3}  # the second consumer's buffer
     assert low["mean_length"]["messages"] == approx((1 + 1 + 2 + 3) / 4)
     assert low["mean_length"]["units"] == approx((1 + 1 + 2 + 3) / 4)
     assert low["priorities"] == [1, 2]
@@ -78,17 +104,19 @@ def test_no_block_without_egress_rows_or_groups(frame):
 
 def test_warmup_rows_count_but_do_not_enter_the_sojourn(frame):
     from pyspark.sql import functions as F
+
     deliveries = _deliveries(frame).withColumn("measured", F.col("message_id") != "h2")
     high = egress_block(deliveries, SCENARIO)["sub"]["classes"][0]
     assert high["delivered"] == 2 and high["sojourn_ms"]["count"] == 1 and high["sojourn_ms"]["max"] == approx(1.0)
 
 
 def test_an_egress_discarded_message_is_accounted_as_egress_discard_unless_acked(frame):
-    publishes = frame("publish", *[dict(message_id=m, intended_ns=0, publish_ns=0, outcome="confirmed")
-                                   for m in ("a", "b", "c", "d")])
+    publishes = frame(
+        "publish", *[dict(message_id=m, intended_ns=0, publish_ns=0, outcome="confirmed") for m in ("a", "b", "c", "d")]
+    )
     deliveries = frame(
         "delivery",
-        dict(message_id="a", receive_ns=0, outcome="egress_discard"),     # manual ack: acked as discarded
+        dict(message_id="a", receive_ns=0, outcome="egress_discard"),  # manual ack: acked as discarded
         dict(message_id="b", receive_ns=0, outcome="egress_discard", settle_ns=0),  # auto-ack the same
         dict(message_id="c", receive_ns=0, outcome="ack"),
         # d: its egress ack was lost with the channel (unsettled), the broker requeued it, then acked
@@ -97,6 +125,10 @@ def test_an_egress_discarded_message_is_accounted_as_egress_discard_unless_acked
     )
     classified = publishes.transform(classify_messages(deliveries, frame("leftover")))
     assert {r.message_id: r.account for r in classified.collect()} == {
-        "a": "egress_discard", "b": "egress_discard", "c": "acked", "d": "acked"}
+        "a": "egress_discard",
+        "b": "egress_discard",
+        "c": "acked",
+        "d": "acked",
+    }
     totals = accounting_totals(classified).first()
     assert (totals["egress_discard"], totals["acked"], totals["unaccounted"]) == (2, 2, 0)

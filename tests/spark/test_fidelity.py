@@ -1,5 +1,6 @@
 """The fidelity block: publish lateness per producer group, and for trace replay the rows
 published once, duplicated or missing, the per-second rates and the inter-arrival gaps."""
+
 from __future__ import annotations
 
 from pytest import approx
@@ -12,9 +13,16 @@ MS = 1_000_000
 
 def pub(group, n, intended_ms, publish_ms, index=None, loop=None):
     """One publish row; times in ms since T0."""
-    return dict(message_id=f"{group}-{n}", producer=f"{group}/w:1/0", producer_group=group, seq=n,
-                intended_ns=T0 + int(intended_ms * MS), publish_ns=T0 + int(publish_ms * MS),
-                replay_index=index, replay_loop=loop)
+    return dict(
+        message_id=f"{group}-{n}",
+        producer=f"{group}/w:1/0",
+        producer_group=group,
+        seq=n,
+        intended_ns=T0 + int(intended_ms * MS),
+        publish_ns=T0 + int(publish_ms * MS),
+        replay_index=index,
+        replay_loop=loop,
+    )
 
 
 def late(group, lateness_ms):
@@ -37,6 +45,7 @@ def block(frame, rows, replay=None):
 
 # --- lateness, every group ------------------------------------------------------------
 
+
 def test_lateness_has_exact_percentiles_max_and_the_shares_later_than_1_and_10_ms(frame):
     got = block(frame, late("s", [0, 1, 2, 3, 100]))["s"]
     # sorted 0 1 2 3 100: p50 = 2; p99 at rank 0.99 x 4 = 3.96 -> 3 + 0.96 x (100 - 3) = 96.12
@@ -51,9 +60,9 @@ def test_lateness_has_exact_percentiles_max_and_the_shares_later_than_1_and_10_m
 def test_a_group_with_a_p99_over_10_ms_is_behind(frame):
     assert LATE_P99_MS == 10
     got = block(frame, late("a", [0, 1, 2, 3, 100]) + late("b", [10, 10]))
-    assert got["a"]["behind"] is True          # p99 96.12
+    assert got["a"]["behind"] is True  # p99 96.12
     assert got["b"]["lateness_ms"]["p99"] == approx(10.0)
-    assert got["b"]["behind"] is False         # exactly 10 ms is not over
+    assert got["b"]["behind"] is False  # exactly 10 ms is not over
 
 
 def test_a_single_publish_over_a_second_late_makes_the_group_behind_whatever_its_p99(frame):
@@ -81,15 +90,33 @@ def test_a_synthetic_only_run_has_no_replay_fields(frame):
 
 # --- replay ---------------------------------------------------------------------------
 
+
 def test_replay_counts_duplicates_and_missing_rows_against_the_plan(frame):
-    plan = {"r": {"source": "orders.csv", "format": "csv", "rows": 3, "speed": 1.0, "window": [0, None],
-                  "loop": True, "split": "key", "expected": 6}}
+    plan = {
+        "r": {
+            "source": "orders.csv",
+            "format": "csv",
+            "rows": 3,
+            "speed": 1.0,
+            "window": [0, None],
+            "loop": True,
+            "split": "key",
+            "expected": 6,
+        }
+    }
     got = block(frame, replayed() + late("s", [0]), plan)
     r = got["r"]["replay"]
     # 5 rows; distinct (index, loop): (0,0) (1,0) (2,0) (0,1) = 4; the plan expected 6
     assert (r["published"], r["distinct"], r["duplicates"], r["expected"], r["missing"]) == (5, 4, 1, 6, 2)
-    assert r["config"] == {"source": "orders.csv", "format": "csv", "rows": 3, "speed": 1.0,
-                           "window": [0, None], "loop": True, "split": "key"}
+    assert r["config"] == {
+        "source": "orders.csv",
+        "format": "csv",
+        "rows": 3,
+        "speed": 1.0,
+        "window": [0, None],
+        "loop": True,
+        "split": "key",
+    }
     assert got["r"]["replayed"] is True and got["s"]["replay"] is None
 
 
@@ -119,11 +146,23 @@ def test_inter_arrival_gaps_of_intended_and_actual_times(frame):
     r = block(frame, replayed())["r"]["replay"]["inter_arrival_ms"]
     # intended 100 500 500 1200 3000 -> gaps 400 0 700 1800, sorted 0 400 700 1800
     # ranks 0.3, 1.5, 2.7, 2.97 of 3
-    assert r["intended"] == {"count": 4, "mean": approx(725.0), "p10": approx(120.0), "p50": approx(550.0),
-                             "p90": approx(1470.0), "p99": approx(1767.0)}
+    assert r["intended"] == {
+        "count": 4,
+        "mean": approx(725.0),
+        "p10": approx(120.0),
+        "p50": approx(550.0),
+        "p90": approx(1470.0),
+        "p99": approx(1767.0),
+    }
     # published 100 1100 1150 1300 3005 -> gaps 1000 50 150 1705, sorted 50 150 1000 1705
-    assert r["published"] == {"count": 4, "mean": approx(726.25), "p10": approx(80.0), "p50": approx(575.0),
-                              "p90": approx(1493.5), "p99": approx(1683.85)}
+    assert r["published"] == {
+        "count": 4,
+        "mean": approx(726.25),
+        "p10": approx(80.0),
+        "p50": approx(575.0),
+        "p90": approx(1493.5),
+        "p99": approx(1683.85),
+    }
 
 
 def test_a_planned_group_that_published_nothing_is_all_missing(frame):
@@ -143,15 +182,31 @@ def test_an_empty_publish_trace_has_an_empty_block(frame):
 
 # --- through the job ------------------------------------------------------------------
 
+
 def test_the_job_writes_the_block_to_summary_json_with_the_plan_from_run_json(tmp_path, spark, write_trace):
     import json
 
     from analysis.job import analyze
     from analysis.schema import SCHEMA_VERSION
 
-    run = {"schema_version": SCHEMA_VERSION, "run_id": "run-1", "t0_ns": T0, "duration_s": 4,
-           "replay": {"r": {"source": "orders.csv", "format": "csv", "rows": 3, "speed": 1.0,
-                            "window": [0, None], "loop": True, "split": "key", "expected": 6}}}
+    run = {
+        "schema_version": SCHEMA_VERSION,
+        "run_id": "run-1",
+        "t0_ns": T0,
+        "duration_s": 4,
+        "replay": {
+            "r": {
+                "source": "orders.csv",
+                "format": "csv",
+                "rows": 3,
+                "speed": 1.0,
+                "window": [0, None],
+                "loop": True,
+                "split": "key",
+                "expected": 6,
+            }
+        },
+    }
     (tmp_path / "run.json").write_text(json.dumps(run))
     write_trace(tmp_path, "publish", replayed() + late("s", [0.5]))
     analyze(tmp_path, spark=spark)
@@ -167,9 +222,9 @@ def test_the_job_writes_the_block_to_summary_json_with_the_plan_from_run_json(tm
 
 def test_waiting_on_a_blocked_connection_is_not_lateness_and_given_up_publishes_have_none(frame):
     rows = late("s", [1, 2, 3])
-    rows.append({**pub("s", 3, 30, 2_034), "blocked_ms": 2_000.0})               # 2,004 ms, 2,000 blocked
+    rows.append({**pub("s", 3, 30, 2_034), "blocked_ms": 2_000.0})  # 2,004 ms, 2,000 blocked
     rows.append({**pub("s", 4, 40, 2_040), "blocked_ms": 2_000.0, "outcome": "blocked_timeout"})
     got = block(frame, rows)["s"]
-    assert got["lateness_ms"]["count"] == 4                                       # the given-up one: none
-    assert got["lateness_ms"]["max"] == approx(4.0)                               # 2,004 - 2,000
+    assert got["lateness_ms"]["count"] == 4  # the given-up one: none
+    assert got["lateness_ms"]["max"] == approx(4.0)  # 2,004 - 2,000
     assert got["behind"] is False

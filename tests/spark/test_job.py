@@ -17,12 +17,21 @@ S = 1_000_000_000
 
 def _run_json(run_dir, **overrides):
     run = {
-        "schema_version": SCHEMA_VERSION, "run_id": "run-1", "scenario_path": "scenarios/tiny.yaml",
+        "schema_version": SCHEMA_VERSION,
+        "run_id": "run-1",
+        "scenario_path": "scenarios/tiny.yaml",
         "scenario": {"name": "tiny", "slo": ["sojourn_ms.p99 < 200", "messages.unaccounted == 0"]},
-        "broker_url": "amqp://guest:****@127.0.0.1:5672/", "code_version": {"sojourn": "0.1.0"},
-        "t0_ns": T0, "duration_s": 4, "warmup_s": 1, "drain_timeout_s": 5,
+        "broker_url": "amqp://guest:****@127.0.0.1:5672/",
+        "code_version": {"sojourn": "0.1.0"},
+        "t0_ns": T0,
+        "duration_s": 4,
+        "warmup_s": 1,
+        "drain_timeout_s": 5,
         "phases": [{"name": "slow", "start_s": 2.0, "end_s": 4.0}],
-        "queue": "q", "broker_depth_at_end": 1, "ended_ns": T0 + 5 * S, "status": "completed",
+        "queue": "q",
+        "broker_depth_at_end": 1,
+        "ended_ns": T0 + 5 * S,
+        "status": "completed",
         **overrides,
     }
     (run_dir / "run.json").write_text(json.dumps(run))
@@ -30,15 +39,27 @@ def _run_json(run_dir, **overrides):
 
 def _publish(m, intended_ms, outcome="confirmed"):
     publish = T0 + (intended_ms + 1) * MS
-    return dict(message_id=m, intended_ns=T0 + intended_ms * MS, publish_ns=publish,
-                confirm_ns=publish + 2 * MS if outcome == "confirmed" else None, outcome=outcome)
+    return dict(
+        message_id=m,
+        intended_ns=T0 + intended_ms * MS,
+        publish_ns=publish,
+        confirm_ns=publish + 2 * MS if outcome == "confirmed" else None,
+        outcome=outcome,
+    )
 
 
 def _delivery(m, intended_ms, sojourn_ms):
     receive = T0 + (intended_ms + 6) * MS  # published at +1 ms, received 5 ms later
     start = receive + sojourn_ms * MS
-    return dict(message_id=m, publish_ns=T0 + (intended_ms + 1) * MS, receive_ns=receive,
-                start_ns=start, end_ns=start + 20 * MS, settle_ns=start + 21 * MS, outcome="ack")
+    return dict(
+        message_id=m,
+        publish_ns=T0 + (intended_ms + 1) * MS,
+        receive_ns=receive,
+        start_ns=start,
+        end_ns=start + 20 * MS,
+        settle_ns=start + 21 * MS,
+        outcome="ack",
+    )
 
 
 @pytest.fixture(scope="module")
@@ -46,10 +67,13 @@ def analysed(tmp_path_factory, spark, write_trace):
     run_dir = tmp_path_factory.mktemp("run")
     _run_json(run_dir)
     write_trace(run_dir, "publish", [_publish("a", 500), _publish("b", 1500)], name="part-0.parquet")
-    write_trace(run_dir, "publish", [_publish("c", 2500), _publish("d", 3500, "failed"),
-                                     _publish("e", 3600)], name="part-1.parquet")
-    write_trace(run_dir, "delivery", [_delivery("a", 500, 10), _delivery("b", 1500, 20),
-                                      _delivery("c", 2500, 40)])
+    write_trace(
+        run_dir,
+        "publish",
+        [_publish("c", 2500), _publish("d", 3500, "failed"), _publish("e", 3600)],
+        name="part-1.parquet",
+    )
+    write_trace(run_dir, "delivery", [_delivery("a", 500, 10), _delivery("b", 1500, 20), _delivery("c", 2500, 40)])
     write_trace(run_dir, "leftover", [dict(message_id="e", observed_ns=T0 + 5 * S)])
     write_trace(run_dir, "event", [dict(ts_ns=T0 + 2 * S, kind="phase_start", name="slow")])
     messages = []
@@ -71,21 +95,44 @@ def test_summary_json_is_written_and_equals_the_returned_summary(analysed):
 def test_every_message_is_accounted_for(analysed):
     m = analysed[1]["messages"]
     # a b c acked; d failed to publish; e still in the queue
-    assert m == {"published": 5, "confirmed": 4, "acked": 3,
-                 "discarded": {"publish_nacked": 0, "publish_failed": 1, "consumer_nack_discard": 0,
-                               "connection_lost": 0, "publish_rejected_maxlen": 0, "unroutable": 0,
-                               "publish_failed_blocked": 0, "dead_lettered_maxlen": 0,
-                               "dead_lettered_expired": 0, "dead_lettered_rejected": 0,
-                               "dead_lettered_delivery_limit": 0, "egress_discard": 0},
-                 "discarded_total": 1, "left_in_broker": 1, "unaccounted": 0,
-                 "unaccounted_ids": [], "redelivered": 0, "duplicates": 0}
+    assert m == {
+        "published": 5,
+        "confirmed": 4,
+        "acked": 3,
+        "discarded": {
+            "publish_nacked": 0,
+            "publish_failed": 1,
+            "consumer_nack_discard": 0,
+            "connection_lost": 0,
+            "publish_rejected_maxlen": 0,
+            "unroutable": 0,
+            "publish_failed_blocked": 0,
+            "dead_lettered_maxlen": 0,
+            "dead_lettered_expired": 0,
+            "dead_lettered_rejected": 0,
+            "dead_lettered_delivery_limit": 0,
+            "egress_discard": 0,
+        },
+        "discarded_total": 1,
+        "left_in_broker": 1,
+        "unaccounted": 0,
+        "unaccounted_ids": [],
+        "redelivered": 0,
+        "duplicates": 0,
+    }
 
 
 def test_latency_statistics_exclude_the_warmup(analysed):
     summary = analysed[1]
     # a was intended at 0.5 s, inside the 1 s warm-up: only b (20 ms) and c (40 ms) count
-    assert summary["sojourn_ms"] == {"count": 2, "mean": 30.0, "p50": 30.0, "p95": approx(39.0),
-                                     "p99": approx(39.8), "max": 40.0}
+    assert summary["sojourn_ms"] == {
+        "count": 2,
+        "mean": 30.0,
+        "p50": 30.0,
+        "p95": approx(39.0),
+        "p99": approx(39.8),
+        "max": 40.0,
+    }
     # p95: rank 0.95 between 20 and 40 -> 20 + 0.95 * 20 = 39; p99 -> 39.8
     lat = summary["latency_ms"]
     assert lat["broker_network"]["mean"] == 5.0
@@ -99,14 +146,19 @@ def test_latency_statistics_exclude_the_warmup(analysed):
 
 def test_throughput_is_over_the_measurement_window(analysed):
     # window [1 s, 4 s) = 3 s: publishes b c d e = 4; receives b c = 2; acks b c = 2
-    assert analysed[1]["throughput"] == {"publish_per_s": approx(4 / 3),
-                                         "deliver_per_s": approx(2 / 3), "ack_per_s": approx(2 / 3)}
+    assert analysed[1]["throughput"] == {
+        "publish_per_s": approx(4 / 3),
+        "deliver_per_s": approx(2 / 3),
+        "ack_per_s": approx(2 / 3),
+    }
 
 
 def test_phases_windows_histogram_consumers_events_and_slos(analysed):
     summary = analysed[1]
-    assert [(p["phase"], p["start_s"], p["end_s"], p["published"], p["acked"])
-            for p in summary["phases"]] == [("base", 0.0, 2.0, 2, 2), ("slow", 2.0, 4.0, 3, 1)]
+    assert [(p["phase"], p["start_s"], p["end_s"], p["published"], p["acked"]) for p in summary["phases"]] == [
+        ("base", 0.0, 2.0, 2, 2),
+        ("slow", 2.0, 4.0, 3, 1),
+    ]
     assert [p["sojourn_ms"]["count"] for p in summary["phases"]] == [1, 1]  # a is warm-up
     assert [w["t_s"] for w in summary["windows"]] == [0, 1, 2, 3]
     assert [w["published"] for w in summary["windows"]] == [1, 1, 1, 2]
@@ -115,18 +167,20 @@ def test_phases_windows_histogram_consumers_events_and_slos(analysed):
     assert hist["edges_ms"][0] == 0.0 and hist["edges_ms"][-1] >= 40.0
     [consumer] = summary["consumers"]
     assert (consumer["delivered"], consumer["acked"]) == (3, 3)
-    assert summary["events"] == [{"t_s": 2.0, "kind": "phase_start", "name": "slow",
-                                  "source": "runner", "value": None, "detail": None}]
+    assert summary["events"] == [
+        {"t_s": 2.0, "kind": "phase_start", "name": "slow", "source": "runner", "value": None, "detail": None}
+    ]
     assert [(s["expr"], s["passed"]) for s in summary["slo"]] == [
-        ("sojourn_ms.p99 < 200", True), ("messages.unaccounted == 0", True)]
+        ("sojourn_ms.p99 < 200", True),
+        ("messages.unaccounted == 0", True),
+    ]
 
 
 def test_a_run_without_traces_gives_empty_blocks_not_an_error(tmp_path, spark):
     _run_json(tmp_path, phases=[])
     summary = analyze(tmp_path, spark=spark)
     assert summary["messages"]["published"] == 0
-    assert summary["sojourn_ms"] == {"count": 0, "mean": None, "p50": None, "p95": None,
-                                     "p99": None, "max": None}
+    assert summary["sojourn_ms"] == {"count": 0, "mean": None, "p50": None, "p95": None, "p99": None, "max": None}
     assert summary["windows"] == [] and summary["sojourn_histogram"]["counts"] == [0]
     assert "NaN" not in (tmp_path / "summary.json").read_text()
 
@@ -152,8 +206,27 @@ def test_a_batch_its_writer_did_not_convert_is_refused_until_it_is_converted(tmp
 
     _run_json(tmp_path)
     (tmp_path / "traces" / "publish").mkdir(parents=True)
-    rows = [(f"m{i}", "p/w/0", "p", i, "base", T0 + i * MS, T0 + (i + 1) * MS, 100, "q", False, None, "sent",
-             None, None, None, None) for i in range(3)]
+    rows = [
+        (
+            f"m{i}",
+            "p/w/0",
+            "p",
+            i,
+            "base",
+            T0 + i * MS,
+            T0 + (i + 1) * MS,
+            100,
+            "q",
+            False,
+            None,
+            "sent",
+            None,
+            None,
+            None,
+            None,
+        )
+        for i in range(3)
+    ]
     path = spill(tmp_path / "traces", "publish", 1, "run-1", "w", CHUNKS, b"".join(encode([serialise(rows)])))
     with pytest.raises(AnalysisError, match="not converted to Parquet yet") as err:
         analyze(tmp_path, spark=spark)

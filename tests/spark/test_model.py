@@ -1,4 +1,5 @@
 """The queueing-model check (DOMAIN.md §2) from traces, against hand-computed values."""
+
 from __future__ import annotations
 
 import pytest
@@ -12,13 +13,35 @@ MS = 1_000_000
 
 def _deliveries(frame):
     # Consumer A, prefetch 51: 50 ms then 60 ms broker -> consumer, 4 ms processing each.
-    return (frame(
-        "delivery",
-        dict(consumer="A", message_id="a1", prefetch=51, publish_ns=0, receive_ns=50 * MS,
-             start_ns=50 * MS, end_ns=54 * MS, settle_ns=55 * MS, outcome="ack"),
-        dict(consumer="A", message_id="a2", prefetch=51, publish_ns=1000 * MS, receive_ns=1060 * MS,
-             start_ns=1070 * MS, end_ns=1074 * MS, settle_ns=1075 * MS, outcome="ack"),
-    ).transform(with_delivery_latencies).transform(mark_measured(0, "receive_ns")))
+    return (
+        frame(
+            "delivery",
+            dict(
+                consumer="A",
+                message_id="a1",
+                prefetch=51,
+                publish_ns=0,
+                receive_ns=50 * MS,
+                start_ns=50 * MS,
+                end_ns=54 * MS,
+                settle_ns=55 * MS,
+                outcome="ack",
+            ),
+            dict(
+                consumer="A",
+                message_id="a2",
+                prefetch=51,
+                publish_ns=1000 * MS,
+                receive_ns=1060 * MS,
+                start_ns=1070 * MS,
+                end_ns=1074 * MS,
+                settle_ns=1075 * MS,
+                outcome="ack",
+            ),
+        )
+        .transform(with_delivery_latencies)
+        .transform(mark_measured(0, "receive_ns"))
+    )
 
 
 def test_model_inputs_and_predictions_by_hand(frame):
@@ -58,15 +81,38 @@ def test_sojourn_quantiles_per_consumer(frame):
 
 
 def test_model_inputs_per_consumer_and_phase(frame):
-    deliveries = (frame(
-        "delivery",
-        dict(consumer="A", phase="base", message_id="a1", prefetch=1, publish_ns=0, receive_ns=50 * MS,
-             start_ns=50 * MS, end_ns=54 * MS, settle_ns=55 * MS),
-        dict(consumer="A", phase="slow", message_id="a2", prefetch=1, publish_ns=1000 * MS,
-             receive_ns=1050 * MS, start_ns=1050 * MS, end_ns=1090 * MS, settle_ns=1091 * MS),
-    ).transform(with_delivery_latencies).transform(mark_measured(0, "receive_ns")))
-    rows = {r.phase: model_row(r.asDict()) for r in
-            deliveries.transform(model_inputs(0, ("consumer", "phase"))).collect()}
+    deliveries = (
+        frame(
+            "delivery",
+            dict(
+                consumer="A",
+                phase="base",
+                message_id="a1",
+                prefetch=1,
+                publish_ns=0,
+                receive_ns=50 * MS,
+                start_ns=50 * MS,
+                end_ns=54 * MS,
+                settle_ns=55 * MS,
+            ),
+            dict(
+                consumer="A",
+                phase="slow",
+                message_id="a2",
+                prefetch=1,
+                publish_ns=1000 * MS,
+                receive_ns=1050 * MS,
+                start_ns=1050 * MS,
+                end_ns=1090 * MS,
+                settle_ns=1091 * MS,
+            ),
+        )
+        .transform(with_delivery_latencies)
+        .transform(mark_measured(0, "receive_ns"))
+    )
+    rows = {
+        r.phase: model_row(r.asDict()) for r in deliveries.transform(model_inputs(0, ("consumer", "phase"))).collect()
+    }
     # base: p 4, R 104, prefetch 1 -> 4/104 busy; slow: p 40, R 140 -> 40/140, saturation ceil(3.5) = 4
     assert rows["base"]["predicted"]["utilisation"] == pytest.approx(4 / 104)
     assert rows["slow"]["round_trip_ms"] == 140.0

@@ -1,5 +1,6 @@
 """The percentile policy: exact percentiles equal numpy's (linear interpolation); approximate ones
 are values whose rank is within the stated relative rank error of the exact rank."""
+
 from __future__ import annotations
 
 import math
@@ -17,8 +18,7 @@ N = 50_000
 @pytest.fixture(scope="module")
 def skewed(spark):
     """A long-tailed sample (lognormal) in two groups, and its values per group for numpy."""
-    frame = (spark.range(N).select((F.col("id") % 2).alias("g"),
-                                   F.exp(F.randn(seed=5) * 1.2 + 2.0).alias("v")).cache())
+    frame = spark.range(N).select((F.col("id") % 2).alias("g"), F.exp(F.randn(seed=5) * 1.2 + 2.0).alias("v")).cache()
     values = {g: np.sort(np.array([r.v for r in frame.where(F.col("g") == g).collect()])) for g in (0, 1)}
     yield frame, values
     frame.unpersist()

@@ -1,6 +1,12 @@
 from analysis.summary import stats_block
-from analysis.transforms import (Segment, assign_phase, mark_measured, phase_summary, timeline_segments,
-                                 with_delivery_latencies)
+from analysis.transforms import (
+    Segment,
+    assign_phase,
+    mark_measured,
+    phase_summary,
+    timeline_segments,
+    with_delivery_latencies,
+)
 
 T0 = 1_000_000_000_000
 MS = 1_000_000
@@ -10,47 +16,96 @@ S = 1_000_000_000
 def test_time_outside_every_phase_is_base_segments_in_timeline_order():
     assert timeline_segments([], 60) == [Segment("base", 0.0, 60.0)]
     assert timeline_segments([{"name": "slow", "start_s": 30, "end_s": 60}], 60) == [
-        Segment("base", 0.0, 30.0), Segment("slow", 30.0, 60.0)]
+        Segment("base", 0.0, 30.0),
+        Segment("slow", 30.0, 60.0),
+    ]
     # base comes back after the phase: a second base segment
     assert timeline_segments([{"name": "slow", "start_s": 10, "end_s": 20}], 60) == [
-        Segment("base", 0.0, 10.0), Segment("slow", 10.0, 20.0), Segment("base", 20.0, 60.0)]
+        Segment("base", 0.0, 10.0),
+        Segment("slow", 10.0, 20.0),
+        Segment("base", 20.0, 60.0),
+    ]
 
 
 def test_overlapping_phases_the_one_listed_first_wins():
     phases = [{"name": "a", "start_s": 10, "end_s": 20}, {"name": "b", "start_s": 15, "end_s": 25}]
     assert timeline_segments(phases, 30) == [
-        Segment("base", 0.0, 10.0), Segment("a", 10.0, 20.0), Segment("b", 20.0, 25.0),
-        Segment("base", 25.0, 30.0)]
+        Segment("base", 0.0, 10.0),
+        Segment("a", 10.0, 20.0),
+        Segment("b", 20.0, 25.0),
+        Segment("base", 25.0, 30.0),
+    ]
 
 
 def test_rows_get_the_phase_of_their_time_and_base_in_the_drain(frame):
     segments = timeline_segments([{"name": "slow", "start_s": 10, "end_s": 20}], 30)
-    times = {"warm": T0 + 5 * S, "slow_start": T0 + 10 * S, "slow_last_ns": T0 + 20 * S - 1,
-             "slow_end": T0 + 20 * S, "drain": T0 + 31 * S}
+    times = {
+        "warm": T0 + 5 * S,
+        "slow_start": T0 + 10 * S,
+        "slow_last_ns": T0 + 20 * S - 1,
+        "slow_end": T0 + 20 * S,
+        "drain": T0 + 31 * S,
+    }
     p = frame("publish", *[dict(message_id=m, intended_ns=t, publish_ns=t) for m, t in times.items()])
-    got = {r.message_id: (r.phase, r.segment)
-           for r in p.transform(assign_phase(segments, T0, "intended_ns")).collect()}
-    assert got == {"warm": ("base", 0), "slow_start": ("slow", 1), "slow_last_ns": ("slow", 1),
-                   "slow_end": ("base", 2), "drain": ("base", None)}
+    got = {r.message_id: (r.phase, r.segment) for r in p.transform(assign_phase(segments, T0, "intended_ns")).collect()}
+    assert got == {
+        "warm": ("base", 0),
+        "slow_start": ("slow", 1),
+        "slow_last_ns": ("slow", 1),
+        "slow_end": ("base", 2),
+        "drain": ("base", None),
+    }
 
 
 def test_phase_rows_count_publishes_by_intent_and_deliveries_by_processing_start(frame):
     segments = timeline_segments([{"name": "slow", "start_s": 10, "end_s": 20}], 20)
-    publishes = frame("publish", *[dict(message_id=m, intended_ns=T0 + t * S, publish_ns=T0 + t * S)
-                                   for m, t in (("a", 1), ("b", 2), ("c", 12))])
+    publishes = frame(
+        "publish",
+        *[
+            dict(message_id=m, intended_ns=T0 + t * S, publish_ns=T0 + t * S)
+            for m, t in (("a", 1), ("b", 2), ("c", 12))
+        ],
+    )
 
     def delivery(m, start_s, sojourn_ms, outcome="ack"):
         start = T0 + start_s * S
-        return dict(message_id=m, publish_ns=T0, receive_ns=start - sojourn_ms * MS,
-                    start_ns=start, end_ns=start + MS, settle_ns=start + 2 * MS, outcome=outcome)
+        return dict(
+            message_id=m,
+            publish_ns=T0,
+            receive_ns=start - sojourn_ms * MS,
+            start_ns=start,
+            end_ns=start + MS,
+            settle_ns=start + 2 * MS,
+            outcome=outcome,
+        )
 
-    deliveries = frame("delivery", delivery("a", 3, 10), delivery("b", 11, 30),
-                       delivery("c", 15, 50, outcome="nack_requeue"), delivery("x", 25, 70))
-    rows = (deliveries.transform(with_delivery_latencies)
-            .transform(mark_measured(T0, "receive_ns"))
-            .transform(phase_summary(segments, T0, publishes)).collect())
-    got = [(r.phase, r.start_s, r.end_s, r.published, r.acked, r.publish_per_s, r.ack_per_s,
-            stats_block(r.sojourn_ms)["count"], stats_block(r.sojourn_ms)["p50"]) for r in rows]
+    deliveries = frame(
+        "delivery",
+        delivery("a", 3, 10),
+        delivery("b", 11, 30),
+        delivery("c", 15, 50, outcome="nack_requeue"),
+        delivery("x", 25, 70),
+    )
+    rows = (
+        deliveries.transform(with_delivery_latencies)
+        .transform(mark_measured(T0, "receive_ns"))
+        .transform(phase_summary(segments, T0, publishes))
+        .collect()
+    )
+    got = [
+        (
+            r.phase,
+            r.start_s,
+            r.end_s,
+            r.published,
+            r.acked,
+            r.publish_per_s,
+            r.ack_per_s,
+            stats_block(r.sojourn_ms)["count"],
+            stats_block(r.sojourn_ms)["p50"],
+        )
+        for r in rows
+    ]
     assert got == [
         # base [0, 10): publishes a, b -> 2 / 10 s; a acked -> 1 / 10 s; sojourn 10
         ("base", 0.0, 10.0, 2, 1, 0.2, 0.1, 1, 10.0),

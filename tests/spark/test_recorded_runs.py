@@ -7,6 +7,7 @@ was before the restructuring wrote for those very traces. Only additive keys may
 (docs/summary.md lists them); floating-point values may differ in the last bits, since a mean
 summed in another order rounds differently.
 """
+
 from __future__ import annotations
 
 import json

@@ -1,4 +1,5 @@
 """Slow consumers: window full while the queue had messages ready, per sampled second."""
+
 from __future__ import annotations
 
 import json
@@ -13,20 +14,37 @@ T0 = 1_000 * S
 
 
 def _sample(t_s: float, ready: int, unacked=None, consumers=3) -> dict:
-    return dict(ts_ns=T0 + int(t_s * S), kind="queue_sample", source="sampler", name="q", value=float(ready),
-                detail=json.dumps({"unacked": unacked, "consumers": consumers, "source": "declare",
-                                   "took_ms": 1.5}))
+    return dict(
+        ts_ns=T0 + int(t_s * S),
+        kind="queue_sample",
+        source="sampler",
+        name="q",
+        value=float(ready),
+        detail=json.dumps({"unacked": unacked, "consumers": consumers, "source": "declare", "took_ms": 1.5}),
+    )
 
 
 def _d(consumer: str, rx_s: float, settle_s: float | None, prefetch: int = 2, outcome: str = "ack") -> dict:
-    return dict(message_id=f"{consumer}-{rx_s}", consumer=consumer, consumer_group=consumer.split("/")[0],
-                receive_ns=T0 + int(rx_s * S), settle_ns=None if settle_s is None else T0 + int(settle_s * S),
-                outcome=outcome if settle_s is not None or outcome != "ack" else "unsettled", prefetch=prefetch)
+    return dict(
+        message_id=f"{consumer}-{rx_s}",
+        consumer=consumer,
+        consumer_group=consumer.split("/")[0],
+        receive_ns=T0 + int(rx_s * S),
+        settle_ns=None if settle_s is None else T0 + int(settle_s * S),
+        outcome=outcome if settle_s is not None or outcome != "ack" else "unsettled",
+        prefetch=prefetch,
+    )
 
 
 def _event(kind: str, t_s: float, name: str, value=None, detail=None) -> dict:
-    return dict(ts_ns=T0 + int(t_s * S), kind=kind, source=name, name=name, value=value,
-                detail=json.dumps(detail) if detail else None)
+    return dict(
+        ts_ns=T0 + int(t_s * S),
+        kind=kind,
+        source=name,
+        name=name,
+        value=value,
+        detail=json.dumps(detail) if detail else None,
+    )
 
 
 # Samples at 1..10 s; nothing ready at 1..5 s, 4 ready at 6..10 s.
@@ -35,30 +53,40 @@ SAMPLES = [_sample(t, 0 if t <= 5 else 4) for t in range(1, 11)]
 
 @pytest.fixture(scope="module")
 def block(frame):
-    deliveries = frame("delivery", *(
-        # A: both of its 2 slots held from 0.5 s to 20 s: full at every sample, slow at 6..10 -> 5/10
-        _d("a/w/0", 0.5, 20), _d("a/w/0", 0.6, 20),
-        # B: full only from 5.5 s to 8.5 s -> slow at 6, 7, 8 -> 3/10
-        _d("b/w/0", 0.5, 20), _d("b/w/0", 5.5, 8.5),
-        # C: full at 2..5 s, when nothing was ready: never slow (sampled 1..5 in its span, 0.5-5.5 s)
-        _d("c/w/0", 0.5, 5.5), _d("c/w/0", 1.5, 5.5),
-        # F, prefetch 1: received exactly at 6 s (counts at 6), settled exactly at 8 s (not at 8)
-        # span 6..8 s -> samples 6, 7, 8 -> slow at 6 and 7 -> 2/3
-        _d("f/w/0", 6, 8, prefetch=1),
-        # G, prefetch 1: never settled; its leave at 7.5 s ends it -> samples 1..7, slow at 6, 7 -> 2/7
-        _d("g/w/0", 0.5, None, prefetch=1),
-        # H: prefetch 3 with 2 held until 20 s; a phase narrows it to 2 at 8.5 s -> slow at 9, 10 -> 2/10
-        _d("h/w/0", 0.5, 20, prefetch=3), _d("h/w/0", 0.6, 20, prefetch=3),
-        # excluded: auto-ack, and prefetch 0 (unlimited)
-        _d("d/w/0", 0.5, 0.5, prefetch=2, outcome="auto_ack"),
-        _d("e/w/0", 0.5, 20, prefetch=0),
-    ))
-    events = frame("event", *SAMPLES,
-                   _event("consumer_join", 0.5, "g/w/0", detail={"prefetch": 1, "ack_mode": "manual"}),
-                   _event("consumer_leave", 7.5, "g/w/0"),
-                   _event("consumer_join", 0.1, "h/w/0", detail={"prefetch": 3, "ack_mode": "manual"}),
-                   _event("prefetch_change", 8.5, "h/w/0", value=2.0, detail={"from": 3, "to": 2}),
-                   _event("phase_start", 8.5, "runner"))
+    deliveries = frame(
+        "delivery",
+        *(
+            # A: both of its 2 slots held from 0.5 s to 20 s: full at every sample, slow at 6..10 -> 5/10
+            _d("a/w/0", 0.5, 20),
+            _d("a/w/0", 0.6, 20),
+            # B: full only from 5.5 s to 8.5 s -> slow at 6, 7, 8 -> 3/10
+            _d("b/w/0", 0.5, 20),
+            _d("b/w/0", 5.5, 8.5),
+            # C: full at 2..5 s, when nothing was ready: never slow (sampled 1..5 in its span, 0.5-5.5 s)
+            _d("c/w/0", 0.5, 5.5),
+            _d("c/w/0", 1.5, 5.5),
+            # F, prefetch 1: received exactly at 6 s (counts at 6), settled exactly at 8 s (not at 8)
+            # span 6..8 s -> samples 6, 7, 8 -> slow at 6 and 7 -> 2/3
+            _d("f/w/0", 6, 8, prefetch=1),
+            # G, prefetch 1: never settled; its leave at 7.5 s ends it -> samples 1..7, slow at 6, 7 -> 2/7
+            _d("g/w/0", 0.5, None, prefetch=1),
+            # H: prefetch 3 with 2 held until 20 s; a phase narrows it to 2 at 8.5 s -> slow at 9, 10 -> 2/10
+            _d("h/w/0", 0.5, 20, prefetch=3),
+            _d("h/w/0", 0.6, 20, prefetch=3),
+            # excluded: auto-ack, and prefetch 0 (unlimited)
+            _d("d/w/0", 0.5, 0.5, prefetch=2, outcome="auto_ack"),
+            _d("e/w/0", 0.5, 20, prefetch=0),
+        ),
+    )
+    events = frame(
+        "event",
+        *SAMPLES,
+        _event("consumer_join", 0.5, "g/w/0", detail={"prefetch": 1, "ack_mode": "manual"}),
+        _event("consumer_leave", 7.5, "g/w/0"),
+        _event("consumer_join", 0.1, "h/w/0", detail={"prefetch": 3, "ack_mode": "manual"}),
+        _event("prefetch_change", 8.5, "h/w/0", value=2.0, detail={"from": 3, "to": 2}),
+        _event("phase_start", 8.5, "runner"),
+    )
     return slow_consumers_block(deliveries, events, T0)
 
 
@@ -95,8 +123,10 @@ def test_a_prefetch_change_moves_the_threshold(block):
 
 def test_consumers_without_a_window_are_excluded_and_named(block):
     assert {c["consumer"] for c in block["consumers"]} == {"a/w/0", "b/w/0", "c/w/0", "f/w/0", "g/w/0", "h/w/0"}
-    assert block["excluded"] == [{"consumer": "d/w/0", "group": "d", "reason": "auto_ack"},
-                                 {"consumer": "e/w/0", "group": "e", "reason": "no prefetch limit"}]
+    assert block["excluded"] == [
+        {"consumer": "d/w/0", "group": "d", "reason": "auto_ack"},
+        {"consumer": "e/w/0", "group": "e", "reason": "no prefetch limit"},
+    ]
 
 
 def test_the_list_is_sorted_worst_first(block):
@@ -110,9 +140,12 @@ def test_shares_are_kept_per_minute_of_run_time(frame):
     # 120 samples (0..119 s), always 1 ready. Present from 0 s (join) to 119.5 s (leave);
     # its one slot held from 30.5 s to 90.5 s: minute 0 has 31..59 -> 29/60, minute 1 60..90 -> 31/60.
     deliveries = frame("delivery", _d("x/w/0", 30.5, 90.5, prefetch=1))
-    events = frame("event", *(_sample(t, 1) for t in range(120)),
-                   _event("consumer_join", 0, "x/w/0", detail={"prefetch": 1}),
-                   _event("consumer_leave", 119.5, "x/w/0"))
+    events = frame(
+        "event",
+        *(_sample(t, 1) for t in range(120)),
+        _event("consumer_join", 0, "x/w/0", detail={"prefetch": 1}),
+        _event("consumer_leave", 119.5, "x/w/0"),
+    )
     x = slow_consumers_block(deliveries, events, T0)["consumers"][0]
     assert [(m["minute"], m["sampled"], m["slow"]) for m in x["minutes"]] == [(0, 60, 29), (1, 60, 31)]
     assert x["worst_minute"] == {"minute": 1, "share": pytest.approx(31 / 60)}
@@ -126,19 +159,22 @@ def test_no_samples_no_block(frame):
 
 
 def test_queue_depth_series_reads_the_samples_in_time_order(frame):
-    events = frame("event", _sample(2, 7, unacked=3, consumers=2), _sample(1, 5),
-                   _event("phase_start", 1.5, "runner"))
+    events = frame("event", _sample(2, 7, unacked=3, consumers=2), _sample(1, 5), _event("phase_start", 1.5, "runner"))
     rows = [r.asDict() for r in queue_depth_series(queue_samples(events), T0).collect()]
-    assert rows == [{"t_s": 1.0, "ready": 5, "unacked": None, "consumers": 3},
-                    {"t_s": 2.0, "ready": 7, "unacked": 3, "consumers": 2}]
+    assert rows == [
+        {"t_s": 1.0, "ready": 5, "unacked": None, "consumers": 3},
+        {"t_s": 2.0, "ready": 7, "unacked": 3, "consumers": 2},
+    ]
 
 
 def test_several_samples_in_one_second_each_see_only_what_came_before_them(frame):
     """Five samples in one second (a sampler catching up) and two in another: each reads the window
     as of its own time (the second's sample times are compared one by one)."""
-    deliveries = frame("delivery",
-                       _d("x/w/0", 3.25, 3.45, prefetch=1),   # held 3.25-3.45 s
-                       _d("x/w/0", 5.3, 7.0, prefetch=1))     # held 5.3-7.0 s
+    deliveries = frame(
+        "delivery",
+        _d("x/w/0", 3.25, 3.45, prefetch=1),  # held 3.25-3.45 s
+        _d("x/w/0", 5.3, 7.0, prefetch=1),
+    )  # held 5.3-7.0 s
     samples = [_sample(t, 5) for t in (3.1, 3.2, 3.3, 3.4, 3.5, 5.1, 5.6)]
     block = slow_consumers_block(deliveries, frame("event", *samples), T0)
     [row] = block["consumers"]

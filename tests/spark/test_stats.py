@@ -13,17 +13,14 @@ def test_five_values_give_exact_linearly_interpolated_percentiles(spark):
     #   p95: 4 * 0.95 = 3.8  -> 4 + 0.8 * (10 - 4) = 8.8
     #   p99: 4 * 0.99 = 3.96 -> 4 + 0.96 * (10 - 4) = 9.76
     # mean (1 + 2 + 3 + 4 + 10) / 5 = 4
-    assert block == {"count": 5, "mean": 4.0, "p50": 3.0, "p95": approx(8.8),
-                     "p99": approx(9.76), "max": 10.0}
+    assert block == {"count": 5, "mean": 4.0, "p50": 3.0, "p95": approx(8.8), "p99": approx(9.76), "max": 10.0}
 
 
 def test_stats_are_grouped_by_keys_and_skip_nulls(spark):
-    df = spark.createDataFrame(
-        [("a", 1.0), ("a", 2.0), ("a", None), ("b", None), ("c", 5.0)], "k string, v double")
+    df = spark.createDataFrame([("a", 1.0), ("a", 2.0), ("a", None), ("b", None), ("c", 5.0)], "k string, v double")
     got = {r.k: stats_block(r.v) for r in df.transform(stats_by(["k"], {"v": F.col("v")})).collect()}
     # a: 1 2 -> p50 at rank 0.5 = 1.5; p95 at 0.95 = 1.95; p99 at 0.99 = 1.99
-    assert got["a"] == {"count": 2, "mean": 1.5, "p50": 1.5, "p95": approx(1.95),
-                        "p99": approx(1.99), "max": 2.0}
+    assert got["a"] == {"count": 2, "mean": 1.5, "p50": 1.5, "p95": approx(1.95), "p99": approx(1.99), "max": 2.0}
     # b has only a null: count 0 and every other value null
     assert got["b"] == {"count": 0, "mean": None, "p50": None, "p95": None, "p99": None, "max": None}
     # a single value is every percentile
@@ -32,7 +29,8 @@ def test_stats_are_grouped_by_keys_and_skip_nulls(spark):
 
 def test_a_conditional_metric_only_counts_the_rows_it_selects(spark):
     df = spark.createDataFrame([(1.0, True), (100.0, False), (3.0, True)], "v double, keep boolean")
-    row = df.transform(stats_by([], {"kept": F.when(F.col("keep"), F.col("v")),
-                                     "all": "v"}, fields=("count", "max"))).first()
+    row = df.transform(
+        stats_by([], {"kept": F.when(F.col("keep"), F.col("v")), "all": "v"}, fields=("count", "max"))
+    ).first()
     assert stats_block(row.kept, ("count", "max")) == {"count": 2, "max": 3.0}
     assert stats_block(row["all"], ("count", "max")) == {"count": 3, "max": 100.0}

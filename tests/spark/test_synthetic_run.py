@@ -4,6 +4,7 @@ The expected accounting comes from the generator's own draws (synth.json), not f
 analysis; the sojourn percentiles, asked for approximately, are checked against numpy on the
 trace files themselves, within the rank error summary.json states.
 """
+
 from __future__ import annotations
 
 import math
@@ -29,8 +30,10 @@ def test_the_accounting_is_exactly_what_the_generator_drew(synthetic):
     drawn, summary = synthetic
     assert summary["messages"] == drawn.messages
     assert drawn.messages["published"] == MESSAGES
-    assert all(drawn.messages["discarded"][k] > 0 for k in ("publish_nacked", "publish_failed", "unroutable",
-                                                             "consumer_nack_discard", "dead_lettered_maxlen"))
+    assert all(
+        drawn.messages["discarded"][k] > 0
+        for k in ("publish_nacked", "publish_failed", "unroutable", "consumer_nack_discard", "dead_lettered_maxlen")
+    )
     assert drawn.messages["left_in_broker"] > 0 and drawn.messages["redelivered"] > 0
 
 
@@ -39,11 +42,13 @@ def _measured_sojourns(run_dir, warmup_end_ns: int) -> np.ndarray:
     read with pyarrow: the intended time comes from the message's publish row."""
     publishes = pq.read_table(run_dir / "traces" / "publish", columns=["message_id", "intended_ns"]).to_pydict()
     intended = dict(zip(publishes["message_id"], publishes["intended_ns"]))
-    deliveries = pq.read_table(run_dir / "traces" / "delivery",
-                               columns=["message_id", "receive_ns", "start_ns", "publish_ns"]).to_pydict()
+    deliveries = pq.read_table(
+        run_dir / "traces" / "delivery", columns=["message_id", "receive_ns", "start_ns", "publish_ns"]
+    ).to_pydict()
     out = []
-    for m, receive, start, pub in zip(deliveries["message_id"], deliveries["receive_ns"], deliveries["start_ns"],
-                                      deliveries["publish_ns"]):
+    for m, receive, start, pub in zip(
+        deliveries["message_id"], deliveries["receive_ns"], deliveries["start_ns"], deliveries["publish_ns"]
+    ):
         when = intended.get(m, pub if pub is not None else receive)
         if start is not None and when >= warmup_end_ns:
             out.append((start - receive) / 1e6)

@@ -10,8 +10,13 @@ S = 1_000_000_000
 def test_rates_count_only_the_measurement_window(frame):
     start, end = measurement_window_ns(T0, warmup_s=2, duration_s=6)
     assert (start, end) == (T0 + 2 * S, T0 + 6 * S)
-    publishes = frame("publish", *[dict(message_id=f"m{i}", intended_ns=t, publish_ns=t) for i, t in
-                                   enumerate((T0 + 1 * S, T0 + 2 * S, T0 + 3 * S, T0 + 6 * S - 1, T0 + 6 * S))])
+    publishes = frame(
+        "publish",
+        *[
+            dict(message_id=f"m{i}", intended_ns=t, publish_ns=t)
+            for i, t in enumerate((T0 + 1 * S, T0 + 2 * S, T0 + 3 * S, T0 + 6 * S - 1, T0 + 6 * S))
+        ],
+    )
     deliveries = frame(
         "delivery",
         dict(message_id="m1", receive_ns=T0 + 2500 * MS, settle_ns=T0 + 3 * S, outcome="ack"),

@@ -22,8 +22,7 @@ def test_deliveries_take_the_intended_time_of_their_publish_and_warmup_is_exclud
     )
     got = {
         r.message_id: (r.intended_ns - T0, r.publish_ns, r.measured)
-        for r in deliveries.transform(attach_intended_ns(publishes))
-        .transform(mark_measured(T0 + 5 * S)).collect()
+        for r in deliveries.transform(attach_intended_ns(publishes)).transform(mark_measured(T0 + 5 * S)).collect()
     }
     assert got == {
         "early": (1 * S, T0 + 1 * S + 7, False),
@@ -34,8 +33,11 @@ def test_deliveries_take_the_intended_time_of_their_publish_and_warmup_is_exclud
 
 
 def test_the_warmup_boundary_itself_is_measured(frame):
-    p = frame("publish", dict(message_id="m", intended_ns=T0 + 5 * S, publish_ns=T0 + 5 * S),
-              dict(message_id="n", intended_ns=T0 + 5 * S - 1, publish_ns=T0 + 5 * S))
+    p = frame(
+        "publish",
+        dict(message_id="m", intended_ns=T0 + 5 * S, publish_ns=T0 + 5 * S),
+        dict(message_id="n", intended_ns=T0 + 5 * S - 1, publish_ns=T0 + 5 * S),
+    )
     got = {r.message_id: r.measured for r in p.transform(mark_measured(T0 + 5 * S)).collect()}
     assert got == {"m": True, "n": False}
 
@@ -65,12 +67,13 @@ def test_the_header_decides_the_warmup_and_only_the_exceptions_look_their_publis
         dict(message_id="straddles", publish_ns=end + 9, receive_ns=end + 20),
         dict(message_id="twice", publish_ns=T0 + 8 * S + 1, receive_ns=T0 + 9 * S),
         dict(message_id="headless", publish_ns=None, receive_ns=T0 + 8 * S),
-        dict(message_id=None, publish_ns=T0 + 6 * S, receive_ns=T0 + 8 * S),      # foreign, after
-        dict(message_id="stranger", publish_ns=None, receive_ns=T0 + 4 * S),      # unknown, no header
+        dict(message_id=None, publish_ns=T0 + 6 * S, receive_ns=T0 + 8 * S),  # foreign, after
+        dict(message_id="stranger", publish_ns=None, receive_ns=T0 + 4 * S),  # unknown, no header
     )
     facts = publishes.transform(message_facts(deliveries, frame("leftover")))
-    got = {r.message_id: (r.publish_ns, r.measured)
-           for r in deliveries.transform(attach_measured(facts, end)).collect()}
+    got = {
+        r.message_id: (r.publish_ns, r.measured) for r in deliveries.transform(attach_measured(facts, end)).collect()
+    }
     assert got == {
         "before": (T0 + 1 * S + 7, False),
         "after": (T0 + 6 * S + 7, True),

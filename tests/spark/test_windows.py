@@ -11,29 +11,59 @@ def _at(seconds: float) -> int:
 
 
 def test_one_window_per_second_with_counts_and_percentiles_and_gaps_filled(frame):
-    publishes = frame("publish",
-                      *[dict(message_id=m, intended_ns=_at(t), publish_ns=_at(t))
-                        for m, t in (("a", 0.2), ("b", 0.7), ("c", 2.1))])
+    publishes = frame(
+        "publish",
+        *[dict(message_id=m, intended_ns=_at(t), publish_ns=_at(t)) for m, t in (("a", 0.2), ("b", 0.7), ("c", 2.1))],
+    )
     deliveries = frame(
         "delivery",
-        dict(message_id="a", publish_ns=_at(0.2), receive_ns=_at(0.5), start_ns=_at(0.9),
-             end_ns=_at(1.1), settle_ns=_at(1.2), outcome="ack"),
-        dict(message_id="b", publish_ns=_at(0.7), receive_ns=_at(2.5), start_ns=_at(2.6),
-             end_ns=_at(2.8), settle_ns=_at(2.9), outcome="ack"),
-        dict(message_id="c", publish_ns=_at(2.1), receive_ns=_at(4.0), start_ns=_at(4.05),
-             end_ns=_at(4.1), settle_ns=None, outcome="unsettled"),
+        dict(
+            message_id="a",
+            publish_ns=_at(0.2),
+            receive_ns=_at(0.5),
+            start_ns=_at(0.9),
+            end_ns=_at(1.1),
+            settle_ns=_at(1.2),
+            outcome="ack",
+        ),
+        dict(
+            message_id="b",
+            publish_ns=_at(0.7),
+            receive_ns=_at(2.5),
+            start_ns=_at(2.6),
+            end_ns=_at(2.8),
+            settle_ns=_at(2.9),
+            outcome="ack",
+        ),
+        dict(
+            message_id="c",
+            publish_ns=_at(2.1),
+            receive_ns=_at(4.0),
+            start_ns=_at(4.05),
+            end_ns=_at(4.1),
+            settle_ns=None,
+            outcome="unsettled",
+        ),
     ).transform(with_delivery_latencies)
 
     rows = deliveries.transform(per_second_windows(T0, publishes)).collect()
-    got = [(r.t_s, r.published, r.delivered, r.acked,
+    got = [
+        (
+            r.t_s,
+            r.published,
+            r.delivered,
+            r.acked,
             stats_block(r.sojourn_ms, WINDOW_SOJOURN_FIELDS)["p50"],
-            stats_block(r.latency_ms, WINDOW_LATENCY_FIELDS)["p99"]) for r in rows]
+            stats_block(r.latency_ms, WINDOW_LATENCY_FIELDS)["p99"],
+        )
+        for r in rows
+    ]
     assert got == [
         # t  pub del ack  sojourn of starts in it   end-to-end of ends in it
-        (0, 2, 1, 0, 400.0, None),   # a: start 0.9 - receive 0.5
-        (1, 0, 0, 1, None, 900.0),   # a: end 1.1 - publish 0.2; a settled at 1.2
+        (0, 2, 1, 0, 400.0, None),  # a: start 0.9 - receive 0.5
+        (1, 0, 0, 1, None, 900.0),  # a: end 1.1 - publish 0.2; a settled at 1.2
         (2, 1, 1, 1, 100.0, 2100.0),  # b: 2.6 - 2.5; b: end 2.8 - publish 0.7
-        (3, 0, 0, 0, None, None),    # no activity: filled with zeros
+        (3, 0, 0, 0, None, None),  # no activity: filled with zeros
         (4, 0, 1, 0, 50.0, 2000.0),  # c: 4.05 - 4.0; end 4.1 - publish 2.1; never acked
     ]
 

@@ -1,4 +1,5 @@
 """Results reported in batches read in Locust's statistics as if each had been logged on its own."""
+
 import random
 
 from locust.env import Environment
@@ -16,8 +17,10 @@ def _env() -> Environment:
 def _results(n: int = 2_000) -> list[tuple[str, str, float, int]]:
     rng = random.Random(7)
     names = [("publish", "publish:(default):q"), ("consume", "consume:q")]
-    return [(*rng.choice(names), rng.choice([rng.uniform(0, 5), rng.expovariate(1 / 300), 12_345.6]),
-             rng.randint(1, 500)) for _ in range(n)]
+    return [
+        (*rng.choice(names), rng.choice([rng.uniform(0, 5), rng.expovariate(1 / 300), 12_345.6]), rng.randint(1, 500))
+        for _ in range(n)
+    ]
 
 
 def test_counts_times_bytes_and_percentiles_match_logging_each_result():
@@ -32,8 +35,11 @@ def test_counts_times_bytes_and_percentiles_match_logging_each_result():
     got = env.stats
     for key, want in [*expected.entries.items(), (None, expected.total)]:
         have = got.total if key is None else got.entries[key]
-        assert (have.num_requests, have.num_failures, have.total_content_length) == \
-            (want.num_requests, want.num_failures, want.total_content_length)
+        assert (have.num_requests, have.num_failures, have.total_content_length) == (
+            want.num_requests,
+            want.num_failures,
+            want.total_content_length,
+        )
         assert (have.min_response_time, have.max_response_time) == (want.min_response_time, want.max_response_time)
         assert abs(have.total_response_time - want.total_response_time) < 1e-6 * want.total_response_time
         assert dict(have.response_times) == dict(want.response_times)

@@ -1,4 +1,5 @@
 """Helpers for scenario tests: write YAML to a temporary file, load it, or get the error text."""
+
 from __future__ import annotations
 
 import pathlib
@@ -20,4 +21,4 @@ def error(tmp_path: pathlib.Path, text: str, *overrides: str) -> str:
     path.write_text(text)
     with pytest.raises(ScenarioError) as info:
         load_scenario(path, overrides, env={})
-    return str(info.value)[len(f"{path}: "):]
+    return str(info.value)[len(f"{path}: ") :]

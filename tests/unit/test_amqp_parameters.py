@@ -1,4 +1,5 @@
 """Broker URLs: amqp and amqps are both accepted; TLS verifies the URL's host by default."""
+
 import ssl
 
 import pytest

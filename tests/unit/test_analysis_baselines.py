@@ -24,6 +24,7 @@ m0 counts as intended at 500 ms (the earlier of its two publishes): warm-up. The
 falls back to its publish_ns header, 200 ms: warm-up. Measured sojourns: 1, 2, 3, 4 ms; measured
 end to end: 4, 5, 6 (m3's publish time taken from the publish trace) and 8 ms.
 """
+
 import json
 import subprocess
 import sys
@@ -46,24 +47,66 @@ def at(ms: int | None) -> int | None:
 
 
 def _publish(message_id: str, intended_ms: int, publish_ms: int) -> dict:
-    return {"schema_version": schema.SCHEMA_VERSION, "run_id": "r", "worker": "h:1", "message_id": message_id,
-            "producer": "p/h/0", "producer_group": "p", "seq": 0, "phase": "base", "intended_ns": at(intended_ms),
-            "publish_ns": at(publish_ms), "size_bytes": 100, "routing_key": "q", "persistent": False,
-            "confirm_ns": None, "outcome": "sent"}
+    return {
+        "schema_version": schema.SCHEMA_VERSION,
+        "run_id": "r",
+        "worker": "h:1",
+        "message_id": message_id,
+        "producer": "p/h/0",
+        "producer_group": "p",
+        "seq": 0,
+        "phase": "base",
+        "intended_ns": at(intended_ms),
+        "publish_ns": at(publish_ms),
+        "size_bytes": 100,
+        "routing_key": "q",
+        "persistent": False,
+        "confirm_ns": None,
+        "outcome": "sent",
+    }
 
 
-def _delivery(message_id: str | None, consumer: str, publish_ms: int | None, receive_ms: int,
-              start_ms: int | None, end_ms: int | None, settle_ms: int | None, outcome: str) -> dict:
-    return {"schema_version": schema.SCHEMA_VERSION, "run_id": "r", "worker": "h:2", "message_id": message_id,
-            "consumer": consumer, "consumer_group": consumer, "phase": "base", "delivery_tag": 1,
-            "redelivered": False, "publish_ns": at(publish_ms), "receive_ns": at(receive_ms),
-            "start_ns": at(start_ms), "end_ns": at(end_ms), "settle_ns": at(settle_ms), "outcome": outcome,
-            "prefetch": 10, "buffer_len": 0, "size_bytes": 100}
+def _delivery(
+    message_id: str | None,
+    consumer: str,
+    publish_ms: int | None,
+    receive_ms: int,
+    start_ms: int | None,
+    end_ms: int | None,
+    settle_ms: int | None,
+    outcome: str,
+) -> dict:
+    return {
+        "schema_version": schema.SCHEMA_VERSION,
+        "run_id": "r",
+        "worker": "h:2",
+        "message_id": message_id,
+        "consumer": consumer,
+        "consumer_group": consumer,
+        "phase": "base",
+        "delivery_tag": 1,
+        "redelivered": False,
+        "publish_ns": at(publish_ms),
+        "receive_ns": at(receive_ms),
+        "start_ns": at(start_ms),
+        "end_ns": at(end_ms),
+        "settle_ns": at(settle_ms),
+        "outcome": outcome,
+        "prefetch": 10,
+        "buffer_len": 0,
+        "size_bytes": 100,
+    }
 
 
 PUBLISHES = [
-    _publish("m0", 1500, 1500), _publish("m0", 500, 500), _publish("m1", 1000, 1001), _publish("m2", 1100, 1101),
-    _publish("m3", 2000, 2001), _publish("m4", 2100, 2101), _publish("m5", 2200, 2201), _publish("m6", 2300, 2301),
+    _publish("m0", 1500, 1500),
+    _publish("m0", 500, 500),
+    _publish("m1", 1000, 1001),
+    _publish("m2", 1100, 1101),
+    _publish("m3", 2000, 2001),
+    _publish("m4", 2100, 2101),
+    _publish("m5", 2200, 2201),
+    _publish("m6", 2300, 2301),
 ]
 DELIVERIES = [
     _delivery("m0", "c3", 500, 1510, 1520, 1530, 1531, "ack"),
@@ -109,9 +152,13 @@ def summary(request, run_dir) -> dict:
 
 
 def _approx_block(count, mean, p50, p95, p99, max_) -> dict:
-    return {"count": count, **{k: pytest.approx(v, rel=1e-12, abs=0)
-                               for k, v in (("mean", mean), ("p50", p50), ("p95", p95), ("p99", p99),
-                                            ("max", max_))}}
+    return {
+        "count": count,
+        **{
+            k: pytest.approx(v, rel=1e-12, abs=0)
+            for k, v in (("mean", mean), ("p50", p50), ("p95", p95), ("p99", p99), ("max", max_))
+        },
+    }
 
 
 def test_overall_sojourn_counts_only_deliveries_intended_after_the_warmup(summary):
@@ -207,7 +254,9 @@ def test_the_columns_read_are_declared_in_the_trace_schema():
 
 def test_the_baselines_import_neither_pyspark_nor_the_other_engine():
     # Each baseline is timed as a fresh process: loading Spark, or the other engine, would bias it.
-    code = ("import sys; import benchmarks.analysis_baselines, analysis.schema; "
-            "assert 'pyspark' not in sys.modules; assert 'pandas' not in sys.modules; "
-            "assert 'duckdb' not in sys.modules")
+    code = (
+        "import sys; import benchmarks.analysis_baselines, analysis.schema; "
+        "assert 'pyspark' not in sys.modules; assert 'pandas' not in sys.modules; "
+        "assert 'duckdb' not in sys.modules"
+    )
     subprocess.run([sys.executable, "-c", code], cwd=REPO, check=True)

@@ -1,4 +1,5 @@
 """benchmarks.stats: the interval around a median of paired ratios, and the verdict against a target."""
+
 from __future__ import annotations
 
 import pytest
@@ -10,12 +11,15 @@ def test_paired_ratios_are_taken_round_by_round_and_skip_a_zero_denominator():
     assert paired([10, 30, 5], [20, 10, 0]) == [0.5, 3.0]
 
 
-@pytest.mark.parametrize("n, k, probability", [
-    # 1 - 2 * P(Binomial(n, 1/2) <= k - 1), worked out by hand:
-    (9, 2, 1 - 2 * (1 + 9) / 512),          # 0.9609: k = 3 would give 1 - 2 * 46/512 = 0.8203
-    (12, 3, 1 - 2 * (1 + 12 + 66) / 4096),  # 0.9614: k = 4 would give 1 - 2 * 299/4096 = 0.8540
-    (5, 1, 1 - 2 / 32),                     # 0.9375, the most 5 rounds can give
-])
+@pytest.mark.parametrize(
+    "n, k, probability",
+    [
+        # 1 - 2 * P(Binomial(n, 1/2) <= k - 1), worked out by hand:
+        (9, 2, 1 - 2 * (1 + 9) / 512),  # 0.9609: k = 3 would give 1 - 2 * 46/512 = 0.8203
+        (12, 3, 1 - 2 * (1 + 12 + 66) / 4096),  # 0.9614: k = 4 would give 1 - 2 * 299/4096 = 0.8540
+        (5, 1, 1 - 2 / 32),  # 0.9375, the most 5 rounds can give
+    ],
+)
 def test_the_interval_is_the_kth_order_statistics_with_the_highest_k_that_keeps_95_percent(n, k, probability):
     values = [float(v) for v in range(n, 0, -1)]  # n .. 1, unsorted on purpose
     low, high, p = median_interval(values)

@@ -1,10 +1,16 @@
 """The private broker's rabbitmq.conf: rendering and validation (pure; no broker)."""
+
 from __future__ import annotations
 
 import pytest
 
 from loadgen.broker import (
-    BrokerSettingsError, ManagedBroker, default_dir, effective_settings, parse_setting, render_config,
+    BrokerSettingsError,
+    ManagedBroker,
+    default_dir,
+    effective_settings,
+    parse_setting,
+    render_config,
     watermark_settings,
 )
 from loadgen.broker.config import tls_ports
@@ -67,11 +73,16 @@ def test_a_zero_watermark_is_allowed_because_it_blocks_every_publisher():
     assert effective_settings({"vm_memory_high_watermark.relative": "0"})["vm_memory_high_watermark.relative"] == "0.0"
 
 
-@pytest.mark.parametrize("settings, key", [
-    ({"vm_memory_high_watermark.relative": "0.3", "vm_memory_high_watermark.absolute": "1GB"},
-     "vm_memory_high_watermark.absolute"),
-    ({"disk_free_limit.absolute": "1GB", "disk_free_limit.relative": "1.0"}, "disk_free_limit.relative"),
-])
+@pytest.mark.parametrize(
+    "settings, key",
+    [
+        (
+            {"vm_memory_high_watermark.relative": "0.3", "vm_memory_high_watermark.absolute": "1GB"},
+            "vm_memory_high_watermark.absolute",
+        ),
+        ({"disk_free_limit.absolute": "1GB", "disk_free_limit.relative": "1.0"}, "disk_free_limit.relative"),
+    ],
+)
 def test_relative_and_absolute_forms_of_one_limit_conflict(settings, key):
     with pytest.raises(BrokerSettingsError, match="conflicts with") as caught:
         effective_settings(settings)
@@ -83,28 +94,31 @@ def test_both_watermark_options_at_once_are_refused():
         watermark_settings(relative=0.2, absolute_mb=100)
 
 
-@pytest.mark.parametrize("key, value, reason", [
-    ("vm_memory_high_watermark.relative", "1.5", "fraction from 0 to 1"),
-    ("vm_memory_high_watermark.relative", "-0.1", "fraction from 0 to 1"),
-    ("vm_memory_high_watermark.relative", "lots", "must be a number"),
-    ("vm_memory_high_watermark.absolute", "100 MB", "size such as 100MiB"),
-    ("vm_memory_high_watermark.absolute", "-5", "size such as 100MiB"),
-    ("disk_free_limit.absolute", "1.5GB", "size such as 100MiB"),
-    ("disk_free_limit.absolute", "2TB", "size such as 100MiB"),
-    ("listeners.tcp.default", "0.0.0.0:5672", "use --port"),
-    ("listeners.tcp.other", "5674", "use --port"),
-    ("listeners.ssl.default", "5671", "loopback only"),
-    ("listeners.ssl.default", "0.0.0.0:5671", "loopback only"),
-    ("listeners.ssl.default", "127.0.0.1:70000", "loopback only"),
-    ("ssl_options.certfile", "certs/server.pem", "absolute path"),
-    ("ssl_options.keyfile", "server.key", "absolute path"),
-    ("bad key", "1", "not a rabbitmq.conf key"),
-    ("default_pass", "a#b", "'#'"),
-    ("default_user", "a\nlisteners.tcp.x = 0.0.0.0:1", "newline"),
-    ("default_user", "  ", "empty value"),
-    ("channel_max", [1, 2], "string, number or boolean"),
-    ("channel_max", float("nan"), "finite"),
-])
+@pytest.mark.parametrize(
+    "key, value, reason",
+    [
+        ("vm_memory_high_watermark.relative", "1.5", "fraction from 0 to 1"),
+        ("vm_memory_high_watermark.relative", "-0.1", "fraction from 0 to 1"),
+        ("vm_memory_high_watermark.relative", "lots", "must be a number"),
+        ("vm_memory_high_watermark.absolute", "100 MB", "size such as 100MiB"),
+        ("vm_memory_high_watermark.absolute", "-5", "size such as 100MiB"),
+        ("disk_free_limit.absolute", "1.5GB", "size such as 100MiB"),
+        ("disk_free_limit.absolute", "2TB", "size such as 100MiB"),
+        ("listeners.tcp.default", "0.0.0.0:5672", "use --port"),
+        ("listeners.tcp.other", "5674", "use --port"),
+        ("listeners.ssl.default", "5671", "loopback only"),
+        ("listeners.ssl.default", "0.0.0.0:5671", "loopback only"),
+        ("listeners.ssl.default", "127.0.0.1:70000", "loopback only"),
+        ("ssl_options.certfile", "certs/server.pem", "absolute path"),
+        ("ssl_options.keyfile", "server.key", "absolute path"),
+        ("bad key", "1", "not a rabbitmq.conf key"),
+        ("default_pass", "a#b", "'#'"),
+        ("default_user", "a\nlisteners.tcp.x = 0.0.0.0:1", "newline"),
+        ("default_user", "  ", "empty value"),
+        ("channel_max", [1, 2], "string, number or boolean"),
+        ("channel_max", float("nan"), "finite"),
+    ],
+)
 def test_a_bad_setting_is_refused_naming_the_key_and_the_reason(key, value, reason):
     with pytest.raises(BrokerSettingsError, match=reason) as caught:
         effective_settings({key: value})
@@ -114,8 +128,9 @@ def test_a_bad_setting_is_refused_naming_the_key_and_the_reason(key, value, reas
 
 @pytest.mark.parametrize("value", ["104857600", "100MB", "100MiB", "2GB", "2GiB", "512kB", "1024M", "64k"])
 def test_information_units_rabbitmq_accepts_are_accepted(value):
-    assert effective_settings({"vm_memory_high_watermark.absolute": value})[
-        "vm_memory_high_watermark.absolute"] == value
+    assert (
+        effective_settings({"vm_memory_high_watermark.absolute": value})["vm_memory_high_watermark.absolute"] == value
+    )
 
 
 def test_a_negative_watermark_in_mib_is_refused():
@@ -184,9 +199,14 @@ def test_a_corrupt_state_file_is_reported_not_raised(tmp_path, capsys):
 
 
 def test_an_amqps_listener_on_loopback_and_its_certificate_files_are_written_as_given():
-    tls = {"listeners.ssl.default": "127.0.0.1:5671", "ssl_options.cacertfile": "/tmp/c/ca.pem",
-           "ssl_options.certfile": "/tmp/c/server.pem", "ssl_options.keyfile": "/tmp/c/server.key",
-           "ssl_options.verify": "verify_none", "ssl_options.fail_if_no_peer_cert": False}
+    tls = {
+        "listeners.ssl.default": "127.0.0.1:5671",
+        "ssl_options.cacertfile": "/tmp/c/ca.pem",
+        "ssl_options.certfile": "/tmp/c/server.pem",
+        "ssl_options.keyfile": "/tmp/c/server.key",
+        "ssl_options.verify": "verify_none",
+        "ssl_options.fail_if_no_peer_cert": False,
+    }
     conf = conf_lines(render_config(tls, port=5673))
     assert conf["listeners.tcp.default"] == "127.0.0.1:5673"
     assert conf["listeners.ssl.default"] == "127.0.0.1:5671"
@@ -205,6 +225,7 @@ def test_a_taken_amqps_port_is_refused_before_the_node_starts(tmp_path):
     import socket
 
     from loadgen.broker import BrokerNotInstalled, BrokerPortInUse
+
     with socket.socket() as busy, socket.socket() as free:
         busy.bind(("127.0.0.1", 0))
         busy.listen()

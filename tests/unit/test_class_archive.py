@@ -1,4 +1,5 @@
 """The Spark driver's class archive (analysis.session): which JVM options a new analysis gets."""
+
 from __future__ import annotations
 
 import os

@@ -1,5 +1,6 @@
 """sweep and nightly give each run the broker `sojourn run` would: a private node standing in for an
 unreachable default broker reaches the run as a broker.url override (loadgen.commands.common.broker_for)."""
+
 from __future__ import annotations
 
 from contextlib import contextmanager
@@ -39,8 +40,16 @@ def wiring(monkeypatch):
 
 
 def test_a_sweep_run_gets_the_private_nodes_url(wiring, tmp_path: Path):
-    code = main(["sweep", str(REPO / "scenarios/quickstart.yaml"), "--vary", "consumers.main.prefetch=1,5",
-                 "--out", str(tmp_path / "sweep")])
+    code = main(
+        [
+            "sweep",
+            str(REPO / "scenarios/quickstart.yaml"),
+            "--vary",
+            "consumers.main.prefetch=1,5",
+            "--out",
+            str(tmp_path / "sweep"),
+        ]
+    )
     assert code == 130  # the recorder's interrupt stops the sweep after its first run
     assert wiring["brokers"] == ["quickstart"]
     assert wiring["runs"] == [("quickstart.yaml", ["consumers.main.prefetch=1", f"broker.url={PRIVATE}"])]
@@ -48,8 +57,9 @@ def test_a_sweep_run_gets_the_private_nodes_url(wiring, tmp_path: Path):
 
 def test_a_nightly_entry_gets_the_private_nodes_url(wiring, tmp_path: Path):
     suite = tmp_path / "suite.yaml"
-    suite.write_text(f"name: s\nscenarios:\n  - scenario: {REPO / 'scenarios/quickstart.yaml'}\n"
-                     "    set: {run.duration_s: 35}\n")
+    suite.write_text(
+        f"name: s\nscenarios:\n  - scenario: {REPO / 'scenarios/quickstart.yaml'}\n    set: {{run.duration_s: 35}}\n"
+    )
     code = main(["nightly", str(suite), "--out", str(tmp_path / "results")])
     assert code == 130
     assert wiring["brokers"] == ["quickstart"]

@@ -1,5 +1,6 @@
 """A host that installed sojourn without its `analysis` extra (no PySpark, no plotly) generates
 load, and every command that would analyse says so before any load runs: exit 5, the extra named."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -21,18 +22,21 @@ def no_pyspark(monkeypatch):
     runs = []
     import loadgen.commands.run as run
     import loadgen.commands.sweep as sweep
+
     monkeypatch.setattr(run, "run_locust", lambda *a, **k: runs.append(a) or False)
     monkeypatch.setattr(sweep, "run_locust", lambda *a, **k: runs.append(a) or False)
     return runs
 
 
-@pytest.mark.parametrize("argv, advice", [
-    (["run", QUICKSTART], "sojourn run --no-analyze"),
-    (["sweep", QUICKSTART, "--vary", "consumers.main.prefetch=1,5"], "--no-analyze"),
-    (["nightly", str(REPO / "scenarios/suites/nightly.yaml")], "run the suite on a machine that has it"),
-])
-def test_a_command_that_analyses_stops_before_the_load_and_names_the_extra(no_pyspark, tmp_path, capsys,
-                                                                             argv, advice):
+@pytest.mark.parametrize(
+    "argv, advice",
+    [
+        (["run", QUICKSTART], "sojourn run --no-analyze"),
+        (["sweep", QUICKSTART, "--vary", "consumers.main.prefetch=1,5"], "--no-analyze"),
+        (["nightly", str(REPO / "scenarios/suites/nightly.yaml")], "run the suite on a machine that has it"),
+    ],
+)
+def test_a_command_that_analyses_stops_before_the_load_and_names_the_extra(no_pyspark, tmp_path, capsys, argv, advice):
     assert main([*argv, "--out", str(tmp_path / "out")]) == 5
     err = capsys.readouterr().err
     assert "the analysis needs pyspark" in err and "pip install 'sojourn[analysis]'" in err and advice in err
@@ -52,6 +56,7 @@ def test_analyze_names_the_extra_and_keeps_the_traces(no_pyspark, tmp_path, caps
 def test_a_run_told_not_to_analyse_needs_no_analysis(no_pyspark, tmp_path, monkeypatch):
     import loadgen.commands.run as run
     from contextlib import nullcontext
+
     monkeypatch.setattr(run, "broker_for", lambda scenario: nullcontext([]))
     assert main(["run", QUICKSTART, "--no-analyze", "--out", str(tmp_path / "out")]) == 0
     assert len(no_pyspark) == 1
@@ -75,8 +80,15 @@ def test_the_load_generator_imports_nothing_of_the_analysis_extra(tmp_path):
         "import loadgen.locustfile, loadgen.cli, loadgen.consumer, loadgen.producer\n"
         "import loadgen.commands.run, loadgen.commands.sweep, loadgen.commands.nightly\n"
         "import loadgen.commands.record_compare, loadgen.commands.validate\n"
-        "print(' '.join(sorted(m for m in sys.modules if m.split('.')[0] == 'analysis')))\n")
-    out = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=120,
-                         env={**os.environ, "SOJOURN_SCENARIO": QUICKSTART})
+        "print(' '.join(sorted(m for m in sys.modules if m.split('.')[0] == 'analysis')))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "SOJOURN_SCENARIO": QUICKSTART},
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["analysis", "analysis.schema", "analysis.slo"]

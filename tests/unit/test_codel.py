@@ -7,6 +7,7 @@ the drop spacing is interval / sqrt(count):
     count 5: 100 / 2.236068 = 44.721360 ms
 Times are integer nanoseconds; spacings are rounded to the nearest ns.
 """
+
 from __future__ import annotations
 
 import pytest
@@ -14,10 +15,10 @@ import pytest
 from loadgen.codel import CoDel, CoDelState
 
 MS = 1_000_000
-T0 = 1_000_000 * MS          # an arbitrary wall-clock origin
-ABOVE = 10 * MS              # a sojourn above the 5 ms target
-BELOW = 4 * MS               # a sojourn below it
-BACKLOG = 5                  # deliveries still waiting: a standing queue
+T0 = 1_000_000 * MS  # an arbitrary wall-clock origin
+ABOVE = 10 * MS  # a sojourn above the 5 ms target
+BELOW = 4 * MS  # a sojourn below it
+BACKLOG = 5  # deliveries still waiting: a standing queue
 
 
 def controller() -> CoDel:
@@ -36,6 +37,7 @@ def drive_into_first_drop(c: CoDel) -> None:
 
 # --- entering the dropping state ---------------------------------------------------
 
+
 def test_sojourn_above_target_starts_the_interval_clock_without_dropping():
     c = controller()
     assert c.on_dequeue(ABOVE, T0, BACKLOG) is False
@@ -47,7 +49,7 @@ def test_first_drop_comes_one_interval_after_sojourn_went_above_target():
     c = controller()
     assert c.on_dequeue(ABOVE, T0, BACKLOG) is False
     assert c.on_dequeue(ABOVE, at(50), BACKLOG) is False
-    assert c.on_dequeue(ABOVE, T0 + 100 * MS - 1, BACKLOG) is False   # 1 ns short of the interval
+    assert c.on_dequeue(ABOVE, T0 + 100 * MS - 1, BACKLOG) is False  # 1 ns short of the interval
     assert c.on_dequeue(ABOVE, T0 + 100 * MS, BACKLOG) is True
     # count 1, next drop at T0 + 100 ms + 100 ms / sqrt(1) = T0 + 200 ms
     assert c.state() == CoDelState(True, 1, T0 + 100 * MS, T0 + 200 * MS)
@@ -56,10 +58,11 @@ def test_first_drop_comes_one_interval_after_sojourn_went_above_target():
 def test_a_sojourn_exactly_at_target_counts_as_above():
     c = controller()
     c.on_dequeue(5 * MS, T0, BACKLOG)
-    assert c.first_above_ns == T0 + 100 * MS   # the RFC's test is sojourn < target
+    assert c.first_above_ns == T0 + 100 * MS  # the RFC's test is sojourn < target
 
 
 # --- the drop schedule -------------------------------------------------------------
+
 
 def test_drops_then_come_at_interval_over_sqrt_count():
     c = controller()
@@ -91,6 +94,7 @@ def test_a_late_dequeue_drops_once_and_keeps_the_schedule():
 
 # --- leaving the dropping state ----------------------------------------------------
 
+
 def test_a_sojourn_below_target_leaves_the_dropping_state_and_resets_the_clock():
     c = controller()
     drive_into_first_drop(c)
@@ -109,14 +113,14 @@ def test_an_empty_buffer_leaves_the_dropping_state():
     drive_into_first_drop(c)
     c.on_empty(at(120))
     assert (c.dropping, c.first_above_ns) == (False, 0)
-    assert c.on_dequeue(ABOVE, at(200), BACKLOG) is False   # the 200 ms deadline is void
+    assert c.on_dequeue(ABOVE, at(200), BACKLOG) is False  # the 200 ms deadline is void
 
 
 def test_an_empty_buffer_restarts_the_interval_before_the_first_drop():
     c = controller()
-    c.on_dequeue(ABOVE, T0, BACKLOG)         # first-above deadline 100 ms
+    c.on_dequeue(ABOVE, T0, BACKLOG)  # first-above deadline 100 ms
     c.on_empty(at(50))
-    assert c.on_dequeue(ABOVE, at(60), BACKLOG) is False   # new deadline 60 + 100 = 160 ms
+    assert c.on_dequeue(ABOVE, at(60), BACKLOG) is False  # new deadline 60 + 100 = 160 ms
     assert c.on_dequeue(ABOVE, at(100), BACKLOG) is False
     assert c.on_dequeue(ABOVE, at(160), BACKLOG) is True
 
@@ -140,18 +144,19 @@ def test_a_small_backlog_while_dropping_leaves_the_dropping_state():
 
 # --- count resumption (RFC 8289 section 5, the Linux variant) ----------------------
 
+
 def _drop_four_times_then_recover(c: CoDel) -> None:
-    drive_into_first_drop(c)                                  # count 1 at 100 ms
-    for due_ns in (200_000_000, 270_710_678, 328_445_705):    # counts 2, 3, 4
+    drive_into_first_drop(c)  # count 1 at 100 ms
+    for due_ns in (200_000_000, 270_710_678, 328_445_705):  # counts 2, 3, 4
         assert c.on_dequeue(ABOVE, T0 + due_ns, BACKLOG) is True
     assert (c.count, c.drop_next_ns) == (4, T0 + 378_445_705)
-    assert c.on_dequeue(BELOW, at(340), BACKLOG) is False     # leave the dropping state
+    assert c.on_dequeue(BELOW, at(340), BACKLOG) is False  # leave the dropping state
 
 
 def test_dropping_that_restarts_soon_resumes_from_the_drops_of_the_last_cycle():
     c = controller()
     _drop_four_times_then_recover(c)
-    assert c.on_dequeue(ABOVE, at(350), BACKLOG) is False     # above again: deadline 450 ms
+    assert c.on_dequeue(ABOVE, at(350), BACKLOG) is False  # above again: deadline 450 ms
     assert c.on_dequeue(ABOVE, at(450), BACKLOG) is True
     # delta = count - lastcount = 4 - 1 = 3 > 1, and now - drop_next =
     # 450 - 378.445705 = 71.55 ms < 16 x 100 ms: count = 3;
@@ -163,10 +168,10 @@ def test_the_resumed_count_becomes_the_new_baseline():
     c = controller()
     _drop_four_times_then_recover(c)
     c.on_dequeue(ABOVE, at(350), BACKLOG)
-    assert c.on_dequeue(ABOVE, at(450), BACKLOG) is True               # count 3 (resumed), lastcount 3
-    assert c.on_dequeue(ABOVE, T0 + 507_735_027, BACKLOG) is True      # count 4
+    assert c.on_dequeue(ABOVE, at(450), BACKLOG) is True  # count 3 (resumed), lastcount 3
+    assert c.on_dequeue(ABOVE, T0 + 507_735_027, BACKLOG) is True  # count 4
     assert c.on_dequeue(BELOW, at(520), BACKLOG) is False
-    c.on_dequeue(ABOVE, at(530), BACKLOG)                              # deadline 630 ms
+    c.on_dequeue(ABOVE, at(530), BACKLOG)  # deadline 630 ms
     assert c.on_dequeue(ABOVE, at(630), BACKLOG) is True
     # delta = 4 - 3 = 1, not > 1: count starts again at 1, next drop 630 + 100 = 730 ms
     assert (c.count, c.drop_next_ns) == (1, T0 + 730 * MS)
@@ -186,7 +191,7 @@ def test_dropping_that_restarts_sixteen_intervals_later_starts_from_one():
 def test_one_nanosecond_inside_the_window_still_resumes():
     c = controller()
     _drop_four_times_then_recover(c)
-    start = 378_445_705 + 1600 * MS - 100 * MS - 1             # now - drop_next = 1600 ms - 1 ns
+    start = 378_445_705 + 1600 * MS - 100 * MS - 1  # now - drop_next = 1600 ms - 1 ns
     c.on_dequeue(ABOVE, T0 + start, BACKLOG)
     assert c.on_dequeue(ABOVE, T0 + start + 100 * MS, BACKLOG) is True
     assert c.count == 3
@@ -194,9 +199,16 @@ def test_one_nanosecond_inside_the_window_still_resumes():
 
 # --- parameters ----------------------------------------------------------------------
 
-@pytest.mark.parametrize("target, interval, bad", [(0, 20, "target_ms"), (100, -1, "interval_ms"),
-                                                    (float("nan"), 20, "target_ms"),
-                                                    (100, float("inf"), "interval_ms")])
+
+@pytest.mark.parametrize(
+    "target, interval, bad",
+    [
+        (0, 20, "target_ms"),
+        (100, -1, "interval_ms"),
+        (float("nan"), 20, "target_ms"),
+        (100, float("inf"), "interval_ms"),
+    ],
+)
 def test_target_and_interval_must_be_positive(target, interval, bad):
     with pytest.raises(ValueError, match=bad):
         CoDel(target, interval)
@@ -261,20 +273,22 @@ def test_a_prefetch_of_three_can(tmp_path):
 def test_a_target_above_what_a_full_buffer_holds_can_never_nack(tmp_path):
     # (26 - 1) x 4 ms = 100 ms of work at most; a 150 ms target is never exceeded
     [warning] = warnings_for(tmp_path, "consumers.c.prefetch=26", "consumers.c.codel.target_ms=150")
-    assert ("consumers.c.codel: target_ms 150 is more than the buffer can ever hold: "
-            "(prefetch 26 - 1) x mean processing 4 ms = 100 ms") in warning
+    assert (
+        "consumers.c.codel: target_ms 150 is more than the buffer can ever hold: "
+        "(prefetch 26 - 1) x mean processing 4 ms = 100 ms"
+    ) in warning
 
 
 def test_a_target_reachable_in_some_phase_is_fine(tmp_path):
     # base: (26 - 1) x 4 = 100 < 150; phase 'slow': (26 - 1) x 40 = 1000 >= 150
     path = tmp_path / "w.yaml"
-    path.write_text(WARNINGS_SCENARIO + "timeline:\n  - {name: slow, start_s: 5, set: "
-                    "{consumers.c.processing_ms: 40}}\n")
+    path.write_text(
+        WARNINGS_SCENARIO + "timeline:\n  - {name: slow, start_s: 5, set: {consumers.c.processing_ms: 40}}\n"
+    )
     from loadgen.codel import codel_warnings
     from loadgen.scenario import load_scenario
 
-    assert codel_warnings(load_scenario(path, ["consumers.c.prefetch=26",
-                                               "consumers.c.codel.target_ms=150"])) == []
+    assert codel_warnings(load_scenario(path, ["consumers.c.prefetch=26", "consumers.c.codel.target_ms=150"])) == []
 
 
 @pytest.mark.parametrize("interval, said", [("41", "10.2x above"), ("0.39", "10.3x below")])
@@ -312,7 +326,8 @@ def test_the_shipped_codel_scenario_is_tuned_as_the_blog_says():
 
     scenario = load_scenario(pathlib.Path(__file__).resolve().parents[2] / "scenarios/codel-slow-consumer.yaml")
     assert codel_warnings(scenario) == []
-    assert {(g.name, g.prefetch, g.codel.target_ms, g.codel.interval_ms, g.codel.requeue)
-            for g in scenario.consumers} == {("fast", 51, 100, 20, True), ("slow", 51, 100, 20, True)}
+    assert {
+        (g.name, g.prefetch, g.codel.target_ms, g.codel.interval_ms, g.codel.requeue) for g in scenario.consumers
+    } == {("fast", 51, 100, 20, True), ("slow", 51, 100, 20, True)}
     # the slow phase slows one consumer only
     assert [g.processing.mean_ms for g in scenario.at(30).consumers] == [4, 40]

@@ -1,4 +1,5 @@
 """`sojourn compare`: deltas against the first run, and one self-contained page."""
+
 from __future__ import annotations
 
 import json
@@ -12,12 +13,15 @@ from loadgen.cli import main
 
 
 def summary(ack: float, p99: float, counts: list[int]) -> dict:
-    return {"run": {"run_id": "r", "scenario": "s", "t0_ns": 1_763_733_600_000_000_000},
-            "throughput": {"ack_per_s": ack}, "sojourn_ms": {"p50": 1.0, "p99": p99},
-            "latency_ms": {"end_to_end": {"p99": None}},
-            "messages": {"discarded_total": 0, "unaccounted": 0},
-            "windows": [{"t_s": t, "acked": int(ack)} for t in range(3)],
-            "sojourn_histogram": {"edges_ms": [0.0, 1.0, 2.0, 4.0], "counts": counts}}
+    return {
+        "run": {"run_id": "r", "scenario": "s", "t0_ns": 1_763_733_600_000_000_000},
+        "throughput": {"ack_per_s": ack},
+        "sojourn_ms": {"p50": 1.0, "p99": p99},
+        "latency_ms": {"end_to_end": {"p99": None}},
+        "messages": {"discarded_total": 0, "unaccounted": 0},
+        "windows": [{"t_s": t, "acked": int(ack)} for t in range(3)],
+        "sojourn_histogram": {"edges_ms": [0.0, 1.0, 2.0, 4.0], "counts": counts},
+    }
 
 
 A, B = summary(200.0, 10.0, [5, 3, 2]), summary(150.0, 25.0, [1, 1, 8])

@@ -1,4 +1,5 @@
 """Dead-letter capture's pure parts: what it binds, what it warns about, and the row it writes."""
+
 from types import SimpleNamespace
 
 from loadgen.deadletter import capture_plan, capture_warnings, dead_letter_row
@@ -64,15 +65,21 @@ def test_reject_publish_needs_no_dead_letter_exchange_but_needs_confirms(tmp_pat
 
 def test_a_captured_message_becomes_a_row_with_the_death_in_the_runs_queue():
     method = SimpleNamespace(exchange="dlx", routing_key="q")
-    props = SimpleNamespace(headers={"sojourn-id": b"run:p/0:7", "x-death": [
-        {"queue": "elsewhere", "reason": "maxlen", "count": 1},     # it died again after leaving q
-        {"queue": b"q", "reason": b"expired", "count": 2, "exchange": ""}]})
+    props = SimpleNamespace(
+        headers={
+            "sojourn-id": b"run:p/0:7",
+            "x-death": [
+                {"queue": "elsewhere", "reason": "maxlen", "count": 1},  # it died again after leaving q
+                {"queue": b"q", "reason": b"expired", "count": 2, "exchange": ""},
+            ],
+        }
+    )
     assert dead_letter_row(method, props, 123, "q") == ("run:p/0:7", "q", "expired", 2, 123, "dlx", "q")
 
 
 def test_a_message_that_was_not_dead_lettered_from_the_runs_queue_is_not_recorded():
     method = SimpleNamespace(exchange="dlx", routing_key="q")
     other_queue = SimpleNamespace(headers={"x-death": [{"queue": "other", "reason": "expired", "count": 1}]})
-    assert dead_letter_row(method, other_queue, 1, "q") is None   # a queue sharing the DLX
+    assert dead_letter_row(method, other_queue, 1, "q") is None  # a queue sharing the DLX
     assert dead_letter_row(method, SimpleNamespace(headers={"sojourn-id": "x"}), 1, "q") is None
     assert dead_letter_row(method, SimpleNamespace(headers=None), 1, "q") is None

@@ -2,6 +2,7 @@
 
 Every expected value is worked out by hand in the test (times in ms; the code uses ns).
 """
+
 from __future__ import annotations
 
 import ssl
@@ -10,8 +11,18 @@ from pathlib import Path
 import pytest
 
 from loadgen.amqp.connection import parameters
-from loadgen.netem import (DelayLine, LinkSettings, NetworkState, Step, TokenBucket, proxied_url,
-                           resolve_timeline, step_index_at, transitions, upstream_address)
+from loadgen.netem import (
+    DelayLine,
+    LinkSettings,
+    NetworkState,
+    Step,
+    TokenBucket,
+    proxied_url,
+    resolve_timeline,
+    step_index_at,
+    transitions,
+    upstream_address,
+)
 from loadgen.netem.measure import DirectionMeter, Histogram
 from loadgen.netem.timeline import timeline_from_json, timeline_to_json
 from loadgen.scenario import load_scenario
@@ -33,10 +44,10 @@ class FixedDraws:
 
 # --- delay line ------------------------------------------------------------------------
 
+
 def test_each_chunk_is_released_its_latency_after_it_was_read():
     line = DelayLine(LinkSettings(latency_ms=50))
-    assert [line.push(name, 100, t * MS) for name, t in (("a", 0), ("b", 1), ("c", 2))] == \
-        [50 * MS, 51 * MS, 52 * MS]
+    assert [line.push(name, 100, t * MS) for name, t in (("a", 0), ("b", 1), ("c", 2))] == [50 * MS, 51 * MS, 52 * MS]
 
 
 def test_due_returns_only_what_is_due_in_arrival_order_and_without_sleeping_in_series():
@@ -63,15 +74,15 @@ def test_a_shorter_latency_applies_to_new_chunks_but_keeps_the_order():
     line = DelayLine(LinkSettings(latency_ms=100))
     assert line.push("a", 1, 0) == 100 * MS
     line.configure(LinkSettings(latency_ms=50), 10 * MS)
-    assert line.push("b", 1, 20 * MS) == 100 * MS   # 20 + 50 = 70 would overtake a
-    assert line.push("c", 1, 60 * MS) == 110 * MS   # 60 + 50
+    assert line.push("b", 1, 20 * MS) == 100 * MS  # 20 + 50 = 70 would overtake a
+    assert line.push("c", 1, 60 * MS) == 110 * MS  # 60 + 50
 
 
 def test_a_bandwidth_cap_serialises_chunks_before_the_latency():
     # 1,000 B/s: 100 B take 100 ms on the wire, then 10 ms of latency.
     line = DelayLine(LinkSettings(latency_ms=10, bandwidth_bytes_per_s=1000))
     assert line.push("a", 100, 0) == 110 * MS
-    assert line.push("b", 100, 0) == 210 * MS        # behind a on the wire: 200 + 10
+    assert line.push("b", 100, 0) == 210 * MS  # behind a on the wire: 200 + 10
     assert line.push("c", 100, 500 * MS) == 610 * MS  # the link was idle: 500 + 100 + 10
 
 
@@ -88,8 +99,9 @@ def test_a_link_with_no_delay_is_transparent():
     assert not LinkSettings(bandwidth_bytes_per_s=1e6).transparent
 
 
-@pytest.mark.parametrize("kwargs", [{"latency_ms": -1}, {"jitter_ms": -0.5},
-                                    {"bandwidth_bytes_per_s": 0}, {"latency_ms": True}])
+@pytest.mark.parametrize(
+    "kwargs", [{"latency_ms": -1}, {"jitter_ms": -0.5}, {"bandwidth_bytes_per_s": 0}, {"latency_ms": True}]
+)
 def test_settings_refuse_negative_or_non_numeric_values(kwargs):
     with pytest.raises(ValueError, match=next(iter(kwargs))):
         LinkSettings(**kwargs)
@@ -97,10 +109,11 @@ def test_settings_refuse_negative_or_non_numeric_values(kwargs):
 
 # --- token bucket ------------------------------------------------------------------------
 
+
 def test_a_token_bucket_lets_a_burst_through_then_charges_the_rate():
     bucket = TokenBucket(1000, burst_bytes=300)
-    assert bucket.take(100, 0) == 0                # 300 -> 200 tokens
-    assert bucket.take(300, 0) == 100 * MS         # 200 - 300 = -100: 100 B owed at 1,000 B/s
+    assert bucket.take(100, 0) == 0  # 300 -> 200 tokens
+    assert bucket.take(300, 0) == 100 * MS  # 200 - 300 = -100: 100 B owed at 1,000 B/s
     assert bucket.take(100, 1000 * MS) == 1000 * MS  # refilled to the 300 cap meanwhile
 
 
@@ -108,9 +121,9 @@ def test_a_new_rate_charges_what_comes_next_at_that_rate():
     bucket = TokenBucket(1000)
     assert bucket.take(100, 0) == 100 * MS
     bucket.set_rate(2000, 0)
-    assert bucket.take(100, 0) == 100 * MS         # 200 B owed at 2,000 B/s
+    assert bucket.take(100, 0) == 100 * MS  # 200 B owed at 2,000 B/s
     bucket.set_rate(None, 0)
-    assert bucket.take(10**9, 5 * MS) == 5 * MS    # no cap: no wait at all
+    assert bucket.take(10**9, 5 * MS) == 5 * MS  # no cap: no wait at all
 
 
 # --- timeline ----------------------------------------------------------------------------
@@ -142,8 +155,14 @@ def scenario(tmp_path: Path):
 def test_the_timeline_has_a_step_wherever_the_network_changes_and_nowhere_else(scenario):
     steps = resolve_timeline(scenario)
     assert [(s.at_s, s.phase) for s in steps] == [
-        (0.0, "base"), (10.0, "slow"), (20.0, "busy"), (30.0, "cut"), (35.0, "base"),
-        (40.0, "rst"), (45.0, "base")]
+        (0.0, "base"),
+        (10.0, "slow"),
+        (20.0, "busy"),
+        (30.0, "cut"),
+        (35.0, "base"),
+        (40.0, "rst"),
+        (45.0, "base"),
+    ]
     base = NetworkState(LinkSettings(50), LinkSettings(50, 2))
     assert steps[0].state == base
     assert steps[1].state == NetworkState(LinkSettings(100), LinkSettings(100, 2))
@@ -161,9 +180,15 @@ def test_a_scenario_without_a_network_section_has_no_timeline(tmp_path: Path):
 def test_each_step_records_a_change_and_the_outage_and_reset_edges(scenario):
     steps = resolve_timeline(scenario)
     kinds = [transitions(a.state if a else None, b) for a, b in zip((None, *steps), steps)]
-    assert kinds == [["network_change"], ["network_change"], ["network_change"],
-                     ["network_change", "network_down"], ["network_change", "network_up"],
-                     ["network_change", "network_reset"], ["network_change"]]
+    assert kinds == [
+        ["network_change"],
+        ["network_change"],
+        ["network_change"],
+        ["network_change", "network_down"],
+        ["network_change", "network_up"],
+        ["network_change", "network_reset"],
+        ["network_change"],
+    ]
 
 
 def test_a_reset_acts_when_reset_peer_turns_on_not_while_it_stays_on():
@@ -183,6 +208,7 @@ def test_the_timeline_survives_its_trip_to_the_proxy_process_as_json(scenario):
 
 
 # --- self-measurement ----------------------------------------------------------------------
+
 
 def test_histogram_percentiles_are_exact_to_the_microsecond_below_a_millisecond():
     h = Histogram()
@@ -211,9 +237,12 @@ def test_a_meter_hands_over_one_period_and_starts_afresh():
 
 # --- routing through the proxy ----------------------------------------------------------------
 
+
 def test_a_proxied_url_keeps_user_password_vhost_and_query():
-    assert proxied_url("amqps://u:p%40w@broker.example:5671/vh?heartbeat=5", 40000) == \
-        "amqps://u:p%40w@127.0.0.1:40000/vh?heartbeat=5"
+    assert (
+        proxied_url("amqps://u:p%40w@broker.example:5671/vh?heartbeat=5", 40000)
+        == "amqps://u:p%40w@127.0.0.1:40000/vh?heartbeat=5"
+    )
     assert proxied_url("amqp://broker/", 1234) == "amqp://127.0.0.1:1234/"
 
 

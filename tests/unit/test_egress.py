@@ -1,4 +1,5 @@
 """EgressBuffer: work units, oldest-first discard, minimum burst, strict priority, discard indication."""
+
 from __future__ import annotations
 
 import pytest
@@ -17,8 +18,9 @@ def _drain(buffer: EgressBuffer) -> list[tuple[str, str, bool]]:
     return out
 
 
-@pytest.mark.parametrize("size, units", [(0, 1), (1, 1), (2047, 1), (2048, 1), (2049, 2), (4096, 2),
-                                         (4097, 3), (20 * 2048, 20)])
+@pytest.mark.parametrize(
+    "size, units", [(0, 1), (1, 1), (2047, 1), (2048, 1), (2049, 2), (4096, 2), (4097, 3), (20 * 2048, 20)]
+)
 def test_work_units_are_ceil_of_size_over_2048_and_at_least_one(size, units):
     assert work_units(size) == units
 
@@ -123,9 +125,9 @@ def test_several_discards_before_a_pop_give_one_indication():
 
 def test_admitted_records_the_class_depth_after_its_own_discards():
     b = EgressBuffer(ONE, max_depth_units=3, min_burst=1)
-    b.append("a", 0, 2048)       # 1 unit, 1 message
-    b.append("b", 0, 4096)       # 3 units, 2 messages
-    b.append("c", 0, 2048)       # 4 > 3: a goes -> 3 units, 2 messages
+    b.append("a", 0, 2048)  # 1 unit, 1 message
+    b.append("b", 0, 4096)  # 3 units, 2 messages
+    b.append("c", 0, 2048)  # 4 > 3: a goes -> 3 units, 2 messages
     depths = []
     while b:
         a = b.pop().admitted

@@ -1,5 +1,6 @@
 """loadgen.amqp.fastio: a publish goes on the wire as exactly the bytes pika would send, and the
 coalescing writer sends every queued byte once, in order, whatever the socket accepts per call."""
+
 import errno
 from collections import deque
 from decimal import Decimal
@@ -37,9 +38,12 @@ class _Channel:
 
 def _pika_frames(number: int, exchange: str, routing_key: str, body: bytes, props, mandatory: bool) -> list[bytes]:
     """What pika's Connection._send_message marshals for the same publish (pika's own classes)."""
-    frames = [frame.Method(number, spec.Basic.Publish(exchange=exchange, routing_key=routing_key,
-                                                      mandatory=mandatory)).marshal(),
-              frame.Header(number, len(body), props).marshal()]
+    frames = [
+        frame.Method(
+            number, spec.Basic.Publish(exchange=exchange, routing_key=routing_key, mandatory=mandatory)
+        ).marshal(),
+        frame.Header(number, len(body), props).marshal(),
+    ]
     if body:
         frames.append(frame.Body(number, body).marshal())
     return frames
@@ -48,9 +52,18 @@ def _pika_frames(number: int, exchange: str, routing_key: str, body: bytes, prop
 CASES = [
     ("", "sojourn.q", b"x" * 100, _PublishProperties(1, "run:p/w/0:0", 1_795_292_889_153_618_331), False),
     ("orders", "eu.paid", b"y" * 4000, _PublishProperties(2, "run:p/w/3:99", 1_795_292_889_153_618_331), True),
-    ("", "q", b"", pika.BasicProperties(delivery_mode=1, message_id="m", priority=5,
-                                        headers={"sojourn-id": "m", "sojourn-pub-ns": 2 ** 40,
-                                                 "tenant": "ä", "weight": Decimal("1.5")}), False),
+    (
+        "",
+        "q",
+        b"",
+        pika.BasicProperties(
+            delivery_mode=1,
+            message_id="m",
+            priority=5,
+            headers={"sojourn-id": "m", "sojourn-pub-ns": 2**40, "tenant": "ä", "weight": Decimal("1.5")},
+        ),
+        False,
+    ),
     ("ex", "k" * 255, b"\x00\xce" * 50, pika.BasicProperties(), False),
 ]
 
@@ -89,7 +102,7 @@ def test_a_body_over_the_frame_size_and_a_closed_channel_take_pikas_own_path():
 
 
 @pytest.mark.parametrize("number", [1, 300])
-@pytest.mark.parametrize("tag", [1, 2 ** 32 + 5, 2 ** 64 - 1])
+@pytest.mark.parametrize("tag", [1, 2**32 + 5, 2**64 - 1])
 @pytest.mark.parametrize("multiple", [False, True])
 def test_acks_and_nacks_are_pikas_frames(number, tag, multiple):
     channel = _Channel(number)
@@ -97,9 +110,11 @@ def test_acks_and_nacks_are_pikas_frames(number, tag, multiple):
     writer.ack(tag, multiple)
     writer.nack(tag, multiple, requeue=True)
     writer.nack(tag, multiple, requeue=False)
-    expected = [frame.Method(number, spec.Basic.Ack(tag, multiple)).marshal(),
-                frame.Method(number, spec.Basic.Nack(tag, multiple, True)).marshal(),
-                frame.Method(number, spec.Basic.Nack(tag, multiple, False)).marshal()]
+    expected = [
+        frame.Method(number, spec.Basic.Ack(tag, multiple)).marshal(),
+        frame.Method(number, spec.Basic.Nack(tag, multiple, True)).marshal(),
+        frame.Method(number, spec.Basic.Nack(tag, multiple, False)).marshal(),
+    ]
     assert channel.connection.written == expected
     assert (channel.connection.bytes_sent, channel.connection.frames_sent) == (sum(map(len, expected)), 3)
 
@@ -212,7 +227,7 @@ def test_an_ack_sent_now_goes_straight_to_the_socket_and_what_it_does_not_take_i
     frame_bytes = frame.Method(1, spec.Basic.Ack(9, False)).marshal()
     got = bytes(sock.received) + b"".join(channel.connection.written)
     assert got == frame_bytes  # every byte once, in order, on the socket or in pika's queue
-    assert channel.connection.written == ([] if not queued else [frame_bytes[len(sock.received):]])
+    assert channel.connection.written == ([] if not queued else [frame_bytes[len(sock.received) :]])
 
 
 def test_an_ack_sent_now_queues_behind_frames_already_waiting():

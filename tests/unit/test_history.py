@@ -1,24 +1,38 @@
 """Trends across nights: baselines are the median of the previous N runs of the same scenario,
 and a regression is flagged only in the metric's bad direction beyond the tolerance."""
+
 from __future__ import annotations
 
 from analysis.history import build_history
 
 
-def summary(scenario: str, t: int, *, p99: float, ack: float, unaccounted: int = 0, slo_ok: bool = True,
-            status: str = "completed") -> dict:
-    return {"run": {"run_id": f"{scenario}-{t}", "scenario": scenario, "t0_ns": t * 86_400 * 10**9,
-                    "status": status},
-            "throughput": {"ack_per_s": ack},
-            "sojourn_ms": {"p50": 1.0, "p99": p99},
-            "latency_ms": {"end_to_end": {"p99": 5.0}},
-            "messages": {"discarded_total": 0, "unaccounted": unaccounted},
-            "slo": [{"expr": "sojourn_ms.p99 < 15", "passed": slo_ok}]}
+def summary(
+    scenario: str,
+    t: int,
+    *,
+    p99: float,
+    ack: float,
+    unaccounted: int = 0,
+    slo_ok: bool = True,
+    status: str = "completed",
+) -> dict:
+    return {
+        "run": {"run_id": f"{scenario}-{t}", "scenario": scenario, "t0_ns": t * 86_400 * 10**9, "status": status},
+        "throughput": {"ack_per_s": ack},
+        "sojourn_ms": {"p50": 1.0, "p99": p99},
+        "latency_ms": {"end_to_end": {"p99": 5.0}},
+        "messages": {"discarded_total": 0, "unaccounted": unaccounted},
+        "slo": [{"expr": "sojourn_ms.p99 < 15", "passed": slo_ok}],
+    }
 
 
-NIGHTS = [summary("a", 1, p99=10, ack=100), summary("b", 1, p99=100, ack=10),
-          summary("a", 2, p99=12, ack=100), summary("a", 3, p99=11, ack=90),
-          summary("a", 4, p99=20, ack=70, slo_ok=False)]
+NIGHTS = [
+    summary("a", 1, p99=10, ack=100),
+    summary("b", 1, p99=100, ack=10),
+    summary("a", 2, p99=12, ack=100),
+    summary("a", 3, p99=11, ack=90),
+    summary("a", 4, p99=20, ack=70, slo_ok=False),
+]
 
 
 def runs_of(history: dict, scenario: str) -> list[dict]:
@@ -57,8 +71,8 @@ def test_a_change_within_tolerance_or_in_the_good_direction_is_not_flagged():
 
 def test_the_window_limits_the_baseline_to_the_last_n_runs():
     a4 = runs_of(build_history(NIGHTS, window=2, tolerance=0.2), "a")[-1]
-    assert a4["baseline"]["sojourn_ms.p99"] == 11.5      # median(12, 11)
-    assert a4["baseline"]["throughput.ack_per_s"] == 95   # median(100, 90)
+    assert a4["baseline"]["sojourn_ms.p99"] == 11.5  # median(12, 11)
+    assert a4["baseline"]["throughput.ack_per_s"] == 95  # median(100, 90)
 
 
 def test_other_scenarios_do_not_enter_the_baseline():

@@ -1,4 +1,5 @@
 """The live 'fell behind' warning: pure counting over windows of publishes."""
+
 from __future__ import annotations
 
 from loadgen.lateness import Lateness
@@ -16,7 +17,7 @@ def test_on_time_publishes_give_no_warning():
 def test_more_than_one_percent_late_warns_with_counts_and_the_worst():
     late = Lateness()
     for i in range(1000):
-        late.note(25 * MS if i < 11 else 0)   # 11 of 1,000 = 1.1 % over 10 ms
+        late.note(25 * MS if i < 11 else 0)  # 11 of 1,000 = 1.1 % over 10 ms
     line = Lateness.warning(late.take_window(), "in the last 5 s")
     assert line.startswith("publishing fell behind schedule in the last 5 s: 11 of 1,000 publishes")
     assert "worst 25.0 ms" in line

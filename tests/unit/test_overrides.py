@@ -1,4 +1,5 @@
 """`--set PATH=VALUE`: addressing, YAML values, validation as if the file said it, error wording."""
+
 from __future__ import annotations
 
 import pathlib
@@ -47,12 +48,17 @@ def error(path, *overrides) -> str:
         load(path, *overrides)
     text = str(info.value)
     assert text.startswith(f"{path}: ")
-    return text[len(f"{path}: "):]
+    return text[len(f"{path}: ") :]
 
 
-@pytest.mark.parametrize("override", [
-    "consumers[0].prefetch=51", "consumers.0.prefetch=51", "consumers.main.prefetch=51",
-])
+@pytest.mark.parametrize(
+    "override",
+    [
+        "consumers[0].prefetch=51",
+        "consumers.0.prefetch=51",
+        "consumers.main.prefetch=51",
+    ],
+)
 def test_list_items_are_addressed_by_index_or_by_name(scenario_file, override):
     s = load(scenario_file, override)
     assert [c.prefetch for c in s.consumers] == [51, 30]
@@ -62,17 +68,24 @@ def test_group_names_with_dots_are_addressed_by_name(scenario_file):
     assert load(scenario_file, "consumers.eu.west.prefetch=7").consumer("eu.west").prefetch == 7
 
 
-@pytest.mark.parametrize("override, read", [
-    ("run.duration_s=45.5", lambda s: s.run.duration_s == 45.5),
-    ("queue.durable=true", lambda s: s.queue.durable is True),
-    ("producers.main.routing_key=null", lambda s: s.producers[0].routing_key == "q"),
-    ("consumers.main.processing_ms={distribution: exponential, mean_ms: 4}",
-     lambda s: s.consumer("main").processing == Processing.exponential(4)),
-    ("slo=[messages.unaccounted == 0, sojourn_ms.p50 < 10]",
-     lambda s: s.slo == ("messages.unaccounted == 0", "sojourn_ms.p50 < 10")),
-    ("slo[0]=sojourn_ms.p99 < 500", lambda s: s.slo == ("sojourn_ms.p99 < 500",)),
-    ("description=a  quick try", lambda s: s.description == "a  quick try"),
-])
+@pytest.mark.parametrize(
+    "override, read",
+    [
+        ("run.duration_s=45.5", lambda s: s.run.duration_s == 45.5),
+        ("queue.durable=true", lambda s: s.queue.durable is True),
+        ("producers.main.routing_key=null", lambda s: s.producers[0].routing_key == "q"),
+        (
+            "consumers.main.processing_ms={distribution: exponential, mean_ms: 4}",
+            lambda s: s.consumer("main").processing == Processing.exponential(4),
+        ),
+        (
+            "slo=[messages.unaccounted == 0, sojourn_ms.p50 < 10]",
+            lambda s: s.slo == ("messages.unaccounted == 0", "sojourn_ms.p50 < 10"),
+        ),
+        ("slo[0]=sojourn_ms.p99 < 500", lambda s: s.slo == ("sojourn_ms.p99 < 500",)),
+        ("description=a  quick try", lambda s: s.description == "a  quick try"),
+    ],
+)
 def test_values_are_read_as_yaml(scenario_file, override, read):
     assert read(load(scenario_file, override))
 
@@ -103,42 +116,80 @@ def test_scenario_records_the_overrides_as_given(scenario_file):
 
 
 def test_a_nested_mapping_can_be_edited_in_place(scenario_file):
-    s = load(scenario_file, "consumers.main.processing_ms={distribution: lognormal, median_ms: 4, sigma: 1}",
-             "consumers.main.processing_ms.sigma=0.5")
+    s = load(
+        scenario_file,
+        "consumers.main.processing_ms={distribution: lognormal, median_ms: 4, sigma: 1}",
+        "consumers.main.processing_ms.sigma=0.5",
+    )
     assert s.consumer("main").processing == Processing.lognormal(4, 0.5)
 
 
-@pytest.mark.parametrize("overrides, expected", [
-    (["consumers.main.prefech=3"], "--set consumers.main.prefech=3: unknown key 'prefech' (did you mean 'prefetch'?)"),
-    (["runn.duration_s=3"], "--set runn.duration_s=3: unknown key 'runn' (did you mean 'run'?)"),
-    (["consumers.mian.prefetch=3"], "--set consumers.mian.prefetch=3: no consumer group named 'mian' (did you mean 'main'?)"),
-    (["consumers.nobody.prefetch=3"],
-     "--set consumers.nobody.prefetch=3: no consumer group named 'nobody' (known: main, eu.west)"),
-    (["consumers[5].prefetch=3"], "--set consumers[5].prefetch=3: index 5 is out of range: consumers has 2 entries"),
-    (["consumers.main.prefetch"], "--set consumers.main.prefetch: expected PATH=VALUE, e.g. consumers.main.prefetch=50"),
-    (["=3"], "--set =3: the path before '=' is empty, e.g. consumers.main.prefetch=50"),
-    (["consumers.main.prefetch=-3"], "--set consumers.main.prefetch=-3: expected an integer between 0 and 65535, got -3"),
-    (["producers.main.arrival=poison"],
-     "--set producers.main.arrival=poison: expected one of constant, poisson, got 'poison' (did you mean 'poisson'?)"),
-    (["run.duration_s=yes"], "--set run.duration_s=yes: expected a number > 0, got true"),
-    (["run.duration_s.x=1"], "--set run.duration_s.x=1: run.duration_s is a single value; there is nothing below it"),
-    (["consumers.main.processing_ms.mean_ms=3"],
-     "--set consumers.main.processing_ms.mean_ms=3: consumers[0].processing_ms is not set "
-     "(set the whole value, e.g. consumers[0].processing_ms={distribution: exponential, mean_ms: 4})"),
-    (["consumers.main.processing_ms=4", "consumers.main.processing_ms.mean_ms=3"],
-     "--set consumers.main.processing_ms.mean_ms=3: consumers[0].processing_ms is 4, not a mapping "
-     "(set the whole value, e.g. consumers[0].processing_ms={distribution: exponential, mean_ms: 4})"),
-    (["run=[1]"], "--set run=[1]: expected a mapping, got [1]"),
-    (["consumers=[{name: a}]", "consumers.a.prefetch.x=1"],
-     "--set consumers.a.prefetch.x=1: consumers[0].prefetch is a single value; there is nothing below it"),
-    (["consumers.main={name: main, prefech: 3}"],
-     "--set consumers.main={name: main, prefech: 3}: consumers[0].prefech: unknown key (did you mean 'prefetch'?)"),
-    (["timeline.slow.set.consumers.main.ack_mode=auto"],
-     "--set timeline.slow.set.consumers.main.ack_mode=auto: can not be changed by a phase "
-     "(a phase may set consumers.<group>.{count, processing_ms, prefetch, leave})"),
-    (["slo.first=x < 1"], "--set slo.first=x < 1: slo entries are addressed by index, e.g. slo[0], not 'first'"),
-    (["run.duration_s={a: [}"], None),
-])
+@pytest.mark.parametrize(
+    "overrides, expected",
+    [
+        (
+            ["consumers.main.prefech=3"],
+            "--set consumers.main.prefech=3: unknown key 'prefech' (did you mean 'prefetch'?)",
+        ),
+        (["runn.duration_s=3"], "--set runn.duration_s=3: unknown key 'runn' (did you mean 'run'?)"),
+        (
+            ["consumers.mian.prefetch=3"],
+            "--set consumers.mian.prefetch=3: no consumer group named 'mian' (did you mean 'main'?)",
+        ),
+        (
+            ["consumers.nobody.prefetch=3"],
+            "--set consumers.nobody.prefetch=3: no consumer group named 'nobody' (known: main, eu.west)",
+        ),
+        (
+            ["consumers[5].prefetch=3"],
+            "--set consumers[5].prefetch=3: index 5 is out of range: consumers has 2 entries",
+        ),
+        (
+            ["consumers.main.prefetch"],
+            "--set consumers.main.prefetch: expected PATH=VALUE, e.g. consumers.main.prefetch=50",
+        ),
+        (["=3"], "--set =3: the path before '=' is empty, e.g. consumers.main.prefetch=50"),
+        (
+            ["consumers.main.prefetch=-3"],
+            "--set consumers.main.prefetch=-3: expected an integer between 0 and 65535, got -3",
+        ),
+        (
+            ["producers.main.arrival=poison"],
+            "--set producers.main.arrival=poison: expected one of constant, poisson, got 'poison' (did you mean 'poisson'?)",
+        ),
+        (["run.duration_s=yes"], "--set run.duration_s=yes: expected a number > 0, got true"),
+        (
+            ["run.duration_s.x=1"],
+            "--set run.duration_s.x=1: run.duration_s is a single value; there is nothing below it",
+        ),
+        (
+            ["consumers.main.processing_ms.mean_ms=3"],
+            "--set consumers.main.processing_ms.mean_ms=3: consumers[0].processing_ms is not set "
+            "(set the whole value, e.g. consumers[0].processing_ms={distribution: exponential, mean_ms: 4})",
+        ),
+        (
+            ["consumers.main.processing_ms=4", "consumers.main.processing_ms.mean_ms=3"],
+            "--set consumers.main.processing_ms.mean_ms=3: consumers[0].processing_ms is 4, not a mapping "
+            "(set the whole value, e.g. consumers[0].processing_ms={distribution: exponential, mean_ms: 4})",
+        ),
+        (["run=[1]"], "--set run=[1]: expected a mapping, got [1]"),
+        (
+            ["consumers=[{name: a}]", "consumers.a.prefetch.x=1"],
+            "--set consumers.a.prefetch.x=1: consumers[0].prefetch is a single value; there is nothing below it",
+        ),
+        (
+            ["consumers.main={name: main, prefech: 3}"],
+            "--set consumers.main={name: main, prefech: 3}: consumers[0].prefech: unknown key (did you mean 'prefetch'?)",
+        ),
+        (
+            ["timeline.slow.set.consumers.main.ack_mode=auto"],
+            "--set timeline.slow.set.consumers.main.ack_mode=auto: can not be changed by a phase "
+            "(a phase may set consumers.<group>.{count, processing_ms, prefetch, leave})",
+        ),
+        (["slo.first=x < 1"], "--set slo.first=x < 1: slo entries are addressed by index, e.g. slo[0], not 'first'"),
+        (["run.duration_s={a: [}"], None),
+    ],
+)
 def test_override_errors_name_the_override(scenario_file, overrides, expected):
     text = error(scenario_file, *overrides)
     if expected is None:

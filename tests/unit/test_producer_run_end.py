@@ -1,5 +1,6 @@
 """A producer behind its schedule stops publishing when the run's time is up by its own clock,
 even when the drain's greenlet (which sets `draining`) has not had the CPU to say so yet."""
+
 from types import SimpleNamespace
 
 from gevent.event import Event
@@ -21,9 +22,12 @@ class _Clock:
 def _producer(clock, duration_s: float, draining: bool = False):
     p = Producer.__new__(Producer)  # the loop only: no connection, no trace writer
     p.ctx = SimpleNamespace(
-        elapsed_s=clock, stopping=Event(), draining=Event(),
+        elapsed_s=clock,
+        stopping=Event(),
+        draining=Event(),
         scenario=SimpleNamespace(run=SimpleNamespace(duration_s=duration_s)),
-        sleep_until_precise=lambda t, interrupt: True)  # behind schedule: never sleeps
+        sleep_until_precise=lambda t, interrupt: True,
+    )  # behind schedule: never sleeps
     if draining:
         p.ctx.draining.set()
     p.published = []

@@ -1,4 +1,5 @@
 """A synthetic publish's properties go on the wire exactly as pika would encode them."""
+
 import time
 
 import pika
@@ -8,15 +9,20 @@ from loadgen.producer import _PublishProperties
 
 
 def _pika_bytes(delivery_mode: int, message_id: str, publish_ns: int) -> bytes:
-    props = pika.BasicProperties(delivery_mode=delivery_mode, message_id=message_id,
-                                 headers={"sojourn-id": message_id, "sojourn-pub-ns": publish_ns})
+    props = pika.BasicProperties(
+        delivery_mode=delivery_mode,
+        message_id=message_id,
+        headers={"sojourn-id": message_id, "sojourn-pub-ns": publish_ns},
+    )
     return b"".join(props.encode())
 
 
-@pytest.mark.parametrize("message_id", ["run:p/host-1/0:0", "run-2026-11-21:grp/vm-31471/12:987654321",
-                                        "ünïcode-run:p/w/0:5", "x" * 255, "x" * 300])
+@pytest.mark.parametrize(
+    "message_id",
+    ["run:p/host-1/0:0", "run-2026-11-21:grp/vm-31471/12:987654321", "ünïcode-run:p/w/0:5", "x" * 255, "x" * 300],
+)
 @pytest.mark.parametrize("delivery_mode", [1, 2])
-@pytest.mark.parametrize("publish_ns", [1_795_292_889_153_618_331, 2 ** 31, 5])
+@pytest.mark.parametrize("publish_ns", [1_795_292_889_153_618_331, 2**31, 5])
 def test_the_bytes_are_pikas(message_id, delivery_mode, publish_ns):
     if len(message_id.encode()) > 255:  # too long for a short string: pika's error, unchanged
         with pytest.raises(pika.exceptions.ShortStringTooLong):

@@ -1,4 +1,5 @@
 """The queue sampler's pure parts: the management API's URL and credentials, and its JSON."""
+
 from __future__ import annotations
 
 import base64
@@ -57,8 +58,11 @@ def test_anything_but_an_object_is_refused():
 
 
 def test_a_failed_probe_falls_back_to_the_declare_and_logs_no_password(caplog):
-    ctx = SimpleNamespace(scenario=SimpleNamespace(queue=SimpleNamespace(name="q"),
-                                                   broker=SimpleNamespace(url="amqp://ops:hunter2@h:5672/")))
+    ctx = SimpleNamespace(
+        scenario=SimpleNamespace(
+            queue=SimpleNamespace(name="q"), broker=SimpleNamespace(url="amqp://ops:hunter2@h:5672/")
+        )
+    )
 
     def refuse(endpoint, timeout_s):
         raise OSError(f"connection refused: {endpoint.url} {endpoint!r}")
@@ -94,8 +98,11 @@ def test_the_probe_reads_the_queue_over_http_with_basic_auth():
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
-        ctx = SimpleNamespace(scenario=SimpleNamespace(queue=SimpleNamespace(name="jobs/1"),
-                                                       broker=SimpleNamespace(url="amqp://ops:pw@127.0.0.1/vh")))
+        ctx = SimpleNamespace(
+            scenario=SimpleNamespace(
+                queue=SimpleNamespace(name="jobs/1"), broker=SimpleNamespace(url="amqp://ops:pw@127.0.0.1/vh")
+            )
+        )
         sampler = QueueSampler(ctx, management_port=server.server_port)
         assert sampler.source == "declare"  # until a probe succeeds
         sampler.endpoint = sampler.probe()

@@ -1,16 +1,20 @@
 """Passwords never leave in URLs; SLO expressions parse and evaluate as written."""
+
 import pytest
 
 from analysis.slo import SloError, evaluate_slos, parse_slo
 from loadgen.redact import mask_text, mask_url
 
 
-@pytest.mark.parametrize("url, masked", [
-    ("amqp://guest:guest@127.0.0.1:5672/", "amqp://guest:****@127.0.0.1:5672/"),
-    ("amqps://app:p%40ss@broker.example:5671/vhost", "amqps://app:****@broker.example:5671/vhost"),
-    ("amqp://localhost/", "amqp://localhost/"),
-    ("amqp://u:pw@h:notaport/", "amqp://u:****@h:notaport/"),
-])
+@pytest.mark.parametrize(
+    "url, masked",
+    [
+        ("amqp://guest:guest@127.0.0.1:5672/", "amqp://guest:****@127.0.0.1:5672/"),
+        ("amqps://app:p%40ss@broker.example:5671/vhost", "amqps://app:****@broker.example:5671/vhost"),
+        ("amqp://localhost/", "amqp://localhost/"),
+        ("amqp://u:pw@h:notaport/", "amqp://u:****@h:notaport/"),
+    ],
+)
 def test_mask_url_hides_only_the_password(url, masked):
     assert mask_url(url) == masked
 
@@ -33,8 +37,9 @@ def test_slo_rejects_malformed_expressions(bad):
 
 def test_slo_evaluation_against_a_summary():
     summary = {"sojourn_ms": {"p99": 180.0}, "messages": {"unaccounted": 2}, "latency_ms": {"x": None}}
-    results = evaluate_slos(summary, ["sojourn_ms.p99 < 200", "messages.unaccounted == 0",
-                                      "latency_ms.x < 1", "nope.p50 > 1"])
+    results = evaluate_slos(
+        summary, ["sojourn_ms.p99 < 200", "messages.unaccounted == 0", "latency_ms.x < 1", "nope.p50 > 1"]
+    )
     assert [r["passed"] for r in results] == [True, False, False, False]
     assert results[1]["value"] == 2
     assert "no numeric value" in results[3]["reason"]

@@ -1,4 +1,5 @@
 """The replay plan: which rows each producer instance publishes, and when (expected values worked out by hand)."""
+
 from __future__ import annotations
 
 import hashlib
@@ -15,9 +16,17 @@ KEYS = ("orders.created", "orders.paid", "stock.changed", "audit", None)
 def _trace(offsets, keys=None, path="t.csv") -> ReplayTrace:
     n = len(offsets)
     keys = keys if keys is not None else ("k",) * n
-    return ReplayTrace(path=path, format="csv", offset_s=tuple(offsets), size_bytes=tuple(range(100, 100 + n)),
-                       routing_key=tuple(keys), priority=(None,) * n, processing_ms=(None,) * n,
-                       headers=(None,) * n, payload=(None,) * n)
+    return ReplayTrace(
+        path=path,
+        format="csv",
+        offset_s=tuple(offsets),
+        size_bytes=tuple(range(100, 100 + n)),
+        routing_key=tuple(keys),
+        priority=(None,) * n,
+        processing_ms=(None,) * n,
+        headers=(None,) * n,
+        payload=(None,) * n,
+    )
 
 
 def _times(trace, **kwargs):
@@ -30,13 +39,23 @@ TRACE = _trace((0.0, 1.0, 3.0))  # span 3 s, three rows: looping without a windo
 
 # --- timing -----------------------------------------------------------------------------------
 
+
 def test_one_pass_replays_the_rows_at_their_offsets():
     assert _times(TRACE) == [(0.0, 0, 0), (1.0, 1, 0), (3.0, 2, 0)]
 
 
 def test_an_item_carries_its_row():
-    trace = ReplayTrace(path="t", format="jsonl", offset_s=(0.0,), size_bytes=(7,), routing_key=("k",),
-                        priority=(3,), processing_ms=(2.5,), headers=({"a": 1},), payload=(b"xyz",))
+    trace = ReplayTrace(
+        path="t",
+        format="jsonl",
+        offset_s=(0.0,),
+        size_bytes=(7,),
+        routing_key=("k",),
+        priority=(3,),
+        processing_ms=(2.5,),
+        headers=({"a": 1},),
+        payload=(b"xyz",),
+    )
     (item,) = plan(trace, duration_s=10, slot=0, count=1)
     assert item == ReplayItem(0.0, 0, 0, 7, "k", 3, 2.5, {"a": 1}, b"xyz")
 
@@ -59,30 +78,52 @@ def test_rows_at_or_after_the_run_end_are_not_planned():
 
 
 def test_n_passes_without_window_end_keep_the_mean_rate():
-    assert _times(TRACE, loop=2) == [(0.0, 0, 0), (1.0, 1, 0), (3.0, 2, 0),
-                                     (4.5, 0, 1), (5.5, 1, 1), (7.5, 2, 1)]
+    assert _times(TRACE, loop=2) == [(0.0, 0, 0), (1.0, 1, 0), (3.0, 2, 0), (4.5, 0, 1), (5.5, 1, 1), (7.5, 2, 1)]
 
 
 def test_with_a_window_end_the_period_is_the_window():
-    assert _times(TRACE, window=(0.0, 5.0), loop=2) == [(0.0, 0, 0), (1.0, 1, 0), (3.0, 2, 0),
-                                                        (5.0, 0, 1), (6.0, 1, 1), (8.0, 2, 1)]
+    assert _times(TRACE, window=(0.0, 5.0), loop=2) == [
+        (0.0, 0, 0),
+        (1.0, 1, 0),
+        (3.0, 2, 0),
+        (5.0, 0, 1),
+        (6.0, 1, 1),
+        (8.0, 2, 1),
+    ]
 
 
 def test_loop_true_repeats_until_the_run_ends():
     # passes start at 0, 4.5, 9; the row at 9 + 1 = 10 is at the end, not before it
     assert _times(TRACE, loop=True, duration_s=10.0) == [
-        (0.0, 0, 0), (1.0, 1, 0), (3.0, 2, 0), (4.5, 0, 1), (5.5, 1, 1), (7.5, 2, 1), (9.0, 0, 2)]
+        (0.0, 0, 0),
+        (1.0, 1, 0),
+        (3.0, 2, 0),
+        (4.5, 0, 1),
+        (5.5, 1, 1),
+        (7.5, 2, 1),
+        (9.0, 0, 2),
+    ]
     assert expected_count(TRACE, loop=True, duration_s=10.0) == 7
 
 
 def test_speed_also_scales_the_loop_period():
     assert _times(TRACE, loop=True, duration_s=5.0, speed=2.0) == [
-        (0.0, 0, 0), (0.5, 1, 0), (1.5, 2, 0), (2.25, 0, 1), (2.75, 1, 1), (3.75, 2, 1), (4.5, 0, 2)]
+        (0.0, 0, 0),
+        (0.5, 1, 0),
+        (1.5, 2, 0),
+        (2.25, 0, 1),
+        (2.75, 1, 1),
+        (3.75, 2, 1),
+        (4.5, 0, 2),
+    ]
 
 
 def test_a_single_row_loops_with_a_window_end():
     assert _times(_trace((2.0,)), window=(0.0, 5.0), loop=True, duration_s=15.0) == [
-        (2.0, 0, 0), (7.0, 0, 1), (12.0, 0, 2)]
+        (2.0, 0, 0),
+        (7.0, 0, 1),
+        (12.0, 0, 2),
+    ]
 
 
 def test_loop_true_is_generated_lazily():
@@ -92,6 +133,7 @@ def test_loop_true_is_generated_lazily():
 
 
 # --- refusals ---------------------------------------------------------------------------------
+
 
 def test_a_window_without_rows_names_the_window_and_the_span():
     with pytest.raises(ValueError, match=r"window \[3.5, 9\) selects no rows of t.csv \(its rows span \[0, 3\] s\)"):
@@ -106,17 +148,20 @@ def test_looping_a_single_row_needs_a_window_end():
     assert expected_count(_trace((2.0,)), duration_s=10) == 1  # one pass needs no period
 
 
-@pytest.mark.parametrize(("kwargs", "message"), [
-    (dict(speed=0), "speed must be a number > 0, got 0"),
-    (dict(speed=float("inf")), "speed must be a number > 0, got inf"),
-    (dict(count=0), "count .* must be a whole number >= 1, got 0"),
-    (dict(slot=2, count=2), "slot must be a whole number from 0 to 1, got 2"),
-    (dict(split="hash"), "split must be one of key, round_robin, got 'hash'"),
-    (dict(loop=0), "loop must be false, true or a whole number >= 1, got 0"),
-    (dict(window=(2.0, 1.0)), r"window end must be a number > the start \(2.0\), got 1.0"),
-    (dict(window=(-1.0, None)), "window start must be a number >= 0, got -1.0"),
-    (dict(duration_s=0), "duration_s must be a number > 0, got 0"),
-])
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        (dict(speed=0), "speed must be a number > 0, got 0"),
+        (dict(speed=float("inf")), "speed must be a number > 0, got inf"),
+        (dict(count=0), "count .* must be a whole number >= 1, got 0"),
+        (dict(slot=2, count=2), "slot must be a whole number from 0 to 1, got 2"),
+        (dict(split="hash"), "split must be one of key, round_robin, got 'hash'"),
+        (dict(loop=0), "loop must be false, true or a whole number >= 1, got 0"),
+        (dict(window=(2.0, 1.0)), r"window end must be a number > the start \(2.0\), got 1.0"),
+        (dict(window=(-1.0, None)), "window start must be a number >= 0, got -1.0"),
+        (dict(duration_s=0), "duration_s must be a number > 0, got 0"),
+    ],
+)
 def test_bad_arguments_are_refused_naming_the_value(kwargs, message):
     args = dict(duration_s=10, slot=0, count=1) | kwargs
     with pytest.raises(ValueError, match=message):
@@ -124,6 +169,7 @@ def test_bad_arguments_are_refused_naming_the_value(kwargs, message):
 
 
 # --- splitting across producer instances ------------------------------------------------------
+
 
 def test_the_key_split_is_sha256_of_the_routing_key():
     expected = int.from_bytes(hashlib.sha256(b"orders.created").digest()[:8], "big") % 7
@@ -143,12 +189,15 @@ def _bursty_trace(seed: int = 3, n: int = 60) -> ReplayTrace:
 
 @pytest.mark.parametrize("count", [1, 2, 3, 7])
 @pytest.mark.parametrize("split", ["key", "round_robin"])
-@pytest.mark.parametrize(("loop", "window", "duration_s", "speed"), [
-    (False, (0.0, None), 100.0, 1.0),
-    (3, (2.0, 8.0), 100.0, 1.0),
-    (True, (2.0, 8.0), 25.0, 1.5),
-    (2, (0.0, None), 14.0, 1.0),
-])
+@pytest.mark.parametrize(
+    ("loop", "window", "duration_s", "speed"),
+    [
+        (False, (0.0, None), 100.0, 1.0),
+        (3, (2.0, 8.0), 100.0, 1.0),
+        (True, (2.0, 8.0), 25.0, 1.5),
+        (2, (0.0, None), 14.0, 1.0),
+    ],
+)
 def test_all_slots_together_publish_every_planned_row_exactly_once(count, split, loop, window, duration_s, speed):
     trace = _bursty_trace()
     w0, w1 = window
@@ -159,14 +208,18 @@ def test_all_slots_together_publish_every_planned_row_exactly_once(count, split,
         first, last = trace.offset_s[selected[0]], trace.offset_s[selected[-1]]
         period = (last - first) * len(selected) / (len(selected) - 1)
     passes = range(1000) if loop is True else range(1 if loop is False else loop)
-    expected = {(i, k) for k in passes for i in selected
-                if ((trace.offset_s[i] - w0) + k * period) / speed < duration_s}
+    expected = {
+        (i, k) for k in passes for i in selected if ((trace.offset_s[i] - w0) + k * period) / speed < duration_s
+    }
 
     planned = []
     for slot in range(count):
-        planned += [(item.index, item.loop)
-                    for item in plan(trace, duration_s=duration_s, slot=slot, count=count, speed=speed,
-                                     window=window, loop=loop, split=split)]
+        planned += [
+            (item.index, item.loop)
+            for item in plan(
+                trace, duration_s=duration_s, slot=slot, count=count, speed=speed, window=window, loop=loop, split=split
+            )
+        ]
     assert len(planned) == len(set(planned))
     assert set(planned) == expected
     assert expected_count(trace, duration_s=duration_s, speed=speed, window=window, loop=loop) == len(expected)

@@ -1,4 +1,5 @@
 """Replay sources: what each format reads into a ReplayTrace, and how a bad file is reported."""
+
 from __future__ import annotations
 
 import base64
@@ -30,9 +31,9 @@ def _error(path: Path) -> ReplayFileError:
 
 # --- CSV --------------------------------------------------------------------------------------
 
+
 def test_csv_rows_are_sorted_by_time_and_made_relative_to_the_earliest(tmp_path: Path):
-    f = _write(tmp_path / "t.csv", "offset_s,size_bytes,routing_key\n"
-                                   "12.5,30,c\n10.0,10,a\n11.0,20,b\n")
+    f = _write(tmp_path / "t.csv", "offset_s,size_bytes,routing_key\n12.5,30,c\n10.0,10,a\n11.0,20,b\n")
     trace = load_trace(f)
     assert trace.format == "csv" and trace.path == str(f) and len(trace) == 3
     assert trace.offset_s == (0.0, 1.0, 2.5)
@@ -47,10 +48,12 @@ def test_rows_at_the_same_time_keep_their_file_order(tmp_path: Path):
 
 
 def test_csv_empty_cells_are_absent_and_optional_columns_are_parsed(tmp_path: Path):
-    f = _write(tmp_path / "t.csv",
-               'offset_s,size_bytes,routing_key,priority,processing_ms,headers,exchange\n'
-               '0,5,,,,,ex\n'
-               '0.25,6,k,9,2.5,"{""tenant"": ""a""}",\n')
+    f = _write(
+        tmp_path / "t.csv",
+        "offset_s,size_bytes,routing_key,priority,processing_ms,headers,exchange\n"
+        "0,5,,,,,ex\n"
+        '0.25,6,k,9,2.5,"{""tenant"": ""a""}",\n',
+    )
     trace = load_trace(f)
     assert trace.routing_key == (None, "k")
     assert trace.priority == (None, 9)
@@ -74,25 +77,27 @@ def test_offset_ms_is_read_as_milliseconds(tmp_path: Path):
 
 def test_timestamps_may_be_iso_with_offset_or_z_naive_utc_or_epoch_seconds(tmp_path: Path):
     # 1704067200 is 2024-01-01T00:00:00Z
-    f = _write(tmp_path / "t.csv", "timestamp,size_bytes\n"
-                                   "2024-01-01T00:00:00Z,1\n"
-                                   "2024-01-01T02:00:01+02:00,2\n"
-                                   "2024-01-01T00:00:02.5,3\n"
-                                   "1704067203.25,4\n")
+    f = _write(
+        tmp_path / "t.csv",
+        "timestamp,size_bytes\n"
+        "2024-01-01T00:00:00Z,1\n"
+        "2024-01-01T02:00:01+02:00,2\n"
+        "2024-01-01T00:00:02.5,3\n"
+        "1704067203.25,4\n",
+    )
     trace = load_trace(f)
     assert trace.size_bytes == (1, 2, 3, 4)
     assert trace.offset_s == pytest.approx((0.0, 1.0, 2.5, 3.25), abs=1e-6)
 
 
 def test_a_quoted_cell_spanning_lines_counts_physical_lines(tmp_path: Path):
-    f = _write(tmp_path / "t.csv", 'offset_s,size_bytes,headers\n'
-                                   '0,1,"{""a"":\n1}"\n'
-                                   '1,-4,\n')
+    f = _write(tmp_path / "t.csv", 'offset_s,size_bytes,headers\n0,1,"{""a"":\n1}"\n1,-4,\n')
     err = _error(f)
     assert str(err) == f"{f}: line 4, column 'size_bytes': '-4' is not a whole number >= 0"
 
 
 # --- CSV errors: each names the file, the line (the header is line 1), the column and value ----
+
 
 def test_a_bad_size_names_file_line_column_and_value(tmp_path: Path):
     f = _write(tmp_path / "x.csv", "offset_s,size_bytes\n0,1\n0.1,2\n0.2,abc\n")
@@ -101,15 +106,18 @@ def test_a_bad_size_names_file_line_column_and_value(tmp_path: Path):
     assert (err.path, err.where, err.column, err.value) == (str(f), "line 4", "size_bytes", "abc")
 
 
-@pytest.mark.parametrize(("column", "cell", "complaint"), [
-    ("priority", "256", "'256' is not a whole number from 0 to 255"),
-    ("priority", "high", "'high' is not a whole number from 0 to 255"),
-    ("processing_ms", "-1", "'-1' is not a number >= 0"),
-    ("processing_ms", "nan", "'nan' is not a number >= 0"),
-    ("headers", "[1]", "'[1]' is not a JSON object"),
-    ("headers", "{oops", "'{oops' is not valid JSON (Expecting property name enclosed in double quotes)"),
-    ("payload_b64", "!!!", "'!!!' is not valid base64"),
-])
+@pytest.mark.parametrize(
+    ("column", "cell", "complaint"),
+    [
+        ("priority", "256", "'256' is not a whole number from 0 to 255"),
+        ("priority", "high", "'high' is not a whole number from 0 to 255"),
+        ("processing_ms", "-1", "'-1' is not a number >= 0"),
+        ("processing_ms", "nan", "'nan' is not a number >= 0"),
+        ("headers", "[1]", "'[1]' is not a JSON object"),
+        ("headers", "{oops", "'{oops' is not valid JSON (Expecting property name enclosed in double quotes)"),
+        ("payload_b64", "!!!", "'!!!' is not valid base64"),
+    ],
+)
 def test_each_bad_optional_value_is_reported_with_its_column(tmp_path: Path, column, cell, complaint):
     f = _write(tmp_path / "x.csv", f"offset_s,size_bytes,{column}\n0,1,\n0,1,{cell}\n")
     assert str(_error(f)) == f"{f}: line 3, column '{column}': {complaint}"
@@ -117,8 +125,9 @@ def test_each_bad_optional_value_is_reported_with_its_column(tmp_path: Path, col
 
 def test_a_bad_time_is_reported(tmp_path: Path):
     f = _write(tmp_path / "x.csv", "timestamp,size_bytes\n2024-01-01T00:00:00Z,1\nyesterday,1\n")
-    assert str(_error(f)) == (f"{f}: line 3, column 'timestamp': 'yesterday' is not an ISO-8601 timestamp "
-                              f"or a number of epoch seconds")
+    assert str(_error(f)) == (
+        f"{f}: line 3, column 'timestamp': 'yesterday' is not an ISO-8601 timestamp or a number of epoch seconds"
+    )
 
 
 def test_a_row_without_time_is_reported(tmp_path: Path):
@@ -138,20 +147,24 @@ def test_a_row_with_the_wrong_number_of_fields_is_reported(tmp_path: Path):
 
 def test_no_time_column_names_the_columns_found(tmp_path: Path):
     f = _write(tmp_path / "x.csv", "time,size_bytes\n0,1\n")
-    assert str(_error(f)) == (f"{f}: no time column: give exactly one of offset_s, offset_ms, timestamp "
-                              f"(columns found: time, size_bytes)")
+    assert str(_error(f)) == (
+        f"{f}: no time column: give exactly one of offset_s, offset_ms, timestamp (columns found: time, size_bytes)"
+    )
 
 
 def test_two_time_columns_are_refused(tmp_path: Path):
     f = _write(tmp_path / "x.csv", "offset_s,timestamp,size_bytes\n0,0,1\n")
-    assert str(_error(f)) == (f"{f}: 2 time columns: give exactly one of offset_s, offset_ms, timestamp "
-                              f"(columns found: offset_s, timestamp, size_bytes)")
+    assert str(_error(f)) == (
+        f"{f}: 2 time columns: give exactly one of offset_s, offset_ms, timestamp "
+        f"(columns found: offset_s, timestamp, size_bytes)"
+    )
 
 
 def test_a_file_without_size_or_payload_columns_is_refused(tmp_path: Path):
     f = _write(tmp_path / "x.csv", "offset_s,routing_key\n0,a\n")
-    assert str(_error(f)) == (f"{f}: no size_bytes column (needed unless payload_b64 is given; "
-                              f"columns found: offset_s, routing_key)")
+    assert str(_error(f)) == (
+        f"{f}: no size_bytes column (needed unless payload_b64 is given; columns found: offset_s, routing_key)"
+    )
 
 
 def test_an_empty_file_and_a_header_without_rows_are_refused(tmp_path: Path):
@@ -163,11 +176,13 @@ def test_an_empty_file_and_a_header_without_rows_are_refused(tmp_path: Path):
 
 def test_an_unknown_extension_names_the_accepted_ones(tmp_path: Path):
     f = _write(tmp_path / "x.tsv", "offset_s\tsize_bytes\n")
-    assert str(_error(f)) == (f"{f}: unknown replay file type '.tsv'; accepted: .csv, .jsonl, .ndjson, "
-                              f".parquet, or a sojourn run directory")
+    assert str(_error(f)) == (
+        f"{f}: unknown replay file type '.tsv'; accepted: .csv, .jsonl, .ndjson, .parquet, or a sojourn run directory"
+    )
 
 
 # --- JSONL ------------------------------------------------------------------------------------
+
 
 def test_jsonl_reads_objects_nulls_headers_and_payloads(tmp_path: Path):
     body = b"hello\x00world"
@@ -203,8 +218,9 @@ def test_jsonl_a_line_that_is_not_an_object_is_reported(tmp_path: Path):
 def test_jsonl_values_of_the_wrong_type_are_reported(tmp_path: Path):
     f = _write(tmp_path / "t.jsonl", '{"offset_s": 0, "size_bytes": true}\n')
     assert str(_error(f)) == f"{f}: line 1, column 'size_bytes': True is not a whole number >= 0"
-    g = _write(tmp_path / "u.jsonl", '{"offset_s": 0, "size_bytes": 1}\n{"offset_s": 0, "size_bytes": 1, '
-                                     '"routing_key": 7}\n')
+    g = _write(
+        tmp_path / "u.jsonl", '{"offset_s": 0, "size_bytes": 1}\n{"offset_s": 0, "size_bytes": 1, "routing_key": 7}\n'
+    )
     assert str(_error(g)) == f"{g}: line 2, column 'routing_key': 7 is not a string"
     h = _write(tmp_path / "v.jsonl", '{"offset_s": 0, "size_bytes": 1, "headers": "[]"}\n')
     assert str(_error(h)) == f"{h}: line 1, column 'headers': '[]' is not a JSON object"
@@ -217,17 +233,23 @@ def test_jsonl_time_columns_are_found_across_all_lines(tmp_path: Path):
 
 # --- Parquet ----------------------------------------------------------------------------------
 
+
 def test_parquet_reads_native_timestamps_and_json_headers(tmp_path: Path):
     f = tmp_path / "t.parquet"
     ns = 1_704_067_200_000_000_000
-    pq.write_table(pa.table({
-        "timestamp": pa.array([ns + 2_001_000_000, ns], pa.timestamp("ns", tz="UTC")),
-        "size_bytes": pa.array([7, 8], pa.int64()),
-        "routing_key": ["k2", "k1"],
-        "priority": pa.array([None, 3], pa.int32()),
-        "headers": [None, '{"x": "y"}'],
-        "extra": [1, 2],
-    }), f)
+    pq.write_table(
+        pa.table(
+            {
+                "timestamp": pa.array([ns + 2_001_000_000, ns], pa.timestamp("ns", tz="UTC")),
+                "size_bytes": pa.array([7, 8], pa.int64()),
+                "routing_key": ["k2", "k1"],
+                "priority": pa.array([None, 3], pa.int32()),
+                "headers": [None, '{"x": "y"}'],
+                "extra": [1, 2],
+            }
+        ),
+        f,
+    )
     trace = load_trace(f)
     assert trace.format == "parquet"
     assert trace.offset_s == pytest.approx((0.0, 2.001), abs=1e-6)  # epoch floats: ~0.2 us resolution
@@ -245,24 +267,64 @@ def test_parquet_a_bad_value_names_the_zero_based_row(tmp_path: Path):
 
 # --- a sojourn run directory ------------------------------------------------------------------
 
-_PUBLISH_DEFAULTS = dict(schema_version=SCHEMA_VERSION, run_id="r", worker="w", producer_group="g", phase="base",
-                         publish_ns=0, persistent=False, confirm_ns=None, outcome="confirmed", priority=None,
-                         replay_index=None, replay_loop=None)
-_DELIVERY_DEFAULTS = dict(schema_version=SCHEMA_VERSION, run_id="r", worker="w", consumer="c", consumer_group="cg",
-                          phase="base", delivery_tag=1, redelivered=False, publish_ns=None, receive_ns=0,
-                          start_ns=None, settle_ns=None, prefetch=10, buffer_len=0, size_bytes=1,
-                          codel_dropping=None, codel_count=None, codel_first_above_ns=None,
-                          codel_drop_next_ns=None)
+_PUBLISH_DEFAULTS = dict(
+    schema_version=SCHEMA_VERSION,
+    run_id="r",
+    worker="w",
+    producer_group="g",
+    phase="base",
+    publish_ns=0,
+    persistent=False,
+    confirm_ns=None,
+    outcome="confirmed",
+    priority=None,
+    replay_index=None,
+    replay_loop=None,
+)
+_DELIVERY_DEFAULTS = dict(
+    schema_version=SCHEMA_VERSION,
+    run_id="r",
+    worker="w",
+    consumer="c",
+    consumer_group="cg",
+    phase="base",
+    delivery_tag=1,
+    redelivered=False,
+    publish_ns=None,
+    receive_ns=0,
+    start_ns=None,
+    settle_ns=None,
+    prefetch=10,
+    buffer_len=0,
+    size_bytes=1,
+    codel_dropping=None,
+    codel_count=None,
+    codel_first_above_ns=None,
+    codel_drop_next_ns=None,
+)
 
 
 def _publish(message_id, producer, seq, intended_ns, size, key, **more):
-    return {**_PUBLISH_DEFAULTS, "message_id": message_id, "producer": producer, "seq": seq,
-            "intended_ns": intended_ns, "size_bytes": size, "routing_key": key, **more}
+    return {
+        **_PUBLISH_DEFAULTS,
+        "message_id": message_id,
+        "producer": producer,
+        "seq": seq,
+        "intended_ns": intended_ns,
+        "size_bytes": size,
+        "routing_key": key,
+        **more,
+    }
 
 
 def _delivery(message_id, outcome, processing_ms, end_ns):
-    return {**_DELIVERY_DEFAULTS, "message_id": message_id, "outcome": outcome,
-            "processing_ms": processing_ms, "end_ns": end_ns}
+    return {
+        **_DELIVERY_DEFAULTS,
+        "message_id": message_id,
+        "outcome": outcome,
+        "processing_ms": processing_ms,
+        "end_ns": end_ns,
+    }
 
 
 def _parts(directory: Path, kind: str, *parts: list[dict], drop: tuple[str, ...] = ()) -> None:
@@ -284,20 +346,36 @@ def _run_dir(tmp_path: Path) -> Path:
 def test_a_run_directory_replays_its_publishes_at_their_intended_times(tmp_path: Path):
     run = _run_dir(tmp_path)
     t0 = 1_700_000_000_000_000_000
-    _parts(run / "traces" / "publish", "publish",
-           [_publish("m3", "g/0/1", 0, t0 + 500_000_000, 30, "b", priority=4),
-            _publish("m1", "g/0/0", 0, t0, 10, "a", outcome="failed")],
-           [_publish("m2", "g/0/0", 1, t0 + 500_000_000, 20, "a")])
+    _parts(
+        run / "traces" / "publish",
+        "publish",
+        [
+            _publish("m3", "g/0/1", 0, t0 + 500_000_000, 30, "b", priority=4),
+            _publish("m1", "g/0/0", 0, t0, 10, "a", outcome="failed"),
+        ],
+        [_publish("m2", "g/0/0", 1, t0 + 500_000_000, 20, "a")],
+    )
     # An older part file, from before publishes carried priority.
-    _parts(run / "traces" / "publish", "publish", [_publish("m4", "g/0/0", 2, t0 + 1_250_000_000, 40, "a")],
-           drop=("priority",))
-    _parts(run / "traces" / "delivery", "delivery",
-           [_delivery("m1", "nack_requeue", 9.0, 100),   # not processed: does not count
+    _parts(
+        run / "traces" / "publish",
+        "publish",
+        [_publish("m4", "g/0/0", 2, t0 + 1_250_000_000, 40, "a")],
+        drop=("priority",),
+    )
+    _parts(
+        run / "traces" / "delivery",
+        "delivery",
+        [
+            _delivery("m1", "nack_requeue", 9.0, 100),  # not processed: does not count
             _delivery("m1", "ack", 2.0, 300),
-            _delivery("m2", "auto_ack", 7.5, 50)],
-           [_delivery("m1", "ack", 1.0, 200),            # the first processed delivery of m1
-            _delivery(None, "ack", 5.0, 10),              # a foreign message
-            _delivery("m3", "nack_discard", 4.0, 10)])
+            _delivery("m2", "auto_ack", 7.5, 50),
+        ],
+        [
+            _delivery("m1", "ack", 1.0, 200),  # the first processed delivery of m1
+            _delivery(None, "ack", 5.0, 10),  # a foreign message
+            _delivery("m3", "nack_discard", 4.0, 10),
+        ],
+    )
     trace = load_trace(run)
     assert trace.format == "run" and len(trace) == 4
     # sorted by (intended_ns, producer, seq): m1; then m2 (g/0/0) before m3 (g/0/1) at the same time; m4
@@ -326,6 +404,7 @@ def test_a_run_publish_part_missing_a_column_is_named(tmp_path: Path):
 
 
 # --- the shipped sample -----------------------------------------------------------------------
+
 
 def test_the_sample_trace_loads_and_has_bursts():
     trace = load_trace(ROOT / "scenarios" / "traces" / "burst-sample.csv")

@@ -1,4 +1,5 @@
 """Replay files written by loadgen.replay.writer: what is on disk, and what the reader gets back."""
+
 from __future__ import annotations
 
 import csv
@@ -18,12 +19,33 @@ except ImportError:  # the reader lands separately; the on-disk checks below sti
     load_trace = None
 
 ROWS = [
-    {"offset_s": 0.0, "size_bytes": 10, "routing_key": "orders.a", "exchange": "", "priority": None,
-     "headers": None, "payload_b64": "aGVsbG8="},
-    {"offset_s": 0.0201234567, "size_bytes": 2048, "routing_key": "orders.b", "exchange": "amq.topic",
-     "priority": 7, "headers": {"seq": 1, "tag": "é", "nested": {"ok": True}}, "payload_b64": None},
-    {"offset_s": 1.5, "size_bytes": 0, "routing_key": "orders.a", "exchange": "", "priority": 0,
-     "headers": {}, "payload_b64": None},
+    {
+        "offset_s": 0.0,
+        "size_bytes": 10,
+        "routing_key": "orders.a",
+        "exchange": "",
+        "priority": None,
+        "headers": None,
+        "payload_b64": "aGVsbG8=",
+    },
+    {
+        "offset_s": 0.0201234567,
+        "size_bytes": 2048,
+        "routing_key": "orders.b",
+        "exchange": "amq.topic",
+        "priority": 7,
+        "headers": {"seq": 1, "tag": "é", "nested": {"ok": True}},
+        "payload_b64": None,
+    },
+    {
+        "offset_s": 1.5,
+        "size_bytes": 0,
+        "routing_key": "orders.a",
+        "exchange": "",
+        "priority": 0,
+        "headers": {},
+        "payload_b64": None,
+    },
 ]
 
 
@@ -57,8 +79,13 @@ def test_jsonl_omits_absent_values(tmp_path: Path):
     path = tmp_path / "rec.jsonl"
     write_trace(path, ROWS)
     first, second, _third = (json.loads(line) for line in path.read_text(encoding="utf-8").splitlines())
-    assert first == {"offset_s": 0.0, "size_bytes": 10, "routing_key": "orders.a", "exchange": "",
-                     "payload_b64": "aGVsbG8="}
+    assert first == {
+        "offset_s": 0.0,
+        "size_bytes": 10,
+        "routing_key": "orders.a",
+        "exchange": "",
+        "payload_b64": "aGVsbG8=",
+    }
     assert "payload_b64" not in second and json.loads(second["headers"])["seq"] == 1
 
 
@@ -119,15 +146,35 @@ def test_amqp_header_types_without_a_json_form_become_text():
 
 def test_a_firehose_copy_becomes_a_row_with_the_original_key_and_properties():
     # as the broker sends it: routing_keys = the publish's key, then the CC keys
-    headers = {"exchange_name": "amq.topic", "routing_keys": ["orders.a", "audit"],
-               "properties": {"priority": 3, "headers": {"CC": ["audit"], "n": 1}}, "node": "rabbit@h",
-               "vhost": "/", "channel": 1, "user": "guest", "connection": "c"}
+    headers = {
+        "exchange_name": "amq.topic",
+        "routing_keys": ["orders.a", "audit"],
+        "properties": {"priority": 3, "headers": {"CC": ["audit"], "n": 1}},
+        "node": "rabbit@h",
+        "vhost": "/",
+        "channel": 1,
+        "user": "guest",
+        "connection": "c",
+    }
     row = firehose_row(headers, b"abcd", 1.25, payloads=True)
-    assert row == {"offset_s": 1.25, "size_bytes": 4, "routing_key": "orders.a", "exchange": "amq.topic",
-                   "priority": 3, "headers": '{"CC":["audit"],"n":1}', "payload_b64": "YWJjZA=="}
+    assert row == {
+        "offset_s": 1.25,
+        "size_bytes": 4,
+        "routing_key": "orders.a",
+        "exchange": "amq.topic",
+        "priority": 3,
+        "headers": '{"CC":["audit"],"n":1}',
+        "payload_b64": "YWJjZA==",
+    }
     bare = firehose_row({"exchange_name": "", "routing_keys": ["q"], "properties": {}}, b"", 0.0, payloads=False)
-    assert bare == {"offset_s": 0.0, "size_bytes": 0, "routing_key": "q", "exchange": "", "priority": None,
-                    "headers": None}
+    assert bare == {
+        "offset_s": 0.0,
+        "size_bytes": 0,
+        "routing_key": "q",
+        "exchange": "",
+        "priority": None,
+        "headers": None,
+    }
 
 
 def test_binding_keys_cover_every_exchange_or_only_the_named_ones():

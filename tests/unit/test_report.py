@@ -1,4 +1,5 @@
 """report.html as a reader sees it, rendered from hand-built summaries (no Spark, no broker)."""
+
 from __future__ import annotations
 
 import copy
@@ -26,42 +27,89 @@ def make_summary() -> dict:
     """A small but complete summary following docs/summary.md."""
     return {
         "schema_version": 1,
-        "run": {"run_id": "20261121T140000Z-quickstart-1a2b", "scenario": "quickstart",
-                "t0_ns": T0_NS, "duration_s": 10, "warmup_s": 2,
-                "broker_url": "amqp://guest:****@127.0.0.1:5672/", "status": "completed",
-                "code_version": {"sojourn": "0.1.0", "git": "abc1234"}},
-        "messages": {"published": 100, "confirmed": 100, "acked": 95,
-                     "discarded": {"publish_nacked": 1, "publish_failed": 0, "consumer_nack_discard": 2},
-                     "discarded_total": 3, "left_in_broker": 2, "unaccounted": 0,
-                     "unaccounted_ids": [], "redelivered": 4, "duplicates": 0},
+        "run": {
+            "run_id": "20261121T140000Z-quickstart-1a2b",
+            "scenario": "quickstart",
+            "t0_ns": T0_NS,
+            "duration_s": 10,
+            "warmup_s": 2,
+            "broker_url": "amqp://guest:****@127.0.0.1:5672/",
+            "status": "completed",
+            "code_version": {"sojourn": "0.1.0", "git": "abc1234"},
+        },
+        "messages": {
+            "published": 100,
+            "confirmed": 100,
+            "acked": 95,
+            "discarded": {"publish_nacked": 1, "publish_failed": 0, "consumer_nack_discard": 2},
+            "discarded_total": 3,
+            "left_in_broker": 2,
+            "unaccounted": 0,
+            "unaccounted_ids": [],
+            "redelivered": 4,
+            "duplicates": 0,
+        },
         "throughput": {"publish_per_s": 10.0, "deliver_per_s": 9.5, "ack_per_s": 9.5},
         "sojourn_ms": stats(90, 1.5, 8.0, 12.25, 20.0, 2.0),
-        "latency_ms": {"end_to_end": stats(90, 55.0, 80.0, 99.5, 120.0, 60.0),
-                       "broker_network": stats(90, 50.0, 52.0, 55.0, 60.0, 50.5),
-                       "processing": stats(90, 4.0, 6.0, 7.0, 9.0, 4.5),
-                       "ack_delay": stats(90, 0.1, 0.2, 0.3, 0.4, 0.15),
-                       "confirm": stats(100, 1.0, 2.0, 3.0, 4.0, 1.2)},
+        "latency_ms": {
+            "end_to_end": stats(90, 55.0, 80.0, 99.5, 120.0, 60.0),
+            "broker_network": stats(90, 50.0, 52.0, 55.0, 60.0, 50.5),
+            "processing": stats(90, 4.0, 6.0, 7.0, 9.0, 4.5),
+            "ack_delay": stats(90, 0.1, 0.2, 0.3, 0.4, 0.15),
+            "confirm": stats(100, 1.0, 2.0, 3.0, 4.0, 1.2),
+        },
         "consumers": [
-            {"consumer": "main/host:1/0", "group": "main", "delivered": 60, "acked": 58,
-             "utilisation": 0.875, "sojourn_ms": stats(55, 1.0, 5.0, 9.0, 15.0, 1.5),
-             "latency_ms": {"end_to_end": stats(55, 50.0, 70.0, 90.0, 100.0, 55.0)}},
-            {"consumer": "slow/host:2/0", "group": "slow", "delivered": 40, "acked": 37,
-             "utilisation": 0.5, "sojourn_ms": stats(35, 2.0, 9.0, 14.0, 20.0, 3.0),
-             "latency_ms": {"end_to_end": stats(35, 60.0, 90.0, 110.0, 120.0, 65.0)}},
+            {
+                "consumer": "main/host:1/0",
+                "group": "main",
+                "delivered": 60,
+                "acked": 58,
+                "utilisation": 0.875,
+                "sojourn_ms": stats(55, 1.0, 5.0, 9.0, 15.0, 1.5),
+                "latency_ms": {"end_to_end": stats(55, 50.0, 70.0, 90.0, 100.0, 55.0)},
+            },
+            {
+                "consumer": "slow/host:2/0",
+                "group": "slow",
+                "delivered": 40,
+                "acked": 37,
+                "utilisation": 0.5,
+                "sojourn_ms": stats(35, 2.0, 9.0, 14.0, 20.0, 3.0),
+                "latency_ms": {"end_to_end": stats(35, 60.0, 90.0, 110.0, 120.0, 65.0)},
+            },
         ],
         "phases": [
-            {"phase": "base", "start_s": 0.0, "end_s": 5.0, "published": 50, "acked": 50,
-             "throughput": {"publish_per_s": 10.0, "ack_per_s": 10.0},
-             "sojourn_ms": stats(45, 1.0, 2.0, 3.0, 4.0, 1.5), "latency_ms": {"end_to_end": stats(45, 50.0)}},
-            {"phase": "slow_processing", "start_s": 5.0, "end_s": 10.0, "published": 50, "acked": 45,
-             "throughput": {"publish_per_s": 10.0, "ack_per_s": 9.0},
-             "sojourn_ms": stats(45, 9.0, 15.0, 19.0, 20.0, 9.5), "latency_ms": {"end_to_end": stats(45, 70.0)}},
+            {
+                "phase": "base",
+                "start_s": 0.0,
+                "end_s": 5.0,
+                "published": 50,
+                "acked": 50,
+                "throughput": {"publish_per_s": 10.0, "ack_per_s": 10.0},
+                "sojourn_ms": stats(45, 1.0, 2.0, 3.0, 4.0, 1.5),
+                "latency_ms": {"end_to_end": stats(45, 50.0)},
+            },
+            {
+                "phase": "slow_processing",
+                "start_s": 5.0,
+                "end_s": 10.0,
+                "published": 50,
+                "acked": 45,
+                "throughput": {"publish_per_s": 10.0, "ack_per_s": 9.0},
+                "sojourn_ms": stats(45, 9.0, 15.0, 19.0, 20.0, 9.5),
+                "latency_ms": {"end_to_end": stats(45, 70.0)},
+            },
         ],
         "windows": [
-            {"t_s": t, "published": 10, "delivered": 9, "acked": 9,
-             "sojourn_ms": {"p50": 1.0 + t, "p95": 2.0 + t, "p99": 3.0 + t, "max": 4.0 + t},
-             "latency_ms": {"p50": 50.0, "p99": 90.0},
-             "components_ms": {"broker_network": 50.0, "sojourn": 1.0 + t, "processing": 4.0, "ack_delay": 0.2}}
+            {
+                "t_s": t,
+                "published": 10,
+                "delivered": 9,
+                "acked": 9,
+                "sojourn_ms": {"p50": 1.0 + t, "p95": 2.0 + t, "p99": 3.0 + t, "max": 4.0 + t},
+                "latency_ms": {"p50": 50.0, "p99": 90.0},
+                "components_ms": {"broker_network": 50.0, "sojourn": 1.0 + t, "processing": 4.0, "ack_delay": 0.2},
+            }
             for t in range(10)
         ],
         "sojourn_histogram": {"edges_ms": [0.0, 5.0, 10.0, 15.0, 20.0], "counts": [50, 25, 10, 5]},
@@ -72,8 +120,12 @@ def make_summary() -> dict:
         ],
         "slo": [
             {"expr": "sojourn_ms.p99 < 200", "metric": "sojourn_ms.p99", "value": 12.25, "passed": True},
-            {"expr": "latency_ms.end_to_end.p99 < 50", "metric": "latency_ms.end_to_end.p99",
-             "value": 99.5, "passed": False},
+            {
+                "expr": "latency_ms.end_to_end.p99 < 50",
+                "metric": "latency_ms.end_to_end.p99",
+                "value": 99.5,
+                "passed": False,
+            },
         ],
     }
 
@@ -113,11 +165,11 @@ def figure(page: str, div_id: str) -> tuple[list, dict]:
 
 
 def band_labels(layout: dict) -> list[str]:
-    return [s["label"]["text"] for s in layout.get("shapes", [])
-            if s.get("type") == "rect" and "label" in s]
+    return [s["label"]["text"] for s in layout.get("shapes", []) if s.get("type") == "rect" and "label" in s]
 
 
 # --- header --------------------------------------------------------------------------
+
 
 def test_header_names_the_scenario_run_status_and_utc_start(page):
     text = header_text(page)
@@ -129,11 +181,16 @@ def test_header_names_the_scenario_run_status_and_utc_start(page):
     assert "sojourn 0.1.0 · git abc1234" in text
 
 
-@pytest.mark.parametrize("block, shown", [
-    ({"method": "exact", "interpolation": "linear"}, "percentiles exact"),
-    ({"method": "approximate", "accuracy": 10000, "relative_rank_error": 0.0001},
-     "percentiles approximate: rank within 0.01 % of the exact one's"),
-])
+@pytest.mark.parametrize(
+    "block, shown",
+    [
+        ({"method": "exact", "interpolation": "linear"}, "percentiles exact"),
+        (
+            {"method": "approximate", "accuracy": 10000, "relative_rank_error": 0.0001},
+            "percentiles approximate: rank within 0.01 % of the exact one's",
+        ),
+    ],
+)
 def test_the_header_says_how_the_percentiles_were_computed(block, shown):
     page = render_report({**make_summary(), "percentiles": block})
     assert shown in header_text(page)
@@ -153,11 +210,14 @@ def test_a_javascript_link_is_dropped():
     assert "javascript:alert" not in page
 
 
-@pytest.mark.parametrize("url, shown, secret", [
-    ("amqp://guest:hunter2@rabbit:5672/", "amqp://guest:****@rabbit:5672/", "hunter2"),
-    ("amqps://svc:p@ss%2Fw0rd@rabbit.example:5671/vh", "amqps://svc:****@rabbit.example:5671/vh", "w0rd"),
-    ("AMQP://u:topsecret@h/", "AMQP://u:****@h/", "topsecret"),
-])
+@pytest.mark.parametrize(
+    "url, shown, secret",
+    [
+        ("amqp://guest:hunter2@rabbit:5672/", "amqp://guest:****@rabbit:5672/", "hunter2"),
+        ("amqps://svc:p@ss%2Fw0rd@rabbit.example:5671/vh", "amqps://svc:****@rabbit.example:5671/vh", "w0rd"),
+        ("AMQP://u:topsecret@h/", "AMQP://u:****@h/", "topsecret"),
+    ],
+)
 def test_a_password_in_the_broker_url_is_masked(url, shown, secret):
     summary = make_summary()
     summary["run"]["broker_url"] = url
@@ -168,14 +228,16 @@ def test_a_password_in_the_broker_url_is_masked(url, shown, secret):
 
 def test_a_password_in_an_event_name_is_masked_in_the_table_and_the_chart():
     summary = make_summary()
-    summary["events"].append({"t_s": 4.0, "kind": "broker_reconnect",
-                              "name": "amqp://guest:hunter2@rabbit/", "source": "consumer"})
+    summary["events"].append(
+        {"t_s": 4.0, "kind": "broker_reconnect", "name": "amqp://guest:hunter2@rabbit/", "source": "consumer"}
+    )
     page = render_report(summary)
     assert "hunter2" not in page
     assert "amqp://guest:****@rabbit/" in section_text(page, "events")
 
 
 # --- verdict -------------------------------------------------------------------------
+
 
 def test_a_failing_slo_shows_its_expression_marked_fail(page):
     text = section_text(page, "verdict")
@@ -215,10 +277,22 @@ def test_an_interrupted_run_is_called_out():
 
 # --- key numbers and tables ----------------------------------------------------------
 
+
 def test_key_numbers_show_counts_rates_and_percentiles(page):
     text = section_text(page, "numbers")
-    for expected in ("published 100", "acked 95", "discarded 3", "left in broker 2", "unaccounted 0",
-                     "publish 10.0", "deliver 9.50", "p50 1.50", "p99 12.2", "max 20.0", "p99 99.5"):
+    for expected in (
+        "published 100",
+        "acked 95",
+        "discarded 3",
+        "left in broker 2",
+        "unaccounted 0",
+        "publish 10.0",
+        "deliver 9.50",
+        "p50 1.50",
+        "p99 12.2",
+        "max 20.0",
+        "p99 99.5",
+    ):
         assert expected in text
 
 
@@ -260,6 +334,7 @@ def test_events_are_listed_in_time_order(page):
 
 
 # --- charts --------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("chart", ["chart-throughput", "chart-sojourn", "chart-components"])
 def test_every_time_chart_shades_named_phases_and_warmup_but_not_base(page, chart):
@@ -314,6 +389,7 @@ def test_log_spaced_histogram_bins_are_drawn_side_by_side_with_their_ranges():
 
 # --- self-contained and safe ---------------------------------------------------------
 
+
 def test_page_fetches_nothing_from_the_network(page):
     assert 'src="http' not in page
     assert "<link" not in page
@@ -340,13 +416,16 @@ def test_rendering_twice_gives_the_same_page():
 
 
 def test_analysis_report_imports_no_load_generator_module():
-    code = ("import sys, analysis.report; "
-            "print(sorted({m.split('.')[0] for m in sys.modules} & {'locust', 'pika', 'gevent', 'loadgen'}))")
+    code = (
+        "import sys, analysis.report; "
+        "print(sorted({m.split('.')[0] for m in sys.modules} & {'locust', 'pika', 'gevent', 'loadgen'}))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
 
 
 # --- empty and partial summaries -----------------------------------------------------
+
 
 def test_an_empty_summary_renders_a_complete_page():
     page = render_report({})
@@ -380,9 +459,14 @@ def test_zero_deliveries_and_null_percentiles_show_dashes():
 
 def test_missing_keys_and_wrong_types_do_not_raise():
     summary = make_summary()
-    summary.update(windows=None, consumers=[None, "x", {}], phases=[{"phase": "odd"}],
-                   events=[{"kind": "no_time"}, "x"], slo=[{"expr": "a < 1"}],
-                   sojourn_histogram={"edges_ms": [0, 1], "counts": [1, 2, 3]})
+    summary.update(
+        windows=None,
+        consumers=[None, "x", {}],
+        phases=[{"phase": "odd"}],
+        events=[{"kind": "no_time"}, "x"],
+        slo=[{"expr": "a < 1"}],
+        sojourn_histogram={"edges_ms": [0, 1], "counts": [1, 2, 3]},
+    )
     summary["run"] = {"t0_ns": "not a number", "code_version": "0.1.0"}
     summary["messages"] = {"published": None}
     page = render_report(summary)

@@ -1,4 +1,5 @@
 """The report's consumer-churn section and crash markers, rendered from hand-built summaries."""
+
 from __future__ import annotations
 
 from analysis.report import render_report
@@ -6,10 +7,22 @@ from tests.unit.test_report import figure, make_summary, section_text
 
 
 def _group(name: str, crashes: int, requeued: int, then: dict) -> dict:
-    return {"group": name, "joins": 2, "rejoins": 1, "clean_leaves": 1, "crashes": crashes,
-            "connections_lost": 0, "requeued_crashed": requeued, "requeued_unsettled": 0,
-            "redelivered": requeued, "processed_twice": crashes, "acked_twice": 0,
-            "held_messages": sum(then.values()), "held_unaccounted": then.get("unaccounted", 0), "held_then": then}
+    return {
+        "group": name,
+        "joins": 2,
+        "rejoins": 1,
+        "clean_leaves": 1,
+        "crashes": crashes,
+        "connections_lost": 0,
+        "requeued_crashed": requeued,
+        "requeued_unsettled": 0,
+        "redelivered": requeued,
+        "processed_twice": crashes,
+        "acked_twice": 0,
+        "held_messages": sum(then.values()),
+        "held_unaccounted": then.get("unaccounted", 0),
+        "held_then": then,
+    }
 
 
 def churn_block(churn: bool = True, then_b: dict | None = None) -> dict:
@@ -22,8 +35,9 @@ def churn_block(churn: bool = True, then_b: dict | None = None) -> dict:
 def _summary(churn: bool = True, then_b: dict | None = None) -> dict:
     summary = make_summary()
     summary["consumers_churn"] = churn_block(churn, then_b)
-    summary["events"].append({"t_s": 6.0, "kind": "consumer_crash", "name": "a/host:1/0",
-                              "source": "a/host:1/0", "value": 17.0})
+    summary["events"].append(
+        {"t_s": 6.0, "kind": "consumer_crash", "name": "a/host:1/0", "source": "a/host:1/0", "value": 17.0}
+    )
     return summary
 
 

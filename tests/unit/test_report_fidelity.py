@@ -1,5 +1,6 @@
 """The report's publish-lateness banner and replay-fidelity section, from hand-built summaries
 (no Spark, no broker)."""
+
 from __future__ import annotations
 
 import re
@@ -15,24 +16,42 @@ def lateness(count, p50, p99, mx):
 
 
 def synthetic(p99=0.4, mx=2.5, behind=False):
-    return {"replayed": False, "lateness_ms": lateness(1000, 0.12, p99, mx),
-            "late_share": {"over_1_ms": 0.004, "over_10_ms": 0.0}, "behind": behind, "replay": None}
+    return {
+        "replayed": False,
+        "lateness_ms": lateness(1000, 0.12, p99, mx),
+        "late_share": {"over_1_ms": 0.004, "over_10_ms": 0.0},
+        "behind": behind,
+        "replay": None,
+    }
 
 
 def replayed(behind=True):
     return {
-        "replayed": True, "lateness_ms": lateness(5, 100.0, 648.0, 650.0),
-        "late_share": {"over_1_ms": 0.8, "over_10_ms": 0.6}, "behind": behind,
+        "replayed": True,
+        "lateness_ms": lateness(5, 100.0, 648.0, 650.0),
+        "late_share": {"over_1_ms": 0.8, "over_10_ms": 0.6},
+        "behind": behind,
         "replay": {
-            "config": {"source": "traces/orders.csv", "format": "csv", "rows": 3, "speed": 2.0,
-                       "window": [0, None], "loop": True, "split": "key"},
-            "published": 5, "distinct": 4, "duplicates": 1, "expected": 6, "missing": 2,
+            "config": {
+                "source": "traces/orders.csv",
+                "format": "csv",
+                "rows": 3,
+                "speed": 2.0,
+                "window": [0, None],
+                "loop": True,
+                "split": "key",
+            },
+            "published": 5,
+            "distinct": 4,
+            "duplicates": 1,
+            "expected": 6,
+            "missing": 2,
             "per_second": {"t_s": [0, 1, 2, 3], "intended": [3, 1, 0, 1], "published": [1, 3, 0, 1]},
             "per_second_max_diff": 2,
             "inter_arrival_ms": {
                 "intended": {"count": 4, "mean": 725.0, "p10": 120.0, "p50": 550.0, "p90": 1470.0, "p99": 1767.0},
-                "published": {"count": 4, "mean": 726.25, "p10": 80.0, "p50": 575.0, "p90": 1493.5,
-                              "p99": 1683.85}},
+                "published": {"count": 4, "mean": 726.25, "p10": 80.0, "p50": 575.0, "p90": 1493.5, "p99": 1683.85},
+            },
         },
     }
 
@@ -50,12 +69,15 @@ def banner(page: str) -> str | None:
 
 # --- banner --------------------------------------------------------------------------
 
+
 def test_a_group_that_fell_behind_gets_a_banner_at_the_top_naming_it_and_its_lateness():
     page = page_with({"orders": replayed(behind=True), "steady": synthetic()})
     text = banner(page)
     assert text is not None
-    assert ("The load generator could not keep up: producer group orders published p99 648 ms late "
-            "(max 650 ms, 60.0 % of its publishes over 10 ms)") in text
+    assert (
+        "The load generator could not keep up: producer group orders published p99 648 ms late "
+        "(max 650 ms, 60.0 % of its publishes over 10 ms)"
+    ) in text
     assert "under-state the offered load" in text and "steady" not in text
     assert page.index('class="banner"') < page.index('id="verdict"')
 
@@ -77,6 +99,7 @@ def test_no_banner_and_no_section_without_a_fidelity_block():
 
 
 # --- section -------------------------------------------------------------------------
+
 
 def test_a_run_without_replay_has_a_compact_publish_lateness_table_and_no_chart():
     page = page_with({"steady": synthetic(), "slow": synthetic(p99=25.0, mx=40.0, behind=True)})

@@ -1,4 +1,5 @@
 """The queueing-model arithmetic (DOMAIN.md §2, the RabbitMQ blog's worked example) and its report section."""
+
 from __future__ import annotations
 
 import pytest
@@ -55,18 +56,49 @@ def _deep_summary() -> dict:
     summary = make_summary()
     for c, scale in zip(summary["consumers"], (1.0, 3.0)):
         c["sojourn_quantiles_ms"] = {"q": list(QUANTILES), "ms": [scale * i for i in range(20)]}
-    summary["model"] = {"consumers": [
-        model_row({"consumer": "main/host:1/0", "prefetch_max": 51, "prefetch_min": 51,
-                   "processing_mean_ms": 4.0, "processing_p99_ms": 20.0, "transit_min_ms": 50.0,
-                   "transit_p95_ms": 100.0, "sojourn_mean_ms": 98.0, "throughput_per_s": 240.0,
-                   "utilisation": 0.875}),
-        model_row({"consumer": "slow/host:2/0", "prefetch_max": 1, "prefetch_min": 1,
-                   "processing_mean_ms": 4.0, "transit_min_ms": 50.0, "utilisation": 0.5}),
-    ], "phases": [
-        {**model_row({"consumer": "main/host:1/0", "phase": ph, "prefetch_max": 51,
-                      "processing_mean_ms": p, "transit_min_ms": 50.0}), "phase": ph}
-        for ph, p in (("base", 4.0), ("slow_processing", 40.0))
-    ]}
+    summary["model"] = {
+        "consumers": [
+            model_row(
+                {
+                    "consumer": "main/host:1/0",
+                    "prefetch_max": 51,
+                    "prefetch_min": 51,
+                    "processing_mean_ms": 4.0,
+                    "processing_p99_ms": 20.0,
+                    "transit_min_ms": 50.0,
+                    "transit_p95_ms": 100.0,
+                    "sojourn_mean_ms": 98.0,
+                    "throughput_per_s": 240.0,
+                    "utilisation": 0.875,
+                }
+            ),
+            model_row(
+                {
+                    "consumer": "slow/host:2/0",
+                    "prefetch_max": 1,
+                    "prefetch_min": 1,
+                    "processing_mean_ms": 4.0,
+                    "transit_min_ms": 50.0,
+                    "utilisation": 0.5,
+                }
+            ),
+        ],
+        "phases": [
+            {
+                **model_row(
+                    {
+                        "consumer": "main/host:1/0",
+                        "phase": ph,
+                        "prefetch_max": 51,
+                        "processing_mean_ms": p,
+                        "transit_min_ms": 50.0,
+                    }
+                ),
+                "phase": ph,
+            }
+            for ph, p in (("base", 4.0), ("slow_processing", 40.0))
+        ],
+    }
     return summary
 
 

@@ -1,4 +1,5 @@
 """The report's network section and outage marks, rendered from hand-built summaries (no Spark, no broker)."""
+
 from __future__ import annotations
 
 from analysis.report import render_report
@@ -6,30 +7,65 @@ from tests.unit.test_report import band_labels, figure, make_summary, section_te
 
 
 def link(latency_ms, jitter_ms=0.0, bandwidth=None, measured=None):
-    return {"latency_ms": latency_ms, "jitter_ms": jitter_ms, "bandwidth_bytes_per_s": bandwidth,
-            "measured": measured}
+    return {"latency_ms": latency_ms, "jitter_ms": jitter_ms, "bandwidth_bytes_per_s": bandwidth, "measured": measured}
 
 
 def measured(delay_p50, late_p99):
-    return {"proxies": 1, "count": 1000, "bytes": 100_000, "dropped": 0, "error_p50_ms": 0.05,
-            "error_p99_ms": late_p99, "error_max_ms": 3.0, "delay_p50_ms": delay_p50,
-            "delay_p99_ms": delay_p50 + 1, "delay_mean_ms": delay_p50}
+    return {
+        "proxies": 1,
+        "count": 1000,
+        "bytes": 100_000,
+        "dropped": 0,
+        "error_p50_ms": 0.05,
+        "error_p99_ms": late_p99,
+        "error_max_ms": 3.0,
+        "delay_p50_ms": delay_p50,
+        "delay_p99_ms": delay_p50 + 1,
+        "delay_mean_ms": delay_p50,
+    }
 
 
 def network_block() -> dict:
     return {
         "periods": [
-            {"start_s": 0.0, "end_s": 4.0, "phase": "base", "down": False, "reset": False,
-             "upstream": link(50, measured=measured(50.1, 0.4)), "downstream": link(50)},
-            {"start_s": 4.0, "end_s": 6.0, "phase": "slow", "down": False, "reset": False,
-             "upstream": link(100, 5, 50_000), "downstream": link(100)},
-            {"start_s": 6.0, "end_s": 7.0, "phase": "cut", "down": True, "reset": False,
-             "upstream": link(50), "downstream": link(50)},
-            {"start_s": 7.0, "end_s": 12.345, "phase": "rst", "down": False, "reset": True,
-             "upstream": link(50), "downstream": link(50)},
+            {
+                "start_s": 0.0,
+                "end_s": 4.0,
+                "phase": "base",
+                "down": False,
+                "reset": False,
+                "upstream": link(50, measured=measured(50.1, 0.4)),
+                "downstream": link(50),
+            },
+            {
+                "start_s": 4.0,
+                "end_s": 6.0,
+                "phase": "slow",
+                "down": False,
+                "reset": False,
+                "upstream": link(100, 5, 50_000),
+                "downstream": link(100),
+            },
+            {
+                "start_s": 6.0,
+                "end_s": 7.0,
+                "phase": "cut",
+                "down": True,
+                "reset": False,
+                "upstream": link(50),
+                "downstream": link(50),
+            },
+            {
+                "start_s": 7.0,
+                "end_s": 12.345,
+                "phase": "rst",
+                "down": False,
+                "reset": True,
+                "upstream": link(50),
+                "downstream": link(50),
+            },
         ],
-        "proxy": {"upstream": {**measured(61.0, 0.4), "proxies": 2},
-                  "downstream": {**measured(61.0, 1.7)}},
+        "proxy": {"upstream": {**measured(61.0, 0.4), "proxies": 2}, "downstream": {**measured(61.0, 1.7)}},
     }
 
 

@@ -1,16 +1,38 @@
 """The report's per-priority table: shown only when publishes carried a priority."""
+
 from __future__ import annotations
 
 from analysis.report.page import build_page
 
 ROWS = [
-    {"priority": None, "published": 10, "acked": 9, "discarded": 1, "left_in_broker": 0,
-     "sojourn_ms": {"p50": 1.0, "p99": 2.0}, "end_to_end_ms": {"p50": 3.0, "p99": 4.0}},
-    {"priority": 5, "published": 1_234, "acked": 1_200, "discarded": 30, "left_in_broker": 4,
-     "sojourn_ms": {"p50": 12.5, "p99": 80.25}, "end_to_end_ms": {"p50": 20.0, "p99": 95.0}},
+    {
+        "priority": None,
+        "published": 10,
+        "acked": 9,
+        "discarded": 1,
+        "left_in_broker": 0,
+        "sojourn_ms": {"p50": 1.0, "p99": 2.0},
+        "end_to_end_ms": {"p50": 3.0, "p99": 4.0},
+    },
+    {
+        "priority": 5,
+        "published": 1_234,
+        "acked": 1_200,
+        "discarded": 30,
+        "left_in_broker": 4,
+        "sojourn_ms": {"p50": 12.5, "p99": 80.25},
+        "end_to_end_ms": {"p50": 20.0, "p99": 95.0},
+    },
 ]
-FLOW = {"p": {"blocked_periods": 2, "blocked_s": 5.0, "publishes_waited": 1_500, "blocked_timeout": 7,
-              "blocked_ms": {"p50": 120.0, "p99": 1900.0, "max": 2000.0}}}
+FLOW = {
+    "p": {
+        "blocked_periods": 2,
+        "blocked_s": 5.0,
+        "publishes_waited": 1_500,
+        "blocked_timeout": 7,
+        "blocked_ms": {"p50": 120.0, "p99": 1900.0, "max": 2000.0},
+    }
+}
 
 
 def test_a_run_with_priorities_gets_a_table_with_every_class():

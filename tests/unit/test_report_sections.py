@@ -1,5 +1,6 @@
 """The report's navigation against the sections the page shows, from hand-built summaries (no Spark,
 no broker): one link per section, in page order, and none for a section the page leaves out."""
+
 from __future__ import annotations
 
 import re
@@ -18,18 +19,44 @@ from tests.unit.test_report_slow_consumers import BLOCK, DEPTH
 
 #: Every section of a summary that has every block, in the order a reader scrolls through them.
 EVERY_SECTION = [
-    "verdict", "numbers", "throughput", "sojourn", "components", "distribution", "cdf", "model",
-    "network", "codel", "egress", "churn", "fidelity", "slow_consumers",
-    "latency", "consumers", "phases", "accounting", "priorities", "flow_control", "events",
+    "verdict",
+    "numbers",
+    "throughput",
+    "sojourn",
+    "components",
+    "distribution",
+    "cdf",
+    "model",
+    "network",
+    "codel",
+    "egress",
+    "churn",
+    "fidelity",
+    "slow_consumers",
+    "latency",
+    "consumers",
+    "phases",
+    "accounting",
+    "priorities",
+    "flow_control",
+    "events",
 ]
 
 
 def full_summary() -> dict:
     """make_summary() with every optional block the other report tests build."""
     summary = make_summary()
-    summary.update(network=network_block(), codel=codel_block(), egress=egress_block(),
-                   consumers_churn=churn_block(), fidelity={"orders": replayed(), "steady": synthetic()},
-                   slow_consumers=BLOCK, queue_depth=DEPTH, priorities=ROWS, flow_control=FLOW)
+    summary.update(
+        network=network_block(),
+        codel=codel_block(),
+        egress=egress_block(),
+        consumers_churn=churn_block(),
+        fidelity={"orders": replayed(), "steady": synthetic()},
+        slow_consumers=BLOCK,
+        queue_depth=DEPTH,
+        priorities=ROWS,
+        flow_control=FLOW,
+    )
     return summary
 
 
@@ -84,16 +111,19 @@ def test_a_run_without_replay_links_its_fidelity_section_as_publish_lateness():
     assert dict(nav_links(render_report(summary)))["fidelity"] == "Publish lateness"
 
 
-@pytest.mark.parametrize("section_id, without", [
-    ("network", {"network": None}),
-    ("codel", {"codel": {"consumers": []}}),
-    ("egress", {"egress": {}}),
-    ("churn", {"consumers_churn": {"churn": False}}),
-    ("fidelity", {"fidelity": None}),
-    ("slow_consumers", {"slow_consumers": {}, "queue_depth": []}),
-    ("priorities", {"priorities": ["not a row"]}),  # was linked, with no section to go to
-    ("flow_control", {"flow_control": {}}),
-])
+@pytest.mark.parametrize(
+    "section_id, without",
+    [
+        ("network", {"network": None}),
+        ("codel", {"codel": {"consumers": []}}),
+        ("egress", {"egress": {}}),
+        ("churn", {"consumers_churn": {"churn": False}}),
+        ("fidelity", {"fidelity": None}),
+        ("slow_consumers", {"slow_consumers": {}, "queue_depth": []}),
+        ("priorities", {"priorities": ["not a row"]}),  # was linked, with no section to go to
+        ("flow_control", {"flow_control": {}}),
+    ],
+)
 def test_a_section_without_its_data_is_neither_on_the_page_nor_in_the_navigation(section_id, without):
     page = render_report({**full_summary(), **without})
     expected = [sid for sid in EVERY_SECTION if sid != section_id]
@@ -103,7 +133,20 @@ def test_a_section_without_its_data_is_neither_on_the_page_nor_in_the_navigation
 
 def test_a_summary_without_optional_blocks_links_only_the_sections_every_page_has():
     page = render_report(make_summary())
-    always = ["verdict", "numbers", "throughput", "sojourn", "components", "distribution", "cdf", "model",
-              "latency", "consumers", "phases", "accounting", "events"]
+    always = [
+        "verdict",
+        "numbers",
+        "throughput",
+        "sojourn",
+        "components",
+        "distribution",
+        "cdf",
+        "model",
+        "latency",
+        "consumers",
+        "phases",
+        "accounting",
+        "events",
+    ]
     assert section_ids(page) == always
     assert [target for target, _ in nav_links(page)] == always

@@ -1,4 +1,5 @@
 """The report's slow-consumers section, rendered from hand-built summaries (no Spark, no broker)."""
+
 from __future__ import annotations
 
 from analysis.report import render_report
@@ -8,9 +9,15 @@ from tests.unit.test_report import figure, make_summary, section_text
 def consumer(name, minutes, worst):
     sampled = sum(m[1] for m in minutes)
     slow = sum(m[2] for m in minutes)
-    return {"consumer": name, "group": name.split("/")[0], "seconds_sampled": sampled, "slow_seconds": slow,
-            "share": slow / sampled, "worst_minute": {"minute": worst[0], "share": worst[1]},
-            "minutes": [{"minute": m, "sampled": n, "slow": s, "share": s / n} for m, n, s in minutes]}
+    return {
+        "consumer": name,
+        "group": name.split("/")[0],
+        "seconds_sampled": sampled,
+        "slow_seconds": slow,
+        "share": slow / sampled,
+        "worst_minute": {"minute": worst[0], "share": worst[1]},
+        "minutes": [{"minute": m, "sampled": n, "slow": s, "share": s / n} for m, n, s in minutes],
+    }
 
 
 def page_with(block, depth) -> str:
@@ -21,14 +28,20 @@ def page_with(block, depth) -> str:
 
 
 BLOCK = {
-    "samples": 120, "source": "declare", "sample_took_ms": {"p50": 0.9, "max": 5.4},
+    "samples": 120,
+    "source": "declare",
+    "sample_took_ms": {"p50": 0.9, "max": 5.4},
     # deliberately not worst first: the never-slow consumer must still come after the slow one
-    "consumers": [consumer("fast/w/0", [(0, 60, 0), (1, 60, 0)], (0, 0.0)),
-                  consumer("slow/w/0", [(0, 60, 30), (1, 60, 54)], (1, 0.9))],
+    "consumers": [
+        consumer("fast/w/0", [(0, 60, 0), (1, 60, 0)], (0, 0.0)),
+        consumer("slow/w/0", [(0, 60, 30), (1, 60, 54)], (1, 0.9)),
+    ],
     "excluded": [{"consumer": "auto/w/0", "group": "auto", "reason": "auto_ack"}],
 }
-DEPTH = [{"t_s": 1.0, "ready": 5, "unacked": None, "consumers": 2},
-         {"t_s": 2.0, "ready": 9, "unacked": None, "consumers": 2}]
+DEPTH = [
+    {"t_s": 1.0, "ready": 5, "unacked": None, "consumers": 2},
+    {"t_s": 2.0, "ready": 9, "unacked": None, "consumers": 2},
+]
 
 
 def test_consumers_with_slow_seconds_come_first_with_a_share_per_minute():

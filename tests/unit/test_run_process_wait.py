@@ -1,5 +1,6 @@
 """`sojourn run` waits for every process of the run, not only Locust's master: a worker forked by
 `--processes` may still be writing its last traces when the master has exited."""
+
 import os
 import subprocess
 import sys

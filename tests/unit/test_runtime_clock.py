@@ -1,4 +1,5 @@
 """RunContext.sleep_until: an interrupt wins even when the deadline has already passed."""
+
 from gevent.event import Event
 
 from loadgen.runtime import RunContext

@@ -1,4 +1,5 @@
 """Producer arrival settings in scenario files: rate profiles, bursts and replay."""
+
 from __future__ import annotations
 
 import pytest
@@ -21,16 +22,23 @@ def test_a_rate_profile_loads_as_points_and_reads_in_the_console(tmp_path):
     assert s.to_dict()["producers"][0]["rate"] == [[0.0, 50.0], [30.0, 500.0], [30.0, 20.0]]
 
 
-@pytest.mark.parametrize("rate, expected", [
-    ("[]", "producers[0].rate: expected a number >= 0 or a list of points such as"),
-    ("[{at_s: 5, rate: 1}, {at_s: 2, rate: 3}]",
-     "producers[0].rate[1].at_s: expected points in time order: at_s 2 comes after 5"),
-    ("[{at_s: 0, rate: -1}]", "producers[0].rate[0].rate: expected a number >= 0, got -1"),
-    ("[{at_sec: 0, rate: 1}]", "producers[0].rate[0].at_sec: unknown key (did you mean 'at_s'?)"),
-    ("[{at_s: 0}]", "producers[0].rate[0].rate: missing required key"),
-    ("[{at_s: 1, rate: 1}, {at_s: 1, rate: 2}, {at_s: 1, rate: 3}]",
-     "producers[0].rate[2].at_s: three points at 1 s"),
-])
+@pytest.mark.parametrize(
+    "rate, expected",
+    [
+        ("[]", "producers[0].rate: expected a number >= 0 or a list of points such as"),
+        (
+            "[{at_s: 5, rate: 1}, {at_s: 2, rate: 3}]",
+            "producers[0].rate[1].at_s: expected points in time order: at_s 2 comes after 5",
+        ),
+        ("[{at_s: 0, rate: -1}]", "producers[0].rate[0].rate: expected a number >= 0, got -1"),
+        ("[{at_sec: 0, rate: 1}]", "producers[0].rate[0].at_sec: unknown key (did you mean 'at_s'?)"),
+        ("[{at_s: 0}]", "producers[0].rate[0].rate: missing required key"),
+        (
+            "[{at_s: 1, rate: 1}, {at_s: 1, rate: 2}, {at_s: 1, rate: 3}]",
+            "producers[0].rate[2].at_s: three points at 1 s",
+        ),
+    ],
+)
 def test_bad_rate_profiles_are_located_to_the_point(tmp_path, rate, expected):
     assert error(tmp_path, producer(f"rate: {rate}")).startswith(expected)
 
@@ -38,31 +46,36 @@ def test_bad_rate_profiles_are_located_to_the_point(tmp_path, rate, expected):
 def test_bursts_load_with_defaults_and_reject_bad_values(tmp_path):
     s = load(tmp_path, producer("rate: 100\nbursts: {on_s: 2, off_s: 8}"))
     assert s.producer("main").bursts == Bursts(2.0, 8.0, 0.0, 0.0)
-    assert error(tmp_path, producer("rate: 100\nbursts: {on_s: 0, off_s: 8}")) == \
-        "producers[0].bursts.on_s: expected a number > 0, got 0"
-    assert error(tmp_path, producer("rate: 100\nbursts: {on_s: 1}")) == \
-        "producers[0].bursts.off_s: missing required key"
+    assert (
+        error(tmp_path, producer("rate: 100\nbursts: {on_s: 0, off_s: 8}"))
+        == "producers[0].bursts.on_s: expected a number > 0, got 0"
+    )
+    assert (
+        error(tmp_path, producer("rate: 100\nbursts: {on_s: 1}")) == "producers[0].bursts.off_s: missing required key"
+    )
 
 
 def test_replay_resolves_the_path_from_the_scenario_directory(tmp_path):
     (tmp_path / "t.csv").write_text("offset_s,size_bytes\n0,10\n")
     s = load(tmp_path, producer("replay: {path: t.csv, speed: 2, window: [1, null], loop: 3, split: round_robin}"))
-    assert s.producer("main").replay == ReplaySpec(str(tmp_path / "t.csv"), 2.0, (1.0, None), 3, "round_robin",
-                                                  "group")
+    assert s.producer("main").replay == ReplaySpec(str(tmp_path / "t.csv"), 2.0, (1.0, None), 3, "round_robin", "group")
     assert s.producer("main").rate_text() == f"replay of {tmp_path / 't.csv'}"
 
 
-@pytest.mark.parametrize("body, expected", [
-    ("replay: {path: missing.csv}", "producers[0].replay.path: no such file or directory: "),
-    ("replay: {path: t.csv}\nrate: 5", "producers[0].rate: a replay group takes rate from its file"),
-    ("replay: {path: t.csv}\nsize_bytes: 5", "producers[0].size_bytes: a replay group takes size_bytes"),
-    ("replay: {path: t.csv, window: [5, 2]}", "producers[0].replay.window: expected [start_s, end_s]"),
-    ("replay: {path: t.csv, loop: 0}", "producers[0].replay.loop: expected false (one pass)"),
-    ("replay: {path: t.csv, speed: 0}", "producers[0].replay.speed: expected a number > 0, got 0"),
-    ("replay: {path: t.csv, split: hash}", "producers[0].replay.split: expected one of key, round_robin"),
-    ("replay: {file: t.csv}", "producers[0].replay.file: unknown key"),
-    ("arrival: poisson", "producers[0].rate: missing required key"),
-])
+@pytest.mark.parametrize(
+    "body, expected",
+    [
+        ("replay: {path: missing.csv}", "producers[0].replay.path: no such file or directory: "),
+        ("replay: {path: t.csv}\nrate: 5", "producers[0].rate: a replay group takes rate from its file"),
+        ("replay: {path: t.csv}\nsize_bytes: 5", "producers[0].size_bytes: a replay group takes size_bytes"),
+        ("replay: {path: t.csv, window: [5, 2]}", "producers[0].replay.window: expected [start_s, end_s]"),
+        ("replay: {path: t.csv, loop: 0}", "producers[0].replay.loop: expected false (one pass)"),
+        ("replay: {path: t.csv, speed: 0}", "producers[0].replay.speed: expected a number > 0, got 0"),
+        ("replay: {path: t.csv, split: hash}", "producers[0].replay.split: expected one of key, round_robin"),
+        ("replay: {file: t.csv}", "producers[0].replay.file: unknown key"),
+        ("arrival: poisson", "producers[0].rate: missing required key"),
+    ],
+)
 def test_bad_replay_settings_are_clear(tmp_path, body, expected):
     (tmp_path / "t.csv").write_text("offset_s,size_bytes\n0,10\n")
     assert error(tmp_path, producer(body)).startswith(expected)
@@ -82,12 +95,15 @@ def test_a_priority_mix_is_normalised_and_a_single_priority_is_certain(tmp_path)
     assert load(tmp_path, producer("rate: 10")).producer("main").priority is None
 
 
-@pytest.mark.parametrize("value, expected", [
-    ("300", "producers[0].priority: expected null, a priority from 0 to 255, or a mix such as {1: 0.7, 5: 0.3}"),
-    ("{1: 0.5, 256: 0.5}", "producers[0].priority.256: expected priorities from 0 to 255 as keys, got 256"),
-    ("{1: 0}", "producers[0].priority.1: expected a number > 0, got 0"),
-    ("{}", "producers[0].priority: expected null, a priority from 0 to 255"),
-])
+@pytest.mark.parametrize(
+    "value, expected",
+    [
+        ("300", "producers[0].priority: expected null, a priority from 0 to 255, or a mix such as {1: 0.7, 5: 0.3}"),
+        ("{1: 0.5, 256: 0.5}", "producers[0].priority.256: expected priorities from 0 to 255 as keys, got 256"),
+        ("{1: 0}", "producers[0].priority.1: expected a number > 0, got 0"),
+        ("{}", "producers[0].priority: expected null, a priority from 0 to 255"),
+    ],
+)
 def test_bad_priorities_are_named(tmp_path, value, expected):
     assert error(tmp_path, producer(f"rate: 10\npriority: {value}")).startswith(expected)
 
@@ -96,4 +112,5 @@ def test_max_blocked_wait_is_a_positive_number_or_null(tmp_path):
     assert load(tmp_path, producer("rate: 10\nmax_blocked_wait_s: 2.5")).producer("main").max_blocked_wait_s == 2.5
     assert load(tmp_path, producer("rate: 10")).producer("main").max_blocked_wait_s is None
     assert error(tmp_path, producer("rate: 10\nmax_blocked_wait_s: 0")) == (
-        "producers[0].max_blocked_wait_s: expected a number > 0 or null (wait as long as it takes), got 0")
+        "producers[0].max_blocked_wait_s: expected a number > 0 or null (wait as long as it takes), got 0"
+    )

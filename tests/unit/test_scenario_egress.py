@@ -1,4 +1,5 @@
 """Egress classes per consumer group: the `egress` mapping, its validation, the warning, the round trip."""
+
 from __future__ import annotations
 
 import yaml
@@ -53,8 +54,7 @@ def test_ranges_that_leave_priorities_out_are_refused_naming_them(tmp_path):
 
 def test_overlapping_classes_are_refused_at_the_second_class(tmp_path):
     message = error(tmp_path, HEAD + "    egress: {classes: {high: [5, 255], low: [0, 5]}}\n")
-    assert message == ("consumers[0].egress.classes.low: priority 5 is also in class 'high': "
-                       "classes may not overlap")
+    assert message == ("consumers[0].egress.classes.low: priority 5 is also in class 'high': classes may not overlap")
 
 
 def test_classes_listed_lowest_first_are_refused(tmp_path):
@@ -63,15 +63,21 @@ def test_classes_listed_lowest_first_are_refused(tmp_path):
 
 
 def test_max_depth_and_min_burst_must_be_positive_integers(tmp_path):
-    assert error(tmp_path, HEAD + "    egress: {max_depth_units: 0}\n") == \
-        "consumers[0].egress.max_depth_units: expected an integer >= 1, got 0"
-    assert error(tmp_path, HEAD + "    egress: {min_burst: 1.5}\n") == \
-        "consumers[0].egress.min_burst: expected an integer >= 1, got 1.5"
+    assert (
+        error(tmp_path, HEAD + "    egress: {max_depth_units: 0}\n")
+        == "consumers[0].egress.max_depth_units: expected an integer >= 1, got 0"
+    )
+    assert (
+        error(tmp_path, HEAD + "    egress: {min_burst: 1.5}\n")
+        == "consumers[0].egress.min_burst: expected an integer >= 1, got 1.5"
+    )
 
 
 def test_an_unknown_key_names_the_close_match(tmp_path):
-    assert error(tmp_path, HEAD + "    egress: {max_depth: 10}\n") == \
-        "consumers[0].egress.max_depth: unknown key (did you mean 'max_depth_units'?)"
+    assert (
+        error(tmp_path, HEAD + "    egress: {max_depth: 10}\n")
+        == "consumers[0].egress.max_depth: unknown key (did you mean 'max_depth_units'?)"
+    )
 
 
 def test_a_set_override_reaches_the_egress_fields(tmp_path):
@@ -83,8 +89,10 @@ def test_warns_when_the_prefetch_can_never_fill_a_class(tmp_path):
     # 5,000 B = 3 work units; prefetch 100 x 3 = 300 units <= 300: never over the max depth.
     s = load(tmp_path, HEAD + "    prefetch: 100\n    egress: {max_depth_units: 300}\n")
     (warning,) = egress_warnings(s)
-    assert warning.startswith("consumers.main.egress: with ack_mode manual a class holds at most prefetch 100 "
-                              "messages x 3 work units (the largest message, 5000 B) = 300 units")
+    assert warning.startswith(
+        "consumers.main.egress: with ack_mode manual a class holds at most prefetch 100 "
+        "messages x 3 work units (the largest message, 5000 B) = 300 units"
+    )
     assert "ack_mode: auto" in warning
 
 
@@ -100,8 +108,10 @@ def test_warns_when_the_prefetch_is_not_more_than_min_burst(tmp_path):
 
 
 def test_a_phase_with_a_larger_prefetch_or_size_makes_discards_reachable(tmp_path):
-    text = (HEAD + "    prefetch: 10\n    egress: {max_depth_units: 100}\n"
-            "timeline:\n  - name: big\n    start_s: 10\n    set: {producers.p.size_bytes: 30000}\n")
+    text = (
+        HEAD + "    prefetch: 10\n    egress: {max_depth_units: 100}\n"
+        "timeline:\n  - name: big\n    start_s: 10\n    set: {producers.p.size_bytes: 30000}\n"
+    )
     assert egress_warnings(load(tmp_path, text)) == []  # 10 x 15 units = 150 > 100
 
 

@@ -1,4 +1,5 @@
 """Invalid scenarios: each error names the file, the YAML path, the bad value and the close match."""
+
 from __future__ import annotations
 
 import pathlib
@@ -26,19 +27,32 @@ def message(tmp_path: pathlib.Path, text: str, overrides=(), env=None) -> str:
     err = str(error_for(tmp_path, text, overrides, env))
     prefix = f"{tmp_path / 'x.yaml'}: "
     assert err.startswith(prefix)
-    return err[len(prefix):]
+    return err[len(prefix) :]
 
 
-@pytest.mark.parametrize("text, expected", [
-    (HEAD + PRODUCER + CONSUMER + "    prefech: 3\n",
-     "consumers[0].prefech: unknown key (did you mean 'prefetch'?)"),
-    (HEAD + "runn: {}\n", "runn: unknown key (did you mean 'run'?)"),
-    (HEAD + "broker: {url: 'amqp://h/', heartbeat: 3}\n", "broker.heartbeat: unknown key (did you mean 'heartbeat_s'?)"),
-    (HEAD + "zzz: 1\n", "zzz: unknown key (expected one of: name, description, broker, queue, run, "
-                        "producers, consumers, timeline, slo, network, exchanges, bindings)"),
-    (HEAD + CONSUMER + "    processing_ms: {distribution: exponential, mean: 4}\n",
-     "consumers[0].processing_ms.mean: unknown key for distribution exponential (did you mean 'mean_ms'?)"),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        (
+            HEAD + PRODUCER + CONSUMER + "    prefech: 3\n",
+            "consumers[0].prefech: unknown key (did you mean 'prefetch'?)",
+        ),
+        (HEAD + "runn: {}\n", "runn: unknown key (did you mean 'run'?)"),
+        (
+            HEAD + "broker: {url: 'amqp://h/', heartbeat: 3}\n",
+            "broker.heartbeat: unknown key (did you mean 'heartbeat_s'?)",
+        ),
+        (
+            HEAD + "zzz: 1\n",
+            "zzz: unknown key (expected one of: name, description, broker, queue, run, "
+            "producers, consumers, timeline, slo, network, exchanges, bindings)",
+        ),
+        (
+            HEAD + CONSUMER + "    processing_ms: {distribution: exponential, mean: 4}\n",
+            "consumers[0].processing_ms.mean: unknown key for distribution exponential (did you mean 'mean_ms'?)",
+        ),
+    ],
+)
 def test_unknown_keys_are_rejected_at_every_level_with_a_close_match(tmp_path, text, expected):
     assert message(tmp_path, text) == expected
 
@@ -49,63 +63,110 @@ def test_queue_arguments_accept_any_key(tmp_path):
     assert dict(load_scenario(path, env={}).queue.arguments) == {"x-anything-goes": 1}
 
 
-@pytest.mark.parametrize("text, expected", [
-    ("queue: {name: q}\nrun: {duration_s: 60}\n", "name: missing required key"),
-    ("name: t\nrun: {duration_s: 60}\n", "queue: missing required key"),
-    ("name: t\nqueue: {name: q}\nrun: {warmup_s: 1}\n", "run.duration_s: missing required key"),
-    (HEAD + "producers:\n  - name: main\n", "producers[0].rate: missing required key"),
-    (HEAD + "consumers:\n  - count: 2\n", "consumers[0].name: missing required key"),
-    (HEAD + CONSUMER + "    processing_ms: {mean_ms: 4}\n", "consumers[0].processing_ms.distribution: missing required key"),
-    (HEAD + CONSUMER + "    processing_ms: {distribution: lognormal, median_ms: 4}\n",
-     "consumers[0].processing_ms.sigma: missing required key"),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("queue: {name: q}\nrun: {duration_s: 60}\n", "name: missing required key"),
+        ("name: t\nrun: {duration_s: 60}\n", "queue: missing required key"),
+        ("name: t\nqueue: {name: q}\nrun: {warmup_s: 1}\n", "run.duration_s: missing required key"),
+        (HEAD + "producers:\n  - name: main\n", "producers[0].rate: missing required key"),
+        (HEAD + "consumers:\n  - count: 2\n", "consumers[0].name: missing required key"),
+        (
+            HEAD + CONSUMER + "    processing_ms: {mean_ms: 4}\n",
+            "consumers[0].processing_ms.distribution: missing required key",
+        ),
+        (
+            HEAD + CONSUMER + "    processing_ms: {distribution: lognormal, median_ms: 4}\n",
+            "consumers[0].processing_ms.sigma: missing required key",
+        ),
+    ],
+)
 def test_missing_required_keys_are_named(tmp_path, text, expected):
     assert message(tmp_path, text) == expected
 
 
-@pytest.mark.parametrize("text, expected", [
-    (HEAD + CONSUMER + "    prefetch: -3\n", "consumers[0].prefetch: expected an integer between 0 and 65535, got -3"),
-    (HEAD + CONSUMER + "    prefetch: 70000\n", "consumers[0].prefetch: expected an integer between 0 and 65535, got 70000"),
-    (HEAD + CONSUMER + "    count: -3\n", "consumers[0].count: expected an integer >= 0, got -3"),
-    (HEAD + CONSUMER + "    count: 1.5\n", "consumers[0].count: expected an integer >= 0, got 1.5"),
-    (HEAD + "producers:\n  - {name: main, rate: 10, arrival: poison}\n",
-     "producers[0].arrival: expected one of constant, poisson, got 'poison' (did you mean 'poisson'?)"),
-    (HEAD + "producers:\n  - {name: main, rate: yes}\n", "producers[0].rate: expected a number >= 0, got true"),
-    (HEAD + "producers:\n  - {name: main, rate: -1}\n", "producers[0].rate: expected a number >= 0, got -1"),
-    (HEAD + "producers:\n  - {name: main, rate: .nan}\n", "producers[0].rate: expected a number >= 0, got nan"),
-    (HEAD + "producers:\n  - {name: main, rate: '200'}\n",
-     "producers[0].rate: expected a number >= 0, got '200' "
-     "(that is text, not a number: drop the quotes; write 1e3 as 1000 or 1.0e+3)"),
-    (HEAD + "producers:\n  - {name: main, rate: 10, size_bytes: 134217729}\n",
-     "producers[0].size_bytes: expected an integer between 0 and 134217728, got 134217729"),
-    (HEAD + "producers:\n  - {name: main, rate: 10, confirm_window: 0}\n",
-     "producers[0].confirm_window: expected an integer >= 1, got 0"),
-    (HEAD + "producers:\n  - {name: main, rate: 10, confirms: 'yes'}\n", "producers[0].confirms: expected true or false, got 'yes'"),
-    (HEAD + "producers:\n  - {name: 'main group', rate: 10}\n",
-     "producers[0].name: expected a name made of letters, digits, '.', '_' or '-', got 'main group'"),
-    (HEAD + CONSUMER + "    ack_mode: automatic\n",
-     "consumers[0].ack_mode: expected one of manual, auto, got 'automatic' (did you mean 'auto'?)"),
-    (HEAD + CONSUMER + "    processing_ms: -1\n", "consumers[0].processing_ms: expected a number >= 0, got -1"),
-    (HEAD + CONSUMER + "    processing_ms: {distribution: lognormal, median_ms: 4, sigma: 0}\n",
-     "consumers[0].processing_ms.sigma: expected a number > 0, got 0"),
-    (HEAD + CONSUMER + "    processing_ms: {distribution: uniform, min_ms: 6, max_ms: 2}\n",
-     "consumers[0].processing_ms.max_ms: expected max_ms >= min_ms (6), got 2"),
-    (HEAD + CONSUMER + "    processing_ms: {distribution: gaussian, mean_ms: 4}\n",
-     "consumers[0].processing_ms.distribution: expected one of fixed, exponential, lognormal, uniform, recorded, got 'gaussian'"),
-    ("name: t\nqueue: {name: q}\nrun: {duration_s: 0}\n", "run.duration_s: expected a number > 0, got 0"),
-    ("name: t\nqueue: {name: q}\nrun: {duration_s: 10, warmup_s: 10}\n",
-     "run.warmup_s: expected a number >= 0 and < run.duration_s (10), got 10"),
-    ("name: t\nqueue: {name: ''}\nrun: {duration_s: 10}\n", "queue.name: expected a non-empty string, got ''"),
-    ("name: t\nqueue: {name: q, arguments: {x-dead-letter: [a]}}\nrun: {duration_s: 10}\n",
-     "queue.arguments.x-dead-letter: expected a string, number or boolean, got ['a']"),
-    ("name: t\nqueue: {name: q, durable: 1}\nrun: {duration_s: 10}\n", "queue.durable: expected true or false, got 1"),
-    (HEAD + "broker: {connect_timeout_s: 0}\n", "broker.connect_timeout_s: expected a number > 0, got 0"),
-    (HEAD + "slo: ['sojourn_ms.p99 <']\n",
-     "slo[0]: 'sojourn_ms.p99 <' is not of the form '<metric> <op> <number>' with op one of "
-     "< <= > >= == != (e.g. 'sojourn_ms.p99 < 200')"),
-    (HEAD + "producers: {name: main}\n", "producers: expected a list, got {'name': 'main'}"),
-    (HEAD + "run: 5\n".replace("run", "broker"), "broker: expected a mapping, got 5"),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        (
+            HEAD + CONSUMER + "    prefetch: -3\n",
+            "consumers[0].prefetch: expected an integer between 0 and 65535, got -3",
+        ),
+        (
+            HEAD + CONSUMER + "    prefetch: 70000\n",
+            "consumers[0].prefetch: expected an integer between 0 and 65535, got 70000",
+        ),
+        (HEAD + CONSUMER + "    count: -3\n", "consumers[0].count: expected an integer >= 0, got -3"),
+        (HEAD + CONSUMER + "    count: 1.5\n", "consumers[0].count: expected an integer >= 0, got 1.5"),
+        (
+            HEAD + "producers:\n  - {name: main, rate: 10, arrival: poison}\n",
+            "producers[0].arrival: expected one of constant, poisson, got 'poison' (did you mean 'poisson'?)",
+        ),
+        (HEAD + "producers:\n  - {name: main, rate: yes}\n", "producers[0].rate: expected a number >= 0, got true"),
+        (HEAD + "producers:\n  - {name: main, rate: -1}\n", "producers[0].rate: expected a number >= 0, got -1"),
+        (HEAD + "producers:\n  - {name: main, rate: .nan}\n", "producers[0].rate: expected a number >= 0, got nan"),
+        (
+            HEAD + "producers:\n  - {name: main, rate: '200'}\n",
+            "producers[0].rate: expected a number >= 0, got '200' "
+            "(that is text, not a number: drop the quotes; write 1e3 as 1000 or 1.0e+3)",
+        ),
+        (
+            HEAD + "producers:\n  - {name: main, rate: 10, size_bytes: 134217729}\n",
+            "producers[0].size_bytes: expected an integer between 0 and 134217728, got 134217729",
+        ),
+        (
+            HEAD + "producers:\n  - {name: main, rate: 10, confirm_window: 0}\n",
+            "producers[0].confirm_window: expected an integer >= 1, got 0",
+        ),
+        (
+            HEAD + "producers:\n  - {name: main, rate: 10, confirms: 'yes'}\n",
+            "producers[0].confirms: expected true or false, got 'yes'",
+        ),
+        (
+            HEAD + "producers:\n  - {name: 'main group', rate: 10}\n",
+            "producers[0].name: expected a name made of letters, digits, '.', '_' or '-', got 'main group'",
+        ),
+        (
+            HEAD + CONSUMER + "    ack_mode: automatic\n",
+            "consumers[0].ack_mode: expected one of manual, auto, got 'automatic' (did you mean 'auto'?)",
+        ),
+        (HEAD + CONSUMER + "    processing_ms: -1\n", "consumers[0].processing_ms: expected a number >= 0, got -1"),
+        (
+            HEAD + CONSUMER + "    processing_ms: {distribution: lognormal, median_ms: 4, sigma: 0}\n",
+            "consumers[0].processing_ms.sigma: expected a number > 0, got 0",
+        ),
+        (
+            HEAD + CONSUMER + "    processing_ms: {distribution: uniform, min_ms: 6, max_ms: 2}\n",
+            "consumers[0].processing_ms.max_ms: expected max_ms >= min_ms (6), got 2",
+        ),
+        (
+            HEAD + CONSUMER + "    processing_ms: {distribution: gaussian, mean_ms: 4}\n",
+            "consumers[0].processing_ms.distribution: expected one of fixed, exponential, lognormal, uniform, recorded, got 'gaussian'",
+        ),
+        ("name: t\nqueue: {name: q}\nrun: {duration_s: 0}\n", "run.duration_s: expected a number > 0, got 0"),
+        (
+            "name: t\nqueue: {name: q}\nrun: {duration_s: 10, warmup_s: 10}\n",
+            "run.warmup_s: expected a number >= 0 and < run.duration_s (10), got 10",
+        ),
+        ("name: t\nqueue: {name: ''}\nrun: {duration_s: 10}\n", "queue.name: expected a non-empty string, got ''"),
+        (
+            "name: t\nqueue: {name: q, arguments: {x-dead-letter: [a]}}\nrun: {duration_s: 10}\n",
+            "queue.arguments.x-dead-letter: expected a string, number or boolean, got ['a']",
+        ),
+        (
+            "name: t\nqueue: {name: q, durable: 1}\nrun: {duration_s: 10}\n",
+            "queue.durable: expected true or false, got 1",
+        ),
+        (HEAD + "broker: {connect_timeout_s: 0}\n", "broker.connect_timeout_s: expected a number > 0, got 0"),
+        (
+            HEAD + "slo: ['sojourn_ms.p99 <']\n",
+            "slo[0]: 'sojourn_ms.p99 <' is not of the form '<metric> <op> <number>' with op one of "
+            "< <= > >= == != (e.g. 'sojourn_ms.p99 < 200')",
+        ),
+        (HEAD + "producers: {name: main}\n", "producers: expected a list, got {'name': 'main'}"),
+        (HEAD + "run: 5\n".replace("run", "broker"), "broker: expected a mapping, got 5"),
+    ],
+)
 def test_bad_values_are_reported_with_the_expected_range(tmp_path, text, expected):
     assert message(tmp_path, text) == expected
 
@@ -133,11 +194,14 @@ def test_a_producer_and_a_consumer_may_share_a_name(tmp_path):
     assert load_scenario(path, env={}).consumer("main").name == "main"
 
 
-@pytest.mark.parametrize("url, shown", [
-    ("http://user:hunter2@h/", "'http://user:****@h/'"),
-    ("amqp://user:hunter2@h:notaport/", "'amqp://user:****@h:notaport/'"),
-    ("amqp:///vhost", "'amqp:///vhost'"),
-])
+@pytest.mark.parametrize(
+    "url, shown",
+    [
+        ("http://user:hunter2@h/", "'http://user:****@h/'"),
+        ("amqp://user:hunter2@h:notaport/", "'amqp://user:****@h:notaport/'"),
+        ("amqp:///vhost", "'amqp:///vhost'"),
+    ],
+)
 def test_bad_broker_urls_are_rejected_without_showing_the_password(tmp_path, url, shown):
     text = message(tmp_path, HEAD + f"broker: {{url: '{url}'}}\n")
     assert text.startswith("broker.url: expected an amqp:// or amqps:// URL with a host")
@@ -168,10 +232,13 @@ def test_a_missing_file_is_a_scenario_error(tmp_path):
     assert str(info.value) == f"{tmp_path / 'nope.yaml'}: no such file"
 
 
-@pytest.mark.parametrize("text, expected", [
-    ("", "the file is empty; a scenario needs at least name, queue and run"),
-    ("- a\n- b\n", "expected a mapping at the top level, got ['a', 'b']"),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("", "the file is empty; a scenario needs at least name, queue and run"),
+        ("- a\n- b\n", "expected a mapping at the top level, got ['a', 'b']"),
+    ],
+)
 def test_a_file_that_is_not_a_mapping_is_rejected(tmp_path, text, expected):
     assert message(tmp_path, text) == expected
 

@@ -1,4 +1,5 @@
 """`leave: clean|crash` on a consumer group: default, phases, validation and the round trip."""
+
 from __future__ import annotations
 
 import yaml
@@ -38,8 +39,9 @@ def test_leave_can_be_set_on_the_group_itself(tmp_path):
 
 def test_an_unknown_leave_value_names_the_field_and_the_close_match(tmp_path):
     text = HEAD + CRASH_PHASE.replace("leave: crash", "leave: crsh")
-    assert error(tmp_path, text) == ("timeline[0].set.consumers.workers.leave: expected one of clean, crash, "
-                                     "got 'crsh' (did you mean 'crash'?)")
+    assert error(tmp_path, text) == (
+        "timeline[0].set.consumers.workers.leave: expected one of clean, crash, got 'crsh' (did you mean 'crash'?)"
+    )
 
 
 def test_a_group_leave_that_is_not_a_string_is_refused(tmp_path):
@@ -54,7 +56,8 @@ def test_a_crash_needs_manual_acks_on_the_group(tmp_path):
 def test_a_phase_can_not_crash_an_auto_ack_group(tmp_path):
     text = HEAD + "    ack_mode: auto\n" + CRASH_PHASE
     assert error(tmp_path, text).startswith(
-        "timeline[0].set.consumers.workers.leave: consumer group 'workers' has ack_mode: auto; a crash needs")
+        "timeline[0].set.consumers.workers.leave: consumer group 'workers' has ack_mode: auto; a crash needs"
+    )
 
 
 def test_leave_round_trips_through_to_dict(tmp_path):

@@ -1,4 +1,5 @@
 """Loading valid scenarios: defaults, processing distributions, broker URL precedence, round trip."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -12,7 +13,14 @@ import pytest
 import yaml
 
 from loadgen.scenario import (
-    Broker, ConsumerGroup, Phase, Processing, ProducerGroup, QueueSpec, RunSpec, Scenario,
+    Broker,
+    ConsumerGroup,
+    Phase,
+    Processing,
+    ProducerGroup,
+    QueueSpec,
+    RunSpec,
+    Scenario,
     load_scenario,
 )
 
@@ -73,7 +81,9 @@ def test_source_path_is_recorded_and_path_like_accepted(tmp_path):
 
 
 def test_queue_arguments_are_read_only_but_convert_to_a_dict(tmp_path):
-    text = MINIMAL.replace("  name: q.min\n", "  name: q.min\n  arguments: {x-max-length: 1000, x-overflow: reject-publish}\n")
+    text = MINIMAL.replace(
+        "  name: q.min\n", "  name: q.min\n  arguments: {x-max-length: 1000, x-overflow: reject-publish}\n"
+    )
     q = load_scenario(write(tmp_path, text), env={}).queue
     assert dict(q.arguments) == {"x-max-length": 1000, "x-overflow": "reject-publish"}
     assert q.arguments["x-max-length"] == 1000
@@ -107,14 +117,25 @@ def test_producer_and_consumer_lookup_by_name(tmp_path):
 
 # ---- processing_ms forms
 
-@pytest.mark.parametrize("text, expected, mean", [
-    ("4", Processing("fixed", (("ms", 4.0),)), 4.0),
-    ("{distribution: fixed, ms: 2.5}", Processing("fixed", (("ms", 2.5),)), 2.5),
-    ("{distribution: exponential, mean_ms: 4}", Processing("exponential", (("mean_ms", 4.0),)), 4.0),
-    ("{distribution: lognormal, median_ms: 4, sigma: 0.5}",
-     Processing("lognormal", (("median_ms", 4.0), ("sigma", 0.5))), 4 * math.exp(0.125)),
-    ("{distribution: uniform, min_ms: 2, max_ms: 6}", Processing("uniform", (("min_ms", 2.0), ("max_ms", 6.0))), 4.0),
-])
+
+@pytest.mark.parametrize(
+    "text, expected, mean",
+    [
+        ("4", Processing("fixed", (("ms", 4.0),)), 4.0),
+        ("{distribution: fixed, ms: 2.5}", Processing("fixed", (("ms", 2.5),)), 2.5),
+        ("{distribution: exponential, mean_ms: 4}", Processing("exponential", (("mean_ms", 4.0),)), 4.0),
+        (
+            "{distribution: lognormal, median_ms: 4, sigma: 0.5}",
+            Processing("lognormal", (("median_ms", 4.0), ("sigma", 0.5))),
+            4 * math.exp(0.125),
+        ),
+        (
+            "{distribution: uniform, min_ms: 2, max_ms: 6}",
+            Processing("uniform", (("min_ms", 2.0), ("max_ms", 6.0))),
+            4.0,
+        ),
+    ],
+)
 def test_processing_forms_and_their_exact_means(tmp_path, text, expected, mean):
     yaml_text = MINIMAL.replace("  - name: main\n", "  - name: main\n", 1) + f"    processing_ms: {text}\n"
     processing = load_scenario(write(tmp_path, yaml_text), env={}).consumers[0].processing
@@ -122,11 +143,14 @@ def test_processing_forms_and_their_exact_means(tmp_path, text, expected, mean):
     assert processing.mean_ms == pytest.approx(mean)
 
 
-@pytest.mark.parametrize("processing, mean", [
-    (Processing.exponential(4), 4.0),
-    (Processing.lognormal(4, 0.5), 4 * math.exp(0.5 ** 2 / 2)),
-    (Processing.uniform(2, 6), 4.0),
-])
+@pytest.mark.parametrize(
+    "processing, mean",
+    [
+        (Processing.exponential(4), 4.0),
+        (Processing.lognormal(4, 0.5), 4 * math.exp(0.5**2 / 2)),
+        (Processing.uniform(2, 6), 4.0),
+    ],
+)
 def test_samples_are_never_negative_and_average_to_the_mean(processing, mean):
     rng = random.Random(7)
     samples = [processing.sample_ms(rng) for _ in range(40_000)]
@@ -180,6 +204,7 @@ def test_environment_is_read_from_os_environ_by_default(tmp_path, monkeypatch):
 
 # ---- to_dict and the round trip
 
+
 def test_to_dict_masks_the_password_by_default(tmp_path):
     s = load_scenario(with_url(tmp_path), env={})
     assert s.to_dict()["broker"]["url"] == "amqp://file:****@file-host:5672/"
@@ -194,8 +219,9 @@ WITH_CODEL_AND_NETWORK = (
 )
 
 
-@pytest.mark.parametrize("name, extra", [("quickstart.yaml", ()), ("slow-processing.yaml", ()),
-                                         ("quickstart.yaml", WITH_CODEL_AND_NETWORK)])
+@pytest.mark.parametrize(
+    "name, extra", [("quickstart.yaml", ()), ("slow-processing.yaml", ()), ("quickstart.yaml", WITH_CODEL_AND_NETWORK)]
+)
 def test_dumped_to_dict_loads_back_to_an_equal_scenario(tmp_path, name, extra):
     original = load_scenario(REPO / "scenarios" / name, ["broker.url=amqp://u:secret@h:5672/", *extra], env={})
     dumped = write(tmp_path, yaml.safe_dump(original.to_dict(mask_password=False)), "dumped.yaml")
@@ -212,16 +238,30 @@ def test_equality_ignores_where_the_scenario_came_from(tmp_path):
 
 # ---- the shipped scenarios
 
+
 def test_quickstart_loads_with_the_documented_settings():
     s = load_scenario(REPO / "scenarios" / "quickstart.yaml", env={})
     assert (s.name, s.queue.name) == ("quickstart", "sojourn.quickstart")
     assert s.run == RunSpec(40.0, 5.0, 20.0)
     p = s.producer("main")
-    assert (p.count, p.rate, p.arrival, p.size_bytes, p.confirms, p.confirm_window) == (1, 150.0, "poisson", 256, True, 100)
+    assert (p.count, p.rate, p.arrival, p.size_bytes, p.confirms, p.confirm_window) == (
+        1,
+        150.0,
+        "poisson",
+        256,
+        True,
+        100,
+    )
     c = s.consumer("main")
     assert (c.count, c.prefetch, c.ack_mode, c.processing) == (1, 20, "manual", Processing.exponential(4))
-    assert s.timeline == (Phase("busy", 15.0, 30.0, (("consumers.main.count", 2),
-                                                      ("consumers.main.processing_ms", Processing.exponential(9)))),)
+    assert s.timeline == (
+        Phase(
+            "busy",
+            15.0,
+            30.0,
+            (("consumers.main.count", 2), ("consumers.main.processing_ms", Processing.exponential(9))),
+        ),
+    )
     assert s.slo == ("messages.unaccounted == 0", "sojourn_ms.p99 < 2000")
 
 
@@ -241,8 +281,22 @@ def test_slow_processing_loads_with_the_documented_settings():
 
 def test_scenario_is_exported_with_the_documented_fields():
     names = [f.name for f in dataclasses.fields(Scenario)]
-    assert names == ["name", "description", "source_path", "overrides", "broker", "queue", "run",
-                     "producers", "consumers", "timeline", "slo", "network", "exchanges", "bindings"]
+    assert names == [
+        "name",
+        "description",
+        "source_path",
+        "overrides",
+        "broker",
+        "queue",
+        "run",
+        "producers",
+        "consumers",
+        "timeline",
+        "slo",
+        "network",
+        "exchanges",
+        "bindings",
+    ]
 
 
 # ---- the documentation stays true
@@ -258,6 +312,6 @@ def test_the_documented_complete_example_loads(tmp_path):
 
 def test_every_schema_key_is_documented():
     from loadgen.scenario.model import YAML_LAYOUT
-    missing = [f"{section}.{key}" for section, keys in YAML_LAYOUT.items() for key in keys
-               if f"`{key}`" not in DOCS]
+
+    missing = [f"{section}.{key}" for section, keys in YAML_LAYOUT.items() for key in keys if f"`{key}`" not in DOCS]
     assert missing == []

@@ -1,4 +1,5 @@
 """Arrival schedules with an injected rate, change times and random stream (no clock, no sleeping)."""
+
 from __future__ import annotations
 
 import itertools
@@ -23,6 +24,7 @@ def steps(*pieces: tuple[float, float]):
 
     def rate_at(t: float) -> float:
         return [rate for start, rate in pieces if start <= t][-1]
+
     return rate_at, changes_after(starts[1:])
 
 
@@ -63,7 +65,7 @@ def test_nothing_is_scheduled_in_an_empty_window():
 def test_poisson_mean_rate_is_within_the_standard_error():
     rate, duration = 200.0, 500.0
     times = arrivals("poisson", [(0.0, rate)], end_s=duration, seed=42)
-    expected = rate * duration                 # 100,000 arrivals
+    expected = rate * duration  # 100,000 arrivals
     assert abs(len(times) - expected) < 4 * math.sqrt(expected)  # Poisson count sd = sqrt(mean)
 
 
@@ -80,7 +82,9 @@ def test_poisson_first_arrival_is_at_start():
 
 
 def test_same_seed_gives_the_same_poisson_schedule():
-    assert arrivals("poisson", [(0.0, 50.0)], seed=3, limit=100) == arrivals("poisson", [(0.0, 50.0)], seed=3, limit=100)
+    assert arrivals("poisson", [(0.0, 50.0)], seed=3, limit=100) == arrivals(
+        "poisson", [(0.0, 50.0)], seed=3, limit=100
+    )
 
 
 def test_a_rate_step_up_takes_effect_at_the_step():
@@ -123,7 +127,7 @@ def test_rate_zero_with_no_further_change_ends_the_schedule():
 
 def test_arrival_kind_may_change_with_time():
     rate_at, next_change = steps((0.0, 100.0), (1.0, 100.0))
-    kind_at = (lambda t: "constant" if t < 1.0 else "poisson")
+    kind_at = lambda t: "constant" if t < 1.0 else "poisson"
     times = list(ArrivalSchedule(kind_at, rate_at, random.Random(5), 0.0, 3.0, next_change))
     early = [b - a for a, b in zip(times, times[1:]) if b <= 1.0]
     assert early == pytest.approx([0.01] * len(early), abs=1e-9)
@@ -142,8 +146,14 @@ def test_bad_inputs_are_rejected():
 
 def test_scenario_timeline_drives_the_schedule():
     s = load_scenario(REPO / "scenarios" / "slow-processing.yaml", env={})
-    schedule = ArrivalSchedule("constant", lambda t: s.at(t).producer("main").rate, random.Random(0),
-                               0.0, s.run.duration_s, changes_after(s.change_times()))
+    schedule = ArrivalSchedule(
+        "constant",
+        lambda t: s.at(t).producer("main").rate,
+        random.Random(0),
+        0.0,
+        s.run.duration_s,
+        changes_after(s.change_times()),
+    )
     times = list(schedule)
     # 270/s for 20 s, 30/s for 15 s, 100/s for 10 s
     assert sum(t < 20 for t in times) == 5400
@@ -160,12 +170,17 @@ def test_producer_rng_is_deterministic_per_producer():
 
 def test_producer_rng_is_the_same_in_another_process():
     code = "from loadgen.schedule import producer_rng; print(repr(producer_rng(7, 'main/0').random()))"
-    outputs = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                              env={"PYTHONHASHSEED": seed}).stdout for seed in ("1", "2")}
+    outputs = {
+        subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, check=True, env={"PYTHONHASHSEED": seed}
+        ).stdout
+        for seed in ("1", "2")
+    }
     assert outputs == {repr(producer_rng(7, "main/0").random()) + "\n"}
 
 
 # ---- ramps, steps and on/off bursts (rate_curve)
+
 
 def curve_arrivals(kind, rate, bursts=None, start_s=0.0, end_s=10.0, seed=3):
     rate_at, next_change = rate_curve(rate, bursts)
@@ -185,7 +200,7 @@ def test_a_falling_ramp_to_zero_stops_and_a_later_point_resumes():
     ramp = [t for t in times if t < 2.0]
     assert len(ramp) == 100
     # work done by t on the falling ramp: 100 t - 25 t^2 = k
-    assert ramp == pytest.approx([(100 - math.sqrt(100 ** 2 - 100 * k)) / 50 for k in range(100)], abs=1e-9)
+    assert ramp == pytest.approx([(100 - math.sqrt(100**2 - 100 * k)) / 50 for k in range(100)], abs=1e-9)
     assert not [t for t in times if 2.0 <= t < 5.0]
     assert [t for t in times if t >= 5.0] == pytest.approx([5.0 + k / 10 for k in range(20)])
 
@@ -193,12 +208,12 @@ def test_a_falling_ramp_to_zero_stops_and_a_later_point_resumes():
 def test_two_points_at_one_time_make_a_step_and_the_last_rate_holds():
     times = curve_arrivals("constant", [(0.0, 10.0), (4.0, 10.0), (4.0, 50.0)], end_s=6.0)
     assert [t for t in times if t < 4.0] == pytest.approx([k / 10 for k in range(40)])
-    assert len([t for t in times if t >= 4.0]) == 100   # 50/s for 2 s, held after the last point
+    assert len([t for t in times if t >= 4.0]) == 100  # 50/s for 2 s, held after the last point
 
 
 def test_poisson_on_a_ramp_matches_the_integrated_rate():
     counts = [len(curve_arrivals("poisson", [(0.0, 0.0), (20.0, 1000.0)], end_s=20.0, seed=s)) for s in range(3)]
-    for n in counts:   # expected 10,000 (the ramp's area); Poisson sd = 100
+    for n in counts:  # expected 10,000 (the ramp's area); Poisson sd = 100
         assert abs(n - 10_000) < 400
 
 
@@ -206,21 +221,22 @@ def test_bursts_send_only_during_the_on_periods():
     times = curve_arrivals("constant", 100.0, bursts=(1.0, 4.0, 0.0, 0.0), end_s=10.0)
     assert len(times) == 200
     assert all(t < 1.0 or 5.0 <= t < 6.0 for t in times)
-    assert times[100] == pytest.approx(5.0)   # each burst starts with an arrival at its edge
+    assert times[100] == pytest.approx(5.0)  # each burst starts with an arrival at its edge
 
 
 def test_bursts_with_an_off_rate_and_an_offset_start():
     # on 2 s at 100/s from t=1, off 3 s at 10/s: [0,1) off, [1,3) on, [3,6) off, [6,8) on, [8,10) off
     times = curve_arrivals("constant", 100.0, bursts=(2.0, 3.0, 10.0, 1.0), end_s=10.0)
+
     def count(a, b):
         return len([t for t in times if a <= t < b])
+
     assert count(1.0, 3.0) == 200 and count(6.0, 8.0) == 200
     assert count(3.0, 6.0) == pytest.approx(30, abs=1) and count(8.0, 10.0) == pytest.approx(20, abs=1)
     assert count(0.0, 1.0) == pytest.approx(10, abs=1)
 
 
 def test_poisson_bursts_keep_the_mean_rate_of_their_on_share():
-    counts = [len(curve_arrivals("poisson", 500.0, bursts=(0.5, 1.5, 0.0, 0.0), end_s=40.0, seed=s))
-              for s in range(3)]
-    for n in counts:   # 20 bursts x 0.5 s x 500/s = 5,000; sd ~71
+    counts = [len(curve_arrivals("poisson", 500.0, bursts=(0.5, 1.5, 0.0, 0.0), end_s=40.0, seed=s)) for s in range(3)]
+    for n in counts:  # 20 bursts x 0.5 s x 500/s = 5,000; sd ~71
         assert abs(n - 5_000) < 300

@@ -1,4 +1,5 @@
 """Suite files: what loads, and errors that name the file, the YAML path and the close match."""
+
 from __future__ import annotations
 
 import pathlib
@@ -9,8 +10,9 @@ from loadgen.cli import main
 from loadgen.scenario import ScenarioError
 from loadgen.suite import load_suite
 
-SCENARIO = "name: t\nqueue: {name: q}\nrun: {duration_s: 4}\nproducers:\n  - name: p\n    rate: 10\n" \
-           "consumers:\n  - name: c\n"
+SCENARIO = (
+    "name: t\nqueue: {name: q}\nrun: {duration_s: 4}\nproducers:\n  - name: p\n    rate: 10\nconsumers:\n  - name: c\n"
+)
 
 
 def write(tmp_path: pathlib.Path, suite: str) -> pathlib.Path:
@@ -21,9 +23,12 @@ def write(tmp_path: pathlib.Path, suite: str) -> pathlib.Path:
 
 
 def test_a_suite_resolves_scenarios_next_to_it_and_prepends_the_suite_slos(tmp_path):
-    path = write(tmp_path, "name: n\ntolerance: 0.1\nslo: ['messages.unaccounted == 0']\n"
-                           "scenarios:\n  - scenario: t.yaml\n    set: {consumers.c.prefetch: 5}\n"
-                           "    slo: ['sojourn_ms.p99 < 250']\n")
+    path = write(
+        tmp_path,
+        "name: n\ntolerance: 0.1\nslo: ['messages.unaccounted == 0']\n"
+        "scenarios:\n  - scenario: t.yaml\n    set: {consumers.c.prefetch: 5}\n"
+        "    slo: ['sojourn_ms.p99 < 250']\n",
+    )
     suite = load_suite(path)
     (entry,) = suite.entries
     assert entry.name == "t"
@@ -41,7 +46,9 @@ def test_an_unknown_key_names_the_yaml_path_and_the_close_match(tmp_path):
 
 
 def test_a_bad_slo_names_its_index(tmp_path):
-    path = write(tmp_path, "name: n\nscenarios:\n  - scenario: t.yaml\n    slo: ['sojourn_ms.p99 < 1', 'p99 about 3']\n")
+    path = write(
+        tmp_path, "name: n\nscenarios:\n  - scenario: t.yaml\n    slo: ['sojourn_ms.p99 < 1', 'p99 about 3']\n"
+    )
     with pytest.raises(ScenarioError) as info:
         load_suite(path)
     assert str(info.value).startswith(f"{path}: scenarios[0].slo[1]: 'p99 about 3' is not of the form")

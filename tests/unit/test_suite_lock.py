@@ -1,4 +1,5 @@
 """The results directory lock: one nightly at a time, and the refusal names the holder."""
+
 from __future__ import annotations
 
 import os
@@ -19,8 +20,10 @@ def test_a_second_holder_is_refused_with_the_first_holders_pid(tmp_path):
 
 
 def test_another_process_is_refused_while_the_lock_is_held(tmp_path):
-    code = ("import sys; from loadgen.suite import ResultsLock, LockHeld\n"
-            "try:\n    ResultsLock(sys.argv[1]).acquire()\nexcept LockHeld as e:\n    print(e.pid); sys.exit(7)\n")
+    code = (
+        "import sys; from loadgen.suite import ResultsLock, LockHeld\n"
+        "try:\n    ResultsLock(sys.argv[1]).acquire()\nexcept LockHeld as e:\n    print(e.pid); sys.exit(7)\n"
+    )
     with ResultsLock(str(tmp_path)):
         held = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True)
     assert held.returncode == 7 and held.stdout.strip() == str(os.getpid())

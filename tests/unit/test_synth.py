@@ -1,5 +1,6 @@
 """benchmarks.synth: the synthetic run directory is one `sojourn analyze` reads, and the accounting
 it promises is what the rows say, recounted here per message id with no Spark."""
+
 from __future__ import annotations
 
 import ast
@@ -90,10 +91,15 @@ def _recount(run_dir: Path, publish_rejects: bool = False) -> tuple[dict[str, in
         accounts[account] += 1
     discarded = {c: accounts[c] for c in synth.DISCARD_CLASSES}
     messages = {
-        "published": len(outcomes), "confirmed": sum("confirmed" in s for s in outcomes.values()),
-        "acked": accounts["acked"], "discarded": discarded, "discarded_total": sum(discarded.values()),
-        "left_in_broker": accounts["left_in_broker"], "unaccounted": accounts["unaccounted"],
-        "unaccounted_ids": [], "redelivered": sum(r["redelivered"] for r in deliveries),
+        "published": len(outcomes),
+        "confirmed": sum("confirmed" in s for s in outcomes.values()),
+        "acked": accounts["acked"],
+        "discarded": discarded,
+        "discarded_total": sum(discarded.values()),
+        "left_in_broker": accounts["left_in_broker"],
+        "unaccounted": accounts["unaccounted"],
+        "unaccounted_ids": [],
+        "redelivered": sum(r["redelivered"] for r in deliveries),
         "duplicates": sum(n > 1 for n in acks.values()),
     }
     return dict(accounts), messages
@@ -145,15 +151,15 @@ def test_an_independent_recount_gives_the_accounting_it_promises(run):
     accounts, messages = _recount(run.out_dir)
     promised = json.loads((run.out_dir / "synth.json").read_text())["expected"]
     assert messages == run.messages == promised["messages"]
-    assert accounts == {c: n for c, n in run.accounts.items() if n} == \
-        {c: n for c, n in promised["accounts"].items() if n}
+    assert (
+        accounts == {c: n for c, n in run.accounts.items() if n} == {c: n for c, n in promised["accounts"].items() if n}
+    )
     assert messages["unaccounted"] == 0
 
 
 def test_it_has_a_few_messages_of_every_fate(run):
     _, m = _recount(run.out_dir)
-    for account in ("publish_nacked", "publish_failed", "consumer_nack_discard", "unroutable",
-                    "dead_lettered_maxlen"):
+    for account in ("publish_nacked", "publish_failed", "consumer_nack_discard", "unroutable", "dead_lettered_maxlen"):
         assert m["discarded"][account] > 0, account
     assert m["left_in_broker"] > 0 and m["duplicates"] > 0 and m["redelivered"] > m["duplicates"]
     assert m["confirmed"] < m["published"]
@@ -208,8 +214,7 @@ def test_phases_in_the_rows_follow_run_json_and_the_slow_one_is_slower(run):
 
 def test_the_master_samples_the_queue_once_a_second_and_it_grows_when_slow(run):
     meta = json.loads((run.out_dir / "run.json").read_text())
-    samples = sorted((e for e in _rows(run.out_dir, "event") if e["kind"] == "queue_sample"),
-                     key=lambda e: e["ts_ns"])
+    samples = sorted((e for e in _rows(run.out_dir, "event") if e["kind"] == "queue_sample"), key=lambda e: e["ts_ns"])
     assert len(samples) == meta["duration_s"] + meta["drain_timeout_s"]
     assert {e["worker"] for e in samples} == {run.params.workers[0]}
     assert all(round((e["ts_ns"] - meta["t0_ns"]) / 1e9) == i + 1 for i, e in enumerate(samples))
@@ -237,8 +242,10 @@ def test_run_json_has_what_the_analysis_reads(run):
     assert meta["duration_s"] >= 60 and meta["status"] == "completed"
     assert meta["schema_version"] == SCHEMA_VERSION and meta["run_id"] == run.params.run_id
     assert [p["name"] for p in meta["phases"]] == ["busy", "slow"]
-    assert all(set(p) == {"name", "start_s", "end_s"} and 0 <= p["start_s"] < p["end_s"] <= meta["duration_s"]
-               for p in meta["phases"])
+    assert all(
+        set(p) == {"name", "start_s", "end_s"} and 0 <= p["start_s"] < p["end_s"] <= meta["duration_s"]
+        for p in meta["phases"]
+    )
     scenario = meta["scenario"]
     assert scenario["name"] and scenario["slo"] == [] and scenario["queue"]["name"] == run.params.queue
     assert [(c["name"], c["count"], c["prefetch"]) for c in scenario["consumers"]] == [("main", 8, 20)]
@@ -251,8 +258,11 @@ def test_the_discard_classes_are_the_analysis_ones():
     if not ACCOUNTING.is_file():
         pytest.skip(f"{ACCOUNTING} moved")
     names = {"DEAD_LETTER_CLASSES", "ACCOUNT_CLASSES", "DISCARD_CLASSES"}
-    assigns = [node for node in ast.parse(ACCOUNTING.read_text()).body if isinstance(node, ast.Assign)
-               and any(isinstance(t, ast.Name) and t.id in names for t in node.targets)]
+    assigns = [
+        node
+        for node in ast.parse(ACCOUNTING.read_text()).body
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id in names for t in node.targets)
+    ]
     if len(assigns) != len(names):
         pytest.skip(f"{ACCOUNTING} no longer declares {sorted(names)}")
     found: dict = {}

@@ -1,4 +1,5 @@
 """Timeline phases: which phase is active, the effective settings at a time, and phase errors."""
+
 from __future__ import annotations
 
 import pytest
@@ -17,7 +18,9 @@ consumers:
 """
 
 # Written out of order on purpose: phases are sorted by start_s.
-TIMELINE = HEAD + """\
+TIMELINE = (
+    HEAD
+    + """\
 timeline:
   - name: slow
     start_s: 30
@@ -35,6 +38,7 @@ timeline:
     set:
       producers.main.rate: 0
 """
+)
 
 
 @pytest.fixture
@@ -46,10 +50,21 @@ def test_phases_are_sorted_and_end_at_the_next_start_or_the_end(scenario):
     assert scenario.phase_windows() == [("crowd", 10.0, 20.0), ("slow", 30.0, 45.0), ("quiet", 45.0, 60.0)]
 
 
-@pytest.mark.parametrize("t, phase", [
-    (0.0, "base"), (9.999, "base"), (10.0, "crowd"), (19.999, "crowd"), (20.0, "base"),
-    (30.0, "slow"), (44.999, "slow"), (45.0, "quiet"), (59.9, "quiet"), (60.0, "base"),
-])
+@pytest.mark.parametrize(
+    "t, phase",
+    [
+        (0.0, "base"),
+        (9.999, "base"),
+        (10.0, "crowd"),
+        (19.999, "crowd"),
+        (20.0, "base"),
+        (30.0, "slow"),
+        (44.999, "slow"),
+        (45.0, "quiet"),
+        (59.9, "quiet"),
+        (60.0, "base"),
+    ],
+)
 def test_phase_at_is_start_inclusive_and_end_exclusive(scenario, t, phase):
     assert scenario.phase_at(t) == phase
 
@@ -111,58 +126,97 @@ def test_phase_values_are_validated_like_the_base_field(tmp_path):
     assert error(tmp_path, text) == "timeline[0].set.consumers.main.processing_ms: expected a number >= 0, got -4"
 
 
-@pytest.mark.parametrize("set_line, expected", [
-    ("consumers.main.ack_mode: auto",
-     "timeline[0].set.consumers.main.ack_mode: can not be changed by a phase "
-     "(a phase may set consumers.<group>.{count, processing_ms, prefetch, leave})"),
-    ("producers.main.confirms: false",
-     "timeline[0].set.producers.main.confirms: can not be changed by a phase "
-     "(a phase may set producers.<group>.{rate, count, size_bytes, arrival})"),
-    ("consumers.main.prefech: 3",
-     "timeline[0].set.consumers.main.prefech: unknown key (did you mean 'prefetch'?) "
-     "(a phase may set consumers.<group>.{count, processing_ms, prefetch, leave})"),
-    ("consumers.mian.count: 3", "timeline[0].set.consumers.mian.count: no consumer group named 'mian' (did you mean 'main'?)"),
-    ("consumer.main.count: 3",
-     "timeline[0].set.consumer.main.count: expected producers.<group>.<field>, consumers.<group>.<field> "
-     "or network.<field> "
-     "(did you mean 'consumers'?)"),
-    ("producers.main.arrival: poison",
-     "timeline[0].set.producers.main.arrival: expected one of constant, poisson, got 'poison' (did you mean 'poisson'?)"),
-])
+@pytest.mark.parametrize(
+    "set_line, expected",
+    [
+        (
+            "consumers.main.ack_mode: auto",
+            "timeline[0].set.consumers.main.ack_mode: can not be changed by a phase "
+            "(a phase may set consumers.<group>.{count, processing_ms, prefetch, leave})",
+        ),
+        (
+            "producers.main.confirms: false",
+            "timeline[0].set.producers.main.confirms: can not be changed by a phase "
+            "(a phase may set producers.<group>.{rate, count, size_bytes, arrival})",
+        ),
+        (
+            "consumers.main.prefech: 3",
+            "timeline[0].set.consumers.main.prefech: unknown key (did you mean 'prefetch'?) "
+            "(a phase may set consumers.<group>.{count, processing_ms, prefetch, leave})",
+        ),
+        (
+            "consumers.mian.count: 3",
+            "timeline[0].set.consumers.mian.count: no consumer group named 'mian' (did you mean 'main'?)",
+        ),
+        (
+            "consumer.main.count: 3",
+            "timeline[0].set.consumer.main.count: expected producers.<group>.<field>, consumers.<group>.<field> "
+            "or network.<field> "
+            "(did you mean 'consumers'?)",
+        ),
+        (
+            "producers.main.arrival: poison",
+            "timeline[0].set.producers.main.arrival: expected one of constant, poisson, got 'poison' (did you mean 'poisson'?)",
+        ),
+    ],
+)
 def test_a_phase_may_only_set_known_group_fields(tmp_path, set_line, expected):
     text = HEAD + f"timeline:\n  - name: a\n    start_s: 1\n    set:\n      {set_line}\n"
     assert error(tmp_path, text) == expected
 
 
 def test_two_spellings_of_one_field_in_a_phase_are_rejected(tmp_path):
-    text = HEAD + "timeline:\n  - name: a\n    start_s: 1\n    set:\n      consumers.main.count: 2\n      consumers[0].count: 3\n"
+    text = (
+        HEAD
+        + "timeline:\n  - name: a\n    start_s: 1\n    set:\n      consumers.main.count: 2\n      consumers[0].count: 3\n"
+    )
     assert error(tmp_path, text) == "timeline[0].set.consumers[0].count: sets the same field as 'consumers.main.count'"
 
 
-@pytest.mark.parametrize("timeline, expected", [
-    ("  - {name: a, start_s: 10, end_s: 30}\n  - {name: b, start_s: 20}\n",
-     "timeline[1].start_s: phase 'b' (starting at 20) overlaps phase 'a' (timeline[0], 10-30 s)"),
-    ("  - {name: b, start_s: 20}\n  - {name: a, start_s: 10, end_s: 30}\n",
-     "timeline[0].start_s: phase 'b' (starting at 20) overlaps phase 'a' (timeline[1], 10-30 s)"),
-    ("  - {name: a, start_s: 10}\n  - {name: b, start_s: 10}\n",
-     "timeline[1].start_s: phase 'b' (starting at 10) overlaps phase 'a' (timeline[0], 10-? s)"),
-    ("  - {name: a, start_s: 60}\n", "timeline[0].start_s: expected a number >= 0 and < run.duration_s (60), got 60"),
-    ("  - {name: a, start_s: 10, end_s: 10}\n",
-     "timeline[0].end_s: expected a number > start_s (10) and <= run.duration_s (60), got 10"),
-    ("  - {name: a, start_s: 10, end_s: 61}\n",
-     "timeline[0].end_s: expected a number > start_s (10) and <= run.duration_s (60), got 61"),
-    ("  - {name: base, start_s: 10}\n", "timeline[0].name: 'base' is reserved for the time outside every phase"),
-    ("  - {name: a, start_s: 10}\n  - {name: a, start_s: 20}\n",
-     "timeline[1].name: duplicate name: timeline[0] is also called 'a'"),
-    ("  - {name: a}\n", "timeline[0].start_s: missing required key"),
-    ("  - {name: a, start_s: 1, stop_s: 3}\n", "timeline[0].stop_s: unknown key (did you mean 'start_s'?)"),
-])
+@pytest.mark.parametrize(
+    "timeline, expected",
+    [
+        (
+            "  - {name: a, start_s: 10, end_s: 30}\n  - {name: b, start_s: 20}\n",
+            "timeline[1].start_s: phase 'b' (starting at 20) overlaps phase 'a' (timeline[0], 10-30 s)",
+        ),
+        (
+            "  - {name: b, start_s: 20}\n  - {name: a, start_s: 10, end_s: 30}\n",
+            "timeline[0].start_s: phase 'b' (starting at 20) overlaps phase 'a' (timeline[1], 10-30 s)",
+        ),
+        (
+            "  - {name: a, start_s: 10}\n  - {name: b, start_s: 10}\n",
+            "timeline[1].start_s: phase 'b' (starting at 10) overlaps phase 'a' (timeline[0], 10-? s)",
+        ),
+        (
+            "  - {name: a, start_s: 60}\n",
+            "timeline[0].start_s: expected a number >= 0 and < run.duration_s (60), got 60",
+        ),
+        (
+            "  - {name: a, start_s: 10, end_s: 10}\n",
+            "timeline[0].end_s: expected a number > start_s (10) and <= run.duration_s (60), got 10",
+        ),
+        (
+            "  - {name: a, start_s: 10, end_s: 61}\n",
+            "timeline[0].end_s: expected a number > start_s (10) and <= run.duration_s (60), got 61",
+        ),
+        ("  - {name: base, start_s: 10}\n", "timeline[0].name: 'base' is reserved for the time outside every phase"),
+        (
+            "  - {name: a, start_s: 10}\n  - {name: a, start_s: 20}\n",
+            "timeline[1].name: duplicate name: timeline[0] is also called 'a'",
+        ),
+        ("  - {name: a}\n", "timeline[0].start_s: missing required key"),
+        ("  - {name: a, start_s: 1, stop_s: 3}\n", "timeline[0].stop_s: unknown key (did you mean 'start_s'?)"),
+    ],
+)
 def test_bad_timelines_are_rejected_naming_the_phases(tmp_path, timeline, expected):
     assert error(tmp_path, HEAD + "timeline:\n" + timeline) == expected
 
 
 def test_phases_that_touch_do_not_overlap(tmp_path):
-    s = load(tmp_path, HEAD + "timeline:\n  - {name: a, start_s: 10, end_s: 20}\n  - {name: b, start_s: 20, end_s: 30}\n")
+    s = load(
+        tmp_path, HEAD + "timeline:\n  - {name: a, start_s: 10, end_s: 20}\n  - {name: b, start_s: 20, end_s: 30}\n"
+    )
     assert s.phase_windows() == [("a", 10.0, 20.0), ("b", 20.0, 30.0)]
 
 

@@ -1,4 +1,5 @@
 """The trace contract: both halves derive from one declaration, and the doc matches it."""
+
 from pathlib import Path
 
 import pytest
@@ -12,8 +13,13 @@ def test_docs_traces_md_lists_exactly_the_declared_columns():
     assert schema.markdown_tables() in DOC.read_text()
 
 
-_SAME_TYPE = {"string": ("string", "string"), "int32": ("int32", "int"), "int64": ("int64", "bigint"),
-              "float64": ("double", "double"), "bool": ("bool", "boolean")}
+_SAME_TYPE = {
+    "string": ("string", "string"),
+    "int32": ("int32", "int"),
+    "int64": ("int64", "bigint"),
+    "float64": ("double", "double"),
+    "bool": ("bool", "boolean"),
+}
 """A declared type, as the writer's Arrow and the analysis's Spark spell it."""
 
 
@@ -21,9 +27,10 @@ _SAME_TYPE = {"string": ("string", "string"), "int32": ("int32", "int"), "int64"
 def test_the_writer_and_the_analysis_see_each_column_under_one_name_with_one_type(kind):
     arrow, spark = schema.arrow_schema(kind), schema.spark_schema(kind)
     declared = [(c.name, *_SAME_TYPE[c.type], c.nullable) for c in schema.columns(kind)]
-    assert [(f.name, str(f.type), s.name, s.dataType.simpleString(), f.nullable)
-            for f, s in zip(arrow, spark.fields, strict=True)] == \
-        [(name, a, name, s, nullable) for name, a, s, nullable in declared]
+    assert [
+        (f.name, str(f.type), s.name, s.dataType.simpleString(), f.nullable)
+        for f, s in zip(arrow, spark.fields, strict=True)
+    ] == [(name, a, name, s, nullable) for name, a, s, nullable in declared]
     assert arrow.metadata[b"sojourn.schema_version"] == str(schema.SCHEMA_VERSION).encode()
     assert arrow.metadata[b"sojourn.kind"] == kind.encode()
 

@@ -1,4 +1,5 @@
 """The batched Parquet trace writer: what lands on disk, and when."""
+
 from pathlib import Path
 
 
@@ -128,7 +129,8 @@ def test_when_the_writer_process_dies_the_rows_are_written_here_instead(tmp_path
 
 
 def test_a_batch_the_writer_process_can_not_convert_is_set_aside_and_named_and_the_others_are_written(
-        tmp_path: Path, capfd):
+    tmp_path: Path, capfd
+):
     w = TraceWriter(tmp_path, "r", "w", out_of_process=True)
     w.append("event", ("not a time", "phase_start", "runner", "p", None, None))
     w.flush()
@@ -175,8 +177,7 @@ def test_beyond_its_limit_the_writer_process_converts_its_oldest_batches_during_
     assert "part-w-000001.parquet" in names and ".part-w-000001.parquet.raw" not in names
     os.close(to_child_w)
     server.join(10)
-    assert sorted(p.name for p in (tmp_path / "event").iterdir()) == ["part-w-000001.parquet",
-                                                                       "part-w-000002.parquet"]
+    assert sorted(p.name for p in (tmp_path / "event").iterdir()) == ["part-w-000001.parquet", "part-w-000002.parquet"]
     for fd in (to_child_r, from_child_r, from_child_w):
         os.close(fd)
 
@@ -199,16 +200,24 @@ def test_recover_converts_every_workers_spilled_batches_once(tmp_path: Path):
     root = tmp_path / "traces"
     (root / "event").mkdir(parents=True)
     for worker, seq in (("a", 1), ("a", 2), ("a-7", 1)):  # a worker's name may begin with another's
-        spill(root, "event", seq, "run-9", worker, CHUNKS,
-              b"".join(encode([serialise([_event(seq), _event(10 + seq)])])))
+        spill(
+            root, "event", seq, "run-9", worker, CHUNKS, b"".join(encode([serialise([_event(seq), _event(10 + seq)])]))
+        )
     assert recover(root, "a") == 4
     assert recover(root) == 2 and recover(root) == 0
-    rows = {(p.name, r["worker"], r["run_id"], r["name"]) for p in (root / "event").iterdir()
-            for r in pq.read_table(p).to_pylist()}
-    assert rows == {("part-a-000001.parquet", "a", "run-9", "p1"), ("part-a-000001.parquet", "a", "run-9", "p11"),
-                    ("part-a-000002.parquet", "a", "run-9", "p2"), ("part-a-000002.parquet", "a", "run-9", "p12"),
-                    ("part-a-7-000001.parquet", "a-7", "run-9", "p1"),
-                    ("part-a-7-000001.parquet", "a-7", "run-9", "p11")}
+    rows = {
+        (p.name, r["worker"], r["run_id"], r["name"])
+        for p in (root / "event").iterdir()
+        for r in pq.read_table(p).to_pylist()
+    }
+    assert rows == {
+        ("part-a-000001.parquet", "a", "run-9", "p1"),
+        ("part-a-000001.parquet", "a", "run-9", "p11"),
+        ("part-a-000002.parquet", "a", "run-9", "p2"),
+        ("part-a-000002.parquet", "a", "run-9", "p12"),
+        ("part-a-7-000001.parquet", "a-7", "run-9", "p1"),
+        ("part-a-7-000001.parquet", "a-7", "run-9", "p11"),
+    }
 
 
 def test_rows_are_serialised_as_they_come_and_the_child_reads_every_row_back_in_order(tmp_path: Path):
@@ -237,8 +246,11 @@ def test_a_full_batch_of_chunks_is_flushed_and_the_file_holds_every_row_in_order
     assert len(handed) == 1 and w.pending() == 5  # two chunks made a batch; 5 rows wait for the next
     handed[0]()
     w.close()
-    seqs = [r["seq"] for p in sorted((tmp_path / "traces" / "publish").glob("*.parquet"))
-            for r in pq.read_table(p).to_pylist()]
+    seqs = [
+        r["seq"]
+        for p in sorted((tmp_path / "traces" / "publish").glob("*.parquet"))
+        for r in pq.read_table(p).to_pylist()
+    ]
     assert seqs == list(range(CHUNK_ROWS * 2 + 5))
 
 
@@ -269,20 +281,74 @@ def test_under_gevent_the_writer_process_sees_the_end_of_its_input_and_exits_by_
         "w.append('event', (1, 'phase_start', 'runner', 'p', None, None))\n"
         "child = w._child\n"
         "child.close(timeout_s=20)\n"
-        "print(child.proc.returncode)\n")
+        "print(child.proc.returncode)\n"
+    )
     repo = Path(__file__).resolve().parents[2]
-    out = subprocess.run([sys.executable, "-c", script, str(tmp_path)], cwd=repo, capture_output=True,
-                         text=True, timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-c", script, str(tmp_path)], cwd=repo, capture_output=True, text=True, timeout=60
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["0"]
 
 
-def test_every_column_of_a_row_reads_back_as_written_nulls_included_and_only_repeating_strings_use_a_dictionary(tmp_path: Path):
+def test_every_column_of_a_row_reads_back_as_written_nulls_included_and_only_repeating_strings_use_a_dictionary(
+    tmp_path: Path,
+):
     names = column_names("delivery")[3:]
-    full = ("m-1", "c/w/0", "c", "base", 7, True, 10, 20, 30, 40, 50, "acked", 100, 3, 128, 1.5,
-            True, 2, 60, 70, 9, "high", 4, 5, True)
-    empty = ("m-2", "c/w/0", "c", "base", 8, False, None, 21, None, None, None, "unsettled", 0, 0, 0, None,
-             None, None, None, None, None, None, None, None, None)
+    full = (
+        "m-1",
+        "c/w/0",
+        "c",
+        "base",
+        7,
+        True,
+        10,
+        20,
+        30,
+        40,
+        50,
+        "acked",
+        100,
+        3,
+        128,
+        1.5,
+        True,
+        2,
+        60,
+        70,
+        9,
+        "high",
+        4,
+        5,
+        True,
+    )
+    empty = (
+        "m-2",
+        "c/w/0",
+        "c",
+        "base",
+        8,
+        False,
+        None,
+        21,
+        None,
+        None,
+        None,
+        "unsettled",
+        0,
+        0,
+        0,
+        None,
+        None,
+        None,
+        None,
+        None,
+        None,
+        None,
+        None,
+        None,
+        None,
+    )
     assert len(full) == len(empty) == len(names)
     w = TraceWriter(tmp_path, "r", "w", out_of_process=False)
     w.append("delivery", full)
@@ -292,8 +358,11 @@ def test_every_column_of_a_row_reads_back_as_written_nulls_included_and_only_rep
     rows = pq.read_table(part).to_pylist()
     assert [tuple(r[n] for n in names) for r in rows] == [full, empty]
     meta = pq.ParquetFile(part).metadata.row_group(0)
-    dictionary = {meta.column(i).path_in_schema for i in range(meta.num_columns)
-                  if any("DICTIONARY" in e for e in meta.column(i).encodings)}
+    dictionary = {
+        meta.column(i).path_in_schema
+        for i in range(meta.num_columns)
+        if any("DICTIONARY" in e for e in meta.column(i).encodings)
+    }
     assert {"consumer", "outcome", "run_id"} <= dictionary
     assert not dictionary & {"message_id", "receive_ns", "delivery_tag", "processing_ms"}  # never repeat
 
@@ -305,7 +374,8 @@ def test_rows_appended_after_close_are_written_by_the_next_close_and_reported(tm
     w.append("event", _event(1))  # e.g. a callback that still ran while the process was ending
     with caplog.at_level("WARNING"):
         w.close()  # what atexit does
-    names = sorted(r["name"] for p in (tmp_path / "traces" / "event").glob("*.parquet")
-                   for r in pq.read_table(p).to_pylist())
+    names = sorted(
+        r["name"] for p in (tmp_path / "traces" / "event").glob("*.parquet") for r in pq.read_table(p).to_pylist()
+    )
     assert names == ["p0", "p1"]
     assert "1 rows arrived after it was closed" in caplog.text
