@@ -6,8 +6,8 @@ from another schema version) is an `AnalysisError`; the CLI catches it and exits
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 __all__ = ["AnalysisError", "RunFileError", "TraceColumnsError", "SchemaVersionError"]
 

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import math
 import statistics
-from typing import Any, Iterable, Mapping, NamedTuple, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, NamedTuple
 
 __all__ = ["Metric", "METRICS", "metric_values", "build_history", "regressed"]
 

@@ -14,14 +14,16 @@ import math
 import os
 import threading
 import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from typing import Any
 
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from analysis import schema, traces as trace_files
+from analysis import schema
+from analysis import traces as trace_files
 from analysis.errors import RunFileError, SchemaVersionError
 from analysis.slo import SloError, evaluate_slos, parse_slo
 from analysis.summary import (
@@ -41,6 +43,7 @@ from analysis.summary import (
     stats_block,
     window_row,
 )
+from analysis.summary.accounting import connection_losses
 from analysis.transforms import (
     DISCARD_CLASSES,
     accounting_totals,
@@ -64,10 +67,9 @@ from analysis.transforms import (
     with_confirm_latency,
     with_delivery_latencies,
 )
-from analysis.summary.accounting import connection_losses
 from analysis.transforms._common import seconds_to_ns
-from analysis.transforms.slow_consumers import queue_depth_series, queue_samples
 from analysis.transforms.model import COMPONENTS, QUANTILES, consumer_sojourn_quantiles, model_inputs, window_components
+from analysis.transforms.slow_consumers import queue_depth_series, queue_samples
 from analysis.transforms.stats import EXACT, STAT_FIELDS, PercentilePolicy, percentile_policy
 
 __all__ = [

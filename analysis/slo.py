@@ -9,7 +9,8 @@ from __future__ import annotations
 import math
 import operator
 import re
-from typing import Any, Mapping, NamedTuple
+from collections.abc import Mapping
+from typing import Any, NamedTuple
 
 __all__ = ["Slo", "SloError", "parse_slo", "evaluate_slos"]
 

@@ -20,8 +20,9 @@ import difflib
 import json
 import math
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, NamedTuple
+from typing import Any, NamedTuple
 
 __all__ = [
     "BaselineError",

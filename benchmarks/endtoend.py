@@ -227,7 +227,7 @@ def sojourn_run(url: str, seconds: float, users: int = 1, processes: int = 0) ->
     proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     sampler = CpuSampler([proc.pid]).start()
     try:
-        out, err = proc.communicate(timeout=seconds * 4 + 180)
+        _out, err = proc.communicate(timeout=seconds * 4 + 180)
     finally:
         if proc.poll() is None:
             proc.kill()

@@ -191,12 +191,10 @@ def _move(url: str, queue: str, n: int, size: int, prefetch: int) -> float:
             conn = pika.BlockingConnection(pika.URLParameters(url))
             ch = conn.channel()
             ch.basic_qos(prefetch_count=prefetch)
-            count = 0
             ready.set()
-            for method, _props, _body in ch.consume(queue, inactivity_timeout=30):
+            for count, (method, _props, _body) in enumerate(ch.consume(queue, inactivity_timeout=30), start=1):
                 if method is None:
                     break
-                count += 1
                 if count % 100 == 0 or count == n:
                     ch.basic_ack(method.delivery_tag, multiple=True)
                 if count == n:

@@ -33,9 +33,10 @@ import math
 import os
 import sys
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -345,7 +346,7 @@ class _Chunk(NamedTuple):
 
 
 def _write_chunk(
-    p: SynthParams, rng: np.random.Generator, times_s: np.ndarray, state: _State, writer: "_PartWriter"
+    p: SynthParams, rng: np.random.Generator, times_s: np.ndarray, state: _State, writer: _PartWriter
 ) -> None:
     k = len(times_s)
     producer = rng.integers(0, p.producers, k)
@@ -487,7 +488,7 @@ def _count_depth(
 def _write_chunk_extras(
     p: SynthParams,
     rng: np.random.Generator,
-    writer: "_PartWriter",
+    writer: _PartWriter,
     state: _State,
     chunk: _Chunk,
     first_settle: np.ndarray,
@@ -541,7 +542,7 @@ class _PartWriter:
         self.root = root
         self.run_id = run_id
         self.seq: dict[str, int] = {}
-        self.rows = {kind: 0 for kind in ("publish", "delivery", "event", "leftover", "deadletter")}
+        self.rows = dict.fromkeys(("publish", "delivery", "event", "leftover", "deadletter"), 0)
         self.parts = dict.fromkeys(self.rows, 0)
         self.bytes = 0
         for kind in self.rows:
@@ -781,7 +782,7 @@ def _accounts(p: SynthParams, fates: np.ndarray) -> dict[str, int]:
     """Each message's account class, by the analysis's rules, from its fate."""
     n = {name: int(fates[i]) for i, name in enumerate(_FATES)}
     accounts = {"acked": n["acked"] + n["requeued"] + n["duplicate"], "consumer_nack_discard": n["nack_discard"]}
-    accounts |= {c: 0 for c in ("egress_discard", "publish_rejected_maxlen")}
+    accounts |= dict.fromkeys(("egress_discard", "publish_rejected_maxlen"), 0)
     accounts |= {
         "publish_nacked": n["publish_nacked"],
         "unroutable": n["unroutable"],

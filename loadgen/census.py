@@ -39,7 +39,7 @@ def take_census(ctx, limit: int = CENSUS_LIMIT) -> int:
         while seen < min(depth, limit):
             got = amqp.wait_for(
                 lambda cb: channel.basic_get(
-                    queue, lambda _ch, method, props, _body: cb((method, props)), auto_ack=False
+                    queue, lambda _ch, got_method, got_props, _body: cb((got_method, got_props)), auto_ack=False
                 ),
                 f"basic.get {queue!r}",
                 10.0,

@@ -47,7 +47,7 @@ class CoDelState(NamedTuple):
     """The controller's state, as traced on delivery rows (times in ns on the caller's clock)."""
 
     dropping: bool
-    count: int
+    drop_count: int
     first_above_ns: int  # 0: not above target
     drop_next_ns: int
 
@@ -60,7 +60,7 @@ class CoDel:
     False
     """
 
-    __slots__ = ("_target_ns", "_interval_ns", "_first_above_ns", "_dropping", "_count", "_lastcount", "_drop_next_ns")
+    __slots__ = ("_count", "_drop_next_ns", "_dropping", "_first_above_ns", "_interval_ns", "_lastcount", "_target_ns")
 
     def __init__(self, target_ms: float, interval_ms: float):
         for name, value in (("target_ms", target_ms), ("interval_ms", interval_ms)):
@@ -224,6 +224,6 @@ def codel_warnings(scenario: Any) -> list[str]:
     return warnings
 
 
-def _settings_over_time(scenario: Any, base: Any) -> list:
+def _settings_over_time(scenario: Any, base: Any) -> list[Any]:
     """The group's settings in the base and in every phase (where they may differ)."""
     return [base] + [scenario.at(p.start_s).consumer(base.name) for p in getattr(scenario, "timeline", ())]

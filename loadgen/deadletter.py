@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any, Mapping, NamedTuple
+from collections.abc import Mapping
+from typing import Any, NamedTuple
 
 from loadgen.amqp import connection as amqp
 from loadgen.amqp import topology
@@ -249,7 +250,9 @@ class DeadLetterCapture:
             while swept < min(depth, limit):
                 method, props = amqp.wait_for(
                     lambda cb: channel.basic_get(
-                        self.plan.queue, lambda _ch, method, props, _body: cb((method, props)), auto_ack=True
+                        self.plan.queue,
+                        lambda _ch, got_method, got_props, _body: cb((got_method, got_props)),
+                        auto_ack=True,
                     ),
                     f"basic.get {self.plan.queue!r}",
                     10.0,

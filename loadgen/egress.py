@@ -18,7 +18,8 @@ instance when its group has `egress` set (docs/scenarios.md, docs/discards.md).
 from __future__ import annotations
 
 from collections import deque
-from typing import Any, Generic, NamedTuple, Sequence, TypeVar
+from collections.abc import Sequence
+from typing import Any, Generic, NamedTuple, TypeVar
 
 __all__ = [
     "WORK_UNIT_BYTES",
@@ -89,7 +90,7 @@ class ClassStats(NamedTuple):
 
 
 class _Class(Generic[T]):
-    __slots__ = ("name", "entries", "units", "hwm_messages", "hwm_units", "discards", "delivered", "indications")
+    __slots__ = ("delivered", "discards", "entries", "hwm_messages", "hwm_units", "indications", "name", "units")
 
     def __init__(self, name: str) -> None:
         self.name = name

@@ -12,8 +12,8 @@ import functools
 import logging
 import struct
 import time
+from collections.abc import Callable
 from decimal import Decimal
-from typing import Callable
 
 import gevent
 import pika

@@ -17,7 +17,8 @@ import logging
 import math
 import statistics
 import time
-from typing import Any, Callable, NamedTuple
+from collections.abc import Callable
+from typing import Any, NamedTuple
 from urllib.parse import quote, unquote, urlsplit
 
 import gevent
@@ -94,7 +95,7 @@ def _http_get(endpoint: ManagementEndpoint, timeout_s: float) -> bytes:
     from urllib.request import Request, urlopen
 
     request = Request(endpoint.url, headers={"Authorization": endpoint.authorization, "Accept": "application/json"})
-    with urlopen(request, timeout=timeout_s) as response:  # noqa: S310 - a URL built from the broker's
+    with urlopen(request, timeout=timeout_s) as response:
         return response.read()
 
 
@@ -132,7 +133,7 @@ class QueueSampler:
         self._warned = False
 
     # -- lifecycle ------------------------------------------------------------
-    def start(self) -> "QueueSampler":
+    def start(self) -> QueueSampler:
         self._greenlet = gevent.spawn(self._run)
         return self
 

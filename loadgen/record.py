@@ -18,8 +18,9 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any
 from urllib.parse import urlsplit
 
 from loadgen.errors import BrokerUnreachable, LoadgenError

@@ -23,7 +23,7 @@ __all__ = ["RequestBatcher", "batcher", "FLUSH_EVERY_S"]
 
 FLUSH_EVERY_S = 0.1
 
-_batchers: "weakref.WeakKeyDictionary[Any, RequestBatcher]" = weakref.WeakKeyDictionary()
+_batchers: weakref.WeakKeyDictionary[Any, RequestBatcher] = weakref.WeakKeyDictionary()
 
 
 class RequestBatcher:

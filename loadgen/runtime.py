@@ -61,7 +61,7 @@ def freeze_heap() -> None:
 class Participant:
     """Base of producers and consumers: who they are in the run, and what the drain asks."""
 
-    def __init__(self, ctx: "RunContext", group: str, slot: int, report):
+    def __init__(self, ctx: RunContext, group: str, slot: int, report):
         self.ctx = ctx
         self.group = group
         self.slot = slot
@@ -165,7 +165,7 @@ class RunContext:
         while not self.stopping.wait(FLUSH_EVERY_S):
             try:
                 self.flush_traces()
-            except Exception:  # noqa: BLE001 - keep the rows in memory; the final flush retries
+            except Exception:
                 log.exception("trace flush failed")
 
     # -- broker control -----------------------------------------------------
@@ -366,7 +366,8 @@ class RunContext:
                 channel = self.new_channel()
                 try:
                     amqp.wait_for(
-                        lambda cb: channel.queue_declare(name, exclusive=True, auto_delete=True, callback=cb),
+                        # wait_for calls it now, in this iteration
+                        lambda cb: channel.queue_declare(name, exclusive=True, auto_delete=True, callback=cb),  # noqa: B023
                         f"queue.declare {name!r}",
                         10.0,
                         channel=channel,

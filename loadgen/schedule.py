@@ -11,7 +11,7 @@ import bisect
 import hashlib
 import math
 import random
-from typing import Callable, Iterator, Sequence, Tuple
+from collections.abc import Callable, Iterator, Sequence
 
 __all__ = ["ARRIVAL_KINDS", "ArrivalSchedule", "producer_rng", "changes_after", "rate_curve"]
 
@@ -19,7 +19,7 @@ ARRIVAL_KINDS = ("constant", "poisson")
 
 RateAt = Callable[[float], "float | tuple[float, float]"]
 NextChange = Callable[[float], "float | None"]
-RatePoints = Sequence[Tuple[float, float]]
+RatePoints = Sequence[tuple[float, float]]
 
 
 class ArrivalSchedule:

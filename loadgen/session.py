@@ -12,7 +12,7 @@ import logging
 import signal
 import sys
 import time
-from typing import Any
+from typing import Any, ClassVar
 
 import gevent
 from locust.runners import MasterRunner, WorkerRunner
@@ -48,7 +48,7 @@ class _State:
     scenario: Any = None
     ctx: RunContext | None = None
     role = "local"
-    finished_workers: set[str] = set()
+    finished_workers: ClassVar[set[str]] = set()
     ended = False
     failed = False  # the start failed (e.g. a refused declaration): no census, no deletion at the end
     sampler: QueueSampler | None = None  # queue depth once a second, in the declaring process

@@ -7,4 +7,8 @@ cd "$(dirname "$0")/.."
 setup_args=()
 if [ "${1:-}" = "--install-broker" ]; then setup_args=(--install-broker); shift; fi
 scripts/setup.sh "${setup_args[@]}"
+# The house rules first (seconds): lint, format and types, as configured in pyproject.toml.
+.venv/bin/ruff check --quiet .
+.venv/bin/ruff format --check --quiet .
+.venv/bin/mypy
 exec .venv/bin/python -m pytest -q "$@"

@@ -8,7 +8,8 @@ A partial or empty summary still renders: missing values show as "–".
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from .page import Links, build_page
 

@@ -10,7 +10,8 @@ import datetime as _dt
 import html
 import math
 import re
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 __all__ = [
     "MISSING",

@@ -3,7 +3,8 @@ right-aligned, and a note in place of a table with no rows."""
 
 from __future__ import annotations
 
-from typing import NamedTuple, Sequence
+from collections.abc import Sequence
+from typing import NamedTuple
 
 from ._format import esc
 

@@ -7,7 +7,8 @@ measurement window, and events as dashed vertical lines with hover text.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import plotly.graph_objects as go
 import plotly.io as pio

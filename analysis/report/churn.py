@@ -6,7 +6,8 @@ Rendered from the summary's `consumers_churn` block alone (docs/summary.md); a r
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from ._format import as_list, dig, esc, fmt_count
 from ._table import Column, html_table

@@ -7,7 +7,8 @@ Self-contained like report.html: inline CSS, plotly.js inlined once.
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import plotly.graph_objects as go
 import plotly.io as pio
@@ -128,11 +129,17 @@ def render_compare(runs: Sequence[Run], *, links: Mapping[str, str] | None = Non
         raise ValueError("compare needs at least one run")
     labels = [label for label, _ in runs]
     head = "".join(
-        f"<tr><td>{esc(label)}</td><td>{esc(dig(s, 'run', 'scenario'))}</td><td>{esc(fmt_utc(dig(s, 'run', 't0_ns')))}</td>"
-        f"<td>{(lambda h: f'<a href={chr(34)}{esc(h)}{chr(34)}>report</a>' if h else '–')((links or {}).get(label))}</td></tr>"
+        f"<tr><td>{esc(label)}</td><td>{esc(dig(s, 'run', 'scenario'))}</td>"
+        f"<td>{esc(fmt_utc(dig(s, 'run', 't0_ns')))}</td>"
+        "<td>"
+        f"{(lambda h: f'<a href={chr(34)}{esc(h)}{chr(34)}>report</a>' if h else '–')((links or {}).get(label))}"
+        "</td></tr>"
         for label, s in runs
     )
-    runs_table = f"<table><thead><tr><th>run</th><th>scenario</th><th>started</th><th></th></tr></thead><tbody>{head}</tbody></table>"
+    runs_table = (
+        "<table><thead><tr><th>run</th><th>scenario</th><th>started</th><th></th></tr></thead>"
+        f"<tbody>{head}</tbody></table>"
+    )
     columns = [Column("metric")] + [Column(label, numeric=True) for label in labels]
     rows = [[esc(r["label"])] + [_cell(c, i == 0) for i, c in enumerate(r["runs"])] for r in compare_rows(runs)]
     metrics = html_table(columns, rows, "No metrics")

@@ -6,7 +6,8 @@ group had `egress`) renders nothing at all.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from ._format import as_list, dig, esc, fmt_count, fmt_ms, fmt_percent
 from ._table import Column, html_table

@@ -8,7 +8,8 @@ one renders neither.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import plotly.graph_objects as go
 

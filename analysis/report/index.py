@@ -6,8 +6,9 @@ Rendered from `analysis.history.build_history` output alone; self-contained like
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime, timezone
-from typing import Any, Mapping
+from typing import Any
 
 import plotly.graph_objects as go
 
@@ -89,7 +90,9 @@ def _runs_table(history: Mapping[str, Any]) -> str:
 
 def render_index(history: Mapping[str, Any], *, title: str = "nightly") -> str:
     charts = "".join(
-        f'<div class="chart">{_figure_html(_trend_figure(history, m), "trend-" + m["key"].replace(".", "-"), i == 0)}</div>'
+        '<div class="chart">'
+        f"{_figure_html(_trend_figure(history, m), 'trend-' + m['key'].replace('.', '-'), i == 0)}"
+        "</div>"
         for i, m in enumerate(history["metrics"])
     )
     flagged = sum(bool(r["regressions"]) for r in history["runs"])

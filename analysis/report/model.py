@@ -8,7 +8,8 @@ charts and an empty-table note, never an error.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import plotly.graph_objects as go
 

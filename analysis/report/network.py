@@ -6,7 +6,8 @@ a run without the proxy (`network` null or absent) renders no section and no mar
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import plotly.graph_objects as go
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from ._format import as_list, as_number, dig, esc, fmt_count, fmt_exact, fmt_ms, fmt_rate
 

@@ -8,8 +8,9 @@ first chart), no request to any other host, so it opens offline and can be maile
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping, Sequence
 from importlib.resources import files
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from ._format import as_number, dig, esc, fmt_seconds, fmt_utc
 from .fidelity import behind_banner

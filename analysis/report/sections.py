@@ -7,8 +7,9 @@ A section is an id (its anchor), a title (its heading and its link), what it ren
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any
 
 import plotly.graph_objects as go
 

@@ -7,7 +7,8 @@ docs/slow-consumers.md); a run without queue samples renders no section.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import plotly.graph_objects as go
 

@@ -6,7 +6,8 @@ goes through `esc`, every number through a `fmt_*` helper.
 
 from __future__ import annotations
 
-from typing import Any, Mapping, NamedTuple
+from collections.abc import Mapping
+from typing import Any, NamedTuple
 
 from ._format import (
     MISSING,

@@ -4,8 +4,9 @@ accounting, and the rows of the consumers, phases and per-second windows (docs/s
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from analysis.transforms.accounting import DISCARD_CLASSES
 from analysis.transforms.windows import WINDOW_LATENCY_FIELDS, WINDOW_SOJOURN_FIELDS

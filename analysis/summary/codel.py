@@ -36,7 +36,7 @@ _TOTAL_FIELDS = (
     "requeued_acked_by_same",
     "requeued_not_acked",
 )
-_EMPTY_TOTALS = {**{f: 0 for f in _TOTAL_FIELDS}, "nack_share": None, "dropping_s": 0.0}
+_EMPTY_TOTALS = {**dict.fromkeys(_TOTAL_FIELDS, 0), "nack_share": None, "dropping_s": 0.0}
 
 
 def codel_block(deliveries: DataFrame) -> dict[str, Any]:

@@ -5,7 +5,8 @@ The limits (`max_depth_units`, `min_burst`) and the class order come from run.js
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from pyspark.sql import DataFrame
 

@@ -4,7 +4,8 @@ trace replay what went out against what run.json's `replay` planned (docs/summar
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from pyspark.sql import DataFrame
 

@@ -17,7 +17,8 @@ Pure Python arithmetic (`predict`, `advise`, `model_row`). Definitions (docs/sum
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 __all__ = ["predict", "advise", "model_row", "model_block", "CODEL_TARGET_PROCESSING_TIMES"]
 

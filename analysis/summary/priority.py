@@ -6,7 +6,7 @@ Only runs where some publish carried a priority get the block (summary.json `pri
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F

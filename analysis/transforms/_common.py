@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any, cast
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -45,7 +46,7 @@ def seconds_to_ns(seconds: float) -> int:
 def local_rows(spark: SparkSession, rows: Sequence[Sequence[Any]], schema: str | StructType) -> DataFrame:
     """A small frame of literal rows, built in the JVM from SQL literals: `createDataFrame` of a
     Python list ships the rows through a Python worker process, on every executor of a cluster."""
-    struct = schema if isinstance(schema, StructType) else StructType.fromDDL(schema)
+    struct = schema if isinstance(schema, StructType) else cast(StructType, StructType.fromDDL(schema))
     if not rows:
         return spark.range(0).select(*[F.lit(None).cast(f.dataType).alias(f.name) for f in struct.fields])
     literal = [F.struct(*[F.lit(v).cast(f.dataType).alias(f.name) for v, f in zip(row, struct.fields)]) for row in rows]

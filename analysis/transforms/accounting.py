@@ -9,7 +9,7 @@ exact (`count`, never an approximate distinct count).
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -128,7 +128,7 @@ def message_facts(
         outcome = F.col("outcome")
         src = F.col("_src")
 
-        def rows(frame: DataFrame, kind: int, *columns: Column) -> DataFrame:
+        def rows(frame: DataFrame, kind: int, *columns: Column | str) -> DataFrame:
             return frame.where(F.col("message_id").isNotNull()).select(
                 "message_id", F.lit(kind).alias("_src"), *columns
             )
@@ -222,7 +222,10 @@ def classify(events: DataFrame | None = None, publish_rejects: bool = False) -> 
             j = j.join(returned, "message_id", "left")
         else:
             j = j.withColumn("_returned_event", F.lit(None).cast("boolean"))
-        flag = lambda name: F.coalesce(F.col(name), F.lit(False))  # noqa: E731
+
+        def flag(name: str) -> Column:
+            return F.coalesce(F.col(name), F.lit(False))
+
         nacked = flag("_nacked") & ~flag("_reached")
         account = (
             F.when(flag("_acked"), "acked")

@@ -9,7 +9,7 @@ delivery left the buffer.
 
 from __future__ import annotations
 
-from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import Column, DataFrame, Window, WindowSpec
 from pyspark.sql import functions as F
 
 from ._common import NS_PER_S, Transform, few, is_acked
@@ -57,7 +57,7 @@ def requeue_handoffs(deliveries: DataFrame) -> DataFrame:
     )
 
 
-def _consumer_order() -> Window:
+def _consumer_order() -> WindowSpec:
     return Window.partitionBy("consumer").orderBy("start_ns", "receive_ns", "delivery_tag")
 
 

@@ -8,7 +8,7 @@ at most `bins` bins. Bins are [edge_i, edge_i+1), the last one closed, like nump
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F

@@ -8,7 +8,8 @@ into contiguous *segments*, one summary row each: `base 0-30, slow 30-60`, or
 
 from __future__ import annotations
 
-from typing import Any, Mapping, NamedTuple, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any, NamedTuple
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F

@@ -7,16 +7,16 @@ t (client-side stamps: receive_ns, settle_ns). Computed without a deliveries x s
 each delivery is a +1 at receive and a -1 at settle; the changes are summed per consumer and
 per sample they precede (no sort of the deliveries), and a running sum over those few rows per
 consumer gives the outstanding count each sample reads. An unsettled delivery (the channel
-closed first) counts until the consumer's next leave (consumer_leave, connection_lost or consumer_crash event), when the broker
-requeues it; without one, until the end of the run.
+closed first) counts until the consumer's next leave (consumer_leave, connection_lost or
+consumer_crash event), when the broker requeues it; without one, until the end of the run.
 """
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame, Window
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from ._common import NS_PER_S, few
+from ._common import NS_PER_S, Transform, few
 from .windows import second_since
 
 __all__ = [
@@ -117,7 +117,7 @@ def slow_consumer_samples(deliveries: DataFrame, events: DataFrame, t0_ns: int) 
         .where((F.col("is_leave") == 0) & F.col("next_leave_ns").isNotNull())
     )
 
-    def _change(ts, delta: int, prefetch) -> list:
+    def _change(ts: Column, delta: int, prefetch: Column) -> list[Column]:
         return [ts.alias("ts_ns"), F.lit(delta).alias("delta"), prefetch.cast("int").alias("prefetch")]
 
     no_prefetch = F.lit(None)
@@ -204,7 +204,7 @@ def slow_consumer_samples(deliveries: DataFrame, events: DataFrame, t0_ns: int) 
 _LISTED_TIMES = 3
 
 
-def _slot_of(samples: DataFrame, t0_ns: int):
+def _slot_of(samples: DataFrame, t0_ns: int) -> Transform:
     """Add `slot` to rows with `ts_ns`: how many of `samples` (ts_ns) are strictly earlier.
 
     Without a sort of the rows: each whole second since t0 from the first sample's to the last's

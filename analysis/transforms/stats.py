@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-from typing import Iterator, Mapping, NamedTuple, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any, NamedTuple
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -38,7 +39,7 @@ class PercentilePolicy(NamedTuple):
     exact: bool
     accuracy: int = 10_000
 
-    def describe(self) -> dict:
+    def describe(self) -> dict[str, Any]:
         """summary.json's `percentiles` block (docs/summary.md)."""
         if self.exact:
             return {"method": "exact", "interpolation": "linear"}

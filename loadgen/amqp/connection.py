@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import os
 import ssl
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 from urllib.parse import urlsplit
 
 import pika

@@ -3,7 +3,8 @@ TopologyError: a refused declaration worded for the user (which object, the brok
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from loadgen.amqp.connection import wait_for
 from loadgen.errors import BrokerOperationFailed

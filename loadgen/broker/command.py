@@ -11,7 +11,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from loadgen.broker.config import BrokerSettingsError, MIB, parse_setting, watermark_settings
+from loadgen.broker.config import MIB, BrokerSettingsError, parse_setting, watermark_settings
 from loadgen.broker.managed import (
     DEFAULT_PORT,
     STATE_FILE,

@@ -180,9 +180,8 @@ def _validate(key: str, value: str) -> str:
         )
     if key in ("vm_memory_high_watermark.relative", "disk_free_limit.relative"):
         return _fraction(key, value, upper=1.0 if key.startswith("vm_") else None)
-    if key in ("vm_memory_high_watermark.absolute", "disk_free_limit.absolute"):
-        if not _INFORMATION_UNIT.match(value):
-            raise BrokerSettingsError(key, value, "must be bytes or a size such as 100MiB, 100MB or 1GiB")
+    if key in ("vm_memory_high_watermark.absolute", "disk_free_limit.absolute") and not _INFORMATION_UNIT.match(value):
+        raise BrokerSettingsError(key, value, "must be bytes or a size such as 100MiB, 100MB or 1GiB")
     return value
 
 

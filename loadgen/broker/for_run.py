@@ -4,8 +4,8 @@ answers at the default URL, a private node started on the spot (docs/broker.md).
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Callable, Iterator
 
 from loadgen.amqp.connection import probe
 from loadgen.broker.managed import DEFAULT_PORT, BrokerNotInstalled, ManagedBroker, default_dir

@@ -147,7 +147,10 @@ class ManagedBroker:
     loadgen.broker.config) and completed with the defaults."""
 
     def __init__(
-        self, dir: str | Path | None = None, port: int = DEFAULT_PORT, settings: Mapping[str, object] | None = None
+        self,
+        dir: str | Path | None = None,  # noqa: A002 - public keyword, as the .dir attribute and the repr
+        port: int = DEFAULT_PORT,
+        settings: Mapping[str, object] | None = None,
     ):
         self.port: int = validate_port(port)
         self.dir: Path = Path(dir) if dir is not None else default_dir(port)
@@ -158,7 +161,7 @@ class ManagedBroker:
         return f"ManagedBroker(dir={str(self.dir)!r}, port={self.port}, node={self.node!r})"
 
     @classmethod
-    def from_dir(cls, dir: str | Path) -> ManagedBroker:
+    def from_dir(cls, dir: str | Path) -> ManagedBroker:  # noqa: A002 - public keyword, as in ManagedBroker(dir=...)
         """The broker last started in `dir` (its port and settings from sojourn-broker.json)."""
         path = Path(dir) / STATE_FILE
         try:

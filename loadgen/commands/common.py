@@ -7,9 +7,9 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 __all__ = [
     "EXIT_OK",
@@ -179,7 +179,7 @@ def analysis_failures(log: str) -> Iterator[None]:
         yield
     except AnalysisError as exc:
         raise CliError(str(exc), EXIT_INPUT) from None
-    except Exception as exc:  # noqa: BLE001 - py4j's and pyspark's errors share no base we can import lazily
+    except Exception as exc:
         if not type(exc).__module__.startswith(("py4j", "pyspark")):
             raise
         first = next((line.strip() for line in str(exc).splitlines() if line.strip()), type(exc).__name__)

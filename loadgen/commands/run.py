@@ -12,11 +12,11 @@ from loadgen.commands.common import (
     EXIT_SLO,
     CliError,
     analysis_failures,
-    require_analysis,
     broker_for,
     load,
     print_warnings,
     recover_traces,
+    require_analysis,
     run_locust,
     say,
 )
@@ -97,7 +97,8 @@ def format_summary(summary: dict, run_dir: str) -> str:
         f"  messages   published {m.get('published', 0):,}  acked {m.get('acked', 0):,}  "
         f"discarded {m.get('discarded_total', 0):,}  left in broker {m.get('left_in_broker', 0):,}  "
         f"unaccounted {m.get('unaccounted', 0):,}",
-        f"  throughput publish {t.get('publish_per_s', 0) or 0:,.1f}/s  deliver {t.get('deliver_per_s', 0) or 0:,.1f}/s  "
+        f"  throughput publish {t.get('publish_per_s', 0) or 0:,.1f}/s  "
+        f"deliver {t.get('deliver_per_s', 0) or 0:,.1f}/s  "
         f"ack {t.get('ack_per_s', 0) or 0:,.1f}/s",
         f"  sojourn ms p50 {ms(sj.get('p50'))}  p95 {ms(sj.get('p95'))}  p99 {ms(sj.get('p99'))}  "
         f"max {ms(sj.get('max'))}",

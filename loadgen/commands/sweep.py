@@ -12,9 +12,9 @@ from loadgen.commands.common import (
     EXIT_SLO,
     CliError,
     analysis_failures,
-    require_analysis,
     broker_for,
     load,
+    require_analysis,
     run_locust,
     say,
 )

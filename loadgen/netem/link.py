@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import random
 from collections import deque
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Generic, Mapping, TypeVar
+from typing import Any, Generic, TypeVar
 
 __all__ = ["LinkSettings", "NetworkState", "TokenBucket", "DelayLine", "UNIMPAIRED"]
 
@@ -57,7 +58,7 @@ class LinkSettings:
         }
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "LinkSettings":
+    def from_dict(cls, data: Mapping[str, Any]) -> LinkSettings:
         return cls(
             float(data.get("latency_ms") or 0.0),
             float(data.get("jitter_ms") or 0.0),
@@ -83,7 +84,7 @@ class NetworkState:
         }
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "NetworkState":
+    def from_dict(cls, data: Mapping[str, Any]) -> NetworkState:
         return cls(
             LinkSettings.from_dict(data.get("upstream") or {}),
             LinkSettings.from_dict(data.get("downstream") or {}),

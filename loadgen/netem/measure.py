@@ -44,7 +44,7 @@ class Histogram:
         if self.max_ns is None or value_ns > self.max_ns:
             self.max_ns = value_ns
 
-    def merge(self, other: "Histogram") -> None:
+    def merge(self, other: Histogram) -> None:
         for key, n in other.counts.items():
             self.counts[key] += n
         self.count += other.count
@@ -105,14 +105,14 @@ class DirectionMeter:
             "delay_mean_ms": r(self.delay.mean_ms()),
         }
 
-    def take(self) -> "DirectionMeter":
+    def take(self) -> DirectionMeter:
         """Hand over what was measured so far and start afresh (one period's worth)."""
         taken = DirectionMeter()
         taken.error, taken.delay, taken.bytes, taken.dropped = self.error, self.delay, self.bytes, self.dropped
         self.error, self.delay, self.bytes, self.dropped = Histogram(), Histogram(), 0, 0
         return taken
 
-    def merge(self, other: "DirectionMeter") -> None:
+    def merge(self, other: DirectionMeter) -> None:
         self.error.merge(other.error)
         self.delay.merge(other.delay)
         self.bytes += other.bytes

@@ -64,7 +64,7 @@ class NetemProcess:
         worker: str = "",
         listen_port: int = 0,
         seed: str = "",
-    ) -> "NetemProcess":
+    ) -> NetemProcess:
         host, port = upstream_address(broker_url)
         cmd = [
             sys.executable,

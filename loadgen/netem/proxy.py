@@ -21,8 +21,8 @@ import selectors
 import socket
 import struct
 import time
+from collections.abc import Callable
 from dataclasses import replace
-from typing import Callable
 
 from loadgen.netem.link import UNIMPAIRED, DelayLine, LinkSettings, NetworkState
 from loadgen.netem.measure import DirectionMeter
@@ -47,7 +47,7 @@ def new_event_loop() -> asyncio.AbstractEventLoop:
 class _Side(asyncio.Protocol):
     """One socket of a proxied connection (the client's or the broker's)."""
 
-    def __init__(self, conn: "_Connection", name: str):
+    def __init__(self, conn: _Connection, name: str):
         self.conn = conn
         self.name = name
         self.transport: asyncio.Transport | None = None
@@ -98,7 +98,7 @@ class _Side(asyncio.Protocol):
 class _Pipe:
     """One direction of one connection: source side -> delay line -> destination side."""
 
-    def __init__(self, proxy: "Proxy", direction: str, source: _Side, dest: _Side):
+    def __init__(self, proxy: Proxy, direction: str, source: _Side, dest: _Side):
         self.proxy = proxy
         self.direction = direction
         self.source = source
@@ -189,7 +189,7 @@ class _Pipe:
 class _Connection:
     """A client socket, its broker socket, and the two pipes between them."""
 
-    def __init__(self, proxy: "Proxy"):
+    def __init__(self, proxy: Proxy):
         self.proxy = proxy
         self.client = _Side(self, "client")
         self.broker = _Side(self, "broker")

@@ -8,8 +8,9 @@ nothing has to be sent to it during the run. Pure: no I/O, no clock.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 from loadgen.netem.link import LinkSettings, NetworkState
 

@@ -26,8 +26,8 @@ import bisect
 import hashlib
 import itertools
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator
 
 from .source import ReplayTrace
 

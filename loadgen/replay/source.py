@@ -15,10 +15,11 @@ import io
 import json
 import math
 import os
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Mapping
+from typing import Any
 
 __all__ = ["ReplayFileError", "ReplayTrace", "load_trace", "EXTENSIONS", "TIME_COLUMNS", "COLUMNS"]
 
@@ -230,14 +231,14 @@ def _load_rows(p: Path, fmt: str, names: list[str], rows: _Rows) -> ReplayTrace:
     parsed: list[tuple] = []
     for where, row in rows:
 
-        def get(column: str, parse: Callable[[Any], Any]) -> Any:
-            value = row.get(column)
+        def get(column: str, parse: Callable[[Any], Any]) -> Any:  # called for this row only
+            value = row.get(column)  # noqa: B023
             if value is None:
                 return None
             try:
                 return parse(value)
             except _Bad as bad:
-                raise ReplayFileError(p, f"{_show(value)} {bad}", where=where, column=column, value=value) from None
+                raise ReplayFileError(p, f"{_show(value)} {bad}", where=where, column=column, value=value) from None  # noqa: B023
 
         t = get(time_column, to_seconds)
         if t is None:

@@ -16,7 +16,8 @@ import decimal
 import io
 import json
 import os
-from typing import Any, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 __all__ = [
     "REQUIRED_COLUMNS",
@@ -110,14 +111,15 @@ class TraceFileWriter:
                 self._schema = pa.schema([(c, _arrow_type(pa, c)) for c in cols])
                 self._parquet = pq.ParquetWriter(self.path, self._schema)
             else:
-                self._file = open(self.path, "w", encoding="utf-8", newline="")
+                # kept open across append() calls; close() closes it
+                self._file = open(self.path, "w", encoding="utf-8", newline="")  # noqa: SIM115
                 if self.format == "csv":
                     self._csv = csv.writer(self._file, lineterminator="\n")
                     self._csv.writerow(cols)
         except OSError as exc:
             raise TraceFileError(self.path, f"can not write: {exc.strerror or exc}") from None
 
-    def __enter__(self) -> "TraceFileWriter":
+    def __enter__(self) -> TraceFileWriter:
         return self
 
     def __exit__(self, *_exc) -> None:

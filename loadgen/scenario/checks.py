@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any, Callable, NoReturn
+from collections.abc import Callable
+from typing import Any, NoReturn
 
 from loadgen.scenario.errors import Invalid, ScenarioError, did_you_mean, join_path, located, show
 from loadgen.scenario.model import YAML_LAYOUT
@@ -57,7 +58,7 @@ def integer(low: int, high: int | None = None) -> Check:
     return check
 
 
-def number(low: float, strict: bool = False) -> Check:
+def number(low: float, strict: bool = False) -> Callable[[Any], float]:
     wanted = f"a number {'>' if strict else '>='} {low:g}"
 
     def check(value: Any) -> float:
@@ -123,7 +124,7 @@ def text(nonempty: bool = False, nullable: bool = False) -> Check:
     return check
 
 
-def sub(mapping: dict, key: str, check: Check) -> Any:
+def sub(mapping: dict[Any, Any], key: Any, check: Check) -> Any:
     """`check(mapping[key])`, an error located at `key` inside the mapping."""
     try:
         return check(mapping[key])
@@ -131,7 +132,7 @@ def sub(mapping: dict, key: str, check: Check) -> Any:
         raise bad.within(key, mapping[key]) from None
 
 
-def known_keys(value: dict, section: str, required: tuple[str, ...] = ()) -> None:
+def known_keys(value: dict[str, Any], section: str, required: tuple[str, ...] = ()) -> None:
     """Refuse a key the YAML layout's `section` does not allow (with a did-you-mean), and a missing
     required one; for a mapping checked as one value (codel, egress, bursts, replay, managed)."""
     allowed = YAML_LAYOUT[section]
@@ -177,7 +178,7 @@ class Reader:
         raw = self.raw.get(key)
         return Reader(self.source, {} if raw is None and not required else raw, join_path(self.yaml_path, key), section)
 
-    def items(self, key: str) -> list:
+    def items(self, key: str) -> list[Any]:
         raw = self.raw.get(key)
         if raw is not None and not isinstance(raw, list):
             fail(self.source, join_path(self.yaml_path, key), raw, f"expected a list, got {show(raw)}")

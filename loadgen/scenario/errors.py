@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import difflib
 import re
-from typing import Any, Callable, Iterable, TypeVar
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
 
 T = TypeVar("T")
 _SAME: Any = object()

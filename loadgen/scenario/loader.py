@@ -7,34 +7,56 @@ match; nothing here prints or exits. The schema is documented in docs/scenarios.
 from __future__ import annotations
 
 import os
-from typing import Any, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, cast
 from urllib.parse import urlsplit
 
 import yaml
 
 from analysis.slo import SloError, parse_slo
+from loadgen.scenario import arrivals
 from loadgen.scenario.checks import (
     Check,
-    Reader as _Reader,
     known_keys,
-    boolean as _boolean,
-    choice as _choice,
     optional_number,
+)
+from loadgen.scenario.checks import (
+    Reader as _Reader,
+)
+from loadgen.scenario.checks import (
+    boolean as _boolean,
+)
+from loadgen.scenario.checks import (
+    choice as _choice,
+)
+from loadgen.scenario.checks import (
     fail as _fail,
+)
+from loadgen.scenario.checks import (
     identifier as _name,
+)
+from loadgen.scenario.checks import (
     integer as _integer,
+)
+from loadgen.scenario.checks import (
     number as _number,
+)
+from loadgen.scenario.checks import (
     sub as _sub,
+)
+from loadgen.scenario.checks import (
     text as _text,
 )
 from loadgen.scenario.errors import (
     Invalid,
     ScenarioError,
     did_you_mean,
-    join_path as _join,
     located,
     mask_passwords,
     show,
+)
+from loadgen.scenario.errors import (
+    join_path as _join,
 )
 from loadgen.scenario.model import (
     BASE_PHASE,
@@ -43,8 +65,8 @@ from loadgen.scenario.model import (
     YAML_LAYOUT,
     Broker,
     ConsumerGroup,
-    ManagedSpec,
     FrozenMapping,
+    ManagedSpec,
     Phase,
     Processing,
     ProducerGroup,
@@ -59,7 +81,6 @@ from loadgen.scenario.overrides import (
     resolve_group,
     tokens,
 )
-from loadgen.scenario import arrivals
 from loadgen.scenario.sections import codel, egress, network_phase_check, read_network
 from loadgen.scenario.topology import read_bindings, read_exchanges, read_queue
 
@@ -73,7 +94,7 @@ _PHASE_SET_ROOTS = ("producers", "consumers", "network")
 
 
 def load_scenario(
-    path: str | os.PathLike, overrides: Sequence[str] = (), env: Mapping[str, str] | None = None
+    path: str | os.PathLike[str], overrides: Sequence[str] = (), env: Mapping[str, str] | None = None
 ) -> Scenario:
     """Load and validate a scenario. Broker URL precedence: `--set broker.url` >
     `$SOJOURN_AMQP_URL` (when non-empty) > the file's `broker.url` > the default."""
@@ -98,7 +119,7 @@ def load_scenario(
         raise err from None
 
 
-def _read(source: str) -> dict:
+def _read(source: str) -> dict[str, Any]:
     try:
         with open(source, encoding="utf-8") as handle:
             text = handle.read()
@@ -108,7 +129,7 @@ def _read(source: str) -> dict:
         reason = getattr(err, "strerror", None) or str(err)
         raise ScenarioError(source, "", None, f"can not read the file: {reason}") from None
     try:
-        data = yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - a SafeLoader subclass
+        data = yaml.load(text, Loader=_StrictLoader)
     except yaml.MarkedYAMLError as err:
         mark = err.problem_mark or err.context_mark
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
@@ -126,8 +147,8 @@ def _read(source: str) -> dict:
 class _StrictLoader(yaml.SafeLoader):
     """SafeLoader that rejects duplicate keys (PyYAML silently keeps the last one)."""
 
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
-        seen: set = set()
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
         for key_node, _ in node.value:
             if key_node.tag == "tag:yaml.org,2002:merge":
                 continue
@@ -215,7 +236,7 @@ def _processing(value: Any) -> Processing:
 
 
 # (check, default) per field, in dataclass order; phases reuse the same checks.
-_PRODUCER_FIELDS: dict[str, tuple[Check, Any]] = {
+_PRODUCER_FIELDS: dict[str, tuple[Check | None, Any]] = {  # None: checked in _groups
     "count": (_integer(0), 1),
     "rate": (arrivals.rate, None),
     "arrival": (_choice("constant", "poisson"), "constant"),
@@ -246,7 +267,7 @@ _CONSUMER_FIELDS: dict[str, tuple[Check, Any]] = {
 # ---- sections
 
 
-def _build(tree: dict, source: str, overrides: tuple[str, ...], url_is_default: bool = False) -> Scenario:
+def _build(tree: dict[str, Any], source: str, overrides: tuple[str, ...], url_is_default: bool = False) -> Scenario:
     top = _Reader(source, tree, "", "scenario")
     name = top.get("name", _name)
     description = top.get("description", _text(nullable=True), "") or ""
@@ -325,13 +346,19 @@ def _slo(value: Any) -> str:
         parse_slo(value)
     except SloError as err:
         raise Invalid(str(err)) from None
-    return value
+    return cast(str, value)  # parse_slo takes only a string
 
 
 def _groups(
-    top: _Reader, key: str, section: str, spec: dict[str, tuple[Check, Any]], make: Callable[..., Any], queue_name: str
-) -> list:
-    groups, seen = [], {}
+    top: _Reader,
+    key: str,
+    section: str,
+    spec: Mapping[str, tuple[Check | None, Any]],
+    make: Callable[..., Any],
+    queue_name: str,
+) -> list[Any]:
+    groups: list[Any] = []
+    seen: dict[str, int] = {}
     checks = {"replay": arrivals.replay(os.path.dirname(os.path.abspath(top.source)))}
     for i, raw in enumerate(top.items(key)):
         reader = _Reader(top.source, raw, f"{key}[{i}]", section)
@@ -375,7 +402,8 @@ def _timeline(
     has_network: bool,
 ) -> tuple[Phase, ...]:
     source, duration = top.source, run.duration_s
-    entries, seen = [], {}
+    entries: list[Any] = []
+    seen: dict[str, int] = {}
     for i, raw in enumerate(top.items("timeline")):
         reader = _Reader(source, raw, f"timeline[{i}]", "phase")
         name = reader.get("name", _name)
@@ -460,7 +488,7 @@ def _phase_set(
             every = YAML_LAYOUT[kind[:-1]]
             reason = "can not be changed by a phase" if field in every else "unknown key" + did_you_mean(field, every)
             _fail(source, key_path, value, f"{reason} (a phase may set {kind}.<group>.{{{', '.join(settable)}}})")
-        if kind == "producers" and group.replay is not None:
+        if isinstance(group, ProducerGroup) and group.replay is not None:
             _fail(
                 source,
                 key_path,
@@ -472,8 +500,15 @@ def _phase_set(
         if canonical in out:
             _fail(source, key_path, value, f"sets the same field as {written[canonical]!r}")
         spec = _PRODUCER_FIELDS if kind == "producers" else _CONSUMER_FIELDS
-        out[canonical] = located(source, key_path, value, spec[field][0])
-        if field == "leave" and out[canonical] == "crash" and group.ack_mode == "auto":
+        check = spec[field][0]
+        assert check is not None  # a phase sets no field without a check of its own (not replay)
+        out[canonical] = located(source, key_path, value, check)
+        if (
+            field == "leave"
+            and out[canonical] == "crash"
+            and isinstance(group, ConsumerGroup)
+            and group.ack_mode == "auto"
+        ):
             _fail(source, key_path, value, f"consumer group {group.name!r} has ack_mode: auto; {_CRASH_NEEDS_MANUAL}")
         written[canonical] = str(key)
     return tuple(sorted(out.items()))

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import math
 import random
+from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any, Iterator, Literal, Mapping
+from typing import Any, Literal
 
 from loadgen.redact import mask_url
 
@@ -229,8 +230,9 @@ class Processing:
             return self.params[0][1]
         p = dict(self.params)
         if self.distribution == "recorded":
-            ok = isinstance(recorded_ms, (int, float)) and not isinstance(recorded_ms, bool) and recorded_ms >= 0
-            return float(recorded_ms) if ok else p["default_ms"]
+            if isinstance(recorded_ms, (int, float)) and not isinstance(recorded_ms, bool) and recorded_ms >= 0:
+                return float(recorded_ms)
+            return p["default_ms"]
         if self.distribution == "fixed":
             return p["ms"]
         if self.distribution == "exponential":

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import copy
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import yaml
 
@@ -62,7 +63,9 @@ def parse_override(text: str, source: str) -> Override:
     return Override(text, path, value)
 
 
-def apply_overrides(raw: dict, overrides: Sequence[str], source: str) -> tuple[dict, dict[str, str]]:
+def apply_overrides(
+    raw: dict[str, Any], overrides: Sequence[str], source: str
+) -> tuple[dict[str, Any], dict[str, str]]:
     """A copy of `raw` with every override applied in order, and {YAML path set: override text}."""
     tree = copy.deepcopy(raw)
     origins: dict[str, str] = {}
@@ -145,7 +148,7 @@ def resolve_group(ref: Token, names: Sequence[Any], kind: str) -> int:
     raise ValueError(f"no {_ITEM_WORDS.get(kind, 'item')} named {ref!r}{hint}")
 
 
-def _pick_item(items: list, toks: list[Token], i: int, list_key: str, path: str) -> tuple[int, int]:
+def _pick_item(items: list[Any], toks: list[Token], i: int, list_key: str, path: str) -> tuple[int, int]:
     """Which list item toks[i:] starts with, and how many tokens name it (names may hold dots)."""
     tok = toks[i]
     names = [item.get("name") if isinstance(item, dict) else None for item in items]
@@ -162,7 +165,7 @@ def _pick_item(items: list, toks: list[Token], i: int, list_key: str, path: str)
         raise PathError(path, str(err)) from None
 
 
-def _assign(tree: dict, toks: list[Token], value: Any) -> str:
+def _assign(tree: dict[str, Any], toks: list[Token], value: Any) -> str:
     """Set `value` at the path in `tree`, creating missing mappings; return the YAML path."""
     node: Any = tree
     layout, path, i = "scenario", "", 0
@@ -219,7 +222,7 @@ def _assign(tree: dict, toks: list[Token], value: Any) -> str:
         node, path, layout, i = nxt, child_path, child, i + 1
 
 
-def _drop_same_target(tree: dict, set_node: dict, key: str) -> None:
+def _drop_same_target(tree: dict[str, Any], set_node: dict[str, Any], key: str) -> None:
     """Remove keys of a phase's `set` that name the same field as `key` in another spelling."""
     target = _set_target(tree, key)
     if target is None:
@@ -229,7 +232,7 @@ def _drop_same_target(tree: dict, set_node: dict, key: str) -> None:
             del set_node[other]
 
 
-def _set_target(tree: dict, key: str) -> tuple[str, int, str] | None:
+def _set_target(tree: dict[str, Any], key: str) -> tuple[str, int, str] | None:
     try:
         kind, ref, fieldname = parse_group_path(key)
         items = tree.get(kind) or []

@@ -5,7 +5,7 @@ without declaring them. Pure: the checks follow what RabbitMQ 3.10 accepts (docs
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from loadgen.scenario.checks import Check, Reader, boolean, choice, fail, integer, sub, text
 from loadgen.scenario.errors import Invalid, show
@@ -160,7 +160,7 @@ def _exchange_name(value: Any) -> str:
             "declared; to use one (e.g. amq.topic), name it in bindings or a producer's exchange "
             "without declaring it"
         )
-    return name
+    return str(name)
 
 
 def read_exchanges(top: Reader) -> tuple[ExchangeSpec, ...]:
@@ -197,7 +197,7 @@ def _binding_exchange(value: Any) -> str:
             'the default exchange ("") reaches every queue by its name and can not be bound to; '
             'publish with exchange "" and routing_key the queue\'s name instead'
         )
-    return text(nonempty=True)(value)
+    return cast(str, text(nonempty=True)(value))
 
 
 def read_bindings(top: Reader, exchanges: tuple[ExchangeSpec, ...]) -> tuple[BindingSpec, ...]:
@@ -232,4 +232,4 @@ def required_exchanges(scenario: Any) -> list[tuple[str, str]]:
     for path, name in uses:
         if name and name not in declared and name not in out:
             out[name] = path
-    return [(name, path) for name, path in out.items()]
+    return list(out.items())

@@ -8,8 +8,8 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from analysis.slo import evaluate_slos
 from loadgen.suite.junit import CaseResult, write_junit

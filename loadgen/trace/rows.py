@@ -33,7 +33,7 @@ COMMON_COLUMNS = 3
 """schema_version, run_id, worker: the same in every row of a part file, added by the writer."""
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def own_columns(kind: str) -> tuple[str, ...]:
     """The columns a row of `kind` holds, in order."""
     return tuple(column_names(kind)[COMMON_COLUMNS:])

@@ -36,8 +36,9 @@ import struct
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from analysis.schema import KINDS, SCHEMA_VERSION, arrow_schema
 
@@ -95,7 +96,7 @@ def write_part(root: Path, kind: str, name: str, run_id: str, worker: str, rows:
     return n
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _dictionary_columns(kind: str) -> tuple[str, ...]:
     import pyarrow as pa
 
@@ -107,7 +108,7 @@ def warm_pyarrow() -> None:
     of a Python list, which imports pandas (0.85 s here). Paid by the first flush instead, each
     held the GIL in the flush thread and stalled the I/O loop mid-run."""
     import pyarrow as pa
-    import pyarrow.parquet  # noqa: F401
+    import pyarrow.parquet
 
     pa.array([0], pa.int64())
 
@@ -205,9 +206,8 @@ def convert_spilled(path: Path) -> int:
 
 def spilled(root: Path, worker: str | None = None) -> list[Path]:
     """The spilled batches under `root` (a traces directory) not converted yet, of one worker or all."""
-    name = re.compile(
-        r"\.part-%s-\d{6,}\.parquet%s" % (".+" if worker is None else re.escape(worker), re.escape(RAW_SUFFIX))
-    )
+    who = ".+" if worker is None else re.escape(worker)
+    name = re.compile(rf"\.part-{who}-\d{{6,}}\.parquet{re.escape(RAW_SUFFIX)}")
     return sorted(
         p for kind in KINDS if (root / kind).is_dir() for p in (root / kind).iterdir() if name.fullmatch(p.name)
     )
@@ -354,7 +354,7 @@ class TraceWriter:
         self._seq = 0
         self._lock = _os_lock()  # serialises part numbering, file writes and the child's pipe
         self._closed = False
-        self.rows_written: dict[str, int] = {kind: 0 for kind in KINDS}
+        self.rows_written: dict[str, int] = dict.fromkeys(KINDS, 0)
         for kind in KINDS:
             (self.root / kind).mkdir(parents=True, exist_ok=True)
         self._child: _Child | None = None

@@ -234,7 +234,7 @@ def wait_for_t0(proc: subprocess.Popen, run_dir: Path, timeout: float = 60) -> f
             return int(json.loads((run_dir / "run.json").read_text())["t0_ns"]) / 1e9
         except (OSError, ValueError, KeyError):
             if proc.poll() is not None:
-                raise AssertionError(f"the run ended (exit {proc.returncode}) before writing its t0")
+                raise AssertionError(f"the run ended (exit {proc.returncode}) before writing its t0") from None
             time.sleep(0.05)
     raise AssertionError(f"no t0 in {run_dir / 'run.json'} after {timeout} s")
 

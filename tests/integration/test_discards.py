@@ -9,7 +9,6 @@ session analyses them in turn: a `sojourn run` with analysis per case would pay 
 
 from __future__ import annotations
 
-
 import pytest
 
 from tests.integration.conftest import run_in_batch

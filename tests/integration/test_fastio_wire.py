@@ -24,7 +24,8 @@ from loadgen.producer import _PublishProperties
 url, queue, sizes = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
 conn = amqp.connect(url, name="fastio-wire-test")
 channel = amqp.open_channel(conn)
-tuned = type(conn._transport).__name__ == "_AsyncPlaintextTransport" and conn._transport._produce.__name__ == "produce_coalesced"
+tuned = (type(conn._transport).__name__ == "_AsyncPlaintextTransport"
+         and conn._transport._produce.__name__ == "produce_coalesced")
 publisher = fastio.FrameWriter(channel)
 for i, size in enumerate(sizes):
     body = bytes([i % 251]) * size

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pytest import approx
 
+from analysis.summary.egress import egress_block
 from analysis.transforms import accounting_totals
 from tests.spark.conftest import classify_messages
-from analysis.summary.egress import egress_block
 
 MS = 1_000_000
 SCENARIO = {

@@ -244,7 +244,7 @@ def test_rows_of_another_schema_version_are_refused(tmp_path, spark, write_trace
 
 
 def test_a_directory_without_run_json_is_refused(tmp_path, spark):
-    with pytest.raises(RunFileError, match="run.json not found"):
+    with pytest.raises(RunFileError, match=r"run\.json not found"):
         analyze(tmp_path, spark=spark)
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from analysis.transforms import mark_measured, with_delivery_latencies
 from analysis.summary.model import model_row
+from analysis.transforms import mark_measured, with_delivery_latencies
 from analysis.transforms.model import QUANTILES, consumer_sojourn_quantiles, model_inputs, window_components
 
 MS = 1_000_000

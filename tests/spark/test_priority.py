@@ -57,6 +57,5 @@ def test_each_priority_has_its_counts_and_latencies(spark, frame):
 
 def test_no_priority_anywhere_gives_no_block(spark, frame):
     assert (
-        priority_rows(*_frames(spark, frame, {m: None for m in ("a1", "a2", "a3", "b1", "b2", "n1", "n2")}), DISCARDS)
-        == []
+        priority_rows(*_frames(spark, frame, dict.fromkeys(("a1", "a2", "a3", "b1", "b2", "n1", "n2"))), DISCARDS) == []
     )

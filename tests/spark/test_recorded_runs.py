@@ -26,7 +26,7 @@ SCENARIOS = sorted(p.name for p in RUNS.iterdir() if (p / "summary.before.json")
 
 def test_every_shipped_scenario_has_a_recorded_run():
     shipped = sorted(p.stem for p in (Path(__file__).resolve().parents[2] / "scenarios").glob("*.yaml"))
-    assert SCENARIOS == shipped
+    assert shipped == SCENARIOS
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS)

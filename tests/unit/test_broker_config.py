@@ -18,7 +18,7 @@ from loadgen.broker.config import tls_ports
 
 def conf_lines(text: str) -> dict[str, str]:
     pairs = [line.split(" = ", 1) for line in text.splitlines() if line and not line.startswith("#")]
-    return {key: value for key, value in pairs}
+    return dict(pairs)
 
 
 def test_the_listener_is_bound_to_loopback_on_the_given_port():

@@ -54,8 +54,9 @@ def test_analyze_names_the_extra_and_keeps_the_traces(no_pyspark, tmp_path, caps
 
 
 def test_a_run_told_not_to_analyse_needs_no_analysis(no_pyspark, tmp_path, monkeypatch):
-    import loadgen.commands.run as run
     from contextlib import nullcontext
+
+    import loadgen.commands.run as run
 
     monkeypatch.setattr(run, "broker_for", lambda scenario: nullcontext([]))
     assert main(["run", QUICKSTART, "--no-analyze", "--out", str(tmp_path / "out")]) == 0

@@ -42,7 +42,7 @@ def test_sojourn_above_target_starts_the_interval_clock_without_dropping():
     c = controller()
     assert c.on_dequeue(ABOVE, T0, BACKLOG) is False
     # first-above deadline = T0 + interval
-    assert c.state() == CoDelState(dropping=False, count=0, first_above_ns=T0 + 100 * MS, drop_next_ns=0)
+    assert c.state() == CoDelState(dropping=False, drop_count=0, first_above_ns=T0 + 100 * MS, drop_next_ns=0)
 
 
 def test_first_drop_comes_one_interval_after_sojourn_went_above_target():

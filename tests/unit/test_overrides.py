@@ -155,7 +155,8 @@ def test_a_nested_mapping_can_be_edited_in_place(scenario_file):
         ),
         (
             ["producers.main.arrival=poison"],
-            "--set producers.main.arrival=poison: expected one of constant, poisson, got 'poison' (did you mean 'poisson'?)",
+            "--set producers.main.arrival=poison: expected one of constant, poisson, got 'poison' "
+            "(did you mean 'poisson'?)",
         ),
         (["run.duration_s=yes"], "--set run.duration_s=yes: expected a number > 0, got true"),
         (
@@ -179,7 +180,8 @@ def test_a_nested_mapping_can_be_edited_in_place(scenario_file):
         ),
         (
             ["consumers.main={name: main, prefech: 3}"],
-            "--set consumers.main={name: main, prefech: 3}: consumers[0].prefech: unknown key (did you mean 'prefetch'?)",
+            "--set consumers.main={name: main, prefech: 3}: consumers[0].prefech: unknown key "
+            "(did you mean 'prefetch'?)",
         ),
         (
             ["timeline.slow.set.consumers.main.ack_mode=auto"],

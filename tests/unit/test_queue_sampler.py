@@ -82,7 +82,7 @@ def test_the_probe_reads_the_queue_over_http_with_basic_auth():
     seen = {}
 
     class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self):  # noqa: N802 - the stdlib's name
+        def do_GET(self):
             seen["path"], seen["auth"] = self.path, self.headers.get("Authorization")
             body = b'{"messages_ready": 4, "messages_unacknowledged": 7, "consumers": 1}'
             self.send_response(200)

@@ -91,11 +91,10 @@ def test_jsonl_omits_absent_values(tmp_path: Path):
 
 def test_parquet_is_written_in_row_groups_and_closed_on_an_exception(tmp_path: Path):
     path = tmp_path / "rec.parquet"
-    with pytest.raises(RuntimeError):
-        with TraceFileWriter(path, row_group_rows=2) as writer:
-            for i in range(5):
-                writer.append({"offset_s": i / 10, "size_bytes": i, "routing_key": "k", "exchange": ""})
-            raise RuntimeError("Ctrl-C, say")
+    with pytest.raises(RuntimeError), TraceFileWriter(path, row_group_rows=2) as writer:
+        for i in range(5):
+            writer.append({"offset_s": i / 10, "size_bytes": i, "routing_key": "k", "exchange": ""})
+        raise RuntimeError("Ctrl-C, say")
     assert pq.ParquetFile(path).num_row_groups == 3
     assert [r["size_bytes"] for r in pq.read_table(path).to_pylist()] == [0, 1, 2, 3, 4]
 
@@ -117,13 +116,13 @@ def test_an_unknown_extension_is_refused_before_any_file_is_made(tmp_path: Path)
 
 
 def test_an_unwritable_path_names_the_path(tmp_path: Path):
-    with pytest.raises(TraceFileError, match="no-such-dir/rec.csv: can not write"):
+    with pytest.raises(TraceFileError, match=r"no-such-dir/rec\.csv: can not write"):
         TraceFileWriter(tmp_path / "no-such-dir" / "rec.csv")
 
 
 def test_a_row_with_an_unknown_column_or_a_bad_number_is_refused_with_its_name(tmp_path: Path):
     with TraceFileWriter(tmp_path / "rec.csv") as writer:
-        with pytest.raises(TraceFileError, match="unexpected column.*'colour'"):
+        with pytest.raises(TraceFileError, match=r"unexpected column.*'colour'"):
             writer.append({"offset_s": 0, "size_bytes": 1, "routing_key": "", "exchange": "", "colour": "red"})
         with pytest.raises(TraceFileError, match="size_bytes='big' is not a number"):
             writer.append({"offset_s": 0, "size_bytes": "big", "routing_key": "", "exchange": ""})

@@ -440,7 +440,7 @@ def test_zero_deliveries_and_null_percentiles_show_dashes():
     null = stats(0)
     summary["messages"].update(published=0, acked=0, discarded={}, discarded_total=0, left_in_broker=0)
     summary["sojourn_ms"] = null
-    summary["latency_ms"] = {k: null for k in summary["latency_ms"]}
+    summary["latency_ms"] = dict.fromkeys(summary["latency_ms"], null)
     summary["consumers"] = []
     summary["phases"] = []
     summary["events"] = []

@@ -41,7 +41,7 @@ def test_advice_prefetch_covers_the_p95_round_trip_and_codel_uses_p99_processing
     assert got["prefetch"] == 51
     assert got["codel_interval_ms"] == 20.0 and got["codel_target_ms"] == 20.0
     assert all(got[k] for k in ("prefetch_why", "codel_interval_why", "codel_target_why"))
-    assert advise(None, None, None) == {k: None for k in got}
+    assert advise(None, None, None) == dict.fromkeys(got)
 
 
 # --- the report's new sections -----------------------------------------------------

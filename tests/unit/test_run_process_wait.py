@@ -51,8 +51,8 @@ def test_a_trace_writer_process_holds_the_pipe_too_so_the_wait_covers_its_conver
 
     import pyarrow.parquet as pq
 
-    from loadgen.trace.writer import ALIVE_FD_ENV
     from loadgen.trace import TraceWriter
+    from loadgen.trace.writer import ALIVE_FD_ENV
 
     alive_r, alive_w = os.pipe()
     monkeypatch.setenv(ALIVE_FD_ENV, str(alive_w))  # as run_locust hands it to Locust

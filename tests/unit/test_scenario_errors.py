@@ -141,7 +141,8 @@ def test_missing_required_keys_are_named(tmp_path, text, expected):
         ),
         (
             HEAD + CONSUMER + "    processing_ms: {distribution: gaussian, mean_ms: 4}\n",
-            "consumers[0].processing_ms.distribution: expected one of fixed, exponential, lognormal, uniform, recorded, got 'gaussian'",
+            "consumers[0].processing_ms.distribution: "
+            "expected one of fixed, exponential, lognormal, uniform, recorded, got 'gaussian'",
         ),
         ("name: t\nqueue: {name: q}\nrun: {duration_s: 0}\n", "run.duration_s: expected a number > 0, got 0"),
         (

@@ -213,7 +213,8 @@ def test_a_network_phase_may_set_null_bandwidth_for_unlimited(tmp_path):
         ("network.down: 'yes'", "timeline[0].set.network.down: expected true or false, got 'yes'"),
         (
             "network.downstream.bandwidth_bytes_per_s: 0",
-            "timeline[0].set.network.downstream.bandwidth_bytes_per_s: expected a number > 0 or null (unlimited), got 0",
+            "timeline[0].set.network.downstream.bandwidth_bytes_per_s: expected a number > 0 or null (unlimited), "
+            "got 0",
         ),
         (
             "network[0].down: true",

@@ -127,7 +127,10 @@ def test_rate_zero_with_no_further_change_ends_the_schedule():
 
 def test_arrival_kind_may_change_with_time():
     rate_at, next_change = steps((0.0, 100.0), (1.0, 100.0))
-    kind_at = lambda t: "constant" if t < 1.0 else "poisson"
+
+    def kind_at(t):
+        return "constant" if t < 1.0 else "poisson"
+
     times = list(ArrivalSchedule(kind_at, rate_at, random.Random(5), 0.0, 3.0, next_change))
     early = [b - a for a, b in zip(times, times[1:]) if b <= 1.0]
     assert early == pytest.approx([0.01] * len(early), abs=1e-9)

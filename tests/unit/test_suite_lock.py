@@ -12,9 +12,8 @@ from loadgen.suite import LockHeld, ResultsLock
 
 
 def test_a_second_holder_is_refused_with_the_first_holders_pid(tmp_path):
-    with ResultsLock(str(tmp_path)):
-        with pytest.raises(LockHeld) as info:
-            ResultsLock(str(tmp_path)).acquire()
+    with ResultsLock(str(tmp_path)), pytest.raises(LockHeld) as info:
+        ResultsLock(str(tmp_path)).acquire()
     assert info.value.pid == str(os.getpid())
     assert f"held by pid {os.getpid()}" in str(info.value)
 

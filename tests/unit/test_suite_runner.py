@@ -25,7 +25,13 @@ def suite(*entries: SuiteEntry, keep: int | None = None) -> Suite:
     return Suite("s.yaml", "nightly", keep, 3, 0.2, entries)
 
 
-def fake_analyze(p99_by_entry: dict, clock=[0]):
+_CLOCK = [0]  # shared by every fake_analyze() not given its own clock
+
+
+def fake_analyze(p99_by_entry: dict, clock: list[int] | None = None):
+    if clock is None:
+        clock = _CLOCK
+
     def analyze(run_dir: str) -> dict:
         name = os.path.basename(run_dir).split("-", 1)[1]
         if p99_by_entry[name] is None:

@@ -156,7 +156,8 @@ def test_phase_values_are_validated_like_the_base_field(tmp_path):
         ),
         (
             "producers.main.arrival: poison",
-            "timeline[0].set.producers.main.arrival: expected one of constant, poisson, got 'poison' (did you mean 'poisson'?)",
+            "timeline[0].set.producers.main.arrival: expected one of constant, poisson, got 'poison' "
+            "(did you mean 'poisson'?)",
         ),
     ],
 )
@@ -167,8 +168,8 @@ def test_a_phase_may_only_set_known_group_fields(tmp_path, set_line, expected):
 
 def test_two_spellings_of_one_field_in_a_phase_are_rejected(tmp_path):
     text = (
-        HEAD
-        + "timeline:\n  - name: a\n    start_s: 1\n    set:\n      consumers.main.count: 2\n      consumers[0].count: 3\n"
+        HEAD + "timeline:\n  - name: a\n    start_s: 1\n    set:\n"
+        "      consumers.main.count: 2\n      consumers[0].count: 3\n"
     )
     assert error(tmp_path, text) == "timeline[0].set.consumers[0].count: sets the same field as 'consumers.main.count'"
 

@@ -41,7 +41,7 @@ def test_a_delivery_row_puts_every_value_under_its_own_column():
         1_004,
         "ack",
         1.5,
-        CoDelState(dropping=True, count=2, first_above_ns=1_005, drop_next_ns=1_006),
+        CoDelState(dropping=True, drop_count=2, first_above_ns=1_005, drop_next_ns=1_006),
         ("high", 5, 9, False),
     )
     assert _by_name("delivery", row) == {

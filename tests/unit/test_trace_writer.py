@@ -2,11 +2,9 @@
 
 from pathlib import Path
 
-
 import pyarrow.parquet as pq
-import pytest
 
-from analysis.schema import column_names, KINDS, SCHEMA_VERSION
+from analysis.schema import KINDS, SCHEMA_VERSION, column_names
 from loadgen.trace import TraceWriter
 from loadgen.trace.writer import CHUNK_ROWS, CHUNKS
 
