@@ -87,7 +87,7 @@ def build_history(summaries: Sequence[Mapping[str, Any]], *, window: int = 5, to
         previous = past.setdefault(scenario, [])[-window:]
         baseline: dict[str, float | None] = {}
         for m in METRICS:
-            seen = [v[m.key] for v in previous if v[m.key] is not None]
+            seen = [x for x in (v[m.key] for v in previous) if x is not None]
             baseline[m.key] = statistics.median(seen) if seen else None
         flags = [m.key for m in METRICS if regressed(m, values[m.key], baseline[m.key], tolerance)]
         verdict, slos = _verdict(summary)

@@ -16,7 +16,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
@@ -202,7 +202,7 @@ def spark_for(
     from analysis.session import get_spark, stop_spark
 
     if SparkSession.getActiveSession() is not None:
-        yield SparkSession.getActiveSession()
+        yield cast(SparkSession, SparkSession.getActiveSession())  # not None: checked just above
         return
     sizes = [trace_files.scan(run_dir) for run_dir in run_dirs]
     size = max((trace_files.total_bytes(k) for k in sizes), default=0)
@@ -394,6 +394,7 @@ def summarize(
                 .crossJoin(deliveries.transform(throughput(window_start, window_end, publishes)))
                 .first()
             )
+            assert overall is not None  # aggregates without grouping, cross-joined: exactly one row
 
         with stage("computing per-consumer statistics and the queueing-model check"):
             consumers = [consumer_row(r) for r in deliveries.transform(consumer_summary).collect()]

@@ -174,7 +174,7 @@ def get_spark(
     log_level: str = "ERROR",
     trace_bytes: int = 0,
     trace_rows: int = 0,
-    log_path: Path | None = None,
+    log_path: str | Path | None = None,
 ) -> SparkSession:
     """Build (or reuse) a quiet Spark session: no UI, no progress bars, UTC timestamps.
 
@@ -202,8 +202,8 @@ def get_spark(
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         conf.set("spark.driver.host", "127.0.0.1").set("spark.driver.bindAddress", "127.0.0.1")
         if "PYSPARK_SUBMIT_ARGS" not in os.environ:  # a caller's own JVM options win
-            conf.setAll(jvm_settings(trace_bytes, trace_rows, total_memory_bytes(), class_archive()).items())
-    conf.setAll(sql_settings(trace_bytes, trace_rows, local).items())
+            conf.setAll(list(jvm_settings(trace_bytes, trace_rows, total_memory_bytes(), class_archive()).items()))
+    conf.setAll(list(sql_settings(trace_bytes, trace_rows, local).items()))
     if SparkContext._active_spark_context is None and log_path is not None:
         Path(log_path).parent.mkdir(parents=True, exist_ok=True)
         with open(log_path, "ab") as log:
@@ -216,7 +216,9 @@ def get_spark(
 
 def configure(spark: SparkSession, trace_bytes: int, trace_rows: int) -> None:
     """Set the SQL settings for the traces about to be analysed (sql_settings) on `spark`."""
-    local = spark.sparkContext.master.startswith("local")
+    master = spark.sparkContext.master
+    assert master is not None  # a running SparkContext has a master: it does not start without one
+    local = master.startswith("local")
     for key, value in sql_settings(trace_bytes, trace_rows, local).items():
         spark.conf.set(key, value)
 
@@ -254,4 +256,5 @@ def stop_spark(spark: SparkSession) -> None:
         SparkContext._gateway = None
         SparkContext._jvm = None
     if pending.is_file() and pending.stat().st_size > 0:
+        assert archive is not None  # pending is only set from an archive
         os.replace(pending, archive)

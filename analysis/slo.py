@@ -54,7 +54,7 @@ def _lookup(summary: Mapping[str, Any], metric: str) -> Any:
 
 def evaluate_slos(summary: Mapping[str, Any], exprs) -> list[dict]:
     """Evaluate each expression; a metric that is missing or null fails, saying so."""
-    results = []
+    results: list[dict[str, Any]] = []
     for expr in exprs:
         slo = parse_slo(expr)
         value = _lookup(summary, slo.metric)

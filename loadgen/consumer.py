@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import deque
-from typing import NamedTuple
+from typing import Any, NamedTuple, cast
 
 import gevent
 from gevent.event import Event
@@ -119,11 +119,12 @@ class Consumer(Participant):
         self._discard_name = f"egress_discard:{ctx.scenario.queue.name}"
         self._has_work = Event()
         self._busy = False
-        self._conn = None
-        self._channel = None
-        self._frames = None  # basic.ack / basic.nack on the channel (loadgen.amqp.fastio)
+        self._conn: Any = None  # pika's connection and channel (pika has no types)
+        self._channel: Any = None
+        # basic.ack / basic.nack on the channel (loadgen.amqp.fastio); None only until _join, before any delivery
+        self._frames = cast("fastio.FrameWriter", None)
         self._prefetch = 0
-        self._consumer_tag = None
+        self._consumer_tag: str | None = None
         self._leaving = False
         self._overshoot_s = 0.0  # running mean of how late gevent's timer wakes us
         self._request_name = f"consume:{ctx.scenario.queue.name}"
@@ -147,6 +148,7 @@ class Consumer(Participant):
         ctx, scenario = self.ctx, self.ctx.scenario
         last_moment = scenario.run.duration_s - 1e-9  # the drain keeps the run's final conditions
         changes = [0.0, *scenario.change_times()]  # 0: t < 0 in the lead-in, and a phase may start at 0
+        settings: Any  # set on the first pass: valid_until starts at -inf
         settings, valid_until = None, float("-inf")  # the settings hold until the next phase change
         clean = False
         try:
@@ -364,7 +366,7 @@ class Consumer(Participant):
             self._process(d, _NO_EGRESS, inline, in_hub=True)
             return
         if self._egress is None:
-            self._buffer.append(d)
+            self._buffer.append(d)  # type: ignore[call-arg]  # no egress: the buffer is the deque
         else:
             discarded = self._egress.append(d, d.priority, d.size)
             if discarded:

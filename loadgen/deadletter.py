@@ -153,8 +153,8 @@ class DeadLetterCapture:
         self.plan = plan
         self.captured = 0
         self.foreign = 0  # not dead-lettered from the run's queue (no x-death, or another queue's)
-        self._conn = None
-        self._channel = None
+        self._conn: Any = None  # pika has no types
+        self._channel: Any = None
         self._tag: str | None = None
 
     # -- setup ----------------------------------------------------------------

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Sequence
-from typing import Any, Generic, NamedTuple, TypeVar
+from typing import Any, Generic, NamedTuple, TypeVar, cast
 
 __all__ = [
     "WORK_UNIT_BYTES",
@@ -100,7 +100,7 @@ class _Class(Generic[T]):
         self.discards = self.delivered = self.indications = 0
 
 
-_NO_DISCARDS: tuple = ()
+_NO_DISCARDS: tuple[()] = ()
 _new = tuple.__new__  # NamedTuple instances without the generated __new__'s keyword handling: 3x cheaper
 
 
@@ -120,7 +120,8 @@ class EgressBuffer(Generic[T]):
         self.max_depth_units = max_depth_units
         self.min_burst = min_burst
         self._classes: list[_Class[T]] = [_Class(name) for name, _ in classes]
-        self._by_priority: list[_Class[T] | None] = [None] * PRIORITIES
+        # Every priority gets its class below, or __init__ raises: a built buffer holds no None.
+        self._by_priority: list[_Class[T]] = cast("list[_Class[T]]", [None] * PRIORITIES)
         for (_, ranges), cls in zip(classes, self._classes):
             for low, high in ranges:
                 for priority in range(low, high + 1):
@@ -150,7 +151,7 @@ class EgressBuffer(Generic[T]):
         entries = cls.entries
         cls.units += units
         length = len(entries) + 1
-        discarded = _NO_DISCARDS
+        discarded: tuple[()] | list[Admitted[T]] = _NO_DISCARDS
         if cls.units > self.max_depth_units and length > self.min_burst:
             discarded = []
             while cls.units > self.max_depth_units and length > self.min_burst:

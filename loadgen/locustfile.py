@@ -14,6 +14,7 @@ import logging
 import os
 import re
 import sys
+from typing import Any
 
 # Locust loads this file by path; make the package importable from a plain checkout too.
 _REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -28,6 +29,7 @@ from loadgen.producer import Producer  # noqa: E402
 from loadgen.redact import mask_text  # noqa: E402
 from loadgen.replay.sources import load_sources  # noqa: E402
 from loadgen.scenario import ScenarioError, load_scenario  # noqa: E402
+from loadgen.scenario.model import GroupKind  # noqa: E402
 
 log = logging.getLogger("sojourn")
 RETRY_AFTER_S = 1.0
@@ -125,7 +127,11 @@ def _class_name(kind: str, group: str) -> str:
 
 USER_COUNT = 0
 if SCENARIO is not None:
-    for _kind, _groups in (("producers", SCENARIO.producers), ("consumers", SCENARIO.consumers)):
+    _kinds: tuple[tuple[GroupKind, tuple[Any, ...]], ...] = (
+        ("producers", SCENARIO.producers),
+        ("consumers", SCENARIO.consumers),
+    )
+    for _kind, _groups in _kinds:
         for _g in _groups:
             _n = SCENARIO.max_count(_kind, _g.name)
             if _n <= 0:

@@ -12,8 +12,9 @@ import functools
 import logging
 import struct
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from decimal import Decimal
+from typing import Any, cast
 
 import gevent
 import pika
@@ -78,7 +79,7 @@ class _PublishProperties(pika.BasicProperties):
     def __init__(self, delivery_mode: int, message_id: str, publish_ns: int):  # not super(): it sets 14 fields
         self.delivery_mode = delivery_mode
         self.message_id = message_id
-        self.headers = {"sojourn-id": message_id, "sojourn-pub-ns": publish_ns}
+        self.headers: dict[str, Any] = {"sojourn-id": message_id, "sojourn-pub-ns": publish_ns}
 
     def encode(self) -> list[bytes]:
         ident = self.message_id.encode()
@@ -101,16 +102,17 @@ class Producer(Participant):
         self._exchange = ctx.scenario.producer(group).exchange  # a phase can not change it
         self._seq = 0
         self._entered = False
-        self._conn = None
-        self._channel = None
-        self._publisher = None  # basic.publish on the channel (loadgen.amqp.fastio)
+        self._conn: Any = None  # pika's connection and channel (pika has no types)
+        self._channel: Any = None
+        # basic.publish on the channel (loadgen.amqp.fastio); None only until _join, before any publish
+        self._publisher = cast("fastio.FrameWriter", None)
         self._leaving = False
         self._pending: dict[int, list] = {}  # delivery tag -> publish row (confirms on)
         self._next_tag = 1
         self._window_open = Event()
         self._window_open.set()
         self._bodies: dict[int, bytes] = {}
-        self._replay = None  # this slot's remaining replay items (kept across a re-entry)
+        self._replay: Iterator[ReplayItem] | None = None  # this slot's remaining replay items (kept across a re-entry)
         self._unblocked = Event()  # cleared while the broker blocks the connection (connection.blocked)
         self._unblocked.set()
         self._blocked_since_s = self._unblocked_at_s = -1.0  # elapsed time of the last block / unblock

@@ -16,7 +16,7 @@ import logging
 import os
 import socket
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import gevent
 from gevent.event import Event
@@ -31,6 +31,9 @@ from loadgen.replay.sources import load_sources
 from loadgen.scenario.topology import required_exchanges
 from loadgen.schedule import producer_rng
 from loadgen.trace import TraceWriter
+
+if TYPE_CHECKING:
+    from loadgen.netem import NetemProcess
 
 __all__ = ["RunContext", "Participant", "worker_name", "freeze_heap"]
 
@@ -112,7 +115,8 @@ class RunContext:
         self._control_conn = None
         self._control_lock = RLock()
         self._greenlets: list[gevent.Greenlet] = []
-        self.netem = None  # the network impairment proxy participants connect through (start_netem)
+        # the network impairment proxy participants connect through (start_netem)
+        self.netem: NetemProcess | None = None
         self.dead_letter_plan = capture_plan(scenario)  # every process's drain waits on its capture queue
         self.dead_letters: DeadLetterCapture | None = None  # the capture, in the process that declares
         self.replay_traces = load_sources(scenario)  # group -> trace (parsed once per process)

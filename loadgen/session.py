@@ -110,7 +110,7 @@ def start(environment) -> None:
     if role != "worker":
         run_dir = getattr(opts, "run_dir", "") or default_run_dir(scenario.name)
         run_id = getattr(opts, "run_id", "") or run_dir.rstrip("/").split("/")[-1]
-        t0_ns = time.time_ns() + int((LEAD_IN_DISTRIBUTED_S if role == "master" else LEAD_IN_S) * 1e9)
+        t0_ns: int | None = time.time_ns() + int((LEAD_IN_DISTRIBUTED_S if role == "master" else LEAD_IN_S) * 1e9)
         if opts is not None:  # parsed_options travel to the workers with the spawn message
             opts.run_dir, opts.run_id, opts.sojourn_t0_ns = run_dir, run_id, t0_ns
         _State.finished_workers = set()

@@ -7,7 +7,7 @@ goes through `esc`, every number through a `fmt_*` helper.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 from ._format import (
     MISSING,
@@ -168,7 +168,7 @@ def _discarded(messages: Mapping[str, Any]) -> int | float | None:
     if total is not None:
         return total
     reasons = [as_number(v) for _, v in _discard_reasons(messages)]
-    return sum(reasons) if reasons and all(v is not None for v in reasons) else None
+    return sum(cast("list[float]", reasons)) if reasons and all(v is not None for v in reasons) else None
 
 
 def accounting_identity(summary: Summary) -> AccountingCheck:
@@ -180,7 +180,7 @@ def accounting_identity(summary: Summary) -> AccountingCheck:
         as_number(dig(messages, "left_in_broker")),
         as_number(dig(messages, "unaccounted")),
     ]
-    accounted = None if any(t is None for t in terms) else sum(terms)
+    accounted = None if any(t is None for t in terms) else sum(cast("list[float]", terms))
     holds = None if published is None or accounted is None else published == accounted
     return AccountingCheck(published, accounted, holds)
 

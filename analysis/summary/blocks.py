@@ -18,7 +18,7 @@ __all__ = ["run_block", "messages_block", "consumer_row", "phase_row", "window_r
 
 def run_block(run: Mapping[str, Any]) -> dict:
     """summary.json's `run`: who, what and when, from run.json."""
-    scenario = run.get("scenario") if isinstance(run.get("scenario"), dict) else {}
+    scenario = run["scenario"] if isinstance(run.get("scenario"), dict) else {}
     name = scenario.get("name") or (Path(run["scenario_path"]).stem if run.get("scenario_path") else None)
     return {
         "run_id": run.get("run_id"),

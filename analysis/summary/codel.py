@@ -58,6 +58,7 @@ def codel_block(deliveries: DataFrame) -> dict[str, Any]:
             row["sojourn_after_ms"] = stats_block(r["sojourn_after_ms"])
             consumers.append(row)
         totals = by_consumer.transform(codel_totals(handoffs)).first()
+        assert totals is not None  # aggregates without grouping, cross-joined: exactly one row
     finally:
         by_consumer.unpersist()
         handoffs.unpersist()

@@ -27,6 +27,7 @@ def slow_consumers_block(deliveries: DataFrame, events: DataFrame, t0_ns: int) -
         F.percentile_approx("took_ms", 0.5).alias("p50"),
         F.max("took_ms").alias("max"),
     ).first()
+    assert info is not None  # an aggregate without grouping: exactly one row
     if not info["n"]:
         return {}
     minutes = (

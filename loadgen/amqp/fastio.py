@@ -37,6 +37,7 @@ def tune(conn) -> bool:
         hasattr(transport, name) for name in ("_tx_buffers", "_tx_buffered_byte_count", "_sock", "_sigint_safe_send")
     ):
         return False
+    assert transport is not None  # its type is _AsyncPlaintextTransport (checked above); pika is untyped here
     if transport._sock.gettimeout() != 0.0:  # a blocking socket's send could wait, in the hub
         return False
     transport._produce = types.MethodType(produce_coalesced, transport)

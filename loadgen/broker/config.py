@@ -102,6 +102,7 @@ def effective_settings(settings: Mapping[str, object] | None = None) -> Settings
     for key, value in (settings or {}).items():
         key = str(key).strip()
         given[key] = _validate(key, _as_text(key, value))
+    group: tuple[str, ...]
     for group in (_WATERMARK, _DISK):
         present = [k for k in given if k in group]  # in the order given: blame the later one
         if len(present) > 1:

@@ -44,7 +44,7 @@ def broker_for_run(scenario, say: Callable[[str], None]) -> Iterator[str | None]
                 yield broker.url
         except BrokerNotInstalled:
             raise BrokerUnreachable(
-                f"nothing answers on {mask_url(b.url)}, and rabbitmq-server is not installed to start a private node"
+                mask_url(b.url), "nothing answers there, and rabbitmq-server is not installed to start a private node"
             ) from None
         return
     yield None

@@ -29,6 +29,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, cast
 
 from loadgen.broker.config import MIB, Settings, effective_settings, render_config, tls_ports, validate_port
 from loadgen.errors import LoadgenError
@@ -318,7 +319,7 @@ class ManagedBroker:
     def status(self, query_node: bool = True, timeout: float = 30.0) -> BrokerStatus:
         """Running or not; with `query_node`, the live memory limit, use and alarms (rabbitmqctl, ~2-4 s)."""
         pid = self.pid()
-        base = dict(node=self.node, port=self.port, dir=self.dir, pid=pid, watermark=self.watermark)
+        base: dict[str, Any] = dict(node=self.node, port=self.port, dir=self.dir, pid=pid, watermark=self.watermark)
         if pid is None or not query_node:
             return BrokerStatus(running=pid is not None, **base)
         try:
@@ -332,7 +333,8 @@ class ManagedBroker:
         alarms = tuple(
             sorted(
                 {
-                    a.get("resource", a.get("type", "?")) if isinstance(a, dict) else str(a)
+                    # a str in rabbitmqctl's JSON; dict.get's stub makes a nested get "Any | None"
+                    cast(str, a.get("resource", a.get("type", "?"))) if isinstance(a, dict) else str(a)
                     for a in live.get("alarms", [])
                 }
             )

@@ -123,7 +123,7 @@ def format_summary(summary: dict, run_dir: str) -> str:
                 f"  WARNING: producer group {group} fell behind its schedule: p99 {ms(late.get('p99'))} ms "
                 f"late (max {ms(late.get('max'))} ms); the results under-state the offered load"
             )
-        replay = f.get("replay") if isinstance(f.get("replay"), dict) else {}
+        replay = f["replay"] if isinstance(f.get("replay"), dict) else {}
         if replay.get("missing") or replay.get("duplicates"):
             lines.append(
                 f"  WARNING: replay {group}: {replay.get('missing') or 0:,} rows missing, "

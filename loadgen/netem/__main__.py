@@ -90,7 +90,7 @@ class _Scheduling:
     def __init__(self) -> None:
         self.allowed = os.environ.get(PRIORITY_ENV, "").lower() != "normal" and hasattr(os, "SCHED_FIFO")
         self.current = "normal"
-        self.ever = set()
+        self.ever: set[str] = set()
 
     def set_for(self, state: NetworkState) -> str:
         precise = not (state.upstream.transparent and state.downstream.transparent)

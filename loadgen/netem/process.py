@@ -89,6 +89,7 @@ class NetemProcess:
         repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (repo, os.environ.get("PYTHONPATH", "")) if p)}
         proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=None, env=env)
+        assert proc.stdout is not None  # stdout=subprocess.PIPE
         line = proc.stdout.readline().decode(errors="replace").strip()
         if not line.isdigit():
             proc.kill()
@@ -110,7 +111,7 @@ class NetemProcess:
                 self.proc.kill()
         for pipe in (self.proc.stdin, self.proc.stdout):
             try:
-                pipe.close()
+                pipe.close()  # type: ignore[union-attr]  # a pipe not opened is None: AttributeError, caught below
             except (OSError, AttributeError):
                 pass
         return self.proc.wait()

@@ -23,6 +23,7 @@ import struct
 import time
 from collections.abc import Callable
 from dataclasses import replace
+from typing import Any, cast
 
 from loadgen.netem.link import UNIMPAIRED, DelayLine, LinkSettings, NetworkState
 from loadgen.netem.measure import DirectionMeter
@@ -78,6 +79,7 @@ class _Side(asyncio.Protocol):
         self.conn.side_ready(self)
 
     def data_received(self, data: bytes) -> None:
+        assert self.outgoing is not None  # our _Connection built both pipes before any socket existed
         self.outgoing.feed(data)
 
     def eof_received(self):
@@ -89,9 +91,11 @@ class _Side(asyncio.Protocol):
         self.conn.side_lost(self, exc)
 
     def pause_writing(self) -> None:
+        assert self.incoming is not None  # our _Connection built both pipes before any socket existed
         self.incoming.source.hold("peer-busy")
 
     def resume_writing(self) -> None:
+        assert self.incoming is not None  # as in pause_writing
         self.incoming.source.release("peer-busy")
 
 
@@ -133,6 +137,7 @@ class _Pipe:
             self._schedule(release)
 
     def _schedule(self, release_ns: int) -> None:
+        assert self.proxy.loop is not None  # data flows only on connections the started proxy accepted
         self._timer = self.proxy.loop.call_at(release_ns / 1e9, self._fire)
 
     def kick(self) -> None:
@@ -200,13 +205,16 @@ class _Connection:
     def side_ready(self, side: _Side) -> None:
         if side is self.client:
             self.proxy.connections.add(self)
+            assert self.proxy.loop is not None  # the started proxy accepted this connection
             self.proxy.loop.create_task(self._connect_broker())
         elif self.was_cut:  # cut (an outage, a reset) while the broker connection was being made
+            assert side.transport is not None  # connection_made set it before calling us
             side.transport.abort()
         else:
             self.upstream.kick()
 
     async def _connect_broker(self) -> None:
+        assert self.proxy.loop is not None  # the started proxy accepted this connection
         try:
             await self.proxy.loop.create_connection(
                 lambda: self.broker, self.proxy.upstream_host, self.proxy.upstream_port
@@ -310,6 +318,7 @@ class Proxy:
             self.accepted += 1
             return _Connection(self).client
 
+        assert self.loop is not None  # start() set it before listening
         self._server = await self.loop.create_server(
             accept,
             self.listen_host,
@@ -358,7 +367,8 @@ class Proxy:
     def set_link(self, direction: str, settings: LinkSettings) -> None:
         """Change one direction only (benchmarks, tests)."""
         now = self.clock()
-        self.state = replace(self.state, **{direction: settings})
+        # direction is "upstream" or "downstream", both LinkSettings fields: mypy sees only a str key
+        self.state = replace(self.state, **cast("dict[str, Any]", {direction: settings}))
         for conn in self.connections:
             getattr(conn, direction).line.configure(settings, now)
 

@@ -133,6 +133,7 @@ class TraceFileWriter:
             self._csv.writerow(["" if values[c] is None else _csv_text(c, values[c]) for c in self.columns])
         elif self.format == "jsonl":
             obj = {c: round(v, 6) if c == "offset_s" else v for c, v in values.items() if v is not None}
+            assert self._file is not None  # __init__ opened it for every format but parquet
             self._file.write(json.dumps(obj, separators=(",", ":"), ensure_ascii=False) + "\n")
         else:
             self._pending.append(values)
@@ -168,6 +169,7 @@ class TraceFileWriter:
             [{c: round(v, 6) if c == "offset_s" and v is not None else v for c, v in r.items()} for r in rows],
             schema=self._schema,
         )
+        assert self._parquet is not None  # only called for a parquet file, whose writer __init__ made
         self._parquet.write_table(table)
 
     def _normalise(self, row: Mapping[str, Any]) -> dict[str, Any]:

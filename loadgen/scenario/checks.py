@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Mapping
 from typing import Any, NoReturn
 
 from loadgen.scenario.errors import Invalid, ScenarioError, did_you_mean, join_path, located, show
@@ -151,7 +151,7 @@ class Reader:
     LAYOUT maps a section name to its allowed keys; a reader for another file kind
     (suites) subclasses with its own LAYOUT."""
 
-    LAYOUT: dict[str, dict[str, str]] = YAML_LAYOUT
+    LAYOUT: Mapping[str, Collection[str]] = YAML_LAYOUT
 
     def __init__(self, source: str, raw: Any, yaml_path: str, section: str) -> None:
         self.source, self.yaml_path = source, yaml_path

@@ -126,7 +126,7 @@ def encode(chunks: list[tuple[int, bytes]]) -> list[bytes]:
     return [piece for fmt, data in chunks for piece in (CHUNK.pack(fmt, len(data)), data)]
 
 
-def decode(fmt: int, payload: bytes) -> list[tuple]:
+def decode(fmt: int, payload: bytes | memoryview) -> list[tuple]:
     """The rows of a payload `encode` built."""
     if fmt != CHUNKS:
         raise ValueError(f"unknown payload format {fmt}")
