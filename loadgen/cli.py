@@ -14,6 +14,7 @@ import sys
 
 from loadgen import __version__
 from loadgen.commands.common import EXIT_INPUT, EXIT_INTERRUPTED, CliError
+from loadgen.commands.stopping import interrupted_status, stop_on_signals
 
 __all__ = ["main"]
 
@@ -202,14 +203,16 @@ def main(argv: list[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return EXIT_INPUT
-    try:
-        return commands[args.command](args)
-    except CliError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return exc.code
-    except KeyboardInterrupt:
-        print("sojourn: interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
+    with stop_on_signals():  # SIGTERM and SIGHUP stop a command as Ctrl-C does (loadgen/commands/stopping.py)
+        try:
+            code = commands[args.command](args)
+        except CliError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return exc.code
+        except KeyboardInterrupt:
+            print("sojourn: interrupted", file=sys.stderr)
+            return interrupted_status()
+        return interrupted_status() if code == EXIT_INTERRUPTED else code
 
 
 if __name__ == "__main__":

@@ -4,12 +4,13 @@ its warnings, the broker a run uses, and running Locust headless in a child proc
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+from loadgen.commands.stopping import stop_run_group
 
 __all__ = [
     "EXIT_OK",
@@ -257,8 +258,17 @@ def run_locust(scenario_path: str, overrides: list[str], run_dir: str, processes
     alive_r, alive_w = os.pipe()
     with open(os.path.join(run_dir, "locust.log"), "w") as log_file:
         try:
+            # A process group of its own (stopping.py): a stop signal sent to this process alone
+            # reaches the whole run. No terminal input: a process outside the terminal's foreground
+            # group that read it would be stopped.
             child = subprocess.Popen(
-                cmd, stdout=log_file, stderr=None, pass_fds=(alive_w,), env={**os.environ, ALIVE_FD_ENV: str(alive_w)}
+                cmd,
+                stdin=subprocess.DEVNULL,
+                stdout=log_file,
+                stderr=None,
+                pass_fds=(alive_w,),
+                env={**os.environ, ALIVE_FD_ENV: str(alive_w)},
+                start_new_session=True,
             )
         finally:
             os.close(alive_w)
@@ -268,17 +278,20 @@ def run_locust(scenario_path: str, overrides: list[str], run_dir: str, processes
                 code = child.wait()
                 break
             except KeyboardInterrupt:
-                # The child got the same SIGINT and is flushing its traces; wait for it.
+                # Ctrl-C, SIGTERM or SIGHUP (stopping.py): every process of the run flushes its traces
+                # and the census runs, as on Ctrl-C; wait for them.
                 interrupted = True
+                stop_run_group(child)
                 print(
-                    "sojourn: interrupted; waiting for the load generator to flush its traces (Ctrl-C again to force)",
+                    "sojourn: interrupted; waiting for the load generator to flush its traces and take the "
+                    "census (interrupt again to force)",
                     file=sys.stderr,
                 )
                 try:
                     code = child.wait()
                     break
                 except KeyboardInterrupt:
-                    child.send_signal(signal.SIGTERM)
+                    stop_run_group(child, force=True)
     _wait_for_run_processes(alive_r)
     recover_traces(run_dir)
     if code == EXIT_BROKER:

@@ -131,7 +131,7 @@ _END_TO_END: dict[str, _Planned] = {}
 
 
 def run_end_to_end(
-    module: str, case: str, command: str, text: str, *, files: dict | None = None, extra: tuple = ()
+    module: str, case: str, command: str, text: str, *, files: dict | None = None, extra: tuple = (), during=None
 ) -> None:
     """Plan `case` for the end-to-end pair: commands that run load *and* their own Spark analysis
     in the command's own JVM, as a user runs them ("sojourn-run": `sojourn run SCENARIO`;
@@ -142,7 +142,7 @@ def run_end_to_end(
     after the other."""
     assert command in ("sojourn-run", "nightly"), command
     assert case not in _END_TO_END, case
-    _END_TO_END[case] = _Planned(module, text, command, tuple(extra), files=dict(files or {}))
+    _END_TO_END[case] = _Planned(module, text, command, tuple(extra), files=dict(files or {}), during=during)
 
 
 def _argv(case: str, plan: _Planned, base: Path) -> list[str]:

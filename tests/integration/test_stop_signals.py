@@ -1,0 +1,107 @@
+"""Every stop signal ends a run as Ctrl-C does (loadgen/commands/stopping.py): SIGTERM, as systemd,
+a CI runner or `timeout` send it to the command's process alone, and SIGHUP, as a closed terminal
+sends it. The load stops, the traces are flushed, the census counts the backlog, what was captured
+is analysed, the exit status names the signal (128 + its number), and no process of the run is
+left behind."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from pathlib import Path
+
+from tests.integration.conftest import run_end_to_end, run_in_batch, wait_for_t0
+from tests.integration.traces import read_rows
+
+SCENARIO = """
+name: it-{name}
+queue: {{name: sojourn.it.{name}}}
+run: {{duration_s: 60, drain_timeout_s: 5}}
+producers: [{{name: p, rate: 100}}]
+consumers: [{{name: c, prefetch: 50, processing_ms: 15}}]
+"""
+
+_RUN_GROUPS: dict[str, int] = {}
+"""case -> the process group of its load generator, seen while it ran."""
+
+
+def _load_generator_group(run_dir: Path) -> int:
+    """The process group of the Locust process running into `run_dir` (its command line names it)."""
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"locust" in b" ".join(argv) and str(run_dir).encode() in argv:
+            return os.getpgid(int(pid))
+    raise AssertionError(f"no load generator process runs into {run_dir}")
+
+
+def _alive_in_group(pgid: int) -> list[str]:
+    alive = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2 :].split()  # state, ppid, pgrp, ...
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            alive.append(f"{pid} {stat[: stat.rindex(')') + 1]}")
+    return alive
+
+
+def _signal_the_command_alone(signum: int, case: str):
+    def during(proc, run_dir: Path) -> None:
+        time.sleep(max(0.0, wait_for_t0(proc, run_dir) + 5 - time.time()))
+        _RUN_GROUPS[case] = _load_generator_group(run_dir)
+        assert _RUN_GROUPS[case] != os.getpgid(proc.pid)  # so the signal below reaches the command only
+        os.kill(proc.pid, signum)
+
+    return during
+
+
+run_end_to_end(
+    __name__,
+    "sigterm",
+    "sojourn-run",
+    SCENARIO.format(name="sigterm"),
+    during=_signal_the_command_alone(signal.SIGTERM, "sigterm"),
+)
+run_in_batch(
+    __name__, "sighup", SCENARIO.format(name="sighup"), during=_signal_the_command_alone(signal.SIGHUP, "sighup")
+)
+
+
+def _assert_every_message_accounted_for(run_dir: Path) -> int:
+    """The publish rows, each acked or left in the broker (none lost on the way out)."""
+    publishes = read_rows(run_dir, "publish")
+    acked = {d["message_id"] for d in read_rows(run_dir, "delivery") if d["outcome"] == "ack"}
+    left = {r["message_id"] for r in read_rows(run_dir, "leftover")}
+    published = {p["message_id"] for p in publishes if p["outcome"] != "failed"}
+    assert len(published) > 300  # ~100/s for several seconds
+    assert left, "100/s in and at most ~66/s out: the census should have found the backlog"
+    assert published <= acked | left, sorted(published - acked - left)[:5]
+    return len(publishes)
+
+
+def test_sigterm_to_the_command_alone_stops_the_run_analyses_it_and_exits_143(end_to_end):
+    ran = end_to_end["sigterm"]
+    assert ran.returncode == 143, ran.stderr[-3000:]
+    assert "interrupted" in ran.stderr
+    assert json.loads((ran.run_dir / "run.json").read_text())["status"] == "interrupted"
+    published = _assert_every_message_accounted_for(ran.run_dir)
+    summary = json.loads((ran.run_dir / "summary.json").read_text())
+    assert summary["messages"]["published"] == published
+    assert summary["messages"]["unaccounted"] == 0
+    assert (ran.run_dir / "report.html").is_file()
+    assert _alive_in_group(_RUN_GROUPS["sigterm"]) == []
+
+
+def test_sighup_stops_the_run_like_ctrl_c_and_exits_129(batch):
+    ran = batch["sighup"]
+    assert ran.returncode == 129, ran.stderr[-3000:]
+    assert json.loads((ran.run_dir / "run.json").read_text())["status"] == "interrupted"
+    _assert_every_message_accounted_for(ran.run_dir)
+    assert _alive_in_group(_RUN_GROUPS["sighup"]) == []
