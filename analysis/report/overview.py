@@ -58,11 +58,19 @@ def _slo_verdicts(summary: Summary) -> str:
 
 def _run_status_verdict(summary: Summary) -> str:
     status = dig(summary, "run", "status")
-    if status is None or status == "completed":
-        return ""
-    return (
-        f'<div class="chip {status_class(status)}"><b>run {esc(status)}</b>: numbers cover only the part that ran</div>'
-    )
+    census_error = dig(summary, "run", "census_error")
+    chips = ""
+    if status is not None and status != "completed":
+        chips += (
+            f'<div class="chip {status_class(status)}"><b>run {esc(status)}</b>: numbers cover only the part that '
+            "ran</div>"
+        )
+    if census_error:
+        chips += (
+            f'<div class="chip bad"><b>census failed</b>: messages still in the broker are not known by id and '
+            f'count as unaccounted <span class="detail">{esc(census_error)}</span></div>'
+        )
+    return chips
 
 
 def verdict_body(summary: Summary) -> str:

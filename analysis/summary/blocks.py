@@ -28,6 +28,7 @@ def run_block(run: Mapping[str, Any]) -> dict:
         "warmup_s": run.get("warmup_s", 0),
         "broker_url": run.get("broker_url"),
         "status": run.get("status"),
+        "census_error": run.get("census_error"),
         "code_version": run.get("code_version"),
     }
 

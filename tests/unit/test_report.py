@@ -275,6 +275,14 @@ def test_an_interrupted_run_is_called_out():
     assert "run interrupted" in section_text(render_report(summary), "verdict")
 
 
+def test_a_failed_census_is_called_out_with_its_reason_and_a_good_one_is_not():
+    summary = make_summary()
+    assert "census failed" not in section_text(render_report(summary), "verdict")
+    summary["run"]["census_error"] = "connection to amqp://guest:****@127.0.0.1:5672/ lost"
+    text = section_text(render_report(summary), "verdict")
+    assert "census failed" in text and "not known by id" in text and "amqp://guest:****@127.0.0.1:5672/ lost" in text
+
+
 # --- key numbers and tables ----------------------------------------------------------
 
 
