@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-__all__ = ["AnalysisError", "RunFileError", "TraceColumnsError", "SchemaVersionError"]
+__all__ = ["AnalysisError", "RunFileError", "MissingTracesError", "TraceColumnsError", "SchemaVersionError"]
 
 
 class AnalysisError(Exception):
@@ -26,6 +26,10 @@ class RunFileError(AnalysisError):
     def __init__(self, message: str, *, path: str | Path, key: str | None = None):
         super().__init__(message, path=path)
         self.key = key
+
+
+class MissingTracesError(AnalysisError):
+    """RUN_DIR/traces is missing, or holds no trace part file at all."""
 
 
 class TraceColumnsError(AnalysisError):

@@ -19,11 +19,9 @@ from pathlib import Path
 from typing import Any, cast
 
 from pyspark import StorageLevel
-from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
+from pyspark.sql import DataFrame, SparkSession, functions as F
 
-from analysis import schema
-from analysis import traces as trace_files
+from analysis import schema, traces as trace_files
 from analysis.errors import RunFileError, SchemaVersionError
 from analysis.slo import SloError, evaluate_slos, parse_slo
 from analysis.summary import (

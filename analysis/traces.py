@@ -13,11 +13,10 @@ from pathlib import Path
 from typing import NamedTuple
 from urllib.parse import unquote, urlparse
 
-from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
+from pyspark.sql import DataFrame, SparkSession, functions as F
 
 from analysis import schema
-from analysis.errors import AnalysisError, SchemaVersionError, TraceColumnsError
+from analysis.errors import AnalysisError, MissingTracesError, SchemaVersionError, TraceColumnsError
 from analysis.transforms._common import local_rows
 
 __all__ = ["KindFiles", "scan", "read", "total_rows", "total_bytes"]
@@ -127,7 +126,16 @@ def _version_stats_ok(metadata, column: int, path: Path, kind: str) -> bool:
 
 
 def scan(run_dir: str | Path) -> dict[str, KindFiles]:
-    """Every kind's part files under RUN_DIR/traces, their footers checked (see the module doc)."""
+    """Every kind's part files under RUN_DIR/traces, their footers checked (see the module doc).
+    Raises MissingTracesError when there is no traces directory (a run that ended before it wrote a
+    row has one, empty, and gives empty blocks)."""
+    traces = Path(run_dir) / "traces"
+    if not traces.is_dir():
+        raise MissingTracesError(
+            f"{traces}: not found; a run directory holds run.json and the traces/ the run wrote "
+            "(were they deleted, or moved with --out elsewhere?)",
+            path=traces,
+        )
     kinds = {}
     for kind in schema.KINDS:
         files = _part_files(Path(run_dir) / "traces" / kind)

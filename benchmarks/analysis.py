@@ -109,8 +109,7 @@ def _run_dir(name: str, work: Path) -> tuple[Path, int, dict]:
             shutil.copytree(RECORDED, out)
         expected = json.loads((out / "summary.before.json").read_text())["messages"]
         return out, expected["published"], expected
-    from benchmarks.synth import SIZES as SYNTH_SIZES
-    from benchmarks.synth import generate
+    from benchmarks.synth import SIZES as SYNTH_SIZES, generate
 
     messages = {**SIZES, **LARGE}[name]
     out = work / f"synth-{name}"

@@ -27,8 +27,7 @@ from typing import Any, NamedTuple, cast
 import gevent
 from gevent.event import Event
 
-from loadgen.amqp import connection as amqp
-from loadgen.amqp import fastio
+from loadgen.amqp import connection as amqp, fastio
 from loadgen.codel import CoDel
 from loadgen.egress import EgressBuffer
 from loadgen.producer import Report

@@ -15,8 +15,8 @@ import time
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
-from loadgen.amqp import connection as amqp
-from loadgen.amqp import topology
+from loadgen.amqp import connection as amqp, topology
+from loadgen.scenario.names import capture_queue_name
 
 __all__ = [
     "CapturePlan",
@@ -51,10 +51,6 @@ class CapturePlan(NamedTuple):
     queue: str  # the capture queue
     source_queue: str  # the run's queue
     binding_keys: tuple[str, ...]
-
-
-def capture_queue_name(queue: str) -> str:
-    return f"sojourn.{queue}.dead-letters"
 
 
 def capture_plan(scenario: Any) -> CapturePlan | None:

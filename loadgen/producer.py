@@ -20,20 +20,21 @@ import gevent
 import pika
 from gevent.event import Event
 
-from loadgen.amqp import connection as amqp
-from loadgen.amqp import fastio
+from loadgen.amqp import connection as amqp, fastio
 from loadgen.replay.plan import ReplayItem, plan
 from loadgen.replay.sources import plan_kwargs
 from loadgen.runtime import LOOP_TURN_S, Participant
 from loadgen.schedule import ArrivalSchedule, rate_curve
-from loadgen.trace.rows import PUBLISH_BLOCKED_MS as BLOCKED_MS
-from loadgen.trace.rows import PUBLISH_CONFIRM_NS as CONFIRM_NS
-from loadgen.trace.rows import PUBLISH_MESSAGE_ID as MESSAGE_ID
-from loadgen.trace.rows import PUBLISH_NS as PUBLISHED
-from loadgen.trace.rows import PUBLISH_OUTCOME as OUTCOME
-from loadgen.trace.rows import PUBLISH_ROUTING_KEY as ROUTING_KEY
-from loadgen.trace.rows import PUBLISH_SIZE as SIZE
-from loadgen.trace.rows import publish_row
+from loadgen.trace.rows import (
+    PUBLISH_BLOCKED_MS as BLOCKED_MS,
+    PUBLISH_CONFIRM_NS as CONFIRM_NS,
+    PUBLISH_MESSAGE_ID as MESSAGE_ID,
+    PUBLISH_NS as PUBLISHED,
+    PUBLISH_OUTCOME as OUTCOME,
+    PUBLISH_ROUTING_KEY as ROUTING_KEY,
+    PUBLISH_SIZE as SIZE,
+    publish_row,
+)
 
 __all__ = ["Producer", "Report"]
 

@@ -22,12 +22,12 @@ import gevent
 from gevent.event import Event
 from gevent.lock import RLock
 
-from loadgen.amqp import connection as amqp
-from loadgen.amqp import topology
+from loadgen.amqp import connection as amqp, topology
 from loadgen.deadletter import DeadLetterCapture, capture_plan
 from loadgen.errors import BrokerOperationFailed
 from loadgen.lateness import Lateness
 from loadgen.replay.sources import load_sources
+from loadgen.scenario.names import slot_queue_name
 from loadgen.scenario.topology import required_exchanges
 from loadgen.schedule import producer_rng
 from loadgen.trace import TraceWriter
@@ -366,7 +366,7 @@ class RunContext:
                 key = (kind, group, i)
                 if key in self._claimed:
                     continue
-                name = f"{self.scenario.queue.name}.sojourn-slot.{kind}.{group}.{i}"
+                name = slot_queue_name(self.scenario.queue.name, kind, group, i)
                 channel = self.new_channel()
                 try:
                     amqp.wait_for(

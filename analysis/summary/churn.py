@@ -6,8 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
+from pyspark.sql import DataFrame, functions as F
 
 from analysis.transforms._common import is_acked
 from analysis.transforms.churn import event_counts, held_messages, repeats, requeue_counts

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
+from pyspark.sql import DataFrame, functions as F
 
 from analysis.transforms.codel import codel_by_consumer, codel_totals, nacked, requeue_handoffs
 

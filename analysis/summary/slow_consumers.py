@@ -6,8 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
+from pyspark.sql import DataFrame, functions as F
 
 from analysis.transforms.slow_consumers import consumer_spans, queue_samples, slow_consumer_samples
 

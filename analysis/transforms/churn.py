@@ -9,8 +9,7 @@ deliveries held ended in; analysis.summary.churn checks that none is `unaccounte
 
 from __future__ import annotations
 
-from pyspark.sql import Column, DataFrame
-from pyspark.sql import functions as F
+from pyspark.sql import Column, DataFrame, functions as F
 
 from ._common import few
 

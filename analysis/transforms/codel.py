@@ -9,8 +9,7 @@ delivery left the buffer.
 
 from __future__ import annotations
 
-from pyspark.sql import Column, DataFrame, Window, WindowSpec
-from pyspark.sql import functions as F
+from pyspark.sql import Column, DataFrame, Window, WindowSpec, functions as F
 
 from ._common import NS_PER_S, Transform, few, is_acked
 from .stats import stats_struct

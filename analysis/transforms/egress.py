@@ -7,8 +7,7 @@ block, with the scenario's limits and class order, is analysis.summary.egress.
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
+from pyspark.sql import DataFrame, functions as F
 
 from .stats import stats_struct
 

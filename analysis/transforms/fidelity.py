@@ -11,8 +11,7 @@ the offered load is what the schedule or the file asked for from the first messa
 
 from __future__ import annotations
 
-from pyspark.sql import Column, DataFrame, Window
-from pyspark.sql import functions as F
+from pyspark.sql import Column, DataFrame, Window, functions as F
 
 from ._common import NS_PER_MS, Transform, ms_between
 from .stats import percentiles, stats_struct

@@ -5,8 +5,7 @@ R_p95, are analysis.summary.model's.
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
+from pyspark.sql import DataFrame, functions as F
 
 from ._common import Transform
 from .stats import percentiles

@@ -13,8 +13,7 @@ consumer_crash event), when the broker requeues it; without one, until the end o
 
 from __future__ import annotations
 
-from pyspark.sql import Column, DataFrame, Window
-from pyspark.sql import functions as F
+from pyspark.sql import Column, DataFrame, Window, functions as F
 
 from ._common import NS_PER_S, Transform, few
 from .windows import second_since

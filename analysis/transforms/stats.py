@@ -15,8 +15,7 @@ import contextvars
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, NamedTuple
 
-from pyspark.sql import Column, DataFrame
-from pyspark.sql import functions as F
+from pyspark.sql import Column, DataFrame, functions as F
 
 from ._common import Transform
 

@@ -6,8 +6,7 @@ publish trace by message id.
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
+from pyspark.sql import DataFrame, functions as F
 
 from ._common import Transform, few
 

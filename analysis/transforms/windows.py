@@ -6,8 +6,7 @@ One row per whole second from the first to the last second with any activity
 
 from __future__ import annotations
 
-from pyspark.sql import Column, DataFrame
-from pyspark.sql import functions as F
+from pyspark.sql import Column, DataFrame, functions as F
 
 from ._common import NS_PER_S, Transform, is_acked
 from .stats import stats_struct

@@ -19,7 +19,10 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
+
+from loadgen.scenario.checks import MAX_SIZE_BYTES, amqp_name
+from loadgen.scenario.errors import Invalid
 
 __all__ = ["ReplayFileError", "ReplayTrace", "load_trace", "EXTENSIONS", "TIME_COLUMNS", "COLUMNS"]
 
@@ -244,7 +247,7 @@ def _load_rows(p: Path, fmt: str, names: list[str], rows: _Rows) -> ReplayTrace:
         if t is None:
             raise ReplayFileError(p, "missing: every row needs a time", where=where, column=time_column)
         payload = get("payload_b64", _payload)
-        size = get("size_bytes", _whole_number)
+        size = get("size_bytes", _size_bytes)
         if size is None:
             if payload is None:
                 raise ReplayFileError(p, "missing: give size_bytes or payload_b64", where=where, column="size_bytes")
@@ -253,7 +256,7 @@ def _load_rows(p: Path, fmt: str, names: list[str], rows: _Rows) -> ReplayTrace:
             (
                 t,
                 size,
-                get("routing_key", _string),
+                get("routing_key", _routing_key),
                 get("priority", _priority),
                 get("processing_ms", _non_negative_float),
                 get("headers", _json_object),
@@ -390,6 +393,21 @@ def _string(value: Any) -> str:
     if not isinstance(value, str):
         raise _Bad("is not a string")
     return value
+
+
+def _size_bytes(value: Any) -> int:
+    size = _whole_number(value)
+    if size > MAX_SIZE_BYTES:
+        raise _Bad(f"is larger than {MAX_SIZE_BYTES:,} bytes (128 MiB), the largest body sojourn sends")
+    return size
+
+
+def _routing_key(value: Any) -> str:
+    """As a scenario's routing keys are checked (an AMQP short string)."""
+    try:
+        return cast(str, amqp_name()(_string(value)))
+    except Invalid as bad:
+        raise _Bad(f"is not a routing key the broker takes: {bad}") from None
 
 
 def _json_object(value: Any) -> dict:

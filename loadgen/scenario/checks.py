@@ -25,6 +25,9 @@ __all__ = [
     "boolean",
     "choice",
     "identifier",
+    "amqp_name",
+    "SHORT_STRING_BYTES",
+    "MAX_SIZE_BYTES",
     "text",
     "sub",
     "known_keys",
@@ -106,11 +109,47 @@ def choice(*options: str) -> Check:
     return check
 
 
+MAX_SIZE_BYTES = 128 * 1024 * 1024
+"""The largest message body a scenario or a replay file may ask for (RabbitMQ's own default limit)."""
+
+SHORT_STRING_BYTES = 255
+"""AMQP 0-9-1's short string (queue, exchange and consumer names, routing keys): at most 255 bytes."""
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def _too_long(value: str) -> str:
+    return f"{len(value.encode('utf-8')):,} bytes of UTF-8 (AMQP allows {SHORT_STRING_BYTES} in a name)"
+
+
 def identifier(value: Any) -> str:
-    """A scenario, group or phase name."""
+    """A scenario, group or phase name (part of the AMQP names sojourn derives from it)."""
     if not isinstance(value, str) or not _NAME.match(value):
         raise Invalid(f"expected a name made of letters, digits, '.', '_' or '-', got {show(value)}")
+    if len(value) > SHORT_STRING_BYTES:
+        raise Invalid(f"expected a name of at most {SHORT_STRING_BYTES} characters, got {_too_long(value)}")
     return value
+
+
+def amqp_name(nonempty: bool = False, nullable: bool = False) -> Check:
+    """A queue or exchange name or a routing key: a string the broker takes as an AMQP short
+    string, at most 255 bytes of UTF-8, without control characters."""
+
+    def check(value: Any) -> str | None:
+        if value is None and nullable:
+            return None
+        if not isinstance(value, str) or (nonempty and not value):
+            raise Invalid(f"expected a {'non-empty ' if nonempty else ''}string, got {show(value)}")
+        if len(value.encode("utf-8")) > SHORT_STRING_BYTES:
+            raise Invalid(f"expected at most {SHORT_STRING_BYTES} bytes, got {_too_long(value)}")
+        control = _CONTROL.search(value)
+        if control:
+            raise Invalid(
+                f"expected no control characters, got {show(value)} (character {ord(control.group()):#04x} at "
+                f"position {control.start()})"
+            )
+        return value
+
+    return check
 
 
 def text(nonempty: bool = False, nullable: bool = False) -> Check:

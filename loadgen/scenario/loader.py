@@ -16,47 +16,30 @@ import yaml
 from analysis.slo import SloError, parse_slo
 from loadgen.scenario import arrivals
 from loadgen.scenario.checks import (
+    MAX_SIZE_BYTES,
+    SHORT_STRING_BYTES,
     Check,
-    known_keys,
-    optional_number,
-)
-from loadgen.scenario.checks import (
     Reader as _Reader,
-)
-from loadgen.scenario.checks import (
+    amqp_name,
     boolean as _boolean,
-)
-from loadgen.scenario.checks import (
     choice as _choice,
-)
-from loadgen.scenario.checks import (
     fail as _fail,
-)
-from loadgen.scenario.checks import (
     identifier as _name,
-)
-from loadgen.scenario.checks import (
     integer as _integer,
-)
-from loadgen.scenario.checks import (
+    known_keys,
     number as _number,
-)
-from loadgen.scenario.checks import (
+    optional_number,
     sub as _sub,
-)
-from loadgen.scenario.checks import (
     text as _text,
 )
 from loadgen.scenario.errors import (
     Invalid,
     ScenarioError,
     did_you_mean,
+    join_path as _join,
     located,
     mask_passwords,
     show,
-)
-from loadgen.scenario.errors import (
-    join_path as _join,
 )
 from loadgen.scenario.model import (
     BASE_PHASE,
@@ -66,6 +49,7 @@ from loadgen.scenario.model import (
     Broker,
     ConsumerGroup,
     FrozenMapping,
+    GroupKind,
     ManagedSpec,
     Phase,
     Processing,
@@ -73,7 +57,9 @@ from loadgen.scenario.model import (
     RunSpec,
     Scenario,
 )
+from loadgen.scenario.names import capture_queue_name, slot_queue_name
 from loadgen.scenario.overrides import (
+    BoundedLoader,
     PathError,
     apply_overrides,
     blame_override,
@@ -88,7 +74,6 @@ __all__ = ["load_scenario", "ENV_URL", "DEFAULT_URL", "MAX_SIZE_BYTES"]
 
 ENV_URL = "SOJOURN_AMQP_URL"
 DEFAULT_URL = "amqp://guest:guest@127.0.0.1:5672/"
-MAX_SIZE_BYTES = 128 * 1024 * 1024
 MANAGED_PORT = 5673  # loadgen.broker.DEFAULT_PORT, without importing the broker package here
 _PHASE_SET_ROOTS = ("producers", "consumers", "network")
 
@@ -144,8 +129,8 @@ def _read(source: str) -> dict[str, Any]:
     return data
 
 
-class _StrictLoader(yaml.SafeLoader):
-    """SafeLoader that rejects duplicate keys (PyYAML silently keeps the last one)."""
+class _StrictLoader(BoundedLoader):
+    """BoundedLoader that also rejects duplicate keys (PyYAML silently keeps the last one)."""
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: set[Any] = set()
@@ -244,8 +229,8 @@ _PRODUCER_FIELDS: dict[str, tuple[Check | None, Any]] = {  # None: checked in _g
     "persistent": (_boolean, False),
     "confirms": (_boolean, True),
     "confirm_window": (_integer(1), 100),
-    "exchange": (_text(), ""),
-    "routing_key": (_text(nullable=True), None),
+    "exchange": (amqp_name(), ""),
+    "routing_key": (amqp_name(nullable=True), None),
     "bursts": (arrivals.bursts, None),
     "replay": (None, None),  # replay's check needs the file's directory
     "mandatory": (_boolean, False),
@@ -284,7 +269,7 @@ def _build(tree: dict[str, Any], source: str, overrides: tuple[str, ...], url_is
     url = f"amqp://guest:guest@127.0.0.1:{managed.port}/" if managed else b.get("url", _url, DEFAULT_URL)
     broker = Broker(
         url,
-        b.get("heartbeat_s", _integer(0), 30),
+        b.get("heartbeat_s", _integer(0, 65_535), 30),  # AMQP: a short
         b.get("connect_timeout_s", _number(0, strict=True), 5.0),
         managed,
         url_is_default and managed is None,
@@ -309,7 +294,7 @@ def _build(tree: dict[str, Any], source: str, overrides: tuple[str, ...], url_is
     timeline = _timeline(top, run, producers, consumers, network is not None)
     _crash_needs_manual_ack(source, consumers)
     slo = tuple(located(source, f"slo[{i}]", expr, _slo) for i, expr in enumerate(top.items("slo")))
-    return Scenario(
+    scenario = Scenario(
         name,
         description,
         source,
@@ -325,6 +310,37 @@ def _build(tree: dict[str, Any], source: str, overrides: tuple[str, ...], url_is
         exchanges=exchanges,
         bindings=bindings,
     )
+    _derived_names_fit(source, scenario)
+    return scenario
+
+
+def _derived_names_fit(source: str, scenario: Scenario) -> None:
+    """The names sojourn makes from the scenario's (scenario.names) are AMQP short strings too."""
+    queue = scenario.queue.name
+    capture = capture_queue_name(queue)
+    if len(capture.encode("utf-8")) > SHORT_STRING_BYTES:
+        _fail(
+            source,
+            "queue.name",
+            queue,
+            f"too long for the dead-letter capture queue sojourn names after it ({capture!r}: "
+            f"{len(capture.encode('utf-8')):,} bytes, AMQP allows {SHORT_STRING_BYTES})",
+        )
+    kinds: tuple[tuple[GroupKind, Sequence[ProducerGroup | ConsumerGroup]], ...] = (
+        ("producers", scenario.producers),
+        ("consumers", scenario.consumers),
+    )
+    for kind, groups in kinds:
+        for i, group in enumerate(groups):
+            slot = slot_queue_name(queue, kind, group.name, max(0, scenario.max_count(kind, group.name) - 1))
+            if len(slot.encode("utf-8")) > SHORT_STRING_BYTES:
+                _fail(
+                    source,
+                    f"{kind}[{i}].name",
+                    group.name,
+                    f"with queue.name {queue!r}, too long for the slot queues sojourn declares per user "
+                    f"({len(slot.encode('utf-8')):,} bytes, AMQP allows {SHORT_STRING_BYTES}): shorten one of them",
+                )
 
 
 def _crash_needs_manual_ack(source: str, consumers: Sequence[ConsumerGroup]) -> None:

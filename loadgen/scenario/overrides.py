@@ -18,7 +18,16 @@ import yaml
 from loadgen.scenario.errors import ScenarioError, did_you_mean, join_path, show
 from loadgen.scenario.model import LEAF, YAML_LAYOUT
 
-__all__ = ["Override", "parse_override", "apply_overrides", "blame_override", "parse_group_path", "resolve_group"]
+__all__ = [
+    "Override",
+    "BoundedLoader",
+    "MAX_YAML_DEPTH",
+    "parse_override",
+    "apply_overrides",
+    "blame_override",
+    "parse_group_path",
+    "resolve_group",
+]
 
 Token = str | int  # a key, or an index written as [n]
 _SEGMENT = re.compile(r"^([^\[\]]*)((?:\[\d+\])*)$")
@@ -47,6 +56,29 @@ class Override:
     value: Any
 
 
+MAX_YAML_DEPTH = 64
+"""Deeper nesting is refused: no scenario needs it, and PyYAML recurses per level (a value nested
+5,000 deep ran Python out of stack)."""
+
+
+class BoundedLoader(yaml.SafeLoader):
+    """SafeLoader that refuses nesting deeper than MAX_YAML_DEPTH (scenario files and --set values)."""
+
+    _depth = 0
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        self._depth += 1
+        try:
+            if self._depth > MAX_YAML_DEPTH:
+                mark = self.peek_event().start_mark  # type: ignore[no-untyped-call]  # PyYAML's stubs
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"nested more than {MAX_YAML_DEPTH} levels deep", mark
+                )
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+
 def parse_override(text: str, source: str) -> Override:
     """`"run.warmup_s=2"` -> Override; the value is read as a YAML scalar or flow collection."""
     if not isinstance(text, str) or "=" not in text:
@@ -56,7 +88,7 @@ def parse_override(text: str, source: str) -> Override:
     if not path:
         raise ScenarioError(source, "", text, f"the path before '=' is empty, e.g. {_EXAMPLE}", override=text)
     try:
-        value = yaml.safe_load(value_text)
+        value = yaml.load(value_text, Loader=BoundedLoader)  # a SafeLoader, depth-bounded
     except yaml.YAMLError as err:
         problem = getattr(err, "problem", None) or str(err)
         raise ScenarioError(source, "", value_text, f"the value is not valid YAML: {problem}", override=text) from None

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any, cast
 
-from loadgen.scenario.checks import Check, Reader, boolean, choice, fail, integer, sub, text
+from loadgen.scenario.checks import Check, Reader, amqp_name, boolean, choice, fail, integer, sub
 from loadgen.scenario.errors import Invalid, show
 from loadgen.scenario.model import BindingSpec, ExchangeSpec, FrozenMapping, QueueSpec
 
@@ -44,8 +44,8 @@ _ARGUMENT_CHECKS: dict[str, Check] = {
     "x-message-ttl": integer(0),
     "x-max-priority": integer(1, 255),
     "x-delivery-limit": integer(1),
-    "x-dead-letter-exchange": _string,
-    "x-dead-letter-routing-key": _string,
+    "x-dead-letter-exchange": amqp_name(),
+    "x-dead-letter-routing-key": amqp_name(),
     "x-queue-type": choice(*QUEUE_TYPES),
 }
 
@@ -86,7 +86,7 @@ def read_queue(top: Reader) -> QueueSpec:
     """The `queue` section; `type` and the arguments are checked against each other."""
     q = top.section("queue", "queue", required=True)
     source = top.source
-    name = q.get("name", text(nonempty=True))
+    name = q.get("name", amqp_name(nonempty=True))
     args = q.get("arguments", _queue_arguments, FrozenMapping())
     given = q.get("type", lambda v: None if v is None else choice(*QUEUE_TYPES)(v), None)
     explicit = args.get("x-queue-type")
@@ -153,7 +153,7 @@ def _exchange_type(value: Any) -> str:
 
 
 def _exchange_name(value: Any) -> str:
-    name = text(nonempty=True)(value)
+    name = amqp_name(nonempty=True)(value)
     if name.startswith(RESERVED_PREFIX):
         raise Invalid(
             f"names starting with {RESERVED_PREFIX!r} are the broker's own exchanges and can not be "
@@ -197,7 +197,7 @@ def _binding_exchange(value: Any) -> str:
             'the default exchange ("") reaches every queue by its name and can not be bound to; '
             'publish with exchange "" and routing_key the queue\'s name instead'
         )
-    return cast(str, text(nonempty=True)(value))
+    return cast(str, amqp_name(nonempty=True)(value))
 
 
 def read_bindings(top: Reader, exchanges: tuple[ExchangeSpec, ...]) -> tuple[BindingSpec, ...]:
@@ -209,7 +209,7 @@ def read_bindings(top: Reader, exchanges: tuple[ExchangeSpec, ...]) -> tuple[Bin
         b = Reader(top.source, raw, f"bindings[{i}]", "binding")
         binding = BindingSpec(
             b.get("exchange", _binding_exchange),
-            b.get("routing_key", text(), ""),
+            b.get("routing_key", amqp_name(), ""),
             b.get("arguments", arguments, FrozenMapping()),
         )
         target = declared.get(binding.exchange)

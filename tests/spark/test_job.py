@@ -6,9 +6,9 @@ import pyarrow.parquet as pq
 import pytest
 from pytest import approx
 
-from analysis.errors import AnalysisError, RunFileError, SchemaVersionError, TraceColumnsError
+from analysis.errors import AnalysisError, MissingTracesError, RunFileError, SchemaVersionError, TraceColumnsError
 from analysis.job import analyze
-from analysis.schema import SCHEMA_VERSION, arrow_schema
+from analysis.schema import KINDS, SCHEMA_VERSION, arrow_schema
 
 T0 = 1_763_733_600_000_000_000
 MS = 1_000_000
@@ -178,11 +178,20 @@ def test_phases_windows_histogram_consumers_events_and_slos(analysed):
 
 def test_a_run_without_traces_gives_empty_blocks_not_an_error(tmp_path, spark):
     _run_json(tmp_path, phases=[])
+    for kind in KINDS:  # as the trace writer leaves them when the run ended before a row was written
+        (tmp_path / "traces" / kind).mkdir(parents=True)
     summary = analyze(tmp_path, spark=spark)
     assert summary["messages"]["published"] == 0
     assert summary["sojourn_ms"] == {"count": 0, "mean": None, "p50": None, "p95": None, "p99": None, "max": None}
     assert summary["windows"] == [] and summary["sojourn_histogram"]["counts"] == [0]
     assert "NaN" not in (tmp_path / "summary.json").read_text()
+
+
+def test_a_run_directory_whose_traces_were_deleted_is_an_error_before_spark_works(tmp_path, spark):
+    _run_json(tmp_path, phases=[])
+    with pytest.raises(MissingTracesError, match=r"traces: not found; a run directory holds run\.json and the traces/"):
+        analyze(tmp_path, spark=spark)
+    assert not (tmp_path / "summary.json").exists()
 
 
 def test_a_trace_missing_columns_is_named_with_missing_and_present_columns(tmp_path, spark):

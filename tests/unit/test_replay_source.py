@@ -123,6 +123,21 @@ def test_each_bad_optional_value_is_reported_with_its_column(tmp_path: Path, col
     assert str(_error(f)) == f"{f}: line 3, column '{column}': {complaint}"
 
 
+def test_a_routing_key_the_broker_would_refuse_is_reported(tmp_path: Path):
+    f = _write(tmp_path / "x.csv", f"offset_s,size_bytes,routing_key\n0,1,{'k' * 255}\n0,1,{'k' * 256}\n")
+    text = str(_error(f))
+    assert text.startswith(f"{f}: line 3, column 'routing_key': 'kkkk")
+    assert "is not a routing key the broker takes: expected at most 255 bytes, got 256 bytes of UTF-8" in text
+
+
+def test_a_size_beyond_the_scenarios_own_cap_is_refused(tmp_path: Path):
+    f = _write(tmp_path / "x.csv", "offset_s,size_bytes\n0,134217728\n0,99999999999\n")  # 128 MiB passes
+    assert str(_error(f)) == (
+        f"{f}: line 3, column 'size_bytes': '99999999999' is larger than 134,217,728 bytes (128 MiB), "
+        "the largest body sojourn sends"
+    )
+
+
 def test_a_bad_time_is_reported(tmp_path: Path):
     f = _write(tmp_path / "x.csv", "timestamp,size_bytes\n2024-01-01T00:00:00Z,1\nyesterday,1\n")
     assert str(_error(f)) == (
