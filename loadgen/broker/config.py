@@ -181,9 +181,41 @@ def _validate(key: str, value: str) -> str:
         )
     if key in ("vm_memory_high_watermark.relative", "disk_free_limit.relative"):
         return _fraction(key, value, upper=1.0 if key.startswith("vm_") else None)
+    if key == "vm_memory_high_watermark_paging_ratio":
+        return _fraction(key, value)
+    if key in _WHOLE_NUMBERS:
+        return _whole(key, value, *_WHOLE_NUMBERS[key])
+    if key in _BOOLEANS and value not in ("true", "false"):
+        raise BrokerSettingsError(key, value, "must be true or false")
     if key in ("vm_memory_high_watermark.absolute", "disk_free_limit.absolute") and not _INFORMATION_UNIT.match(value):
         raise BrokerSettingsError(key, value, "must be bytes or a size such as 100MiB, 100MB or 1GiB")
     return value
+
+
+_WHOLE_NUMBERS: Mapping[str, tuple[int, int | None]] = {
+    # rabbit.schema's integer settings a load test is likely to touch, with the bounds the node enforces
+    "memory_monitor_interval": (0, None),  # ms; 0 turns the monitor off
+    "channel_max": (0, 65_535),  # an AMQP short
+    "frame_max": (0, 2**32 - 1),
+    "heartbeat": (0, 65_535),  # s, an AMQP short
+    "consumer_timeout": (1, None),  # ms
+    "max_message_size": (1, 536_870_912),  # 512 MiB, RabbitMQ's ceiling
+    "collect_statistics_interval": (1, None),  # ms
+    "disk_monitor_failure_retries": (0, None),
+    "disk_monitor_failure_retry_interval": (0, None),
+}
+_BOOLEANS = ("log.console", "log.file.rotation.compress", "management.disable_stats")
+
+
+def _whole(key: str, value: str, low: int, high: int | None) -> str:
+    bound = f"from {low:,} to {high:,}" if high is not None else f">= {low:,}"
+    try:
+        number = int(value)
+    except ValueError:
+        raise BrokerSettingsError(key, value, f"must be a whole number {bound}") from None
+    if number < low or (high is not None and number > high):
+        raise BrokerSettingsError(key, value, f"must be a whole number {bound}")
+    return str(number)
 
 
 def _fraction(key: str, value: object, upper: float | None = 1.0) -> str:

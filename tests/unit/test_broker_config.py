@@ -117,6 +117,15 @@ def test_both_watermark_options_at_once_are_refused():
         ("default_user", "  ", "empty value"),
         ("channel_max", [1, 2], "string, number or boolean"),
         ("channel_max", float("nan"), "finite"),
+        ("memory_monitor_interval", -1, "whole number >= 0"),
+        ("memory_monitor_interval", "often", "whole number >= 0"),
+        ("vm_memory_high_watermark_paging_ratio", "abc", "must be a number"),
+        ("vm_memory_high_watermark_paging_ratio", 1.5, "fraction from 0 to 1"),
+        ("channel_max", 70_000, "whole number from 0 to 65,535"),
+        ("heartbeat", 65_536, "whole number from 0 to 65,535"),
+        ("consumer_timeout", 0, "whole number >= 1"),
+        ("max_message_size", 2**30, "whole number from 1 to 536,870,912"),
+        ("log.console", "yes", "true or false"),
     ],
 )
 def test_a_bad_setting_is_refused_naming_the_key_and_the_reason(key, value, reason):
@@ -124,6 +133,26 @@ def test_a_bad_setting_is_refused_naming_the_key_and_the_reason(key, value, reas
         effective_settings({key: value})
     assert caught.value.key == key
     assert key in str(caught.value)
+
+
+def test_typed_settings_within_their_bounds_are_written_as_given():
+    settings = effective_settings(
+        {
+            "memory_monitor_interval": 0,
+            "channel_max": 65_535,
+            "heartbeat": 0,
+            "consumer_timeout": 1_800_000,
+            "vm_memory_high_watermark_paging_ratio": 0.75,
+            "log.console": True,
+        }
+    )
+    assert {k: settings[k] for k in ("memory_monitor_interval", "channel_max", "heartbeat", "consumer_timeout")} == {
+        "memory_monitor_interval": "0",
+        "channel_max": "65535",
+        "heartbeat": "0",
+        "consumer_timeout": "1800000",
+    }
+    assert settings["vm_memory_high_watermark_paging_ratio"] == "0.75" and settings["log.console"] == "true"
 
 
 @pytest.mark.parametrize("value", ["104857600", "100MB", "100MiB", "2GB", "2GiB", "512kB", "1024M", "64k"])
