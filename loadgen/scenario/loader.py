@@ -187,7 +187,7 @@ def _managed(value: Any) -> ManagedSpec | None:
     try:
         effective_settings(settings)
     except BrokerSettingsError as err:
-        raise Invalid(err.reason, err.value, f"settings.{err.key}") from None
+        raise Invalid(f"{err.reason}, got {show(err.value)}", err.value, f"settings.{err.key}") from None
     keep = _sub(value, "keep", _boolean) if "keep" in value else False
     return ManagedSpec(port, FrozenMapping({str(k): v for k, v in settings.items()}), keep)
 

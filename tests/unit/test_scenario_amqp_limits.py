@@ -107,3 +107,12 @@ def test_nesting_within_the_bound_is_read(tmp_path):
 
 def yaml_depth(value) -> int:
     return 1 + max(map(yaml_depth, value), default=0) if isinstance(value, list) else 0
+
+
+def test_a_managed_broker_setting_of_the_wrong_type_names_file_field_and_value(tmp_path):
+    text = scenario().replace(
+        "name: t\n", "name: t\nbroker: {managed: {port: 5699, settings: {memory_monitor_interval: -1}}}\n"
+    )
+    assert message(tmp_path, text) == (
+        "broker.managed.settings.memory_monitor_interval: must be a whole number >= 0, got '-1'"
+    )
