@@ -375,7 +375,9 @@ def summarize(
                 .first()
             )
             messages = messages_block(
-                totals, [r.message_id for r in classified.transform(unaccounted_ids(MAX_UNACCOUNTED_IDS)).collect()]
+                totals,
+                [r.message_id for r in classified.transform(unaccounted_ids(MAX_UNACCOUNTED_IDS)).collect()],
+                finished=run.get("status") != "running",
             )
 
         with stage("computing latency statistics and throughput"):

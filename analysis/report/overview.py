@@ -27,6 +27,15 @@ def _accounting_verdict(summary: Summary) -> str:
     unaccounted = as_number(dig(messages, "unaccounted"))
     if unaccounted is None:
         return '<div class="chip muted">accounting not available in this summary</div>'
+    unknown = as_number(dig(messages, "unknown_after_crash")) or 0
+    if unknown:
+        ids = [str(i) for i in as_list(dig(messages, "unknown_after_crash_ids"))][:_FIRST_IDS]
+        shown = ", ".join(f"<code>{esc(i)}</code>" for i in ids)
+        return (
+            f'<div class="chip warn"><b>{fmt_count(unknown)} message{"" if unknown == 1 else "s"} can not be placed '
+            f"after the crash</b>: no census counted what was left in the broker, and the trace rows the killed "
+            f"processes held are lost (unknown_after_crash){' — first ids: ' + shown if ids else ''}</div>"
+        )
     if unaccounted == 0:
         published = fmt_count(dig(messages, "published"))
         return f'<div class="chip good"><b>✓ every message accounted for</b> ({published} published)</div>'
@@ -60,7 +69,13 @@ def _run_status_verdict(summary: Summary) -> str:
     status = dig(summary, "run", "status")
     census_error = dig(summary, "run", "census_error")
     chips = ""
-    if status is not None and status != "completed":
+    if status == "running":
+        chips += (
+            '<div class="chip bad"><b>run did not finish</b>: run.json still says running (its processes were '
+            "killed): no census was taken, trace rows the processes held are lost, and the numbers cover only "
+            "what was written</div>"
+        )
+    elif status is not None and status != "completed":
         chips += (
             f'<div class="chip {status_class(status)}"><b>run {esc(status)}</b>: numbers cover only the part that '
             "ran</div>"

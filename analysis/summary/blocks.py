@@ -33,9 +33,15 @@ def run_block(run: Mapping[str, Any]) -> dict:
     }
 
 
-def messages_block(totals, ids: list[str]) -> dict:
-    """summary.json's `messages` from the collected accounting totals and the unaccounted ids."""
+def messages_block(totals, ids: list[str], finished: bool = True) -> dict:
+    """summary.json's `messages` from the collected accounting totals and the unaccounted ids.
+
+    A run that did not finish (`finished` false: run.json still says running, its processes were
+    killed) took no census, and the trace rows its processes held were lost: the ids it can not
+    place are `unknown_after_crash`, not `unaccounted`, which is kept for what a run that ended
+    could not account for (docs/summary.md)."""
     discarded = {c: int(totals[c]) for c in DISCARD_CLASSES}
+    unplaced = int(totals["unaccounted"])
     return {
         "published": int(totals["published"]),
         "confirmed": int(totals["confirmed"]),
@@ -43,8 +49,10 @@ def messages_block(totals, ids: list[str]) -> dict:
         "discarded": discarded,
         "discarded_total": sum(discarded.values()),
         "left_in_broker": int(totals["left_in_broker"]),
-        "unaccounted": int(totals["unaccounted"]),
-        "unaccounted_ids": ids,
+        "unaccounted": unplaced if finished else 0,
+        "unaccounted_ids": ids if finished else [],
+        "unknown_after_crash": 0 if finished else unplaced,
+        "unknown_after_crash_ids": [] if finished else ids,
         "redelivered": int(totals["redelivered"]),
         "duplicates": int(totals["duplicates"]),
     }

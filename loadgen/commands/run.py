@@ -150,6 +150,12 @@ def format_summary(summary: dict, run_dir: str) -> str:
                 f"  WARNING: replay {group}: {replay.get('missing') or 0:,} rows missing, "
                 f"{replay.get('duplicates') or 0:,} duplicate publishes"
             )
+    if summary.get("run", {}).get("status") == "running":
+        lines.append(
+            f"  WARNING: the run did not finish (run.json still says running: it was killed); no census was taken and "
+            f"trace rows its processes held are lost: {m['unknown_after_crash']:,} messages can not be placed "
+            "(unknown_after_crash)"
+        )
     if m.get("unaccounted"):
         lines.append(f"  WARNING: {m['unaccounted']} messages unaccounted for, e.g. {m.get('unaccounted_ids', [])[:5]}")
     lines.append(f"  report: {os.path.join(run_dir, 'report.html')}")

@@ -12,7 +12,7 @@ import signal
 import time
 from pathlib import Path
 
-from tests.integration.conftest import run_end_to_end, run_in_batch, wait_for_t0
+from tests.integration.conftest import run_end_to_end, run_in_batch, sojourn, wait_for_t0
 from tests.integration.traces import read_rows
 
 SCENARIO = """
@@ -105,3 +105,31 @@ def test_sighup_stops_the_run_like_ctrl_c_and_exits_129(batch):
     assert json.loads((ran.run_dir / "run.json").read_text())["status"] == "interrupted"
     _assert_every_message_accounted_for(ran.run_dir)
     assert _alive_in_group(_RUN_GROUPS["sighup"]) == []
+
+
+def _kill_9_everything(proc, run_dir: Path) -> None:
+    """kill -9 of every process of the run, the command's and the load generator's groups alike."""
+    time.sleep(max(0.0, wait_for_t0(proc, run_dir) + 5 - time.time()))
+    _RUN_GROUPS["kill-9"] = _load_generator_group(run_dir)
+    for pgid in (_RUN_GROUPS["kill-9"], os.getpgid(proc.pid)):
+        os.killpg(pgid, signal.SIGKILL)
+
+
+run_in_batch(__name__, "kill-9", SCENARIO.format(name="kill-9"), during=_kill_9_everything)
+
+
+def test_after_kill_9_analyze_says_the_run_did_not_finish_and_counts_what_it_can_not_place_apart(batch):
+    ran = batch["kill-9"]
+    assert ran.returncode == -signal.SIGKILL
+    assert json.loads((ran.run_dir / "run.json").read_text())["status"] == "running"
+    result = sojourn("analyze", str(ran.run_dir))
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "the run did not finish (run.json still says running: it was killed); no census was taken" in result.stdout
+    summary = json.loads((ran.run_dir / "summary.json").read_text())
+    m = summary["messages"]
+    assert m["published"] > 300 and m["left_in_broker"] == 0  # no census ran
+    assert m["unaccounted"] == 0
+    placed = m["acked"] + m["discarded_total"] + m["unknown_after_crash"]
+    assert placed == m["published"], m  # every publish row is acked, discarded or not placeable
+    assert "run did not finish" in (ran.run_dir / "report.html").read_text()
+    assert _alive_in_group(_RUN_GROUPS["kill-9"]) == []

@@ -275,6 +275,18 @@ def test_an_interrupted_run_is_called_out():
     assert "run interrupted" in section_text(render_report(summary), "verdict")
 
 
+def test_a_killed_run_says_it_did_not_finish_and_how_many_messages_it_can_not_place():
+    summary = make_summary()
+    summary["run"]["status"] = "running"
+    summary["messages"].update(
+        unaccounted=0, unaccounted_ids=[], unknown_after_crash=9, unknown_after_crash_ids=["m-7"]
+    )
+    text = section_text(render_report(summary), "verdict")
+    assert "run did not finish" in text and "no census was taken" in text
+    assert "9 messages can not be placed after the crash" in text and "m-7" in text
+    assert "every message accounted for" not in text
+
+
 def test_a_failed_census_is_called_out_with_its_reason_and_a_good_one_is_not():
     summary = make_summary()
     assert "census failed" not in section_text(render_report(summary), "verdict")
