@@ -41,6 +41,7 @@ from loadgen.scenario.errors import (
     mask_passwords,
     show,
 )
+from loadgen.scenario.limits import over_limits
 from loadgen.scenario.model import (
     BASE_PHASE,
     PHASE_SETTABLE,
@@ -287,7 +288,7 @@ def _build(tree: dict[str, Any], source: str, overrides: tuple[str, ...], url_is
             warmup,
             f"expected a number >= 0 and < run.duration_s ({duration:g}), got {warmup:g}",
         )
-    run = RunSpec(duration, warmup, r.get("drain_timeout_s", _number(0), 30.0))
+    run = RunSpec(duration, warmup, r.get("drain_timeout_s", _number(0), 30.0), r.get("beyond_limits", _boolean, False))
     producers = tuple(_groups(top, "producers", "producer", _PRODUCER_FIELDS, ProducerGroup, queue.name))
     consumers = tuple(_groups(top, "consumers", "consumer", _CONSUMER_FIELDS, ConsumerGroup, queue.name))
     network = read_network(top)
@@ -311,6 +312,9 @@ def _build(tree: dict[str, Any], source: str, overrides: tuple[str, ...], url_is
         bindings=bindings,
     )
     _derived_names_fit(source, scenario)
+    if not run.beyond_limits:
+        for path, value, reason in over_limits(scenario):
+            _fail(source, path, value, reason)
     return scenario
 
 

@@ -83,7 +83,7 @@ YAML_LAYOUT: dict[str, dict[str, str]] = {
         "delete_on_end": LEAF,
     },
     "binding": {"exchange": LEAF, "routing_key": LEAF, "arguments": "{}"},
-    "run": {"duration_s": LEAF, "warmup_s": LEAF, "drain_timeout_s": LEAF},
+    "run": {"duration_s": LEAF, "warmup_s": LEAF, "drain_timeout_s": LEAF, "beyond_limits": LEAF},
     "producer": {
         "name": LEAF,
         "count": LEAF,
@@ -319,6 +319,7 @@ class RunSpec:
     duration_s: float
     warmup_s: float
     drain_timeout_s: float
+    beyond_limits: bool = False  # loadgen/scenario/limits.py: run values beyond LIMITS anyway
 
 
 @dataclass(frozen=True)
@@ -614,6 +615,7 @@ class Scenario:
                 "duration_s": self.run.duration_s,
                 "warmup_s": self.run.warmup_s,
                 "drain_timeout_s": self.run.drain_timeout_s,
+                "beyond_limits": self.run.beyond_limits,
             },
             "producers": [_plain(asdict(g)) for g in self.producers],
             "consumers": [

@@ -116,3 +116,54 @@ def test_a_managed_broker_setting_of_the_wrong_type_names_file_field_and_value(t
     assert message(tmp_path, text) == (
         "broker.managed.settings.memory_monitor_interval: must be a whole number >= 0, got '-1'"
     )
+
+
+@pytest.mark.parametrize(
+    "edit, expected",
+    [
+        (("    rate: 10\n", "    rate: 1.0e+300\n"), "producers[0].rate: more than 1,000,000 msg/s per producer"),
+        (
+            ("    rate: 10\n", "    rate: [{at_s: 0, rate: 10}, {at_s: 5, rate: 2000000}]\n"),
+            "producers[0].rate: more than 1,000,000 msg/s per producer",
+        ),
+        (("run: {duration_s: 60}", "run: {duration_s: 1.0e+300}"), "run.duration_s: more than 604,800 s (7 days)"),
+        (("run: {duration_s: 60}", "run: {duration_s: 60, drain_timeout_s: 1.0e+9}"), "run.drain_timeout_s: more than"),
+        (
+            ("name: t\n", "name: t\nbroker: {url: 'amqp://h/', connect_timeout_s: 1.0e+300}\n"),
+            "broker.connect_timeout_s",
+        ),
+        (
+            ("  - name: main\n", "  - name: main\n    processing_ms: 1.0e+12\n", 2),
+            "consumers[0].processing_ms: more than",
+        ),
+        (
+            (
+                "run: {duration_s: 60}",
+                "run: {duration_s: 60}\ntimeline: [{name: hot, start_s: 10, end_s: 20, "
+                "set: {producers.main.rate: 5.0e+6}}]",
+            ),
+            "timeline[0].set.producers.main.rate: more than 1,000,000 msg/s",
+        ),
+    ],
+)
+def test_values_that_would_hang_a_run_are_refused_naming_the_field(tmp_path, edit, expected):
+    old, new, *nth = edit
+    text = scenario()
+    if nth:  # the n-th occurrence (the consumer's `- name: main`, not the producer's)
+        head, _, tail = text.rpartition(old)
+        text = head + new + tail
+    else:
+        text = text.replace(old, new, 1)
+    got = message(tmp_path, text)
+    assert got.startswith(expected) or expected in got, got
+    assert "set run.beyond_limits: true to run it anyway" in got
+
+
+def test_beyond_limits_lets_such_values_through_deliberately(tmp_path):
+    from loadgen.scenario import load_scenario
+
+    path = tmp_path / "big.yaml"
+    path.write_text(scenario().replace("run: {duration_s: 60}", "run: {duration_s: 1.0e+7, beyond_limits: true}"))
+    s = load_scenario(path, (), env={})
+    assert s.run.duration_s == 1e7 and s.run.beyond_limits is True
+    assert s.to_dict()["run"]["beyond_limits"] is True
