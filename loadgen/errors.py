@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["LoadgenError", "BrokerUnreachable", "BrokerOperationFailed"]
+__all__ = ["LoadgenError", "BrokerUnreachable", "BrokerRefused", "BrokerOperationFailed"]
 
 
 class LoadgenError(Exception):
@@ -16,6 +16,16 @@ class BrokerUnreachable(LoadgenError):
         self.url = url
         self.reason = reason
         super().__init__(f"cannot reach the broker at {url}: {reason}")
+
+
+class BrokerRefused(BrokerUnreachable):
+    """The broker answered and refused the connection: the user or password, or the virtual host
+    (a BrokerUnreachable to callers that only need to know there is no connection)."""
+
+    def __init__(self, url: str, reason: str):
+        self.url = url
+        self.reason = reason
+        LoadgenError.__init__(self, f"the broker at {url} refused the connection: {reason}")
 
 
 class BrokerOperationFailed(LoadgenError):

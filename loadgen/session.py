@@ -155,6 +155,10 @@ def start(environment) -> None:
 def _fail(environment, exc: Exception) -> None:
     code = 3 if isinstance(exc, BrokerUnreachable) else 2
     sys.stderr.write(f"error: {mask_text(str(exc))}\n")
+    if isinstance(exc, BrokerUnreachable):  # what to do about it: start a broker, fix the user, the vhost, TLS
+        from loadgen.commands.common import broker_help
+
+        sys.stderr.write(f"{broker_help(exc)}\n")
     environment.process_exit_code = code
     _State.failed = True
     if _State.role != "worker" and _State.ctx is not None:

@@ -16,7 +16,7 @@ import pika
 import pika.exceptions
 
 from loadgen.amqp import fastio
-from loadgen.errors import BrokerOperationFailed, BrokerUnreachable
+from loadgen.errors import BrokerOperationFailed, BrokerRefused, BrokerUnreachable
 from loadgen.redact import mask_url
 
 __all__ = ["parameters", "connect", "open_channel", "wait_for", "probe", "flush_writes", "sever"]
@@ -123,7 +123,7 @@ def connect(
             conn.close()
         except Exception:  # noqa: BLE001
             pass
-        raise BrokerUnreachable(mask_url(url), _describe(exc)) from None
+        raise _unreachable(url, exc) from None
     fastio.tune(conn)  # fewer system calls per message (loadgen.amqp.fastio)
     return conn
 
@@ -190,7 +190,22 @@ def probe(url: str, timeout_s: float = 5.0) -> None:
     try:
         pika.BlockingConnection(params).close()
     except Exception as exc:  # noqa: BLE001
-        raise BrokerUnreachable(mask_url(url), _describe(exc)) from None
+        raise _unreachable(url, exc) from None
+
+
+def _unreachable(url: str, exc: BaseException) -> BrokerUnreachable:
+    """BrokerRefused when the broker answered and refused the user or the virtual host, else
+    BrokerUnreachable; the URL masked, the reason in words."""
+    inner = exc
+    while (
+        isinstance(inner, pika.exceptions.AMQPConnectionError)
+        and inner.args
+        and isinstance(inner.args[0], BaseException)
+    ):
+        inner = inner.args[0]
+    refused = (pika.exceptions.ProbableAuthenticationError, pika.exceptions.ProbableAccessDeniedError)
+    kind = BrokerRefused if isinstance(inner, refused) else BrokerUnreachable
+    return kind(mask_url(url), _describe(exc))
 
 
 def _describe(exc: BaseException) -> str:

@@ -9,7 +9,7 @@ from contextlib import contextmanager
 
 from loadgen.amqp.connection import probe
 from loadgen.broker.managed import DEFAULT_PORT, BrokerNotInstalled, ManagedBroker, default_dir
-from loadgen.errors import BrokerUnreachable
+from loadgen.errors import BrokerRefused, BrokerUnreachable
 from loadgen.redact import mask_url
 
 __all__ = ["broker_for_run"]
@@ -31,6 +31,8 @@ def broker_for_run(scenario, say: Callable[[str], None]) -> Iterator[str | None]
         return
     try:
         probe(b.url, timeout_s=b.connect_timeout_s)
+    except BrokerRefused:
+        raise  # a broker answers there: a private node could not take its port, nor fix the user
     except BrokerUnreachable:
         if not b.url_is_default:
             raise

@@ -40,9 +40,18 @@ LOCUSTFILE = Path(__file__).resolve().parents[1] / "locustfile.py"
 
 BROKER_HELP = """\
 Start a local RabbitMQ and try again:
-  rabbitmq-server -detached            # installed but stopped
+  sojourn broker up --port 5672        # a private node of sojourn's own (docs/broker.md)
+  rabbitmq-server -detached            # the system's, installed but stopped
   apt-get install -y rabbitmq-server   # not installed (Debian/Ubuntu)
 or point sojourn at another broker with SOJOURN_AMQP_URL=amqp://user:pass@host:5672/ (amqps:// for TLS)."""
+
+AUTH_HELP = """The broker answered and refused the user or the password in the URL (SOJOURN_AMQP_URL, --set
+broker.url or the scenario's broker.url): check both. RabbitMQ's guest user may connect only
+from localhost; for another host create a user (rabbitmqctl add_user, set_permissions)."""
+
+VHOST_HELP = """The broker answered and refused the virtual host, the last part of the URL (amqp://user:pass@host:5672/VHOST;
+%2F is the default "/"): check that it exists (rabbitmqctl list_vhosts) and that the user has
+permissions on it (rabbitmqctl set_permissions -p VHOST USER ".*" ".*" ".*")."""
 
 TLS_HELP = """The broker answered but the TLS handshake failed. Check that SOJOURN_TLS_CAFILE names the CA that
 signed the broker's certificate and that the URL's host is a name in it (SOJOURN_TLS_INSECURE=1
@@ -51,8 +60,13 @@ listener (5671 by default)."""
 
 
 def broker_help(exc: BaseException) -> str:
-    """What to do about an unreachable broker: TLS advice for a failed handshake (starting a local
-    RabbitMQ would not help), else how to start one."""
+    """What to do about a broker that can not be used: for a refused user or virtual host and for a
+    failed TLS handshake the advice for that (starting a local RabbitMQ would not help), else how
+    to start one."""
+    from loadgen.errors import BrokerRefused
+
+    if isinstance(exc, BrokerRefused):
+        return VHOST_HELP if "virtual host" in exc.reason else AUTH_HELP
     text = str(exc)
     tls = ("SSL", "CERTIFICATE", "TLS", "WRONG_VERSION_NUMBER", "certificate")
     return TLS_HELP if any(word in text for word in tls) else BROKER_HELP
@@ -295,7 +309,7 @@ def run_locust(scenario_path: str, overrides: list[str], run_dir: str, processes
     _wait_for_run_processes(alive_r)
     recover_traces(run_dir)
     if code == EXIT_BROKER:
-        raise CliError("the load generator could not reach the broker (see above)\n" + BROKER_HELP, EXIT_BROKER)
+        raise CliError("the load generator could not use the broker (see above)", EXIT_BROKER)
     if code == EXIT_INPUT:
         raise CliError(
             "the run did not start: the scenario, or what it declares on the broker, was refused (see above)",

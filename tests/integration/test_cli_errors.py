@@ -42,6 +42,27 @@ def test_unreachable_broker_exits_3_with_masked_url_and_advice():
     assert "amqp://guest:****@127.0.0.1:1/" in result.stderr
     assert "s3cret" not in result.stderr
     assert "rabbitmq-server" in result.stderr
+    assert "sojourn broker up --port 5672" in result.stderr  # sojourn's own node, as well as the system's
+
+
+def test_a_wrong_password_is_a_refusal_with_its_own_advice_not_an_unreachable_broker():
+    result = sojourn("run", "scenarios/quickstart.yaml", env={"SOJOURN_AMQP_URL": "amqp://guest:wrong@127.0.0.1:5672/"})
+    assert result.returncode == 3
+    assert "the broker at amqp://guest:****@127.0.0.1:5672/ refused the connection: authentication refused" in (
+        result.stderr
+    )
+    assert "refused the user or the password" in result.stderr
+    assert "cannot reach" not in result.stderr and "rabbitmq-server -detached" not in result.stderr
+    assert "wrong" not in result.stderr
+
+
+def test_a_missing_virtual_host_is_a_refusal_naming_the_virtual_host():
+    result = sojourn(
+        "run", "scenarios/quickstart.yaml", env={"SOJOURN_AMQP_URL": "amqp://guest:guest@127.0.0.1:5672/nope"}
+    )
+    assert result.returncode == 3
+    assert "refused the connection: access refused (check the virtual host" in result.stderr
+    assert "rabbitmqctl list_vhosts" in result.stderr and "rabbitmq-server -detached" not in result.stderr
 
 
 def _interrupt_after_5_s_of_load(proc, run_dir):
