@@ -87,6 +87,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     nig.add_argument("suite", help="suite YAML file, e.g. scenarios/suites/nightly.yaml")
     nig.add_argument("--out", required=True, metavar="RESULTS_DIR", help="results directory (kept across nights)")
+    _add_set(nig, "applied to every entry, after the entry's own overrides")
     _add_spark_master(nig)
 
     cmp_ = sub.add_parser(
@@ -99,8 +100,8 @@ def _parser() -> argparse.ArgumentParser:
     cmp_.add_argument("run_dirs", nargs="+", metavar="RUN_DIR")
     cmp_.add_argument("--out", metavar="FILE", default="compare.html", help="output file (default compare.html)")
 
-    val = sub.add_parser("validate", help="check a scenario file without running it")
-    val.add_argument("scenario", help="scenario YAML file")
+    val = sub.add_parser("validate", help="check a scenario or a suite file without running it")
+    val.add_argument("scenario", help="scenario YAML file, or a suite file (every entry's scenario is checked)")
     _add_set(val)
 
     rec = sub.add_parser(
@@ -165,14 +166,15 @@ def _add_processes(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _add_set(p: argparse.ArgumentParser) -> None:
+def _add_set(p: argparse.ArgumentParser, where: str = "") -> None:
     p.add_argument(
         "--set",
         action="append",
         default=[],
         dest="overrides",
         metavar="PATH=VALUE",
-        help="override a scenario field, e.g. --set consumers.main.prefetch=51 (repeatable)",
+        help="override a scenario field, e.g. --set consumers.main.prefetch=51 (repeatable"
+        + (f"; {where})" if where else ")"),
     )
 
 

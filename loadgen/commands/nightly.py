@@ -24,12 +24,12 @@ __all__ = ["cmd_nightly"]
 
 def cmd_nightly(args) -> int:
     from loadgen.scenario import ScenarioError
-    from loadgen.suite import LockHeld, ResultsLock, load_suite
+    from loadgen.suite import LockHeld, ResultsLock, load_suite, with_overrides
     from loadgen.suite.runner import run_suite, write_history
 
     require_analysis("run the suite on a machine that has it: its verdicts are the analysis's")
     try:
-        suite = load_suite(args.suite)
+        suite = with_overrides(load_suite(args.suite), args.overrides)
     except ScenarioError as exc:
         raise CliError(str(exc), EXIT_INPUT) from None
     scenarios = [load(e.scenario_path, list(e.overrides)) for e in suite.entries]  # all valid before any run

@@ -4,16 +4,59 @@ from __future__ import annotations
 
 import sys
 
-from loadgen.commands.common import EXIT_OK, load, print_warnings
+from loadgen.commands.common import EXIT_INPUT, EXIT_OK, CliError, load, print_warnings
+from loadgen.scenario.overrides import BoundedLoader
 
 __all__ = ["cmd_validate"]
 
 
 def cmd_validate(args) -> int:
+    if _is_suite(args.scenario):
+        return _validate_suite(args.scenario, args.overrides)
+    return _validate_scenario(args.scenario, args.overrides)
+
+
+def _is_suite(path: str) -> bool:
+    """A suite file lists `scenarios:` and declares no `queue:` (a scenario always does)."""
+    import yaml
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            top = yaml.load(f, Loader=BoundedLoader)  # a SafeLoader, depth-bounded
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return False  # the scenario loader says what is wrong with it
+    return isinstance(top, dict) and "scenarios" in top and "queue" not in top
+
+
+def _validate_suite(path: str, overrides: list[str]) -> int:
+    """Check the suite file and every entry's scenario (with its overrides, then --set's)."""
+    from loadgen.scenario import ScenarioError
+    from loadgen.suite import load_suite, with_overrides
+
+    try:
+        suite = with_overrides(load_suite(path), overrides)
+    except ScenarioError as exc:
+        raise CliError(str(exc), EXIT_INPUT) from None
+    scenarios = [load(e.scenario_path, list(e.overrides)) for e in suite.entries]
+    print(
+        f"{path}: ok — suite {suite.name!r}, {len(suite.entries)} entries, baseline the median of the last "
+        f"{suite.baseline_runs} runs, tolerance {suite.tolerance:.0%}"
+    )
+    for entry, s in zip(suite.entries, scenarios):
+        sets = f" with {', '.join(entry.overrides)}" if entry.overrides else ""
+        print(
+            f"  entry {entry.name}: {entry.scenario_path}{sets}: scenario {s.name!r}, {s.run.duration_s:g} s, "
+            f"{len(entry.slo)} SLOs"
+        )
+        print_warnings(s)
+    return EXIT_OK
+
+
+def _validate_scenario(path: str, overrides: list[str]) -> int:
     from loadgen.redact import mask_url
     from loadgen.replay.sources import describe, load_sources
 
-    s = load(args.scenario, args.overrides)
+    s = load(path, overrides)
     print_warnings(s)
     print(
         f"{s.source_path}: ok — scenario {s.name!r}, {s.run.duration_s:g} s "

@@ -7,11 +7,12 @@ located like a scenario's); `write_junit`, `ResultsLock` and `prune_runs` are th
 
 from loadgen.suite.junit import CaseResult, write_junit
 from loadgen.suite.lock import LockHeld, ResultsLock
-from loadgen.suite.model import Suite, SuiteEntry, load_suite
+from loadgen.suite.model import Suite, SuiteEntry, load_suite, with_overrides
 from loadgen.suite.retention import prune_runs, run_dir_name
 
 __all__ = [
     "load_suite",
+    "with_overrides",
     "Suite",
     "SuiteEntry",
     "write_junit",

@@ -8,7 +8,8 @@ error wording, so a suite error reads `suites/nightly.yaml: scenarios[1].sloo: u
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 from analysis.slo import SloError, parse_slo
@@ -16,7 +17,7 @@ from loadgen.scenario.checks import Reader, fail, identifier, integer, number, t
 from loadgen.scenario.errors import Invalid, join_path, show
 from loadgen.scenario.loader import _read
 
-__all__ = ["Suite", "SuiteEntry", "load_suite", "SUITE_LAYOUT"]
+__all__ = ["Suite", "SuiteEntry", "load_suite", "with_overrides", "SUITE_LAYOUT"]
 
 SUITE_LAYOUT: dict[str, tuple[str, ...]] = {
     "suite": ("name", "description", "keep_runs", "baseline_runs", "tolerance", "slo", "scenarios"),
@@ -119,3 +120,11 @@ def load_suite(path: str | os.PathLike) -> Suite:
         top.get("tolerance", number(0), 0.2),
         tuple(entries),
     )
+
+
+def with_overrides(suite: Suite, overrides: Sequence[str]) -> Suite:
+    """`suite` with `overrides` (`PATH=VALUE`, as `--set` takes them) applied to every entry after
+    the entry's own, so the command line wins."""
+    if not overrides:
+        return suite
+    return replace(suite, entries=tuple(replace(e, overrides=(*e.overrides, *overrides)) for e in suite.entries))

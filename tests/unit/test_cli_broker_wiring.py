@@ -64,3 +64,39 @@ def test_a_nightly_entry_gets_the_private_nodes_url(wiring, tmp_path: Path):
     assert code == 130
     assert wiring["brokers"] == ["quickstart"]
     assert wiring["runs"] == [("quickstart.yaml", ["run.duration_s=35", f"broker.url={PRIVATE}"])]
+
+
+def test_nightly_set_applies_to_every_entry_after_its_own_overrides(wiring, tmp_path: Path):
+    suite = tmp_path / "suite.yaml"
+    suite.write_text(
+        f"name: s\nscenarios:\n  - scenario: {REPO / 'scenarios/quickstart.yaml'}\n    set: {{run.duration_s: 35}}\n"
+    )
+    code = main(["nightly", str(suite), "--out", str(tmp_path / "results"), "--set", "run.duration_s=38"])
+    assert code == 130
+    assert wiring["runs"] == [("quickstart.yaml", ["run.duration_s=35", "run.duration_s=38", f"broker.url={PRIVATE}"])]
+
+
+def test_nightly_set_is_validated_before_any_run(wiring, tmp_path: Path, capsys):
+    suite = tmp_path / "suite.yaml"
+    suite.write_text(f"name: s\nscenarios:\n  - scenario: {REPO / 'scenarios/quickstart.yaml'}\n")
+    assert main(["nightly", str(suite), "--out", str(tmp_path / "r"), "--set", "consumers.main.prefetch=-1"]) == 2
+    assert "--set consumers.main.prefetch=-1" in capsys.readouterr().err
+    assert wiring["runs"] == []
+
+
+def test_validate_checks_a_suite_and_every_entry_with_its_overrides(tmp_path: Path, capsys):
+    suite = tmp_path / "suite.yaml"
+    suite.write_text(
+        f"name: s\nbaseline_runs: 3\nscenarios:\n  - scenario: {REPO / 'scenarios/quickstart.yaml'}\n"
+        "    name: short\n    set: {run.duration_s: 35}\n"
+    )
+    assert main(["validate", str(suite)]) == 0
+    out = capsys.readouterr().out
+    assert f"{suite}: ok — suite 's', 1 entries" in out and "entry short:" in out and "with run.duration_s=35" in out
+    assert main(["validate", str(suite), "--set", "run.warmup_s=99"]) == 2
+    assert "run.warmup_s" in capsys.readouterr().err
+    suite.write_text("name: s\nbaseline_runs: 3\nscenarios:\n  - scenario: nowhere.yaml\n")
+    assert main(["validate", str(suite)]) == 2
+    assert f"{suite}: scenarios[0].scenario: no such scenario file ({tmp_path / 'nowhere.yaml'})" in (
+        capsys.readouterr().err
+    )
