@@ -813,6 +813,8 @@ def _messages_block(accounts: Mapping[str, int], fates: np.ndarray) -> dict[str,
         "left_in_broker": accounts["left_in_broker"],
         "unaccounted": 0,
         "unaccounted_ids": [],
+        "unknown_after_crash": 0,  # the generated run ended: its run.json says completed
+        "unknown_after_crash_ids": [],
         "redelivered": n["requeued"] + n["duplicate"],
         "duplicates": n["duplicate"],
     }

@@ -12,7 +12,9 @@ import signal
 import time
 from pathlib import Path
 
-from tests.integration.conftest import run_end_to_end, run_in_batch, sojourn, wait_for_t0
+import pytest
+
+from tests.integration.conftest import _Planned, run_end_to_end, sojourn, start_together, wait_for_t0
 from tests.integration.traces import read_rows
 
 SCENARIO = """
@@ -69,9 +71,18 @@ run_end_to_end(
     SCENARIO.format(name="sigterm"),
     during=_signal_the_command_alone(signal.SIGTERM, "sigterm"),
 )
-run_in_batch(
-    __name__, "sighup", SCENARIO.format(name="sighup"), during=_signal_the_command_alone(signal.SIGHUP, "sighup")
-)
+_ALONE = {
+    "sighup": _Planned(
+        __name__, SCENARIO.format(name="sighup"), "sojourn", during=_signal_the_command_alone(signal.SIGHUP, "sighup")
+    ),
+}
+"""Runs started together by `alone`, after the session's batch: beside its dozen runs, start-up on two
+cores took longer than some of its one-second runs (a start barrier is issue 18's)."""
+
+
+@pytest.fixture(scope="module")
+def alone(tmp_path_factory) -> dict:
+    return start_together(tmp_path_factory.mktemp("signals"), _ALONE)
 
 
 def _assert_every_message_accounted_for(run_dir: Path) -> int:
@@ -99,8 +110,8 @@ def test_sigterm_to_the_command_alone_stops_the_run_analyses_it_and_exits_143(en
     assert _alive_in_group(_RUN_GROUPS["sigterm"]) == []
 
 
-def test_sighup_stops_the_run_like_ctrl_c_and_exits_129(batch):
-    ran = batch["sighup"]
+def test_sighup_stops_the_run_like_ctrl_c_and_exits_129(alone):
+    ran = alone["sighup"]
     assert ran.returncode == 129, ran.stderr[-3000:]
     assert json.loads((ran.run_dir / "run.json").read_text())["status"] == "interrupted"
     _assert_every_message_accounted_for(ran.run_dir)
@@ -115,11 +126,11 @@ def _kill_9_everything(proc, run_dir: Path) -> None:
         os.killpg(pgid, signal.SIGKILL)
 
 
-run_in_batch(__name__, "kill-9", SCENARIO.format(name="kill-9"), during=_kill_9_everything)
+_ALONE["kill-9"] = _Planned(__name__, SCENARIO.format(name="kill-9"), "sojourn", during=_kill_9_everything)
 
 
-def test_after_kill_9_analyze_says_the_run_did_not_finish_and_counts_what_it_can_not_place_apart(batch):
-    ran = batch["kill-9"]
+def test_after_kill_9_analyze_says_the_run_did_not_finish_and_counts_what_it_can_not_place_apart(alone):
+    ran = alone["kill-9"]
     assert ran.returncode == -signal.SIGKILL
     assert json.loads((ran.run_dir / "run.json").read_text())["status"] == "running"
     result = sojourn("analyze", str(ran.run_dir))
@@ -127,7 +138,7 @@ def test_after_kill_9_analyze_says_the_run_did_not_finish_and_counts_what_it_can
     assert "the run did not finish (run.json still says running: it was killed); no census was taken" in result.stdout
     summary = json.loads((ran.run_dir / "summary.json").read_text())
     m = summary["messages"]
-    assert m["published"] > 300 and m["left_in_broker"] == 0  # no census ran
+    assert m["published"] > 100 and m["left_in_broker"] == 0  # ~100/s for 5 s, what was flushed; no census ran
     assert m["unaccounted"] == 0
     placed = m["acked"] + m["discarded_total"] + m["unknown_after_crash"]
     assert placed == m["published"], m  # every publish row is acked, discarded or not placeable

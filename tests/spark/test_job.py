@@ -117,6 +117,8 @@ def test_every_message_is_accounted_for(analysed):
         "left_in_broker": 1,
         "unaccounted": 0,
         "unaccounted_ids": [],
+        "unknown_after_crash": 0,
+        "unknown_after_crash_ids": [],
         "redelivered": 0,
         "duplicates": 0,
     }
