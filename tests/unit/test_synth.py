@@ -99,6 +99,8 @@ def _recount(run_dir: Path, publish_rejects: bool = False) -> tuple[dict[str, in
         "left_in_broker": accounts["left_in_broker"],
         "unaccounted": accounts["unaccounted"],
         "unaccounted_ids": [],
+        "unknown_after_crash": 0,  # the run ended (its run.json says so)
+        "unknown_after_crash_ids": [],
         "redelivered": sum(r["redelivered"] for r in deliveries),
         "duplicates": sum(n > 1 for n in acks.values()),
     }
