@@ -73,7 +73,9 @@ queue:
   delete_on_end: true
 exchanges:
   - {{name: {PREFIX}.capped.dlx, type: fanout, durable: false, delete_on_end: true}}
-run: {{duration_s: 1, drain_timeout_s: 1}}
+# 3 s, not 1: in two fresh-clone runs of 2026-11-25 (load ~2) the producer joined only after a 1-s
+# run's publishing had ended, behind the dead-letter capture's set-up (issue 18's start barrier).
+run: {{duration_s: 3, drain_timeout_s: 1}}
 producers:
   - {{name: p, rate: 100, confirm_window: 200}}
 """,
