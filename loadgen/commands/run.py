@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 
@@ -59,9 +58,10 @@ def cmd_run(args) -> int:
 
 def _census_error(run_dir: str) -> str | None:
     """run.json's census_error: why the census at the end failed (None when it did not)."""
+    from loadgen.runinfo import read_run_json
+
     try:
-        with open(os.path.join(run_dir, "run.json"), encoding="utf-8") as f:
-            error = json.load(f).get("census_error")
+        error = read_run_json(run_dir).get("census_error")
     except (OSError, ValueError, AttributeError):
         return None
     return str(error) if error else None
