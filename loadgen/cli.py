@@ -38,6 +38,7 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--out", metavar="RUN_DIR", help="run directory (default runs/<UTC time>-<name>)")
     _add_set(run)
     _add_processes(run)
+    _add_verbose(run)
     _add_spark_master(run)
     run.add_argument("--no-analyze", action="store_true", help="only run the load; analyze later")
 
@@ -75,6 +76,7 @@ def _parser() -> argparse.ArgumentParser:
     _add_set(swp)
     swp.add_argument("--out", metavar="DIR", help="where the runs go (default runs/<UTC time>-<name>-sweep)")
     _add_processes(swp)
+    _add_verbose(swp)
     _add_spark_master(swp)
 
     nig = sub.add_parser(
@@ -88,6 +90,7 @@ def _parser() -> argparse.ArgumentParser:
     nig.add_argument("suite", help="suite YAML file, e.g. scenarios/suites/nightly.yaml")
     nig.add_argument("--out", required=True, metavar="RESULTS_DIR", help="results directory (kept across nights)")
     _add_set(nig, "applied to every entry, after the entry's own overrides")
+    _add_verbose(nig)
     _add_spark_master(nig)
 
     cmp_ = sub.add_parser(
@@ -163,6 +166,15 @@ def _add_spark_master(p: argparse.ArgumentParser) -> None:
 def _add_processes(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--processes", type=int, default=0, metavar="N", help="Locust worker processes per run (default: one process)"
+    )
+
+
+def _add_verbose(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--verbose",
+        action="store_true",
+        help="also print Locust's statistics tables at the end of each run (always in RUN_DIR/locust.html, "
+        "the CSV files and locust_stats.json)",
     )
 
 

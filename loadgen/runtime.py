@@ -25,7 +25,7 @@ from gevent.lock import RLock
 from loadgen.amqp import connection as amqp, topology
 from loadgen.deadletter import DeadLetterCapture, capture_plan
 from loadgen.errors import BrokerOperationFailed
-from loadgen.lateness import Lateness
+from loadgen.lateness import HeldBack, Lateness
 from loadgen.replay.sources import load_sources
 from loadgen.scenario.names import slot_queue_name
 from loadgen.scenario.topology import required_exchanges
@@ -393,16 +393,22 @@ class RunContext:
         self._greenlets.append(gevent.spawn(self._lateness_watch))
 
     def _lateness_watch(self) -> None:
-        """Say loudly, while it happens and at the end, when publishes leave late."""
+        """Say loudly, while it happens and at the end, when publishes leave late: the first window
+        that slips at once, then at most once a minute (lateness.HeldBack), and the run's total."""
+        repeats = HeldBack()
         while not self.stopping.wait(LATENESS_EVERY_S) and not self.drained.is_set():
             window = self.lateness.take_window()
-            line = Lateness.warning(window, f"in the last {LATENESS_EVERY_S:g} s at t={self.elapsed_s():.0f}s")
+            now_s = self.elapsed_s()
+            line = repeats.line(
+                Lateness.warning(window, f"in the last {LATENESS_EVERY_S:g} s at t={now_s:.0f}s"), now_s
+            )
             if line:
                 log.warning("%s", line)
         self.lateness.take_window()
         line = Lateness.warning(self.lateness.total, f"over the run in {self.worker}")
         if line:
-            log.warning("%s", line)
+            held = f"; {repeats.held:,} repeated warnings were held back" if repeats.held else ""
+            log.warning("%s%s", line, held)
 
     def _drain_monitor(self) -> None:
         run = self.scenario.run

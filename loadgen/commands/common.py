@@ -218,8 +218,12 @@ def recover_traces(run_dir: str) -> None:
         say(f"converted {rows:,} trace rows a stopped trace writer had left unconverted")
 
 
-def run_locust(scenario_path: str, overrides: list[str], run_dir: str, processes: int = 0) -> bool:
-    """Run Locust headless in a child process; return True if it was interrupted."""
+def run_locust(
+    scenario_path: str, overrides: list[str], run_dir: str, processes: int = 0, verbose: bool = False
+) -> bool:
+    """Run Locust headless in a child process; return True if it was interrupted. Locust's own
+    statistics tables reach the terminal only when `verbose`; otherwise they go to
+    RUN_DIR/locust_stats.json (with RUN_DIR/locust.html and the CSV files, always written)."""
     cmd = [
         sys.executable,
         "-m",
@@ -241,6 +245,8 @@ def run_locust(scenario_path: str, overrides: list[str], run_dir: str, processes
         "--loglevel",
         "WARNING",
     ]
+    if not verbose:  # Locust prints its tables at exit unless it saves them as JSON instead
+        cmd += ["--json-file", os.path.join(run_dir, "locust_stats")]
     for override in overrides:
         cmd += ["--set", override]
     if processes:

@@ -39,7 +39,9 @@ def cmd_run(args) -> int:
         raise CliError(f"{run_dir}: already holds a run's traces; choose another --out", EXIT_INPUT)
     with broker_for(scenario) as extra:
         os.makedirs(run_dir, exist_ok=True)
-        interrupted = run_locust(args.scenario, [*args.overrides, *extra], run_dir, args.processes)
+        interrupted = run_locust(
+            args.scenario, [*args.overrides, *extra], run_dir, args.processes, verbose=args.verbose
+        )
     census_error = _census_error(run_dir)
     if census_error:
         say(

@@ -47,7 +47,7 @@ def cmd_sweep(args) -> int:
         say(f"sweep {path}={v}")
         with broker_for(scenario) as extra:  # per run: the swept field may be a broker setting
             os.makedirs(run_dir, exist_ok=True)
-            if run_locust(args.scenario, [*overrides, *extra], run_dir, args.processes):
+            if run_locust(args.scenario, [*overrides, *extra], run_dir, args.processes, verbose=args.verbose):
                 say(f"sweep interrupted; finished runs are in {out}")
                 return EXIT_INTERRUPTED
 
