@@ -28,6 +28,7 @@ import gevent
 from gevent.event import Event
 
 from loadgen.amqp import connection as amqp, fastio
+from loadgen.amqp.cancel import keep_deliveries_across_cancel
 from loadgen.codel import CoDel
 from loadgen.egress import EgressBuffer
 from loadgen.producer import Report
@@ -124,6 +125,7 @@ class Consumer(Participant):
         self._frames = cast("fastio.FrameWriter", None)
         self._prefetch = 0
         self._consumer_tag: str | None = None
+        self._crossed = 0  # deliveries that crossed a basic.cancel since the last event said so
         self._leaving = False
         self._overshoot_s = 0.0  # running mean of how late gevent's timer wakes us
         self._request_name = f"consume:{ctx.scenario.queue.name}"
@@ -191,6 +193,7 @@ class Consumer(Participant):
         self._leaving = False
         self._conn = self.ctx.connect(f"sojourn-consumer-{self.name}", on_close=self._on_connection_closed)
         channel = amqp.open_channel(self._conn)
+        keep_deliveries_across_cancel(channel, self._on_crossed_cancel)  # not requeued unseen (amqp/cancel.py)
         self._channel = channel
         self._frames = fastio.FrameWriter(channel)  # acks and nacks as pre-built frames
         self._set_prefetch(settings)
@@ -229,7 +232,7 @@ class Consumer(Participant):
             self.name,
             self.name,
             float(settings.prefetch),
-            detail={"from": old, "to": settings.prefetch},
+            detail={"from": old, "to": settings.prefetch, "crossed_cancel": self._take_crossed()},
         )
 
     def _set_prefetch(self, settings) -> None:
@@ -276,7 +279,9 @@ class Consumer(Participant):
         except Exception:  # noqa: BLE001
             pass
         self._channel = None
-        self.ctx.event("consumer_leave", self.name, self.name, detail={"clean": clean})
+        self.ctx.event(
+            "consumer_leave", self.name, self.name, detail={"clean": clean, "crossed_cancel": self._take_crossed()}
+        )
 
     def _crash(self, settings) -> None:
         """`leave: crash`: finish the delivery in hand without acking it, then drop the TCP
@@ -332,6 +337,16 @@ class Consumer(Participant):
         log.warning("consumer %s lost its connection: %s", self.name, exc)
         self._channel = None
         self._trace_unsettled_buffer()
+
+    def _on_crossed_cancel(self, channel, method, props, body) -> None:
+        """A delivery sent before the broker saw this consumer's basic.cancel: a delivery like any
+        other (the broker counts it delivered here), counted for the event that follows."""
+        self._crossed += 1
+        self._on_message(channel, method, props, body)
+
+    def _take_crossed(self) -> int:
+        crossed, self._crossed = self._crossed, 0
+        return crossed
 
     # -- the hot path -------------------------------------------------------
     def _on_message(self, channel, method, props, body) -> None:
