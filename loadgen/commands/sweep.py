@@ -43,13 +43,16 @@ def cmd_sweep(args) -> int:
     for _v, run_dir, _o in runs:
         if os.path.exists(os.path.join(run_dir, "traces")):
             raise CliError(f"{run_dir}: already holds a run's traces; choose another --out", EXIT_INPUT)
-    for scenario, (v, run_dir, overrides) in zip(scenarios, runs):
+    interrupted = False
+    for i, (scenario, (v, run_dir, overrides)) in enumerate(zip(scenarios, runs)):
         say(f"sweep {path}={v}")
         with broker_for(scenario) as extra:  # per run: the swept field may be a broker setting
             os.makedirs(run_dir, exist_ok=True)
-            if run_locust(args.scenario, [*overrides, *extra], run_dir, args.processes, verbose=args.verbose):
-                say(f"sweep interrupted; finished runs are in {out}")
-                return EXIT_INTERRUPTED
+            interrupted = run_locust(args.scenario, [*overrides, *extra], run_dir, args.processes, verbose=args.verbose)
+        if interrupted:  # as `sojourn run` does: analyse what ran (this run's part too), then exit 130/143
+            runs = runs[: i + 1]
+            say(f"sweep interrupted after {len(runs)} of {len(values)} runs; analyzing what ran")
+            break
 
     from analysis.job import analyze, spark_for
 
@@ -62,14 +65,31 @@ def cmd_sweep(args) -> int:
     rows = sweep_rows(summaries)
     table = sweep_table(path, rows)
     with open(os.path.join(out, "sweep.md"), "w", encoding="utf-8") as f:
-        f.write(f"# sweep of {path} over {args.scenario}\n\n{table}\n")
+        stopped = (
+            f"\n\nInterrupted after {len(runs)} of {len(values)} runs; the last one is partial.\n"
+            if interrupted
+            else ""
+        )
+        f.write(f"# sweep of {path} over {args.scenario}\n\n{table}\n{stopped}")
     with open(os.path.join(out, "sweep.json"), "w", encoding="utf-8") as f:
-        json.dump({"scenario": args.scenario, "vary": path, "overrides": args.overrides, "rows": rows}, f, indent=2)
+        json.dump(
+            {
+                "scenario": args.scenario,
+                "vary": path,
+                "overrides": args.overrides,
+                "interrupted": interrupted,
+                "rows": rows,
+            },
+            f,
+            indent=2,
+        )
     print(table)
     unaccounted = sum((s.get("messages") or {}).get("unaccounted") or 0 for _v, _d, s in summaries)
     if unaccounted:
         print(f"  WARNING: {unaccounted} messages unaccounted for; see each run's report")
     print(f"  runs and reports: {out}/{label}-*/report.html; table: {out}/sweep.md")
+    if interrupted:
+        return EXIT_INTERRUPTED
     failed = any(not s.get("passed") for _v, _d, summary in summaries for s in summary.get("slo", []))
     return EXIT_SLO if failed else EXIT_OK
 

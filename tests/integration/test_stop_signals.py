@@ -9,12 +9,23 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 import time
 from pathlib import Path
 
 import pytest
 
-from tests.integration.conftest import _Planned, run_end_to_end, sojourn, start_together, wait_for_t0
+from tests.integration.conftest import (
+    BIN,
+    REPO,
+    _cli_env,
+    _Planned,
+    run_end_to_end,
+    sojourn,
+    start_together,
+    wait_for_t0,
+    write_scenario,
+)
 from tests.integration.traces import read_rows
 
 SCENARIO = """
@@ -144,3 +155,36 @@ def test_after_kill_9_analyze_says_the_run_did_not_finish_and_counts_what_it_can
     assert placed == m["published"], m  # every publish row is acked, discarded or not placeable
     assert "run did not finish" in (ran.run_dir / "report.html").read_text()
     assert _alive_in_group(_RUN_GROUPS["kill-9"]) == []
+
+
+def test_sigterm_to_a_sweep_analyses_the_runs_it_made_and_exits_143(tmp_path):
+    """A sweep stopped in its first run: that run is stopped like `sojourn run`'s, analysed and
+    tabled as partial, the second value never starts, and nothing of the run is left behind."""
+    path = write_scenario(tmp_path / "sweep.yaml", SCENARIO.format(name="sweep-sigterm"))
+    out = tmp_path / "sweep"
+    proc = subprocess.Popen(
+        [str(BIN / "sojourn"), "sweep", path, "--vary", "consumers.c.prefetch=50,10", "--out", str(out)],
+        cwd=REPO,
+        env=_cli_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        first = out / "prefetch-50"
+        _signal_the_command_alone(signal.SIGTERM, "sweep")(proc, first)
+        _stdout, stderr = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 143, stderr[-3000:]
+    assert "sweep interrupted after 1 of 2 runs" in stderr
+    sweep = json.loads((out / "sweep.json").read_text())
+    assert sweep["interrupted"] is True
+    assert {row["value"] for row in sweep["rows"]} == {"50"}
+    assert "Interrupted after 1 of 2 runs" in (out / "sweep.md").read_text()
+    assert not (out / "prefetch-10").exists()
+    published = _assert_every_message_accounted_for(first)
+    assert json.loads((first / "summary.json").read_text())["messages"]["published"] == published
+    assert _alive_in_group(_RUN_GROUPS["sweep"]) == []
