@@ -65,12 +65,13 @@ def _broker_deliveries() -> int:
         conn.close()
 
 
-# A backlog (600 msg/s offered, two consumers of at most 200/s each) keeps the broker sending
-# the moment an ack frees a slot, so acks just ahead of each cancel draw deliveries that cross it;
-# the prefetch changes twelve times in the six seconds.
+# A consumer with nothing to simulate (processing 0) acks each delivery in the I/O loop the moment
+# it arrives, also while its own greenlet waits for a cancel-ok, so the broker keeps sending until
+# it has seen the cancel: at 1,500 msg/s the deliveries in flight then cross it. Two consumers
+# re-subscribe at each of twenty-four prefetch changes in six seconds.
 _PHASES = "\n".join(
-    f"  - {{name: p{i}, start_s: {0.5 * i:g}, set: {{consumers.c.prefetch: {40 if i % 2 else 30}}}}}"
-    for i in range(1, 13)
+    f"  - {{name: p{i}, start_s: {0.25 * i:g}, set: {{consumers.c.prefetch: {40 if i % 2 else 30}}}}}"
+    for i in range(1, 25)
 )
 
 if Path(RABBITMQCTL).exists():
@@ -81,8 +82,8 @@ if Path(RABBITMQCTL).exists():
 name: it-cancel-race
 queue: {{name: {QUEUE}, delete_on_end: true}}
 run: {{duration_s: 7, warmup_s: 0, drain_timeout_s: 30}}
-producers: [{{name: p, rate: 600}}]
-consumers: [{{name: c, count: 2, prefetch: 30, processing_ms: 5}}]
+producers: [{{name: p, rate: 1500}}]
+consumers: [{{name: c, count: 2, prefetch: 30, processing_ms: 0}}]
 timeline:
 {_PHASES}
 """,
@@ -107,7 +108,7 @@ def test_the_traces_hold_every_delivery_the_broker_made_including_those_across_a
     assert run["broker_depth_at_end"] == 0  # drained: no census consumed from the queue
     events = read_rows(ran.run_dir, "event")
     changes = [e for e in events if e["kind"] == "prefetch_change"]
-    assert len(changes) == 2 * 12  # each consumer re-subscribed at every phase
+    assert len(changes) == 2 * 24  # each consumer re-subscribed at every phase
     crossed = sum(json.loads(e["detail"])["crossed_cancel"] for e in changes)
     assert crossed > 0, "no delivery crossed a cancel: the run did not reproduce the race"
     traced = read_rows(ran.run_dir, "delivery")
