@@ -43,7 +43,7 @@ def cmd_nightly(args) -> int:
 
     def run_load(entry, run_dir: str) -> bool:
         with broker_for(scenario_of[id(entry)]) as extra:  # per entry: each scenario names its own broker
-            return run_locust(entry.scenario_path, [*entry.overrides, *extra], run_dir)
+            return run_locust(entry.scenario_path, [*entry.overrides, *extra], run_dir, verbose=args.verbose)
 
     def analyze_run(run_dir: str) -> dict:
         nonlocal spark
@@ -62,11 +62,14 @@ def cmd_nightly(args) -> int:
                     log_path=log,
                 )
             summary = analyze(run_dir, spark=spark)
-        print(format_summary(summary, run_dir))
+        print(format_summary(summary, run_dir), flush=True)
         return summary
 
+    def show(text: str) -> None:  # an entry's verdict, right under its summary: flushed for a log file
+        print(text, flush=True)
+
     try:
-        outcome = run_suite(suite, args.out, run_load=run_load, analyze=analyze_run, say=say)
+        outcome = run_suite(suite, args.out, run_load=run_load, analyze=analyze_run, say=say, show=show)
         write_history(suite, args.out, outcome)
     finally:
         if spark is not None:

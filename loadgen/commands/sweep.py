@@ -50,8 +50,13 @@ def cmd_sweep(args) -> int:
             os.makedirs(run_dir, exist_ok=True)
             interrupted = run_locust(args.scenario, [*overrides, *extra], run_dir, args.processes, verbose=args.verbose)
         if interrupted:  # as `sojourn run` does: analyse what ran (this run's part too), then exit 130/143
-            runs = runs[: i + 1]
-            say(f"sweep interrupted after {len(runs)} of {len(values)} runs; analyzing what ran")
+            runs = [r for r in runs[: i + 1] if os.path.isfile(os.path.join(r[1], "run.json"))]
+            say(
+                f"sweep interrupted after {i + 1} of {len(values)} runs"
+                + ("; analyzing what ran" if runs else "; nothing ran to analyze")
+            )
+            if not runs:
+                return EXIT_INTERRUPTED
             break
 
     from analysis.job import analyze, spark_for

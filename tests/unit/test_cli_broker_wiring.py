@@ -29,7 +29,7 @@ def wiring(monkeypatch):
         seen["brokers"].append(scenario.name)
         yield PRIVATE
 
-    def fake_run_locust(scenario_path, overrides, run_dir, processes=0):
+    def fake_run_locust(scenario_path, overrides, run_dir, processes=0, verbose=False):
         seen["runs"].append((Path(scenario_path).name, list(overrides)))
         return True
 
