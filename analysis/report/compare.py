@@ -1,7 +1,8 @@
 """compare.html: several runs side by side (prefetch sweeps, CoDel on/off A/B runs).
 
-A metrics table with each run's delta against the first, the sojourn distributions overlaid
-(from each summary's sojourn_histogram) and the ack rate over time overlaid (from windows).
+The settings that differ between the runs (from each run.json's resolved scenario), a metrics
+table with each run's delta against the first, the sojourn distributions overlaid (from each
+summary's sojourn_histogram) and the ack rate over time overlaid (from windows).
 Self-contained like report.html: inline CSS, plotly.js inlined once.
 """
 
@@ -14,8 +15,9 @@ import plotly.graph_objects as go
 import plotly.io as pio
 
 from analysis.history import METRICS, metric_values
+from analysis.settings_diff import Missing, differing_settings, format_setting
 
-from ._format import dig, esc, fmt_utc
+from ._format import dig, esc, fmt_utc, plot_text
 from ._table import Column, html_table
 from .charts import _base_layout, _histogram_bins, _series, _windows
 from .page import _css
@@ -23,6 +25,7 @@ from .page import _css
 __all__ = ["compare_rows", "render_compare"]
 
 Run = tuple[str, Mapping[str, Any]]  # (label, summary)
+Scenario = Mapping[str, Any] | None  # run.json's resolved scenario; None without a run.json
 
 
 def compare_rows(runs: Sequence[Run]) -> list[dict]:
@@ -84,10 +87,10 @@ def _histogram_figure(runs: Sequence[Run]) -> go.Figure:
             go.Scatter(
                 x=[lo + w / 2 for lo, w in zip(lows, widths)],
                 y=[c / total for c in counts],
-                name=label,
+                name=plot_text(label),
                 mode="lines+markers",
                 line_shape="hvh",
-                hovertemplate=f"{esc(label)}: %{{y:.1%}}<extra></extra>",
+                hovertemplate=f"{plot_text(label)}: %{{y:.1%}}<extra></extra>",
             )
         )
     fig.update_yaxes(tickformat=".0%")
@@ -116,30 +119,80 @@ def _throughput_figure(runs: Sequence[Run]) -> go.Figure:
         windows = _windows(summary)
         if windows:
             fig.add_trace(
-                go.Scatter(x=[t for t, _ in windows], y=_series(windows, "acked", zero=True), name=label, mode="lines")
+                go.Scatter(
+                    x=[t for t, _ in windows],
+                    y=_series(windows, "acked", zero=True),
+                    name=plot_text(label),
+                    mode="lines",
+                )
             )
     fig.update_layout(hovermode="x unified")
     fig.update_yaxes(rangemode="tozero")
     return fig
 
 
-def render_compare(runs: Sequence[Run], *, links: Mapping[str, str] | None = None) -> str:
-    """The page as a string; `links` maps each label to its report (relative href)."""
+def _settings_section(labels: Sequence[str], scenarios: Sequence[Scenario]) -> str:
+    howto = (
+        '<p class="howto">From each run\'s run.json: the resolved scenario, overrides applied, '
+        "passwords masked. Only the settings (dotted paths as <code>--set</code> spells them) whose "
+        "values differ are listed; – marks a setting a run does not have.</p>"
+    )
+    unknown = [label for label, s in zip(labels, scenarios) if s is None]
+    note = f'<p class="howto">No run.json, settings not known: {esc(", ".join(unknown))}.</p>' if unknown else ""
+    if len(scenarios) - len(unknown) < 2:
+        body = '<p class="empty">Settings not compared: fewer than two runs have a run.json.</p>'
+    else:
+        diffs = differing_settings(scenarios)
+        columns = [Column("setting")] + [Column(label) for label in labels]
+        rows = [
+            [f"<code>{esc(d.path)}</code>"]
+            + [
+                f'<span class="muted">{esc(format_setting(v))}</span>'
+                if isinstance(v, Missing)
+                else esc(format_setting(v))
+                for v in d.values
+            ]
+            for d in diffs
+        ]
+        body = (
+            f'<div class="table-wrap">{html_table(columns, rows, "")}</div>'
+            if rows
+            else '<p class="settings-identical">Settings identical: the runs\' resolved scenarios are the same.</p>'
+        )
+    return f'<section id="settings"><h2>Settings</h2>{howto}{note}{body}</section>'
+
+
+def render_compare(
+    runs: Sequence[Run],
+    *,
+    links: Mapping[str, str] | None = None,
+    scenarios: Sequence[Scenario] | None = None,
+    run_dirs: Sequence[str] | None = None,
+) -> str:
+    """The page as a string. `links` maps each label to its report (relative href); `scenarios`
+    (run.json's `scenario` per run, or None) adds the settings that differ; `run_dirs` names each
+    run's directory in the runs table."""
     if not runs:
         raise ValueError("compare needs at least one run")
     labels = [label for label, _ in runs]
+    dirs = list(run_dirs) if run_dirs is not None else [None] * len(runs)
+
+    def where(label: str, run_dir: str | None) -> str:
+        href = (links or {}).get(label)
+        text = esc(run_dir) if run_dir else "report"
+        return f'<a href="{esc(href)}">{text}</a>' if href else (esc(run_dir) if run_dir else "–")
+
     head = "".join(
         f"<tr><td>{esc(label)}</td><td>{esc(dig(s, 'run', 'scenario'))}</td>"
-        f"<td>{esc(fmt_utc(dig(s, 'run', 't0_ns')))}</td>"
-        "<td>"
-        f"{(lambda h: f'<a href={chr(34)}{esc(h)}{chr(34)}>report</a>' if h else '–')((links or {}).get(label))}"
-        "</td></tr>"
-        for label, s in runs
+        f"<td>{where(label, d)}</td><td>{esc(fmt_utc(dig(s, 'run', 't0_ns')))}</td></tr>"
+        for (label, s), d in zip(runs, dirs)
     )
     runs_table = (
-        "<table><thead><tr><th>run</th><th>scenario</th><th>started</th><th></th></tr></thead>"
+        "<table><thead><tr><th>run</th><th>scenario</th>"
+        f"<th>{'run directory (report)' if run_dirs is not None else ''}</th><th>started</th></tr></thead>"
         f"<tbody>{head}</tbody></table>"
     )
+    settings = "" if scenarios is None else _settings_section(labels, scenarios)
     columns = [Column("metric")] + [Column(label, numeric=True) for label in labels]
     rows = [[esc(r["label"])] + [_cell(c, i == 0) for i, c in enumerate(r["runs"])] for r in compare_rows(runs)]
     metrics = html_table(columns, rows, "No metrics")
@@ -157,9 +210,10 @@ def render_compare(runs: Sequence[Run], *, links: Mapping[str, str] | None = Non
         f"<title>sojourn · compare {esc(' vs '.join(labels))}</title><style>{_css()}</style></head><body>"
         f'<header><h1><span class="product">sojourn</span>compare {len(runs)} runs</h1></header><main>'
         f'<section id="runs"><h2>Runs</h2><div class="table-wrap">{runs_table}</div></section>'
+        f"{settings}"
         f'<section id="metrics"><h2>Key metrics</h2><p class="howto">Deltas are against the first run '
         f"({esc(labels[0])}); green is better, red worse, in each metric's direction.</p>"
         f'<div class="table-wrap">{metrics}</div></section>{charts}</main>'
-        "<footer>Rendered by sojourn compare from summary.json files. Self-contained: opens offline.</footer>"
-        "</body></html>\n"
+        "<footer>Rendered by sojourn compare from summary.json and run.json files. Self-contained: opens offline."
+        "</footer></body></html>\n"
     )

@@ -45,13 +45,29 @@ def cmd_record(args) -> int:
     return EXIT_INTERRUPTED if result.interrupted else EXIT_OK
 
 
+def _resolved_scenario(run_dir: str) -> dict | None:
+    """run.json's resolved scenario (passwords masked when it was written); None without a run.json."""
+    from loadgen.runinfo import read_run_json
+
+    path = os.path.join(run_dir, "run.json")
+    try:
+        run = read_run_json(run_dir)
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        raise CliError(f"{path}: can not read: {exc}", EXIT_INPUT) from None
+    scenario = run.get("scenario") if isinstance(run, dict) else None
+    return scenario if isinstance(scenario, dict) else None
+
+
 def cmd_compare(args) -> int:
     import json
 
     require_analysis("compare the runs on a machine that has it")
     from analysis.report.compare import render_compare
+    from analysis.settings_diff import distinct_labels
 
-    runs, links = [], {}
+    summaries, scenarios = [], []
     out_dir = os.path.dirname(os.path.abspath(args.out))
     for run_dir in args.run_dirs:
         path = os.path.join(run_dir, "summary.json")
@@ -64,13 +80,24 @@ def cmd_compare(args) -> int:
             ) from None
         except (OSError, ValueError) as exc:
             raise CliError(f"{path}: can not read: {exc}", EXIT_INPUT) from None
-        label = os.path.basename(os.path.normpath(run_dir))
-        if label in links:
-            label = os.path.normpath(run_dir)
-        runs.append((label, summary))
-        links[label] = os.path.relpath(os.path.join(os.path.abspath(run_dir), "report.html"), out_dir)
-    html = render_compare(runs, links=links)
+        summaries.append(summary)
+        scenarios.append(_resolved_scenario(run_dir))
+    names = [
+        ((s.get("run") or {}).get("scenario") if isinstance(s, dict) else None) or (sc or {}).get("name")
+        for s, sc in zip(summaries, scenarios)
+    ]
+    labels = distinct_labels(names, scenarios, args.run_dirs)
+    links = {
+        label: os.path.relpath(os.path.join(os.path.abspath(run_dir), "report.html"), out_dir)
+        for label, run_dir in zip(labels, args.run_dirs)
+    }
+    html = render_compare(
+        list(zip(labels, summaries)),
+        links=links,
+        scenarios=scenarios,
+        run_dirs=[os.path.normpath(d) for d in args.run_dirs],
+    )
     with open(args.out, "w", encoding="utf-8") as f:
         f.write(html)
-    print(f"comparison of {len(runs)} runs: {args.out}")
+    print(f"comparison of {len(summaries)} runs: {args.out}")
     return EXIT_OK

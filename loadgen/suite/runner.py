@@ -1,6 +1,7 @@
-"""Runs a suite's entries in order into RESULTS_DIR/runs/, then writes junit.xml, history.json
-and index.html. The load and the analysis are injected (the CLI passes its own `sojourn run`
-path), so the orchestration is tested without a broker or Spark.
+"""Runs a suite's entries in order into RESULTS_DIR/runs/, showing each entry's verdict as it
+finishes, then writes junit.xml, history.json and index.html. The load and the analysis are
+injected (the CLI passes its own `sojourn run` path), so the orchestration is tested without a
+broker or Spark.
 """
 
 from __future__ import annotations
@@ -15,11 +16,13 @@ from analysis.slo import evaluate_slos
 from loadgen.suite.junit import CaseResult, write_junit
 from loadgen.suite.model import Suite, SuiteEntry
 from loadgen.suite.retention import prune_runs, run_dir_name
+from loadgen.suite.verdict import EntryResult, Regression, format_entry_result, regression_text
 
 __all__ = ["NightlyOutcome", "run_suite", "read_runs", "write_history"]
 
 RunLoad = Callable[[SuiteEntry, str], bool]  # (entry, run_dir) -> interrupted?
 Analyze = Callable[[str], dict]  # run_dir -> summary; raises on failure
+Say = Callable[[str], None]
 NIGHTLY_JSON = "nightly.json"  # per run: the suite's SLO results
 
 
@@ -43,9 +46,29 @@ def _slo_case(classname: str, result: dict) -> CaseResult:
     return CaseResult(classname, f"slo: {result['expr']}", f"{result['expr']} failed: {measured}")
 
 
+def _entry_regressions(suite: Suite, results_dir: str, entry: str, run_dir: str) -> tuple[list[Regression], bool]:
+    """This run's regressions against the entry's earlier runs (as write_history will find them,
+    unless pruning to keep_runs then drops a run of the baseline), and whether it has a baseline."""
+    from analysis.history import build_history
+
+    runs = build_history(read_runs(results_dir, entry=entry), window=suite.baseline_runs, tolerance=suite.tolerance)
+    this = next((r for r in runs["runs"] if r["run_dir"] == f"runs/{os.path.basename(run_dir)}"), None)
+    if this is None:  # no summary.json to read back
+        return [], False
+    found = [Regression(k, this["metrics"][k], this["baseline"][k]) for k in this["regressions"]]
+    return found, any(v is not None for v in this["baseline"].values())
+
+
 def run_suite(
-    suite: Suite, results_dir: str, *, run_load: RunLoad, analyze: Analyze, say: Callable[[str], None] = lambda _m: None
+    suite: Suite,
+    results_dir: str,
+    *,
+    run_load: RunLoad,
+    analyze: Analyze,
+    say: Say = lambda _m: None,
+    show: Say = lambda _m: None,
 ) -> NightlyOutcome:
+    """`say`: progress (the CLI's stderr); `show`: each entry's verdict as it finishes (stdout)."""
     runs_dir = os.path.join(results_dir, "runs")
     outcome = NightlyOutcome()
     for entry in suite.entries:
@@ -59,13 +82,14 @@ def run_suite(
             if run_load(entry, run_dir):
                 outcome.interrupted = True
                 outcome.cases.append(CaseResult(classname, "run", "interrupted", time.monotonic() - started))
+                show(format_entry_result(EntryResult(suite.name, entry.name, error="interrupted")))
                 break
             summary = analyze(run_dir)
         except Exception as exc:  # noqa: BLE001 - one failing scenario must not stop the suite
             outcome.cases.append(
                 CaseResult(classname, "run", f"{type(exc).__name__}: {exc}", time.monotonic() - started)
             )
-            say(f"nightly {suite.name}: {entry.name} failed: {exc}")
+            show(format_entry_result(EntryResult(suite.name, entry.name, error=f"{type(exc).__name__}: {exc}")))
             continue
         status = (summary.get("run") or {}).get("status")
         outcome.cases.append(
@@ -80,17 +104,35 @@ def run_suite(
         suite_results = evaluate_slos(summary, [e for e in entry.slo if e not in scenario_exprs])
         with open(os.path.join(run_dir, NIGHTLY_JSON), "w", encoding="utf-8") as f:
             json.dump({"suite": suite.name, "entry": entry.name, "slo": suite_results}, f, indent=2)
-        for result in [*(summary.get("slo") or []), *suite_results]:
-            outcome.cases.append(_slo_case(classname, result))
+        slo_results = [*(summary.get("slo") or []), *suite_results]
+        outcome.cases.extend(_slo_case(classname, result) for result in slo_results)
+        regressions, has_baseline = _entry_regressions(suite, results_dir, entry.name, run_dir)
+        show(
+            format_entry_result(
+                EntryResult(
+                    suite.name,
+                    entry.name,
+                    status=status,
+                    slos=slo_results,
+                    regressions=regressions,
+                    has_baseline=has_baseline,
+                    baseline_runs=suite.baseline_runs,
+                    tolerance=suite.tolerance,
+                )
+            )
+        )
     return outcome
 
 
-def read_runs(results_dir: str) -> list[dict]:
-    """Every analysed run under RESULTS_DIR/runs: its summary plus `run_dir` (relative to
-    RESULTS_DIR) and `suite_slo` (from nightly.json). Unreadable runs are skipped."""
+def read_runs(results_dir: str, *, entry: str | None = None) -> list[dict]:
+    """Every analysed run under RESULTS_DIR/runs (only `entry`'s, by directory name, if given):
+    its summary plus `run_dir` (relative to RESULTS_DIR) and `suite_slo` (from nightly.json).
+    Unreadable runs are skipped."""
     runs_dir = os.path.join(results_dir, "runs")
     out = []
     for name in sorted(os.listdir(runs_dir)) if os.path.isdir(runs_dir) else []:
+        if entry is not None and name.split("-", 1)[-1] != entry:
+            continue
         path = os.path.join(runs_dir, name)
         try:
             with open(os.path.join(path, "summary.json"), encoding="utf-8") as f:
@@ -124,14 +166,8 @@ def write_history(suite: Suite, results_dir: str, outcome: NightlyOutcome) -> di
         for key in run["regressions"]:
             base, value = run["baseline"][key], run["metrics"][key]
             outcome.regressions.append(f"{entry}: {key}")
-            outcome.cases.append(
-                CaseResult(
-                    f"{suite.name}.{entry}",
-                    f"regression: {key}",
-                    f"{key} = {value:.6g}, baseline {base:.6g} (median of the last {suite.baseline_runs} runs), "
-                    f"tolerance {suite.tolerance:.0%}",
-                )
-            )
+            text = regression_text(Regression(key, value, base), suite.baseline_runs, suite.tolerance)
+            outcome.cases.append(CaseResult(f"{suite.name}.{entry}", f"regression: {key}", text))
     _write_text(os.path.join(results_dir, "history.json"), json.dumps(history, indent=2))
     _write_text(os.path.join(results_dir, "index.html"), render_index(history, title=f"{suite.name} nightly"))
     write_junit(os.path.join(results_dir, "junit.xml"), suite.name, outcome.cases)

@@ -58,6 +58,13 @@ def test_a_suite_with_a_failing_slo_exits_1_and_names_it_in_junit(end_to_end, tm
     out = result.run_dir
     assert result.returncode == 1, result.stderr[-3000:]
     assert "FAIL it.b slo: throughput.ack_per_s > 100000" in result.stdout
+    # each entry's verdict is printed when it finishes, before the night's summary
+    assert "nightly it: a: PASS, all " in result.stdout
+    b_verdict = result.stdout.index("nightly it: b: FAIL, 1 of ")
+    assert result.stdout.index("  FAIL SLO throughput.ack_per_s = ", b_verdict) < result.stdout.index(
+        "nightly it: 2 scenarios"
+    )
+    assert ", bound > 100000\n" in result.stdout[b_verdict:]
 
     root = ET.parse(out / "junit.xml").getroot()
     failures = {
@@ -83,6 +90,7 @@ def test_a_suite_with_a_failing_slo_exits_1_and_names_it_in_junit(end_to_end, tm
     done = sojourn("compare", *(str(out / "runs" / r) for r in runs), "--out", str(compare))
     assert done.returncode == 0, done.stderr
     assert compare.read_text().count("Plotly.newPlot(") == 2
+    assert "<td><code>queue.name</code></td><td>sojourn.it.nightly.it-night-a</td>" in compare.read_text()
 
 
 def test_a_second_nightly_on_a_held_results_directory_exits_2_naming_the_holder(tmp_path: Path):

@@ -1,4 +1,4 @@
-"""The nightly orchestration on a fake load and analysis: JUnit cases, continuing past a
+"""The nightly orchestration on a fake load and analysis: each entry's printout, JUnit cases, continuing past a
 failing scenario, history, regressions and retention. No broker, no Spark."""
 
 from __future__ import annotations
@@ -107,3 +107,83 @@ def test_retention_keeps_the_newest_run_directories_only(tmp_path):
     deleted = prune_runs(str(tmp_path), keep=2)
     assert [os.path.basename(p) for p in deleted] == ["20260101T000000Z-a"]
     assert sorted(os.listdir(tmp_path)) == ["20260102T000000Z-a", "20260103T000000Z-b", "notes"]
+
+
+def printed_run(s: Suite, tmp_path, analyze) -> list[str]:
+    """Everything the night prints, in order: the load's and the analysis's own markers, progress
+    (`say`) and each entry's verdict (`show`), one list element per line."""
+    lines: list[str] = []
+
+    def run_load(entry, run_dir):
+        lines.append(f"<load {entry.name}>")
+        return False
+
+    def analyzed(run_dir):
+        summary = analyze(run_dir)
+        lines.append(f"<summary {os.path.basename(run_dir).split('-', 1)[1]}>")
+        return summary
+
+    def record(text: str) -> None:
+        lines.extend(text.splitlines())
+
+    run_suite(s, str(tmp_path), run_load=run_load, analyze=analyzed, say=record, show=record)
+    return lines
+
+
+def between(lines: list[str], start: str, next_entry: str | None) -> list[str]:
+    """The lines after `start` up to the next entry's first line (its progress line `... -> RUN_DIR`)."""
+    i = lines.index(start)
+    ends = [j for j, line in enumerate(lines) if j > i and line.startswith(f"nightly nightly: {next_entry} -> ")]
+    return lines[i + 1 : ends[0] if next_entry else len(lines)]
+
+
+def test_an_entrys_failing_slo_is_printed_with_metric_value_and_bound_before_the_next_entry_starts(tmp_path):
+    s = suite(
+        SuiteEntry("fast", "x", (), ("sojourn_ms.p99 < 250", "sojourn_ms.p99 < 5")),
+        SuiteEntry("ok", "x", (), ("sojourn_ms.p99 < 250",)),
+    )
+    lines = printed_run(s, tmp_path, fake_analyze({"fast": 12.5, "ok": 3.0}))
+    fast = between(lines, "<summary fast>", "ok")
+    assert fast[0] == "nightly nightly: fast: FAIL, 1 of 2 SLOs failed"
+    assert fast[1] == "  FAIL SLO sojourn_ms.p99 = 12.5, bound < 5"  # 12.5 measured, 5 the bound
+    assert not any("250" in line for line in fast)  # the SLO that passed is not a failure line
+    ok = between(lines, "<summary ok>", None)
+    assert ok == ["nightly nightly: ok: PASS, all 1 SLO passed, no baseline yet (the entry's first run)"]
+
+
+def test_a_failing_scenario_slo_and_a_metric_with_no_value_are_printed_too(tmp_path):
+    s = suite(SuiteEntry("e", "x", (), ("latency_ms.end_to_end.p99 < 100",)))
+
+    def analyze(run_dir):
+        summary = fake_summary("e", 1, 40.0, slo=[{"expr": "sojourn_ms.p99 < 20", "value": 40.0, "passed": False}])
+        with open(os.path.join(run_dir, "summary.json"), "w") as f:
+            json.dump(summary, f)
+        return summary
+
+    lines = printed_run(s, tmp_path, analyze)
+    assert between(lines, "<summary e>", None) == [
+        "nightly nightly: e: FAIL, 2 of 2 SLOs failed",
+        "  FAIL SLO sojourn_ms.p99 = 40, bound < 20",
+        "  FAIL SLO latency_ms.end_to_end.p99 has no numeric value in the summary, bound < 100",
+    ]
+
+
+def test_a_regression_is_printed_with_its_baseline_when_its_entry_finishes(tmp_path):
+    s = suite(SuiteEntry("q", "x", (), ()), SuiteEntry("r", "x", (), ()))
+    for night in (1, 2, 3):  # three earlier nights of q at p99 10 ms: the baseline (window 3) is 10
+        d = tmp_path / "runs" / f"2026010{night}T000000Z-q"
+        d.mkdir(parents=True)
+        (d / "summary.json").write_text(json.dumps(fake_summary("q", night, 10.0)))
+    lines = printed_run(s, tmp_path, fake_analyze({"q": 30.0, "r": 1.0}, clock=[100]))
+    assert between(lines, "<summary q>", "r") == [
+        "nightly nightly: q: FAIL, 1 regression",
+        "  FAIL regression sojourn_ms.p99 = 30, baseline 10 (median of the last 3 runs), tolerance 20%",
+    ]
+
+
+def test_a_run_that_did_not_finish_is_printed_as_failed_where_it_happened(tmp_path):
+    s = suite(SuiteEntry("broken", "x", (), ("sojourn_ms.p99 < 250",)), SuiteEntry("ok", "x", (), ()))
+    lines = printed_run(s, tmp_path, fake_analyze({"broken": None, "ok": 3.0}))
+    assert between(lines, "<load broken>", "ok")[-1] == (
+        "nightly nightly: broken: FAIL, the run did not finish: RuntimeError: no traces (no SLO checked)"
+    )
