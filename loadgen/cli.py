@@ -151,6 +151,10 @@ def _parser() -> argparse.ArgumentParser:
     from loadgen.broker.command import add_parser as add_broker_parser
 
     add_broker_parser(sub)
+
+    from loadgen.commands.scenarios import add_parsers as add_scenarios_parsers
+
+    add_scenarios_parsers(sub)
     return p
 
 
@@ -195,6 +199,7 @@ def _commands() -> dict:
     from loadgen.commands.nightly import cmd_nightly
     from loadgen.commands.record_compare import cmd_compare, cmd_record
     from loadgen.commands.run import cmd_analyze, cmd_run
+    from loadgen.commands.scenarios import cmd_locustfile, cmd_scenarios
     from loadgen.commands.sweep import cmd_sweep
     from loadgen.commands.validate import cmd_validate
 
@@ -207,6 +212,8 @@ def _commands() -> dict:
         "compare": cmd_compare,
         "record": cmd_record,
         "broker": cmd_broker,
+        "scenarios": cmd_scenarios,
+        "locustfile": cmd_locustfile,
     }
 
 
