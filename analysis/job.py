@@ -357,7 +357,7 @@ def summarize(
         publishes = traces["publish"].transform(with_confirm_latency).transform(mark_measured(warmup_end))
 
         with stage("computing accounting"):
-            losses = connection_losses(events)
+            losses, restart_ns = connection_losses(events)
             facts = keep(
                 traces["publish"].transform(message_facts(traces["delivery"], leftovers, dead_letters, losses))
             )
@@ -367,7 +367,7 @@ def summarize(
                 .transform(attach_measured(facts, warmup_end))
                 .transform(with_delivery_latencies)
             )
-            classified = facts.transform(classify(events, rejects_at_publish(run.get("scenario"))))
+            classified = facts.transform(classify(events, rejects_at_publish(run.get("scenario")), restart_ns))
             totals = (
                 accounting_totals(classified)
                 .crossJoin(duplicate_count(facts))

@@ -213,8 +213,10 @@ EVENT_KINDS = {
     "phase_start": "a timeline phase began (name = phase)",
     "phase_end": "a timeline phase ended (name = phase)",
     "consumer_join": "a consumer connected and started consuming (name = consumer)",
-    "consumer_leave": "a consumer stopped consuming (name = consumer)",
-    "prefetch_change": "a phase changed a live consumer's prefetch (name = consumer, value = new prefetch)",
+    "consumer_leave": "a consumer stopped consuming (name = consumer; detail: clean, and crossed_cancel: "
+    "deliveries the broker sent before it saw the basic.cancel, traced and processed like any other)",
+    "prefetch_change": "a phase changed a live consumer's prefetch (name = consumer, value = new prefetch; "
+    "detail.crossed_cancel: deliveries that crossed the re-subscription's basic.cancel)",
     "producer_join": "a producer started publishing (name = producer)",
     "producer_leave": "a producer stopped publishing (name = producer)",
     "connection_lost": "a connection closed unexpectedly (detail has the reason)",
@@ -227,6 +229,9 @@ EVENT_KINDS = {
     "publish_returned": "the broker returned a mandatory publish no queue took (name = message id; "
     "detail has the reply code and text)",
     "participant_error": "a producer or consumer failed; it retries after a pause (detail has the error)",
+    "broker_restart": "the broker came back without the run's in-memory state (it restarted): the topology "
+    "was declared again (name = queue; value = its depth then; detail: down_since_ns, queue_durable, depth_after). "
+    "Messages that reached the broker before it and were never acked count as lost_with_queue",
     "drain_start": "publishing stopped; consumers drain what is left",
     "drain_end": "drain finished or timed out (detail says which)",
     "broker_depth": "messages ready in the queue (name = queue, value = depth)",

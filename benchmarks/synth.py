@@ -99,6 +99,7 @@ DISCARD_CLASSES = (
     "dead_lettered_rejected",
     "dead_lettered_delivery_limit",
     "egress_discard",
+    "lost_with_queue",
 )
 
 _PHASES = ("base", "busy", "slow")
@@ -794,6 +795,7 @@ def _accounts(p: SynthParams, fates: np.ndarray) -> dict[str, int]:
         "dead_lettered_delivery_limit": 0,
         "left_in_broker": n["left_in_broker"],
         "connection_lost": 0,
+        "lost_with_queue": 0,
         "unaccounted": 0,
     }
     assert sum(accounts.values()) == p.messages

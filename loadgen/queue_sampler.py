@@ -7,6 +7,9 @@ management API answers on the broker's host (probed once at start), each sample 
 for the queue's unacked count. The API's counters are the broker's periodic statistics
 (`collect_statistics_interval`, 5 s by default), so they may lag by that much: that is why
 ready and consumers always come from the declare. docs/slow-consumers.md.
+
+A failed sample (a lost connection, a queue gone) also has the broker checked for a restart
+(loadgen.restarts.LostQueueWatch): the run's topology is declared again and the restart recorded.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from gevent.event import Event
 
 from loadgen.amqp import topology
 from loadgen.redact import mask_text
+from loadgen.restarts import LostQueueWatch
 
 __all__ = [
     "QueueSampler",
@@ -131,9 +135,11 @@ class QueueSampler:
         self.took_ms: list[float] = []
         self.failures = 0
         self._warned = False
+        self.restarts: LostQueueWatch | None = None  # set by start(): it declares its marker queue
 
     # -- lifecycle ------------------------------------------------------------
     def start(self) -> QueueSampler:
+        self.restarts = LostQueueWatch(self.ctx).start()
         self._greenlet = gevent.spawn(self._run)
         return self
 
@@ -145,6 +151,8 @@ class QueueSampler:
             self._greenlet.kill(block=False)
             self._greenlet = None
         self._close_channel()
+        if self.restarts is not None:
+            self.restarts.stop()
         if self.took_ms:
             q = statistics.quantiles(self.took_ms, n=100, method="inclusive") if len(self.took_ms) > 1 else None
             log.info(
@@ -188,6 +196,7 @@ class QueueSampler:
     def sample(self) -> dict[str, Any] | None:
         """One sample, recorded as a `queue_sample` event; None (and a warning the first time)
         when the broker did not answer."""
+        self._check_restart()
         started_ns, started = time.time_ns(), time.perf_counter()
         try:
             ready, consumers = topology.queue_counts(self._sample_channel(), self.queue, DECLARE_TIMEOUT_S)
@@ -195,6 +204,8 @@ class QueueSampler:
         except Exception as exc:  # noqa: BLE001 - a failed sample must not end the run
             self._failed(exc)
             self._close_channel()
+            if self.restarts is not None:
+                self.restarts.failed()
             return None
         unacked = None
         if self.endpoint is not None:
@@ -214,6 +225,16 @@ class QueueSampler:
             "event", (ts, "queue_sample", "sampler", self.queue, float(ready), json.dumps(detail, sort_keys=True))
         )
         return {"ts_ns": ts, "ready": ready, **detail}
+
+    def _check_restart(self) -> None:
+        """After a failed sample: has the broker come back without the run's state?"""
+        if self.restarts is None:
+            return
+        try:
+            if self.restarts.check():
+                self._close_channel()  # its connection is the dead one
+        except Exception as exc:  # noqa: BLE001 - e.g. the broker refused the declaration: try again next second
+            log.warning("queue sampler: declaring the topology again failed: %s", mask_text(str(exc)))
 
     def _sample_channel(self):
         """A channel of its own on the control connection: a refused declare closes only it."""

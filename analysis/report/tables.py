@@ -195,8 +195,8 @@ def accounting_table(summary: Summary) -> str:
         [
             "+ discarded",
             "lost with a reason: rejected, returned, dropped or expired by the broker, "
-            "given up while blocked, failed to publish, nack-discarded, egress-discarded or lost with a "
-            "connection (below)",
+            "given up while blocked, failed to publish, nack-discarded, egress-discarded, lost with a "
+            "connection or with the queue when the broker restarted (below)",
             fmt_count(_discarded(messages)),
         ]
     )

@@ -3,7 +3,7 @@
 First match wins, in this order (docs/summary.md, docs/discards.md): acked,
 consumer_nack_discard, egress_discard, publish_rejected_maxlen, publish_nacked, unroutable, publish_failed,
 publish_failed_blocked, dead_lettered_maxlen, dead_lettered_expired, dead_lettered_rejected,
-dead_lettered_delivery_limit, left_in_broker, connection_lost, unaccounted. All counts are
+dead_lettered_delivery_limit, left_in_broker, connection_lost, lost_with_queue, unaccounted. All counts are
 exact (`count`, never an approximate distinct count).
 """
 
@@ -50,6 +50,7 @@ ACCOUNT_CLASSES = (
     *DEAD_LETTER_CLASSES.values(),
     "left_in_broker",
     "connection_lost",
+    "lost_with_queue",
     "unaccounted",
 )
 # The first four are the original keys of summary.json's messages.discarded, in their order.
@@ -63,6 +64,7 @@ DISCARD_CLASSES = (
     "publish_failed_blocked",
     *DEAD_LETTER_CLASSES.values(),
     "egress_discard",
+    "lost_with_queue",
 )
 
 # x-overflow values with which a full queue makes the broker nack the publish.
@@ -178,7 +180,9 @@ def message_facts(
     return _facts
 
 
-def classify(events: DataFrame | None = None, publish_rejects: bool = False) -> Transform:
+def classify(
+    events: DataFrame | None = None, publish_rejects: bool = False, restart_ns: int | None = None
+) -> Transform:
     """Applied to message_facts: one row per *published* message id with its `account` class,
     whether any of its publishes was `confirmed`, and its publish `priority`.
 
@@ -191,6 +195,12 @@ def classify(events: DataFrame | None = None, publish_rejects: bool = False) -> 
     or sent with confirms off), found nowhere afterwards, whose producer traced a
     `connection_lost` event at or after its publish time: the broker dropped it
     with the connection. Without such an event it stays unaccounted.
+
+    `lost_with_queue`: a publish that reached the broker (confirmed, or sent) no later than the
+    broker's last restart (`restart_ns`: its last `broker_restart` event, collected by
+    summary.accounting.connection_losses), found nowhere afterwards: the broker lost it with
+    its in-memory state (a non-durable queue, or a transient message), or dropped it unroutable
+    before the queue was declared again.
 
     A dead-lettered message is explained by the reason of its first capture (earliest
     `received_ns`: a message that cycles through dead-letter exchanges keeps the cause that
@@ -237,11 +247,14 @@ def classify(events: DataFrame | None = None, publish_rejects: bool = False) -> 
         )
         for code, account_class in enumerate(DEAD_LETTER_CLASSES.values()):
             account = account.when(F.col("_dead_code") == code, account_class)
-        account = (
-            account.when(flag("_left"), "left_in_broker")
-            .when(F.coalesce(F.col("_lost_ns") >= F.col("_unconfirmed_ns"), F.lit(False)), "connection_lost")
-            .otherwise("unaccounted")
+        account = account.when(flag("_left"), "left_in_broker").when(
+            F.coalesce(F.col("_lost_ns") >= F.col("_unconfirmed_ns"), F.lit(False)), "connection_lost"
         )
+        if restart_ns is not None:
+            account = account.when(
+                flag("_reached") & (F.col("_pub_publish_ns") <= F.lit(restart_ns)), "lost_with_queue"
+            )
+        account = account.otherwise("unaccounted")
         return j.select("message_id", account.alias("account"), "confirmed", "priority")
 
     return _classify

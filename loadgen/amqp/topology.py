@@ -13,6 +13,7 @@ __all__ = [
     "declare_queue",
     "queue_depth",
     "queue_counts",
+    "queue_exists",
     "purge_queue",
     "delete_queue",
     "exchange_exists",
@@ -125,6 +126,18 @@ def queue_counts(channel, name: str, timeout_s: float = 10.0) -> tuple[int, int]
         channel=channel,
     )
     return frame.method.message_count, frame.method.consumer_count
+
+
+def queue_exists(channel, name: str, timeout_s: float = 10.0) -> bool:
+    """Passive queue.declare. A missing queue makes the broker close the channel (404
+    NOT_FOUND), so pass a channel of its own; other refusals raise."""
+    try:
+        queue_counts(channel, name, timeout_s)
+    except BrokerOperationFailed as exc:
+        if exc.reply_code == NOT_FOUND:
+            return False
+        raise
+    return True
 
 
 def purge_queue(channel, name: str, timeout_s: float = 10.0) -> int:

@@ -63,11 +63,11 @@ def classify_messages(deliveries, leftovers, events=None, dead_letters=None, pub
     from analysis.summary.accounting import connection_losses
     from analysis.transforms import classify, message_facts
 
-    losses = connection_losses(events) if events is not None else None
+    losses, restart_ns = connection_losses(events) if events is not None else (None, None)
 
     def _classify(publishes):
         return publishes.transform(message_facts(deliveries, leftovers, dead_letters, losses)).transform(
-            classify(events, publish_rejects)
+            classify(events, publish_rejects, restart_ns)
         )
 
     return _classify

@@ -92,6 +92,7 @@ def test_totals_satisfy_the_accounting_identity(frame):
         "unroutable": 0,
         "publish_failed_blocked": 0,
         "egress_discard": 0,
+        "lost_with_queue": 0,
     }
     # published = acked + discarded_total + left_in_broker + unaccounted: 11 = 4 + 3 + 2 + 2
     assert totals["published"] == sum(totals[c] for c in ACCOUNT_CLASSES)
@@ -152,6 +153,50 @@ def test_connection_lost_counts_in_the_identity(frame):
     # 6 published = 0 acked + 2 discarded (connection_lost) + 1 left + 3 unaccounted
     assert totals["connection_lost"] == 2 and totals["left_in_broker"] == 1 and totals["unaccounted"] == 3
     assert totals["published"] == sum(totals[c] for c in ACCOUNT_CLASSES)
+
+
+def test_what_reached_the_broker_before_it_restarted_and_was_never_seen_again_is_lost_with_the_queue(frame):
+    # the broker came back without its queue at t=200 (a broker_restart event); p lost its connection at 150
+    publishes = frame(
+        "publish",
+        dict(message_id="a", producer="p", publish_ns=100, outcome="confirmed"),  # confirmed, never delivered
+        dict(message_id="b", producer="p", publish_ns=110, outcome="confirmed"),  # delivered, unacked at the crash
+        dict(message_id="c", producer="p", publish_ns=120, outcome="confirmed"),  # acked before the restart
+        dict(message_id="d", producer="p", publish_ns=140, outcome="unconfirmed"),  # in flight as p's link died
+        dict(message_id="e", producer="p", publish_ns=190, outcome="failed"),  # never reached the broker
+        dict(message_id="f", producer="p", publish_ns=250, outcome="confirmed"),  # after it: nothing explains it
+        dict(message_id="g", producer="p", publish_ns=260, outcome="confirmed"),  # after it, acked
+    )
+    deliveries = frame(
+        "delivery",
+        dict(message_id="b", outcome="unsettled"),
+        dict(message_id="c", outcome="ack"),
+        dict(message_id="g", outcome="ack"),
+    )
+    events = frame(
+        "event",
+        dict(ts_ns=150, kind="connection_lost", source="p", name="p"),
+        dict(ts_ns=200, kind="broker_restart", source="runner", name="q"),
+    )
+    classified = publishes.transform(classify_messages(deliveries, frame("leftover"), events))
+    assert {r.message_id: r.account for r in classified.collect()} == {
+        "a": "lost_with_queue",
+        "b": "lost_with_queue",
+        "c": "acked",
+        "d": "connection_lost",  # the more exact cause: it was never confirmed
+        "e": "publish_failed",
+        "f": "unaccounted",
+        "g": "acked",
+    }
+    totals = accounting_totals(classified).first().asDict()
+    assert totals["published"] == sum(totals[c] for c in ACCOUNT_CLASSES) == 7
+
+
+def test_without_a_restart_nothing_is_lost_with_the_queue(frame):
+    publishes = frame("publish", dict(message_id="a", producer="p", publish_ns=100, outcome="confirmed"))
+    events = frame("event", dict(ts_ns=150, kind="connection_lost", source="p", name="p"))
+    classified = publishes.transform(classify_messages(frame("delivery"), frame("leftover"), events))
+    assert [(r.message_id, r.account) for r in classified.collect()] == [("a", "unaccounted")]
 
 
 # --- dead letters (docs/discards.md) ------------------------------------------------
