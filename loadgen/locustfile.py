@@ -5,6 +5,12 @@ publish or consume loop (Locust schedules users, not messages); every message
 still reaches Locust's statistics through the `request` event. The scenario's
 duration, timeline and drain drive the run through a LoadTestShape. Works with
 the web UI, `--headless`, `--processes N` and `--master`/`--worker`.
+
+A run ends as under `sojourn run`: when the shape ends (or the test is stopped) the traces
+are converted, run.json gets the time the test stopped, Locust's report and statistics go into
+the run directory (locust.html, locust_*.csv; unless --html/--csv say otherwise), and the last
+lines name the run directory and the `sojourn analyze` command (`--analyze` runs it). The web UI
+shows the scenario and the run directory instead of the fields the scenario decides.
 """
 
 from __future__ import annotations
@@ -82,6 +88,12 @@ def _add_options(parser, **_kwargs):
     )
     group.add_argument("--run-dir", default="", help="where traces and run.json go (default runs/<time>-<name>)")
     group.add_argument("--run-id", default="", help="run id (default: the run directory's name)")
+    group.add_argument(
+        "--analyze",
+        action="store_true",
+        dest="sojourn_analyze",
+        help="analyze the run (sojourn analyze RUN_DIR) once it has ended; needs the analysis extra",
+    )
 
 
 class SojournUser(User):
@@ -182,3 +194,9 @@ def _on_test_stop(environment, **_kwargs):
 def _on_quitting(environment, **_kwargs):
     if SCENARIO is not None:
         session.quit(environment)
+
+
+@events.quit.add_listener
+def _on_quit(exit_code=0, **_kwargs):
+    if SCENARIO is not None:
+        session.after_exit(exit_code)

@@ -19,7 +19,7 @@ from typing import Any
 import gevent
 from locust import stats as locust_stats
 
-__all__ = ["RequestBatcher", "batcher", "FLUSH_EVERY_S"]
+__all__ = ["RequestBatcher", "batcher", "flush", "FLUSH_EVERY_S"]
 
 FLUSH_EVERY_S = 0.1
 
@@ -103,3 +103,10 @@ def batcher(environment) -> RequestBatcher:
     if b is None:
         b = _batchers[environment] = RequestBatcher(environment)
     return b
+
+
+def flush(environment) -> None:
+    """Apply what `environment`'s batcher holds, if it has one (a master has none)."""
+    b = _batchers.get(environment)
+    if b is not None:
+        b.flush()

@@ -4,31 +4,52 @@ Locust fires init, test_start, test_stop and quitting in every process (local,
 master, each worker); this module keeps one RunContext per process and does
 each role's part: the local runner or master owns run.json, the timeline events,
 warm-up and the final census; the local runner and each worker run the drain.
+
+When the test stops (the scenario's shape has ended, Stop in the web UI, Ctrl-C) each process
+converts its traces at once, not when Locust exits: under the web UI Locust goes on running.
+The local runner or master then stamps the run's end, writes Locust's report and statistics
+into the run directory unless --html/--csv put them elsewhere, and says where the run is and
+how to analyse it (loadgen.finish), or analyses it (--analyze).
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import signal
+import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import gevent
+from gevent.event import Event
 from locust.runners import MasterRunner, WorkerRunner
 
-from loadgen import reports
+from loadgen import finish, reports, webui
 from loadgen.census import census_then_cleanup
 from loadgen.deadletter import capture_warnings
 from loadgen.errors import BrokerOperationFailed, BrokerUnreachable
+from loadgen.locust_output import write_csv_stats, write_html_report
 from loadgen.netem import NetemError
 from loadgen.queue_sampler import QueueSampler
-from loadgen.redact import mask_text
+from loadgen.redact import mask_text, mask_url
 from loadgen.replay.sources import describe
 from loadgen.runinfo import default_run_dir, update_run_json, write_run_json
 from loadgen.runtime import RunContext, freeze_heap
 
-__all__ = ["init", "start", "stop", "quit", "context", "reporter", "all_finished", "FINISH_GRACE_S"]
+__all__ = [
+    "init",
+    "start",
+    "stop",
+    "quit",
+    "after_exit",
+    "context",
+    "reporter",
+    "all_finished",
+    "FINISH_GRACE_S",
+]
 
 log = logging.getLogger("sojourn")
 
@@ -41,6 +62,19 @@ takes to open a connection."""
 LEAD_IN_DISTRIBUTED_S = 3.0
 """The same for a master: its workers must also get the spawn message and start their users."""
 _FINISHED_MSG = "sojourn_finished"
+_CONVERTED_MSG = "sojourn_converted"  # a worker's traces are converted (after _FINISHED_MSG)
+WORKERS_CONVERT_S = 120.0
+"""How long the master waits, once the test has stopped, for finished workers to convert their traces."""
+
+
+@dataclass(frozen=True)
+class _Ended:
+    """A run this process has ended: what the closing lines name."""
+
+    run_id: str
+    run_dir: str
+    status: str
+    files: tuple[str, ...]
 
 
 class _State:
@@ -49,10 +83,23 @@ class _State:
     ctx: RunContext | None = None
     role = "local"
     finished_workers: ClassVar[set[str]] = set()
+    converted_workers: ClassVar[set[str]] = set()
     ended = False
     failed = False  # the start failed (e.g. a refused declaration): no census, no deletion at the end
     sampler: QueueSampler | None = None  # queue depth once a second, in the declaring process
     sigint: Any = None  # the SIGINT watcher (_interrupt_between_callbacks)
+    closing: tuple[RunContext, Event] | None = None  # the context being (or last) closed
+    warmup_over = False  # Locust's statistics were reset at the end of the warm-up
+    # --run-dir / --run-id as given: start() puts each run's own in parsed_options (for the workers)
+    given_run_dir = ""
+    given_run_id = ""
+    starts = 0
+    headless = True
+    analyze = False  # --analyze: run `sojourn analyze` on the run once it has ended
+    driven = False  # `sojourn run` started this Locust: it says where the run is and analyses it
+    runs: ClassVar[list[_Ended]] = []  # the runs this process ended, for the closing lines
+    note = ""  # the web UI's line about the run (loadgen.webui)
+    quitting = False  # Locust is exiting: the closing lines come last (after_exit), not at the stop
 
 
 def _role(runner) -> str:
@@ -68,10 +115,23 @@ def init(environment, scenario, scenario_path: str, overrides: list[str]) -> Non
     _State.scenario = scenario
     _State.role = _role(environment.runner)
     _State.sigint = gevent.signal_handler(signal.SIGINT, _interrupt_between_callbacks)
+    opts = environment.parsed_options
+    _State.given_run_dir = getattr(opts, "run_dir", "") or ""
+    _State.given_run_id = getattr(opts, "run_id", "") or ""
+    _State.headless = bool(getattr(opts, "headless", True))
+    _State.analyze = bool(getattr(opts, "sojourn_analyze", False))
+    _State.driven = finish.driven_by_sojourn_run()
+    if not environment.host:  # the broker is the load's "host" (Locust's UI and report show it)
+        environment.host = mask_url(scenario.broker.url)
     if _State.role == "master":
         environment.runner.register_message(
             _FINISHED_MSG, lambda msg, **_kw: _State.finished_workers.add(str(msg.data))
         )
+        environment.runner.register_message(
+            _CONVERTED_MSG, lambda msg, **_kw: _State.converted_workers.add(str(msg.data))
+        )
+    if _State.role != "worker" and getattr(environment, "web_ui", None) is not None:
+        webui.install(environment, scenario, _web_status)
 
 
 def _interrupt_between_callbacks() -> None:
@@ -108,17 +168,19 @@ def start(environment) -> None:
     scenario = _State.scenario
     role = _State.role
     if role != "worker":
-        run_dir = getattr(opts, "run_dir", "") or default_run_dir(scenario.name)
-        run_id = getattr(opts, "run_id", "") or run_dir.rstrip("/").split("/")[-1]
+        run_dir, run_id = _next_run_place(scenario.name)
         t0_ns: int | None = time.time_ns() + int((LEAD_IN_DISTRIBUTED_S if role == "master" else LEAD_IN_S) * 1e9)
         if opts is not None:  # parsed_options travel to the workers with the spawn message
             opts.run_dir, opts.run_id, opts.sojourn_t0_ns = run_dir, run_id, t0_ns
         _State.finished_workers = set()
+        _State.converted_workers = set()
     else:
         run_dir, run_id = opts.run_dir, opts.run_id
         t0_ns = getattr(opts, "sojourn_t0_ns", None)
     _State.ended = False
     _State.failed = False
+    _State.warmup_over = False
+    _State.note = ""
     ctx = _State.ctx = RunContext(scenario, run_dir, run_id, role, t0_ns)
     if role != "worker":
         write_run_json(
@@ -129,7 +191,8 @@ def start(environment) -> None:
             status="running",
             replay=describe(scenario, ctx.replay_traces),
         )
-        sys.stderr.write(f"[sojourn] run {run_id}: traces in {run_dir}/traces\n")
+        where = run_dir if _State.driven else os.path.abspath(run_dir)  # `sojourn run` names it itself
+        sys.stderr.write(f"[sojourn] run {run_id}: traces in {where}/traces\n")
         for warning in capture_warnings(scenario):
             sys.stderr.write(f"warning: {warning}\n")
     try:
@@ -152,6 +215,18 @@ def start(environment) -> None:
         gevent.spawn(_progress, environment, ctx)
 
 
+def _next_run_place(scenario_name: str) -> tuple[str, str]:
+    """This start's run directory and run id: --run-dir / --run-id, else runs/<time>-<name> and
+    its name. A second test in one Locust session (Start again in the web UI) gets a directory of
+    its own: the given one with -2, -3, ... appended, or a new time stamp."""
+    _State.starts += 1
+    suffix = f"-{_State.starts}" if _State.starts > 1 else ""
+    given = _State.given_run_dir.rstrip("/")
+    run_dir = f"{given}{suffix}" if given else default_run_dir(scenario_name)
+    run_id = f"{_State.given_run_id}{suffix}" if _State.given_run_id else os.path.basename(run_dir)
+    return run_dir, run_id
+
+
 def _fail(environment, exc: Exception) -> None:
     code = 3 if isinstance(exc, BrokerUnreachable) else 2
     sys.stderr.write(f"error: {mask_text(str(exc))}\n")
@@ -167,8 +242,16 @@ def _fail(environment, exc: Exception) -> None:
 
 
 def _report_finished(environment, ctx: RunContext) -> None:
+    """A worker whose participants have all left tells the master (its shape ends the test once
+    every worker has), then converts its traces and says so (the master waits for that)."""
     ctx.finished.wait()
+    reports.flush(environment)
+    send_stats = getattr(environment.runner, "_send_stats", None)  # the last results, before the master ends
+    if send_stats is not None:
+        send_stats()
     environment.runner.send_message(_FINISHED_MSG, ctx.worker)
+    _close(ctx)
+    environment.runner.send_message(_CONVERTED_MSG, ctx.worker)
 
 
 def _timeline(environment, ctx: RunContext) -> None:
@@ -187,11 +270,13 @@ def _timeline(environment, ctx: RunContext) -> None:
         if kind == "warmup_end":
             reports.batcher(environment).flush()  # warm-up results go before the reset, not after
             environment.runner.stats.reset_all()
+            _State.warmup_over = True
         sys.stderr.write(f"[sojourn] t={at_s:.0f}s {kind.replace('_', ' ')}: {name}\n")
 
 
 def _progress(environment, ctx: RunContext) -> None:
     duration = ctx.scenario.run.duration_s
+    warmup = ctx.scenario.run.warmup_s
     while not ctx.stopping.wait(PROGRESS_EVERY_S):
         t = ctx.elapsed_s()
         stats = environment.runner.stats
@@ -206,19 +291,24 @@ def _progress(environment, ctx: RunContext) -> None:
         local = f" published={c['published']} acked={c['acked']} buffered={buffered}" if _State.role == "local" else ""
         sys.stderr.write(
             f"[sojourn] {where} publish={by_type.get('publish', 0)} "
-            f"consume={by_type.get('consume', 0)} (since warm-up){local}\n"
+            f"consume={by_type.get('consume', 0)} {finish.progress_scope(warmup, _State.warmup_over)}{local}\n"
         )
 
 
 def stop(environment) -> None:
-    """test_stop: users have stopped; the local runner or master takes the census."""
+    """test_stop: users have stopped. The local runner or master takes the census and stamps the
+    run's end; every process converts its traces (see the module's docstring)."""
     ctx = _State.ctx
     if ctx is None or _State.ended:
         return
+    stopped_ns = time.time_ns()  # the run's end: the test stopped (census and conversion follow)
     _State.ended = True
     drained = ctx.finished.is_set() or (_State.role == "master" and all_finished(environment.runner))
     ctx.stopping.set()
-    if _State.role == "worker" or _State.failed:
+    if _State.role == "worker":
+        _close(ctx)
+        return
+    if _State.failed:
         # After a failed start the queue may be someone else's (a 406 on declare): counting or
         # deleting it would be wrong, and run.json keeps status "failed".
         ctx.flush_traces()
@@ -233,9 +323,107 @@ def stop(environment) -> None:
     # census_error (docs/summary.md, `run`): the leftovers are not known, so messages still in the
     # broker would count as unaccounted; the command's exit status and the report say so.
     update_run_json(
-        ctx.run_dir, status=status, broker_depth_at_end=depth, census_error=census_error, ended_ns=time.time_ns()
+        ctx.run_dir, status=status, broker_depth_at_end=depth, census_error=census_error, ended_ns=stopped_ns
     )
-    ctx.flush_traces()
+    _State.note = "converting the traces"
+    _close(ctx)
+    files = ["traces/", "run.json", *_write_locust_outputs(environment, ctx.run_dir)]
+    if _State.role == "master" and not _State.driven:
+        _wait_for_workers()
+    ended = _Ended(ctx.run_id, ctx.run_dir, status, tuple(files))
+    _State.runs.append(ended)
+    _State.note = f"run {status}; analyze it with: {finish.analyze_command(ctx.run_dir)}"
+    if not _State.headless and not _State.driven and not _State.quitting:  # Locust goes on: say it now
+        _say(finish.finish_lines(ended.run_id, ended.run_dir, ended.status, list(ended.files)))
+        if _State.analyze:
+            gevent.spawn(_analyze_in_background, ended.run_dir)
+
+
+def _close(ctx: RunContext) -> None:
+    """ctx.close() once (the trace writer converts what it spilled); a second caller waits for the first."""
+    closing = _State.closing
+    if closing is not None and closing[0] is ctx:
+        closing[1].wait()
+        return
+    done = Event()
+    _State.closing = (ctx, done)
+    try:
+        ctx.close()
+    finally:
+        done.set()
+
+
+def _write_locust_outputs(environment, run_dir: str) -> list[str]:
+    """Locust's HTML report and CSV statistics into the run directory, unless --html / --csv
+    name where Locust itself writes them (as `sojourn run` does); the names written."""
+    opts = environment.parsed_options
+    out = finish.locust_outputs(run_dir, getattr(opts, "html_file", None), getattr(opts, "csv_prefix", None))
+    written: list[str] = []
+    reports.flush(environment)  # the last results: this listener may run before the batcher's
+    try:
+        if out.write_html:
+            write_html_report(environment, out.html)
+            written.append(os.path.basename(out.html))
+        if out.write_csv:
+            written += [os.path.basename(p) for p in write_csv_stats(environment, out.csv_prefix)]
+    except Exception as exc:  # noqa: BLE001 - the traces are what matters; say what is missing
+        log.error("sojourn: could not write Locust's report into %s: %s", run_dir, exc)
+    return written
+
+
+def _wait_for_workers(timeout_s: float = WORKERS_CONVERT_S) -> None:
+    """Until every worker that finished the run has converted its traces, at most `timeout_s`:
+    the closing lines then name a run directory that is complete."""
+    deadline = time.monotonic() + timeout_s
+    told = False
+    while pending := _State.finished_workers - _State.converted_workers:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            _say(
+                [
+                    f"[sojourn] {len(pending)} worker process(es) did not report their traces converted; "
+                    "`sojourn analyze` converts what they left"
+                ]
+            )
+            return
+        if not told and timeout_s - left > 2:
+            _say([f"[sojourn] waiting for {len(pending)} worker process(es) to convert their traces"])
+            told = True
+        gevent.sleep(0.2)
+
+
+def _say(lines: list[str]) -> None:
+    sys.stderr.write("".join(f"{line}\n" for line in lines))
+    sys.stderr.flush()
+
+
+def _web_status() -> dict[str, str]:
+    """The web UI's panel: the run directory of the run going on or last ended (before the first
+    Start: where it will be) and a line about it."""
+    ctx = _State.ctx
+    if ctx is not None:
+        return {"run_dir": os.path.abspath(ctx.run_dir), "message": _State.note or "running"}
+    if _State.given_run_dir:
+        return {"run_dir": os.path.abspath(_State.given_run_dir), "message": ""}
+    name = _State.scenario.name if _State.scenario is not None else "scenario"
+    planned = os.path.join(os.path.abspath("runs"), f"<UTC time of Start>-{name}")
+    return {"run_dir": planned, "message": "named when you press Start"}
+
+
+def _analysis(run_dir: str) -> int:
+    """`sojourn analyze RUN_DIR` in a child process, its output on this terminal; its exit status."""
+    _say([f"[sojourn] analyzing: {finish.analyze_command(run_dir)}"])
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (repo, os.environ.get("PYTHONPATH")) if p)}
+    return subprocess.call(finish.analyze_argv(run_dir), stdin=subprocess.DEVNULL, env=env)
+
+
+def _analyze_in_background(run_dir: str) -> None:
+    """--analyze under the web UI: the analysis of the run that just ended, while Locust goes on."""
+    _State.note = "analyzing the run (sojourn analyze; its output is on Locust's terminal)"
+    code = _analysis(run_dir)
+    report = os.path.join(os.path.abspath(run_dir), "report.html")
+    _State.note = f"analyzed (exit status {code}): {report}" if os.path.isfile(report) else f"analysis failed ({code})"
 
 
 def _stop_sampler() -> None:
@@ -248,10 +436,32 @@ def quit(environment) -> None:  # noqa: A001 - mirrors Locust's event name
     ctx = _State.ctx
     if ctx is None:
         return
+    _State.quitting = True
+    if not _State.ended and not _State.failed and _State.role != "worker" and environment.runner is not None:
+        # Ctrl-C under the web UI: Locust quits before it stops the test. Stop it first, so the run
+        # ends as any stopped test does (census, traces, Locust's report, the closing lines).
+        try:
+            environment.runner.stop()
+        except Exception as exc:  # noqa: BLE001 - then at least mark it interrupted below
+            log.error("sojourn: stopping the test failed: %s", exc)
     _stop_sampler()
     if not _State.ended and not _State.failed and _State.role != "worker":
         try:
             update_run_json(ctx.run_dir, status="interrupted", ended_ns=time.time_ns())
         except OSError:
             pass
-    ctx.close()
+    _close(ctx)
+
+
+def after_exit(exit_code: int) -> None:
+    """Locust's `quit` event, after its own closing statistics: the last lines say where each run
+    of this process is and how to analyse it; with --analyze (headless) the analysis runs, and
+    its failure (e.g. a failed SLO) is the exit status when Locust's own was 0."""
+    if _State.role == "worker" or _State.driven or not _State.runs:
+        return
+    for ended in _State.runs:
+        _say(finish.finish_lines(ended.run_id, ended.run_dir, ended.status, list(ended.files)))
+    if _State.analyze and _State.headless:
+        code = _analysis(_State.runs[-1].run_dir)
+        if code and not exit_code:
+            raise SystemExit(code)
