@@ -66,7 +66,14 @@ from analysis.transforms import (
     with_delivery_latencies,
 )
 from analysis.transforms._common import seconds_to_ns
-from analysis.transforms.model import COMPONENTS, QUANTILES, consumer_sojourn_quantiles, model_inputs, window_components
+from analysis.transforms.model import (
+    COMPONENTS,
+    QUANTILES,
+    ack_to_delivery,
+    consumer_sojourn_quantiles,
+    model_inputs,
+    window_components,
+)
 from analysis.transforms.slow_consumers import queue_depth_series, queue_samples
 from analysis.transforms.stats import EXACT, STAT_FIELDS, PercentilePolicy, percentile_policy
 
@@ -112,9 +119,7 @@ _UNREAD_DELIVERY_COLUMNS = (
     "schema_version",
     "run_id",
     "worker",
-    "buffer_len",
     "size_bytes",
-    "processing_ms",
     "codel_count",
     "codel_first_above_ns",
     "codel_drop_next_ns",
@@ -404,10 +409,11 @@ def summarize(
             }
             for c in consumers:  # additive: docs/summary.md, the `model` block
                 c["sojourn_quantiles_ms"] = {"q": list(QUANTILES), "ms": quantiles.get(c["consumer"])}
-            model = model_block(
+            model_rows = (  # the block is shaped below, once queue_depth gives the regimes their backlog
                 deliveries.transform(model_inputs(t0)).collect(),
                 deliveries.transform(model_inputs(t0, ("consumer", "phase"))).collect(),
                 consumers,
+                deliveries.transform(ack_to_delivery).collect(),
             )
             codel = codel_block(deliveries)  # CoDel per consumer (empty when it was off): docs/summary.md
             egress = egress_block(deliveries, run.get("scenario"))  # egress per group ({} when off): docs/summary.md
@@ -421,6 +427,7 @@ def summarize(
         with stage("computing slow consumers"):  # docs/slow-consumers.md
             slow_consumers = slow_consumers_block(deliveries, events, t0)
             queue_depth = [r.asDict() for r in queue_depth_series(queue_samples(events), t0).collect()]
+            model = model_block(*model_rows, queue_depth, segments)  # docs/summary.md
         with stage("computing phases and per-second windows"):
             phases = [phase_row(r) for r in deliveries.transform(phase_summary(segments, t0, publishes)).collect()]
             windows = [window_row(r) for r in deliveries.transform(per_second_windows(t0, publishes)).collect()]

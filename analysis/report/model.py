@@ -1,9 +1,11 @@
 """The deeper run views: latency components over time, sojourn CDF and utilisation per
-consumer, and the queueing-model check with prefetch and CoDel advice.
+consumer, the queueing-model check (where it applies) with prefetch and CoDel advice, and
+processing as drawn against as achieved, with the verdict chip when it ran long.
 
 Rendered from the summary alone: `windows[].components_ms`, `consumers[].sojourn_quantiles_ms`,
-`consumers[].utilisation` and the `model` block (docs/summary.md). Absent data shows "no data"
-charts and an empty-table note, never an error.
+`consumers[].utilisation` and the `model` block (docs/summary.md); a summary written before the
+model's regimes (no `check`) shows the saturated formula everywhere, as it did then. Absent data
+shows "no data" charts and an empty-table note, never an error.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ __all__ = [
     "sojourn_cdf_figure",
     "utilisation_figure",
     "model_body",
+    "processing_verdict",
     "COMPONENT_LABELS",
     "HOW_TO_READ_MODEL",
 ]
@@ -49,14 +52,15 @@ _CONSUMER_COLOURS = (
 )
 
 HOW_TO_READ_MODEL = (
-    "The queueing model (Little's law, docs/report.md) per consumer, from its own traces: p = mean processing time; "
-    "R = p + 2 × the smallest broker→consumer time seen (a delivery that found the queue empty "
-    "is pure transit, and the ack travels the same path back). A consumer stays busy only with "
-    "prefetch ≥ R/p; below that it is busy n·p/R of the time at n/R msg/s, above it every "
-    "message waits about (n − R/p)·p in the buffer. Predictions assume the queue never runs "
-    "empty: a consumer that was offered less work than it could take measures below them. "
-    "Measured wait is the mean buffer sojourn. If the queue never ran empty (a standing backlog), "
-    "no delivery was pure transit: R is then overestimated, and so is the advised prefetch."
+    "The queueing model (Little's law, docs/report.md) per consumer, from its own traces: p = mean processing time "
+    "as achieved; R = p + the median time from an ack to the delivery it drew (a message already waiting in the "
+    "broker goes out as soon as the ack frees its slot), or, where no delivery was drawn that way (the queue "
+    "emptied), p + 2 × the fastest broker→consumer time. A consumer fed by a backlog stays busy only with "
+    "prefetch ≥ R/p; below that it is busy n·p/R of the time at n/R msg/s, above it every message waits about "
+    "(n − R/p)·p in the buffer. Those predictions hold only for a consumer kept fed: each row's regime says "
+    "whether it was (saturated: busy ≥ 90 % or the buffer nearly never empty; starved: less busy while the queue "
+    "held a backlog) or not (unsaturated: the offered load was below capacity, so nothing is predicted). "
+    "Measured wait is the mean buffer sojourn."
 )
 
 
@@ -164,14 +168,14 @@ def utilisation_figure(summary: Summary) -> go.Figure:
             hovertemplate="%{x}: %{y:.1%} busy<extra>measured</extra>",
         )
     )
-    predicted_by = {dig(m, "consumer"): as_number(dig(m, "predicted", "utilisation")) for m in _model_rows(summary)}
+    predicted_by = {dig(m, "consumer"): as_number(dig(_prediction(m), "utilisation")) for m in _model_rows(summary)}
     predicted = [predicted_by.get(dig(c, "consumer")) for c in consumers]
     if any(p is not None for p in predicted):
         fig.add_trace(
             go.Bar(
                 x=names,
                 y=predicted,
-                name="predicted (model, with a backlog)",
+                name="predicted (model, where it applies)",
                 marker=dict(color="#bab0ac"),
                 hovertemplate="%{x}: %{y:.1%} busy<extra>predicted</extra>",
             )
@@ -185,8 +189,34 @@ def utilisation_figure(summary: Summary) -> go.Figure:
 # --- model table and advice ----------------------------------------------------------
 
 
+def _check(m: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    check = dig(m, "check")
+    return check if isinstance(check, Mapping) else None
+
+
+def _prediction(m: Mapping[str, Any]) -> Any:
+    """The prediction to show: the check's where it applies (null elsewhere); a summary written
+    before the regimes has only the saturated formula's."""
+    check = _check(m)
+    return dig(m, "predicted") if check is None else dig(check, "predicted")
+
+
 def _vs(predicted: Any, measured: Any, fmt) -> str:
     return f"{fmt(predicted)} / {fmt(measured)}"
+
+
+_SOURCE = {"ack_to_delivery": "ack→delivery", "transit_min": "2 × fastest transit"}
+
+
+def _regime_cell(m: Mapping[str, Any]) -> str:
+    check = _check(m)
+    if check is None:
+        return "—"
+    reg = dig(m, "regime")
+    why = dig(check, "regime_why")
+    shown = f'<span title="{esc(why)}">{esc(reg)}</span>' if reg is not None else "—"
+    note = dig(check, "not_applicable")
+    return f'{shown}<br><span class="muted">{esc(note)}</span>' if note else shown
 
 
 def model_table(summary: Summary, block: str = "consumers") -> str:
@@ -194,6 +224,7 @@ def model_table(summary: Summary, block: str = "consumers") -> str:
     columns = [
         Column("consumer"),
         *([Column("phase")] if by_phase else []),
+        Column("regime"),
         Column("prefetch", True),
         Column("p (ms)", True),
         Column("R (ms)", True),
@@ -211,42 +242,124 @@ def model_table(summary: Summary, block: str = "consumers") -> str:
             shown = f"{fmt_count(low)}–{shown}"
         if as_number(prefetch) == 0:
             shown = "unlimited"
+        check = _check(m)
+        pred = _prediction(m)
+        if check is None:
+            round_trip = fmt_ms(dig(m, "round_trip_ms"))
+            saturation = fmt_count(dig(m, "predicted", "saturation_prefetch"))
+        else:
+            source = _SOURCE.get(str(dig(check, "round_trip_source")))
+            round_trip = fmt_ms(dig(check, "round_trip_ms"))
+            if source and as_number(dig(check, "round_trip_ms")) is not None:
+                round_trip += f' <span class="muted">({esc(source)})</span>'
+            saturation = fmt_count(dig(check, "saturation_prefetch"))
         rows.append(
             [
                 f'<code style="white-space:nowrap">{esc(dig(m, "consumer"))}</code>',
                 *([esc(dig(m, "phase"))] if by_phase else []),
+                _regime_cell(m),
                 shown,
                 fmt_ms(dig(m, "processing_ms")),
-                fmt_ms(dig(m, "round_trip_ms")),
-                fmt_count(dig(m, "predicted", "saturation_prefetch")),
-                _vs(dig(m, "predicted", "utilisation"), dig(m, "measured", "utilisation"), fmt_percent),
-                _vs(dig(m, "predicted", "throughput_per_s"), dig(m, "measured", "throughput_per_s"), fmt_rate),
-                _vs(dig(m, "predicted", "buffer_wait_ms"), dig(m, "measured", "buffer_wait_ms"), fmt_ms),
+                round_trip,
+                saturation,
+                _vs(dig(pred, "utilisation"), dig(m, "measured", "utilisation"), fmt_percent),
+                _vs(dig(pred, "throughput_per_s"), dig(m, "measured", "throughput_per_s"), fmt_rate),
+                _vs(dig(pred, "buffer_wait_ms"), dig(m, "measured", "buffer_wait_ms"), fmt_ms),
             ]
         )
     return html_table(columns, rows, empty="No consumer had enough measured deliveries for the model.")
+
+
+def _prefetch_item(m: Mapping[str, Any]) -> str:
+    advice = dig(m, "prefetch_advice")
+    if isinstance(advice, Mapping):
+        value, why = as_number(dig(advice, "prefetch")), dig(advice, "why")
+    else:  # a summary from before prefetch_advice
+        value, why = as_number(dig(m, "advice", "prefetch")), dig(m, "advice", "prefetch_why")
+    return "" if value is None else f"<li><b>prefetch {fmt_count(value)}</b> — {esc(why)}</li>"
 
 
 def advice_list(summary: Summary) -> str:
     items = []
     for m in _model_rows(summary):
         a = dig(m, "advice", default={})
-        parts = []
-        for key, label, why, unit in (
-            ("prefetch", "prefetch", "prefetch_why", ""),
-            ("codel_interval_ms", "CoDel interval", "codel_interval_why", " ms"),
-            ("codel_target_ms", "CoDel target", "codel_target_why", " ms"),
+        parts = [_prefetch_item(m)] if _prefetch_item(m) else []
+        for key, label, why in (
+            ("codel_interval_ms", "CoDel interval", "codel_interval_why"),
+            ("codel_target_ms", "CoDel target", "codel_target_why"),
         ):
             value = as_number(dig(a, key))
             if value is None:
                 continue
-            shown = fmt_count(value) if key == "prefetch" else fmt_ms(value)
-            parts.append(f"<li><b>{esc(label)} {shown}{unit}</b> — {esc(dig(a, why))}</li>")
+            parts.append(f"<li><b>{esc(label)} {fmt_ms(value)} ms</b> — {esc(dig(a, why))}</li>")
         if parts:
             items.append(f'<div class="advice"><h3>{esc(dig(m, "consumer"))}</h3><ul>{"".join(parts)}</ul></div>')
     if not items:
         return '<p class="empty">No advice: no consumer had enough measured deliveries.</p>'
     return "".join(items)
+
+
+# --- processing: drawn vs achieved --------------------------------------------------
+
+
+def _processing_rows(summary: Summary) -> list[tuple[Mapping[str, Any], str]]:
+    """(row, phase label) for every model row that measured processing both ways."""
+    rows = [(m, "whole run") for m in _model_rows(summary)]
+    rows += [(m, str(dig(m, "phase", default="?"))) for m in _model_rows(summary, "phases")]
+    return [(m, phase) for m, phase in rows if as_number(dig(m, "processing", "count"))]
+
+
+def _overshoot(value: Any) -> str:
+    n = as_number(value)
+    return "—" if n is None else f"{n * 100:+.1f} %"
+
+
+def processing_table(summary: Summary) -> str:
+    columns = [
+        Column("consumer"),
+        Column("phase"),
+        Column("deliveries", True),
+        Column("drawn (ms)", True),
+        Column("achieved (ms)", True),
+        Column("overshoot", True),
+    ]
+    rows = []
+    for m, phase in _processing_rows(summary):
+        stretched = dig(m, "processing", "stretched") is True
+        over = _overshoot(dig(m, "processing", "overshoot"))
+        rows.append(
+            [
+                f'<code style="white-space:nowrap">{esc(dig(m, "consumer"))}</code>',
+                esc(phase),
+                fmt_count(dig(m, "processing", "count")),
+                fmt_ms(dig(m, "processing", "drawn_ms")),
+                fmt_ms(dig(m, "processing", "achieved_ms")),
+                f'<span class="warn">{over} ✗</span>' if stretched else over,
+            ]
+        )
+    return html_table(columns, rows, empty="No delivery recorded both its drawn and its achieved processing time.")
+
+
+def processing_verdict(summary: Summary) -> str:
+    """The verdict chip when simulated processing ran longer than drawn (the load generator's own CPU
+    contention): the rows marked `processing.stretched`, worst first; nothing otherwise."""
+    stretched = [(m, ph) for m, ph in _processing_rows(summary) if dig(m, "processing", "stretched") is True]
+    if not stretched:
+        return ""
+    stretched.sort(key=lambda row: -(as_number(dig(row[0], "processing", "overshoot")) or 0))
+    m, phase = stretched[0]
+    worst = (
+        f"{_overshoot(dig(m, 'processing', 'overshoot'))} for <code>{esc(dig(m, 'consumer'))}</code> "
+        f"({esc(phase)}): {fmt_ms(dig(m, 'processing', 'achieved_ms'))} ms achieved for "
+        f"{fmt_ms(dig(m, 'processing', 'drawn_ms'))} ms drawn"
+    )
+    more = f"; {len(stretched) - 1} more row{'s' if len(stretched) > 2 else ''}" if len(stretched) > 1 else ""
+    limit = as_number(dig(summary, "model", "rules", "overshoot_limit"))
+    return (
+        f'<div class="chip warn"><b>processing ran long</b>: the load generator\'s own CPU contention stretched '
+        f"simulated processing by more than {fmt_percent(limit if limit is not None else 0.05)} — {worst}{more}; "
+        f"throughput and the model follow the achieved time, not the scenario's</div>"
+    )
 
 
 def _phase_part(summary: Summary) -> str:
@@ -261,15 +374,29 @@ def _phase_part(summary: Summary) -> str:
 
 
 def model_body(summary: Summary) -> str:
-    """The section's content: the predicted-vs-measured table, utilisation bars, the advice."""
+    """The section's content: the predicted-vs-measured table, utilisation bars, the advice,
+    and processing as drawn against as achieved."""
     chart_html = chart_div(utilisation_figure(summary), "utilisation", False)
+    legacy = all(_check(m) is None for m in _model_rows(summary))
+    advice_howto = (
+        "Prefetch from R_p95 = p + 2 × the p95 over seconds of each second's smallest broker→consumer time "
+        "(the round trip as it is in the slower seconds)."
+        if legacy and _model_rows(summary)
+        else "Prefetch ⌈R/p⌉ from the same R and p as the table: the fewest unacked deliveries that keep the "
+        "consumer busy through a round trip."
+    )
     return (
         f'<p class="howto">{esc(HOW_TO_READ_MODEL)}</p>'
         f'<div class="table-wrap">{model_table(summary)}</div>'
         f"{_phase_part(summary)}"
         f'<h3 style="margin-top:16px">Utilisation per consumer</h3><div class="chart">{chart_html}</div>'
         f'<h3 style="margin-top:16px">Advice</h3>'
-        f'<p class="howto">Prefetch from R_p95 = p + 2 × the p95 over seconds of each second\'s smallest '
-        f"broker→consumer time (the round trip as it is in the slower seconds).</p>"
+        f'<p class="howto">{esc(advice_howto)}</p>'
         f"{advice_list(summary)}"
+        f'<h3 style="margin-top:16px">Processing: drawn vs achieved</h3>'
+        f'<p class="howto">The simulated processing time each delivery drew against the time it took (start to '
+        f"end), over the same deliveries after warm-up. Above the drawn time by more than 5 % (✗, and a chip in "
+        f"the verdict) the load generator's own CPU contention stretched it: the run measured a slower consumer "
+        f"than the scenario asked for.</p>"
+        f'<div class="table-wrap">{processing_table(summary)}</div>'
     )

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ._format import as_list, as_number, dig, esc, fmt_count, fmt_exact, fmt_ms, fmt_rate
+from .model import processing_verdict
 
 __all__ = ["verdict_body", "key_numbers_body", "status_class"]
 
@@ -89,8 +90,12 @@ def _run_status_verdict(summary: Summary) -> str:
 
 
 def verdict_body(summary: Summary) -> str:
-    """The verdict strip's chips: the run's status unless it completed, the accounting, each SLO."""
-    return f"{_run_status_verdict(summary)}{_accounting_verdict(summary)}{_slo_verdicts(summary)}"
+    """The verdict strip's chips: the run's status unless it completed, the accounting, each SLO,
+    and processing that ran longer than drawn (report.model.processing_verdict)."""
+    return (
+        f"{_run_status_verdict(summary)}{_accounting_verdict(summary)}{_slo_verdicts(summary)}"
+        f"{processing_verdict(summary)}"
+    )
 
 
 # --- key numbers ---------------------------------------------------------------------

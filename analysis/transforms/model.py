@@ -1,18 +1,25 @@
 """The queueing-model check's inputs measured from the traces (DOMAIN.md §2), and the per-consumer
-and per-window breakdowns beside it. The arithmetic on them, and the definitions of p, R and
-R_p95, are analysis.summary.model's.
+and per-window breakdowns beside it. The arithmetic on them, the definitions of p, R and R_p95,
+and the regime rule are analysis.summary.model's.
 """
 
 from __future__ import annotations
 
 from pyspark.sql import DataFrame, functions as F
 
-from ._common import Transform
+from ._common import NS_PER_MS, NS_PER_S, Transform
 from .stats import percentiles
 from .utilisation import busy_ns, wall_ns
 from .windows import second_since
 
-__all__ = ["model_inputs", "window_components", "consumer_sojourn_quantiles", "QUANTILES", "COMPONENTS"]
+__all__ = [
+    "model_inputs",
+    "ack_to_delivery",
+    "window_components",
+    "consumer_sojourn_quantiles",
+    "QUANTILES",
+    "COMPONENTS",
+]
 
 QUANTILES = tuple(round(0.05 * i, 2) for i in range(1, 21))
 """Per-consumer sojourn quantiles: 0.05, 0.10, ..., 1.00 (the last is the max)."""
@@ -29,10 +36,14 @@ def model_inputs(t0_ns: int, keys: tuple[str, ...] = ("consumer",)) -> Transform
     """One row per consumer with the measured inputs and outcomes of the model check.
 
     Over measured deliveries (warm-up excluded): p (mean processing), p99 processing,
-    min broker_network, p95 of the per-second minima, mean sojourn; over all
-    deliveries: min/max prefetch, and throughput = acked per second of wall time
-    (first receive to last settle). Needs with_delivery_latencies and mark_measured.
-    `keys` groups further, e.g. ("consumer", "phase") with the trace's phase column.
+    min broker_network, p95 of the per-second minima, mean sojourn, the share that arrived
+    at an empty client buffer (`buffer_empty_share`), and over those with both the drawn and
+    the achieved processing time, their means (`processing_drawn_ms`, `processing_achieved_ms`,
+    `processing_count`); over all deliveries: min/max prefetch, whether the consumer acked
+    automatically, throughput = acked per second of wall time (first receive to last settle),
+    utilisation, and that span in seconds since t0 (`span_start_s`, `span_end_s`). Needs
+    with_delivery_latencies and mark_measured. `keys` groups further, e.g. ("consumer", "phase")
+    with the trace's phase column.
     """
     k = list(keys)
 
@@ -45,11 +56,17 @@ def model_inputs(t0_ns: int, keys: tuple[str, ...] = ("consumer",)) -> Transform
             .groupBy(*k)
             .agg(F.percentile("_min_bn", 0.95).alias("transit_p95_ms"))
         )  # a row a second: exact
+        both = F.col("processing_ms").isNotNull() & F.col("processing_ms_actual").isNotNull()
         stats = measured.groupBy(*k).agg(
             F.avg("processing_ms_actual").alias("processing_mean_ms"),
             percentiles(F.col("processing_ms_actual"), [0.99])[0].alias("processing_p99_ms"),
             F.min("broker_network_ms").alias("transit_min_ms"),
             F.avg("sojourn_ms").alias("sojourn_mean_ms"),
+            F.count(F.lit(1)).alias("measured_deliveries"),
+            F.avg((F.col("buffer_len") == 0).cast("double")).alias("buffer_empty_share"),
+            F.avg(F.when(both, F.col("processing_ms"))).alias("processing_drawn_ms"),
+            F.avg(F.when(both, F.col("processing_ms_actual"))).alias("processing_achieved_ms"),
+            F.count_if(both).alias("processing_count"),
         )
         overall = (
             deliveries.groupBy(*k)
@@ -60,11 +77,18 @@ def model_inputs(t0_ns: int, keys: tuple[str, ...] = ("consumer",)) -> Transform
                 (F.coalesce(F.max("settle_ns"), F.max("end_ns")) - F.min("receive_ns")).alias("_wall_ns"),
                 busy_ns().alias("_busy_ns"),
                 wall_ns().alias("_wall_all_ns"),
+                F.min("receive_ns").alias("_first_ns"),
+                F.bool_or(F.col("outcome") == "auto_ack").alias("auto_ack"),
             )
             .select(
                 *k,
                 "prefetch_min",
                 "prefetch_max",
+                "auto_ack",
+                ((F.col("_first_ns") - F.lit(t0_ns)) / F.lit(float(NS_PER_S))).alias("span_start_s"),
+                ((F.col("_first_ns") + F.col("_wall_all_ns") - F.lit(t0_ns)) / F.lit(float(NS_PER_S))).alias(
+                    "span_end_s"
+                ),
                 F.when(F.col("_wall_ns") > 0, F.col("_acked") / (F.col("_wall_ns") / F.lit(1e9))).alias(
                     "throughput_per_s"
                 ),
@@ -76,6 +100,69 @@ def model_inputs(t0_ns: int, keys: tuple[str, ...] = ("consumer",)) -> Transform
         return overall.join(stats, k, "left").join(per_second, k, "left").orderBy(*k)
 
     return _inputs
+
+
+def ack_to_delivery(deliveries: DataFrame) -> DataFrame:
+    """Per consumer and phase, and per consumer (phase null): the time from an ack to the delivery
+    it drew, over measured deliveries: count, min, p50 and p95 (`ack_to_delivery_*`).
+
+    With prefetch n and acks in delivery order, the broker sends a channel's k-th delivery only
+    once the ack of its (k-n)-th has arrived; if the message was already published when that ack
+    was sent, it was waiting in the broker and went out as soon as the ack got there: receive_k -
+    settle_(k-n) is then the wire time of the round trip, ack out plus delivery back (R - p).
+    Deliveries published after the ack (the queue was empty), redeliveries (their publish time
+    says nothing of when they were requeued), auto-ack and unlimited prefetch draw nothing.
+    A consumer that joined again numbers its deliveries from 1 on its new channel: the ack paired
+    is the latest of that number at or before the delivery (its own channel's).
+
+    One join of two narrow projections of the deliveries on (consumer, delivery tag), hashed
+    rather than sorted (pairing rows by tag needs a shuffle; no grouping the job already does is
+    keyed so); the latest-ack pick groups on the join's own partitioning (no second shuffle); the
+    rollup shuffles only its partial aggregates.
+    """
+    windowed = F.col("outcome") != "auto_ack"
+    acks = deliveries.where(windowed & F.col("settle_ns").isNotNull()).select(
+        "consumer", F.col("delivery_tag").alias("_tag"), F.col("settle_ns").alias("_ack_ns")
+    )
+    drawn = deliveries.where(
+        F.col("measured") & windowed & ~F.col("redelivered") & F.col("publish_ns").isNotNull() & (F.col("prefetch") > 0)
+    ).select(
+        "consumer",
+        (F.col("delivery_tag") - F.col("prefetch")).alias("_tag"),
+        "phase",
+        "receive_ns",
+        "publish_ns",
+    )
+    pairs = (
+        drawn.join(acks.hint("shuffle_hash"), ["consumer", "_tag"])
+        # published by the ack (else nothing was waiting), before the delivery; filtered ahead of the
+        # latest-ack pick, which it does not change (an older ack of the tag fails it too)
+        .where((F.col("publish_ns") <= F.col("_ack_ns")) & (F.col("_ack_ns") <= F.col("receive_ns")))
+        .groupBy("consumer", "_tag", "receive_ns", "phase", "publish_ns")
+        .agg(F.max("_ack_ns").alias("_ack_ns"))
+        .select("consumer", "phase", ((F.col("receive_ns") - F.col("_ack_ns")) / F.lit(NS_PER_MS)).alias("_gap_ms"))
+    )
+    gap = F.col("_gap_ms")
+    q = percentiles(gap, [0.5, 0.95])
+    return (
+        pairs.rollup("consumer", "phase")
+        .agg(
+            F.grouping("phase").alias("_whole_run"),
+            F.count(gap).alias("ack_to_delivery_count"),
+            F.min(gap).alias("ack_to_delivery_min_ms"),
+            q[0].alias("ack_to_delivery_p50_ms"),
+            q[1].alias("ack_to_delivery_p95_ms"),
+        )
+        .where(F.col("consumer").isNotNull())
+        .select(
+            "consumer",
+            F.when(F.col("_whole_run") == 0, F.col("phase")).alias("phase"),
+            "ack_to_delivery_count",
+            "ack_to_delivery_min_ms",
+            "ack_to_delivery_p50_ms",
+            "ack_to_delivery_p95_ms",
+        )  # unordered: the summary looks rows up by (consumer, phase), and a sort is one more Spark job
+    )
 
 
 def window_components(t0_ns: int) -> Transform:
