@@ -76,6 +76,20 @@ def sojourn(*args: str, timeout: float = 240, env: dict | None = None) -> subpro
     )
 
 
+def start_sojourn(*args: str, env: dict | None = None) -> subprocess.Popen:
+    """Start the `sojourn` console script in a session of its own (a signal a test sends it reaches
+    it alone), its output captured; the caller waits for it and kills it if it outlives the test."""
+    return subprocess.Popen(
+        [str(BIN / "sojourn"), *args],
+        cwd=REPO,
+        env=_cli_env(env),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+
+
 def write_scenario(path: Path, text: str) -> str:
     path.write_text(text)
     return str(path)

@@ -9,19 +9,16 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
 import time
 from pathlib import Path
 
 import pytest
 
 from tests.integration.conftest import (
-    BIN,
-    REPO,
-    _cli_env,
     _Planned,
     run_end_to_end,
     sojourn,
+    start_sojourn,
     start_together,
     wait_for_t0,
     write_scenario,
@@ -162,15 +159,7 @@ def test_sigterm_to_a_sweep_analyses_the_runs_it_made_and_exits_143(tmp_path):
     tabled as partial, the second value never starts, and nothing of the run is left behind."""
     path = write_scenario(tmp_path / "sweep.yaml", SCENARIO.format(name="sweep-sigterm"))
     out = tmp_path / "sweep"
-    proc = subprocess.Popen(
-        [str(BIN / "sojourn"), "sweep", path, "--vary", "consumers.c.prefetch=50,10", "--out", str(out)],
-        cwd=REPO,
-        env=_cli_env(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
+    proc = start_sojourn("sweep", path, "--vary", "consumers.c.prefetch=50,10", "--out", str(out))
     try:
         first = out / "prefetch-50"
         _signal_the_command_alone(signal.SIGTERM, "sweep")(proc, first)
