@@ -102,10 +102,12 @@ def print_warnings(scenario, capture: bool = True) -> None:
     from loadgen.codel import codel_warnings
     from loadgen.deadletter import capture_warnings
     from loadgen.egress import egress_warnings
+    from loadgen.replay.sources import load_sources, replay_warnings
 
     for warning in [
         *codel_warnings(scenario),
         *egress_warnings(scenario),
+        *replay_warnings(scenario, load_sources(scenario)),  # parsed once per process (cached)
         *(capture_warnings(scenario) if capture else []),
     ]:
         print(f"warning: {warning}", file=sys.stderr)

@@ -9,11 +9,14 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from loadgen.replay.plan import expected_count
+from loadgen.replay.plan import expected_count, slot_of
 from loadgen.replay.source import ReplayFileError, ReplayTrace, load_trace
 from loadgen.scenario import ScenarioError
 
-__all__ = ["load_sources", "describe", "plan_kwargs"]
+__all__ = ["load_sources", "describe", "plan_kwargs", "replay_warnings", "UNEVEN_SPLIT"]
+
+UNEVEN_SPLIT = 1.5
+"""Warn when `split: key` gives one producer more than this many times its even share of the rows."""
 
 _CACHE: dict[tuple[str, int, int], ReplayTrace] = {}  # (path, mtime_ns, size): parsed once per process
 
@@ -71,4 +74,39 @@ def describe(scenario, traces: dict[str, ReplayTrace]) -> dict[str, dict[str, An
             "expected": expected_count(trace, **plan_kwargs(scenario, group)),
             "ignored_columns": list(trace.ignored_columns),
         }
+    return out
+
+
+def replay_warnings(scenario, traces: dict[str, ReplayTrace]) -> list[str]:
+    """Replay settings that are valid but probably not what the user meant: `split: key` that puts
+    most rows on one producer (its routing keys are few or skewed), and rows with a priority sent
+    to a queue without `x-max-priority`, where the broker ignores it."""
+    out = []
+    max_priority = "x-max-priority" in (scenario.queue.arguments or {})
+    for i, group in enumerate(scenario.producers):
+        trace = traces.get(group.name)
+        if trace is None or not len(trace):
+            continue
+        where = f"{scenario.source_path}: producers[{i}].replay"
+        spec = group.replay
+        if spec.split == "key" and group.count > 1:
+            per_slot = [0] * group.count
+            for index, key in enumerate(trace.routing_key):
+                per_slot[slot_of(index, key, group.count, "key")] += 1
+            busiest = max(per_slot) / len(trace)
+            if busiest > UNEVEN_SPLIT / group.count:
+                keys = len(set(trace.routing_key))
+                out.append(
+                    f"{where}.split: key puts {busiest:.1%} of {spec.path}'s rows on one of {group.count} "
+                    f"producers ({keys} routing key{'s' if keys != 1 else ''}; an even share is "
+                    f"{1 / group.count:.1%}): that producer's rate limits the replay; split: round_robin "
+                    "shares the rows evenly (without keeping each key's order on one producer)"
+                )
+        if not max_priority and any(p is not None for p in trace.priority):
+            rows = sum(p is not None for p in trace.priority)
+            out.append(
+                f"{where}.path: {rows:,} rows of {spec.path} carry a priority, but queue "
+                f"{scenario.queue.name!r} has no x-max-priority argument: the broker ignores message "
+                "priorities there (set queue.arguments.x-max-priority, e.g. 10)"
+            )
     return out
