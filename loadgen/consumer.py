@@ -147,8 +147,7 @@ class Consumer(Participant):
     # -- main loop ----------------------------------------------------------
     def run(self) -> None:
         ctx, scenario = self.ctx, self.ctx.scenario
-        last_moment = scenario.run.duration_s - 1e-9  # the drain keeps the run's final conditions
-        changes = [0.0, *scenario.change_times()]  # 0: t < 0 in the lead-in, and a phase may start at 0
+        changes = scenario.boundaries()
         settings: Any  # set on the first pass: valid_until starts at -inf
         settings, valid_until = None, float("-inf")  # the settings hold until the next phase change
         clean = False
@@ -156,7 +155,7 @@ class Consumer(Participant):
             while not ctx.drained.is_set() and not ctx.stopping.is_set():
                 t = ctx.elapsed_s()
                 if t >= valid_until:  # looked up once per phase, not once per delivery
-                    settings = scenario.at(min(t, last_moment)).consumer(self.group)
+                    settings = scenario.settings_at(t).consumer(self.group)
                     valid_until = next((c for c in changes if c > t), float("inf"))
                     self._inline_settings = settings if self._settles_on_arrival(settings) else None
                     self._inline_until = valid_until
@@ -184,7 +183,7 @@ class Consumer(Participant):
             self._leave(clean=clean)
 
     def _wait_for_change(self, t: float) -> None:
-        upcoming = [c for c in (0.0, *self.ctx.scenario.change_times()) if c > t]
+        upcoming = [c for c in self.ctx.scenario.boundaries() if c > t]
         until = upcoming[0] if upcoming else self.ctx.scenario.run.duration_s + 1e6
         self.ctx.sleep_until(until, self.ctx.drained)
 
@@ -262,9 +261,7 @@ class Consumer(Participant):
                     CLOSE_WAIT_S,
                     channel=channel,
                 )
-                settings = self.ctx.scenario.at(
-                    min(self.ctx.elapsed_s(), self.ctx.scenario.run.duration_s - 1e-9)
-                ).consumer(self.group)
+                settings = self.ctx.scenario.settings_at(self.ctx.elapsed_s()).consumer(self.group)
                 while self._buffer and channel.is_open:
                     self._process_one(settings)
             except Exception as exc:  # noqa: BLE001

@@ -132,7 +132,7 @@ class Producer(Participant):
             return
         scenario = self.ctx.scenario
         duration = scenario.run.duration_s
-        bounds = [0.0, *scenario.change_times(), duration]
+        bounds = [*scenario.boundaries(), duration]
         # Re-entered after an error: resume from now rather than bursting to catch up.
         resume_s = self.ctx.elapsed_s() if self._entered else 0.0
         self._entered = True

@@ -283,7 +283,7 @@ def _progress(environment, ctx: RunContext) -> None:
         by_type: dict[str, int] = {}
         for (_name, method), entry in stats.entries.items():
             by_type[method] = by_type.get(method, 0) + entry.num_requests
-        where = f"{t:5.0f}s/{duration:.0f}s phase={ctx.scenario.phase_at(min(t, duration - 1e-9))}"
+        where = f"{t:5.0f}s/{duration:.0f}s phase={ctx.scenario.phase_at(ctx.scenario.in_run(t))}"
         if ctx.draining.is_set() or t >= duration:
             where = f"{t:5.0f}s draining"
         c = ctx.counters

@@ -588,6 +588,19 @@ class Scenario:
         times = {t for p in self.timeline for t in (p.start_s, p.end_s)}
         return sorted(t for t in times if 0 < t < self.run.duration_s)
 
+    def boundaries(self) -> list[float]:
+        """0.0 and then change_times(): every time from which new settings may hold (0, because the
+        lead-in before t0 runs on the first settings and a phase may start at 0)."""
+        return [0.0, *self.change_times()]
+
+    def in_run(self, t_s: float) -> float:
+        """`t_s`, or the run's last moment when later: the drain keeps the run's final conditions."""
+        return min(t_s, self.run.duration_s - 1e-9)
+
+    def settings_at(self, t_s: float) -> Scenario:
+        """The settings in force at elapsed time `t_s`, the drain included (at(in_run(t_s)))."""
+        return self.at(self.in_run(t_s))
+
     def to_dict(self, mask_password: bool = True) -> dict[str, Any]:
         """The resolved scenario as plain data in the YAML layout (loadable again)."""
         url = mask_url(self.broker.url) if mask_password else self.broker.url

@@ -224,3 +224,32 @@ def test_phases_that_touch_do_not_overlap(tmp_path):
 def test_end_s_null_means_the_default_end(tmp_path):
     s = load(tmp_path, HEAD + "timeline:\n  - {name: a, start_s: 10, end_s: null}\n  - {name: b, start_s: 40}\n")
     assert s.phase_windows() == [("a", 10.0, 40.0), ("b", 40.0, 60.0)]
+
+
+def test_boundaries_and_the_settings_in_force_after_the_run_are_the_last_phases(tmp_path):
+    from tests.unit.scenario_files import load
+
+    s = load(
+        tmp_path,
+        """
+name: t
+queue: {name: q}
+run: {duration_s: 10}
+producers: [{name: p, rate: 5}]
+consumers: [{name: c, prefetch: 1}]
+timeline:
+  - {name: wide, start_s: 2, end_s: 5, set: {consumers.c.prefetch: 20}}
+  - {name: last, start_s: 8, set: {consumers.c.prefetch: 7}}
+""",
+    )
+    assert s.boundaries() == [0.0, 2.0, 5.0, 8.0]
+    assert s.in_run(3.0) == 3.0 and s.in_run(12.0) < 10.0
+    assert [s.settings_at(t).consumer("c").prefetch for t in (-0.5, 0.0, 2.0, 5.0, 9.9, 10.0, 25.0)] == [
+        1,
+        1,
+        20,
+        1,
+        7,
+        7,  # the drain keeps the run's final conditions
+        7,
+    ]
