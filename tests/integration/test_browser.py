@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.integration.browser import chromium_path, render_in_chromium
+from tests.integration.cdp import Browser
 from tests.integration.conftest import sojourn, write_scenario
 
 pytestmark = pytest.mark.skipif(
@@ -113,6 +114,37 @@ def test_a_screenshot_is_saved(rendered):
     _, _, _, screenshot = rendered
     data = Path(screenshot).read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 50_000
+
+
+# Per table: its section, whether its right edge lies within its container's visible box (and
+# within the viewport, unless the page itself scrolls sideways), and whether the container scrolls
+# sideways to show the rest (wider content than box, overflow-x auto or scroll).
+_TABLE_FIT = """Array.from(document.querySelectorAll('main table')).map(function(table){
+  var box = table.parentElement, style = getComputedStyle(box), root = document.documentElement;
+  var rect = table.getBoundingClientRect(), boxRect = box.getBoundingClientRect();
+  var visibleRight = boxRect.left + box.clientLeft + box.clientWidth, section = table.closest('section');
+  var clips = function(el){ return ['hidden', 'clip'].indexOf(getComputedStyle(el).overflowX) >= 0; };
+  var pageScrolls = root.scrollWidth > root.clientWidth && !clips(root) && !clips(document.body);
+  return {section: section ? section.id : '(none)', width: Math.round(rect.width), right: Math.round(rect.right),
+    visibleRight: Math.round(visibleRight), overflowX: style.overflowX,
+    fits: rect.right <= visibleRight + 0.5 && (rect.right <= root.clientWidth + 0.5 || pageScrolls),
+    scrolls: box.scrollWidth > box.clientWidth && ['auto', 'scroll'].indexOf(style.overflowX) >= 0};
+})"""
+
+
+def test_every_table_can_be_seen_in_full_in_a_1400_px_window(rendered):
+    report, _, _, _ = rendered
+    with Browser(width=1400, height=900, timeout_s=60) as browser:
+        browser.open(report.resolve().as_uri())
+        browser.wait_for("location.protocol === 'file:' && document.readyState === 'complete'", timeout_s=60)
+        assert browser.evaluate("window.innerWidth") == 1400
+        tables = browser.evaluate(_TABLE_FIT)
+    assert "phases" in {t["section"] for t in tables}  # the timeline's phases give a per-phase table
+    for t in tables:
+        assert t["fits"] or t["scrolls"], (
+            f"section {t['section']}: a {t['width']} px table ends at x={t['right']}, its container shows up to "
+            f"x={t['visibleRight']} and does not scroll sideways (overflow-x {t['overflowX']})"
+        )
 
 
 @pytest.fixture(scope="module")
