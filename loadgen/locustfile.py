@@ -20,6 +20,7 @@ import logging
 import os
 import re
 import sys
+import time
 from typing import Any
 
 # Locust loads this file by path; make the package importable from a plain checkout too.
@@ -33,12 +34,14 @@ from loadgen import session  # noqa: E402
 from loadgen.consumer import Consumer  # noqa: E402
 from loadgen.producer import Producer  # noqa: E402
 from loadgen.redact import mask_text  # noqa: E402
+from loadgen.repeats import HeldBack  # noqa: E402
 from loadgen.replay.sources import load_sources  # noqa: E402
 from loadgen.scenario import ScenarioError, load_scenario  # noqa: E402
 from loadgen.scenario.model import GroupKind  # noqa: E402
 
 log = logging.getLogger("sojourn")
 RETRY_AFTER_S = 1.0
+_RETRIES: dict[tuple[str, str], HeldBack] = {}  # (participant, error type) -> its retry warning's rate limit
 # pika logs every channel open/close at INFO and a traceback for every cut connection;
 # sojourn logs and traces each lost connection itself (connection_lost events).
 logging.getLogger("pika").setLevel(logging.CRITICAL)
@@ -123,9 +126,15 @@ class SojournUser(User):
                 participant.name,
                 detail={"error": mask_text(f"{type(exc).__name__}: {exc}")},
             )
-            log.error(
-                "sojourn: %s failed: %s; retrying in %.0f s", participant.name, mask_text(str(exc)), RETRY_AFTER_S
+            # Every second while the broker is down: the first said at once, then once a minute
+            # with the count held back (every failure is a participant_error event in the traces).
+            repeats = _RETRIES.setdefault((participant.name, type(exc).__name__), HeldBack())
+            line = repeats.line(
+                f"sojourn: {participant.name} failed: {mask_text(str(exc))}; retrying every {RETRY_AFTER_S:.0f} s",
+                time.monotonic(),
             )
+            if line:
+                log.error("%s", line)
             ctx.stopping.wait(RETRY_AFTER_S)
             return
         finally:

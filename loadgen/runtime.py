@@ -25,7 +25,8 @@ from gevent.lock import RLock
 from loadgen.amqp import connection as amqp, topology
 from loadgen.deadletter import DeadLetterCapture, capture_plan
 from loadgen.errors import BrokerOperationFailed
-from loadgen.lateness import HeldBack, Lateness
+from loadgen.lateness import Lateness
+from loadgen.repeats import HeldBack
 from loadgen.replay.sources import load_sources
 from loadgen.scenario.names import slot_queue_name
 from loadgen.scenario.topology import required_exchanges
