@@ -13,7 +13,7 @@ from loadgen.replay.plan import expected_count, slot_of
 from loadgen.replay.source import ReplayFileError, ReplayTrace, load_trace
 from loadgen.scenario import ScenarioError
 
-__all__ = ["load_sources", "describe", "plan_kwargs", "replay_warnings", "UNEVEN_SPLIT"]
+__all__ = ["load_sources", "trace_of", "describe", "plan_kwargs", "replay_warnings", "UNEVEN_SPLIT"]
 
 UNEVEN_SPLIT = 1.5
 """Warn when `split: key` gives one producer more than this many times its even share of the rows."""
@@ -21,7 +21,8 @@ UNEVEN_SPLIT = 1.5
 _CACHE: dict[tuple[str, int, int], ReplayTrace] = {}  # (path, mtime_ns, size): parsed once per process
 
 
-def _load(path: str) -> ReplayTrace:
+def trace_of(path: str) -> ReplayTrace:
+    """The parsed replay file at `path`, parsed once per process (until the file changes)."""
     st = os.stat(path)
     key = (path, st.st_mtime_ns, st.st_size)
     if key not in _CACHE:
@@ -37,7 +38,7 @@ def load_sources(scenario) -> dict[str, ReplayTrace]:
             continue
         where = f"producers[{i}].replay"
         try:
-            trace = _load(group.replay.path)
+            trace = trace_of(group.replay.path)
         except (ReplayFileError, OSError) as err:
             raise ScenarioError(scenario.source_path, f"{where}.path", group.replay.path, str(err)) from None
         try:

@@ -6,6 +6,7 @@ match; nothing here prints or exits. The schema is documented in docs/scenarios.
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, cast
@@ -253,6 +254,32 @@ _CONSUMER_FIELDS: dict[str, tuple[Check, Any]] = {
 # ---- sections
 
 
+def _replay_duration(source: str, producers: tuple[ProducerGroup, ...]) -> float | None:
+    """The run's duration when run.duration_s is left out: long enough for every replay group's
+    window to be published once at its speed (the last row's time / speed, in whole seconds, plus
+    one), so `speed: 2` halves the run. None without a replay group, or when one loops (it has no
+    end of its own): then run.duration_s is required."""
+    ends = []
+    for i, group in enumerate(producers):
+        spec = group.replay
+        if spec is None:
+            continue
+        if spec.loop is not False:
+            return None
+        start, end = spec.window
+        if end is None:
+            from loadgen.replay.source import ReplayFileError
+            from loadgen.replay.sources import trace_of
+
+            try:
+                offsets = trace_of(spec.path).offset_s
+            except (ReplayFileError, OSError) as err:
+                _fail(source, f"producers[{i}].replay.path", spec.path, str(err))
+            end = offsets[-1] if offsets else 0.0
+        ends.append(math.floor(max(0.0, end - start) / spec.speed) + 1.0)
+    return max(ends) if ends else None
+
+
 def _build(tree: dict[str, Any], source: str, overrides: tuple[str, ...], url_is_default: bool = False) -> Scenario:
     top = _Reader(source, tree, "", "scenario")
     name = top.get("name", _name)
@@ -278,8 +305,10 @@ def _build(tree: dict[str, Any], source: str, overrides: tuple[str, ...], url_is
     queue = read_queue(top)
     exchanges = read_exchanges(top)
     bindings = read_bindings(top, exchanges)
-    r = top.section("run", "run", required=True)
-    duration = r.get("duration_s", _number(0, strict=True))
+    producers = tuple(_groups(top, "producers", "producer", _PRODUCER_FIELDS, ProducerGroup, queue.name))
+    replay_s = _replay_duration(source, producers)
+    r = top.section("run", "run", required=replay_s is None)
+    duration = r.get("duration_s", _number(0, strict=True), *(() if replay_s is None else (replay_s,)))
     warmup = r.get("warmup_s", _number(0), 0.0)
     if warmup >= duration:
         _fail(
@@ -289,7 +318,6 @@ def _build(tree: dict[str, Any], source: str, overrides: tuple[str, ...], url_is
             f"expected a number >= 0 and < run.duration_s ({duration:g}), got {warmup:g}",
         )
     run = RunSpec(duration, warmup, r.get("drain_timeout_s", _number(0), 30.0), r.get("beyond_limits", _boolean, False))
-    producers = tuple(_groups(top, "producers", "producer", _PRODUCER_FIELDS, ProducerGroup, queue.name))
     consumers = tuple(_groups(top, "consumers", "consumer", _CONSUMER_FIELDS, ConsumerGroup, queue.name))
     network = read_network(top)
     timeline = _timeline(top, run, producers, consumers, network is not None)
