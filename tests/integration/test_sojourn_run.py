@@ -77,6 +77,9 @@ def test_every_published_message_is_acked_and_reported(end_to_end):
     assert "it-short" in report and "guest:guest" not in report
     assert (run_dir / "locust.html").exists()
     assert "unaccounted 0" in result.stdout
+    # Locust's statistics tables are kept for --verbose: in the run directory, not on the terminal
+    assert "Response time percentiles" not in result.stderr + result.stdout
+    assert json.loads((run_dir / "locust_stats.json").read_text())  # what the tables would have shown
 
 
 SATURATED = """
