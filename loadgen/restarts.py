@@ -43,14 +43,28 @@ class LostQueueWatch:
         self.ctx = ctx
         self.marker = alive_queue_name(ctx.run_id)
         self.restarts = 0
+        self.enabled = True  # False when the broker refused the marker (start)
         self._down_since_ns: int | None = None
 
     def start(self) -> LostQueueWatch:
-        self._declare_marker()
+        """Declare the marker. A broker that refuses it (a user allowed to configure only some
+        names) leaves the run without restart detection, said once, not without a run."""
+        try:
+            self._declare_marker()
+        except BrokerOperationFailed as exc:
+            self.enabled = False
+            log.warning(
+                "the broker refused the run's marker queue %s (%s): a broker restart mid-run will not be "
+                "noticed, and what it loses counts as unaccounted",
+                self.marker,
+                mask_text(str(exc)),
+            )
         return self
 
     def stop(self) -> None:
         """Delete the marker (best effort: a broker that is gone took it along)."""
+        if not self.enabled:
+            return
         try:
             channel = self.ctx.new_channel()
             try:
@@ -70,7 +84,7 @@ class LostQueueWatch:
         """After a failure: None while the broker does not answer (or nothing failed); False when
         it answers and still holds the marker; True when the marker is gone: the topology has been
         declared again and a `broker_restart` event recorded."""
-        if self._down_since_ns is None:
+        if self._down_since_ns is None or not self.enabled:
             return None
         try:
             channel = self.ctx.new_channel()  # reconnects the control connection if it died

@@ -82,3 +82,18 @@ def test_a_broker_back_without_the_marker_restarted_the_topology_is_declared_aga
 def test_the_marker_name_fits_an_amqp_short_string():
     assert len(alive_queue_name("x" * 1000).encode()) <= 255
     assert alive_queue_name("run-1") == "sojourn.alive.run-1"
+
+
+def test_a_refused_marker_leaves_the_run_without_restart_detection_not_without_a_run(broker, monkeypatch, caplog):
+    from loadgen.errors import BrokerOperationFailed
+
+    def refuse(_ch, name, **_kw):
+        raise BrokerOperationFailed(f"queue.declare {name!r}", 403, "ACCESS_REFUSED")
+
+    monkeypatch.setattr(restarts.topology, "declare_queue", refuse)
+    events = []
+    watch = LostQueueWatch(_ctx(broker, events)).start()
+    assert "will not be noticed" in caplog.text
+    watch.failed()
+    assert watch.check() is None and events == [] and broker.declared_topology == 0
+    watch.stop()  # nothing to delete
