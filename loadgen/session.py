@@ -29,6 +29,7 @@ from locust.runners import MasterRunner, WorkerRunner
 
 from loadgen import finish, reports, webui
 from loadgen.census import census_then_cleanup
+from loadgen.childenv import child_env
 from loadgen.deadletter import capture_warnings
 from loadgen.errors import BrokerOperationFailed, BrokerUnreachable
 from loadgen.locust_output import write_csv_stats, write_html_report
@@ -413,9 +414,7 @@ def _web_status() -> dict[str, str]:
 def _analysis(run_dir: str) -> int:
     """`sojourn analyze RUN_DIR` in a child process, its output on this terminal; its exit status."""
     _say([f"[sojourn] analyzing: {finish.analyze_command(run_dir)}"])
-    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (repo, os.environ.get("PYTHONPATH")) if p)}
-    return subprocess.call(finish.analyze_argv(run_dir), stdin=subprocess.DEVNULL, env=env)
+    return subprocess.call(finish.analyze_argv(run_dir), stdin=subprocess.DEVNULL, env=child_env())
 
 
 def _analyze_in_background(run_dir: str) -> None:

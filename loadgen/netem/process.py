@@ -8,13 +8,13 @@ separate process keeps the delay line off the workers' loop (and its CPU).
 from __future__ import annotations
 
 import hashlib
-import os
 import signal
 import subprocess
 import sys
 import time
 from urllib.parse import urlsplit, urlunsplit
 
+from loadgen.childenv import child_env
 from loadgen.netem.timeline import Timeline, timeline_to_json
 
 __all__ = ["NetemProcess", "NetemError", "proxied_url", "upstream_address", "PROXY_HOST"]
@@ -86,9 +86,7 @@ class NetemProcess:
             cmd += ["--worker", worker]
         if seed:
             cmd += ["--seed", str(int.from_bytes(hashlib.sha256(seed.encode()).digest()[:4], "big"))]
-        repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (repo, os.environ.get("PYTHONPATH", "")) if p)}
-        proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=None, env=env)
+        proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=None, env=child_env())
         assert proc.stdout is not None  # stdout=subprocess.PIPE
         line = proc.stdout.readline().decode(errors="replace").strip()
         if not line.isdigit():

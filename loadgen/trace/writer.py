@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from analysis.schema import KINDS, SCHEMA_VERSION, arrow_schema
+from loadgen.childenv import child_env
 
 __all__ = ["TraceWriter", "write_part", "recover"]
 
@@ -275,9 +276,7 @@ class _Child:
     def __init__(self, root: Path, run_id: str, worker: str):
         to_child, self._to_child = os.pipe()
         self._from_child, from_child = os.pipe()
-        repo = str(Path(__file__).resolve().parents[2])
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (repo, env.get("PYTHONPATH")) if p)
+        env = child_env()
         self.sent_bytes = 0
         try:
             self.proc = subprocess.Popen(
