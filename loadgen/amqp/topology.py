@@ -3,7 +3,7 @@ TopologyError: a refused declaration worded for the user (which object, the brok
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from loadgen.amqp.connection import wait_for
@@ -131,8 +131,13 @@ def queue_counts(channel, name: str, timeout_s: float = 10.0) -> tuple[int, int]
 def queue_exists(channel, name: str, timeout_s: float = 10.0) -> bool:
     """Passive queue.declare. A missing queue makes the broker close the channel (404
     NOT_FOUND), so pass a channel of its own; other refusals raise."""
+    return _found(lambda: queue_counts(channel, name, timeout_s))
+
+
+def _found(passive_declare: Callable[[], Any]) -> bool:
+    """False when the passive declaration is refused with 404 NOT_FOUND; other refusals raise."""
     try:
-        queue_counts(channel, name, timeout_s)
+        passive_declare()
     except BrokerOperationFailed as exc:
         if exc.reply_code == NOT_FOUND:
             return False
@@ -154,18 +159,14 @@ def delete_queue(channel, name: str, timeout_s: float = 10.0) -> None:
 def exchange_exists(channel, name: str, timeout_s: float = 10.0) -> bool:
     """Passive exchange.declare. A missing exchange makes the broker close the channel
     (404 NOT_FOUND), so pass a channel of its own; other refusals raise."""
-    try:
-        wait_for(
+    return _found(
+        lambda: wait_for(
             lambda cb: channel.exchange_declare(name, passive=True, callback=cb),
             f"exchange.declare passive {name!r}",
             timeout_s,
             channel=channel,
         )
-    except BrokerOperationFailed as exc:
-        if exc.reply_code == NOT_FOUND:
-            return False
-        raise
-    return True
+    )
 
 
 def declare_exchange(
