@@ -83,8 +83,10 @@ def _example(root: Path, path: Path) -> Example:
         top = yaml.load(path.read_text(encoding="utf-8"), Loader=BoundedLoader)  # a SafeLoader, depth-bounded
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
         raise ExamplesError(f"{path}: can not read the example: {exc}") from None
+    from loadgen.suite import is_suite_document
+
+    kind = "suite" if is_suite_document(top) else "scenario"  # as `sojourn validate` tells
     top = top if isinstance(top, dict) else {}
-    kind = "suite" if "scenarios" in top and "queue" not in top else "scenario"  # as `sojourn validate` tells
     try:
         needed = _suite_needs(path) if kind == "suite" else _scenario_needs(str(path), ())
     except ScenarioError as exc:

@@ -17,15 +17,17 @@ def cmd_validate(args) -> int:
 
 
 def _is_suite(path: str) -> bool:
-    """A suite file lists `scenarios:` and declares no `queue:` (a scenario always does)."""
+    """The file at `path` is a suite (loadgen.suite.is_suite_document)."""
     import yaml
+
+    from loadgen.suite import is_suite_document
 
     try:
         with open(path, encoding="utf-8") as f:
             top = yaml.load(f, Loader=BoundedLoader)  # a SafeLoader, depth-bounded
     except (OSError, UnicodeDecodeError, yaml.YAMLError):
         return False  # the scenario loader says what is wrong with it
-    return isinstance(top, dict) and "scenarios" in top and "queue" not in top
+    return is_suite_document(top)
 
 
 def _validate_suite(path: str, overrides: list[str]) -> int:

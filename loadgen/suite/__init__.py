@@ -7,12 +7,13 @@ located like a scenario's); `write_junit`, `ResultsLock` and `prune_runs` are th
 
 from loadgen.suite.junit import CaseResult, write_junit
 from loadgen.suite.lock import LockHeld, ResultsLock
-from loadgen.suite.model import Suite, SuiteEntry, load_suite, with_overrides
+from loadgen.suite.model import Suite, SuiteEntry, is_suite_document, load_suite, with_overrides
 from loadgen.suite.retention import prune_runs, run_dir_name
 
 __all__ = [
     "load_suite",
     "with_overrides",
+    "is_suite_document",
     "Suite",
     "SuiteEntry",
     "write_junit",

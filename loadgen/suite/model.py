@@ -17,7 +17,7 @@ from loadgen.scenario.checks import Reader, fail, identifier, integer, number, t
 from loadgen.scenario.errors import Invalid, join_path, show
 from loadgen.scenario.loader import _read
 
-__all__ = ["Suite", "SuiteEntry", "load_suite", "with_overrides", "SUITE_LAYOUT"]
+__all__ = ["Suite", "SuiteEntry", "load_suite", "with_overrides", "is_suite_document", "SUITE_LAYOUT"]
 
 SUITE_LAYOUT: dict[str, tuple[str, ...]] = {
     "suite": ("name", "description", "keep_runs", "baseline_runs", "tolerance", "slo", "scenarios"),
@@ -81,6 +81,12 @@ def _overrides(value: Any) -> tuple[str, ...]:
                 raise Invalid(f"expected PATH=VALUE, got {show(item)}", item, f"[{i}]")
         return tuple(value)
     raise Invalid(f"expected a mapping of field paths to values, got {show(value)}")
+
+
+def is_suite_document(top: Any) -> bool:
+    """A parsed YAML file is a suite when it lists `scenarios:` and declares no `queue:` (a
+    scenario always does): how `sojourn validate` and the example catalogue tell the two apart."""
+    return isinstance(top, dict) and "scenarios" in top and "queue" not in top
 
 
 def load_suite(path: str | os.PathLike) -> Suite:
