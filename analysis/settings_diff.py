@@ -8,17 +8,14 @@ from __future__ import annotations
 import enum
 import json
 import os
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
+
+from analysis.redact import mask_urls
 
 __all__ = ["Missing", "SettingDiff", "flatten_settings", "differing_settings", "format_setting", "distinct_labels"]
 
 Scenario = Mapping[str, Any]  # run.json's `scenario`: the resolved scenario, passwords masked
-
-# As analysis/report/_format.py masks URLs (not imported: that package pulls in plotly). run.json
-# is written masked; this covers a hand-edited or older one, since labels reach chart legends too.
-_AMQP_PASSWORD = re.compile(r"(amqps?://[^:/@\s]*:)[^/\s]*@", re.IGNORECASE)
 
 
 class Missing(enum.Enum):
@@ -99,7 +96,7 @@ def format_setting(value: Any) -> str:
     if isinstance(value, float) and value.is_integer():
         return str(int(value))
     text = value if isinstance(value, str) else json.dumps(value, separators=(", ", ": "), default=str)
-    return _AMQP_PASSWORD.sub(r"\1****@", text)
+    return mask_urls(text)  # run.json is written masked; a hand-edited or older one reaches chart legends too
 
 
 def _short(text: str, limit: int = 40) -> str:

@@ -9,9 +9,10 @@ from __future__ import annotations
 import datetime as _dt
 import html
 import math
-import re
 from collections.abc import Mapping
 from typing import Any
+
+from analysis.redact import mask_urls
 
 __all__ = [
     "MISSING",
@@ -32,10 +33,6 @@ __all__ = [
 
 #: Shown wherever a value is absent or null (an en dash, never "None" or "nan").
 MISSING = "–"
-
-# The password is everything between the user's ':' and the *last* '@' before the
-# host, so a password that itself contains '@' is masked whole.
-_AMQP_PASSWORD = re.compile(r"(amqps?://[^:/@\s]*:)[^/\s]*@", re.IGNORECASE)
 
 
 def dig(node: Any, *path: str | int, default: Any = None) -> Any:
@@ -65,11 +62,6 @@ def as_number(value: Any) -> float | int | None:
     if isinstance(value, float) and not math.isfinite(value):
         return None
     return value
-
-
-def mask_urls(text: str) -> str:
-    """Replace the password of every amqp(s) URL in `text` with `****`."""
-    return _AMQP_PASSWORD.sub(r"\1****@", text)
 
 
 def esc(value: Any) -> str:
