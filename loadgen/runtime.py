@@ -395,7 +395,7 @@ class RunContext:
 
     def _lateness_watch(self) -> None:
         """Say loudly, while it happens and at the end, when publishes leave late: the first window
-        that slips at once, then at most once a minute (lateness.HeldBack), and the run's total."""
+        that slips at once, then at most once a minute (repeats.HeldBack), and the run's total."""
         repeats = HeldBack()
         while not self.stopping.wait(LATENESS_EVERY_S) and not self.drained.is_set():
             window = self.lateness.take_window()

@@ -351,30 +351,26 @@ def model_block(
     drawn = {(r["consumer"], r["phase"]): r.asDict() for r in drawn_rows}
     samples = list(queue_depth)
     segments = [(str(name), float(start), float(end)) for name, start, end in segments]
-    empty_drawn = {"ack_to_delivery_count": 0}
+
+    def checked(r, phase: str | None, **consumer: Any) -> dict:
+        """model_row of a collected model_inputs row, with its ack_to_delivery columns (none drawn:
+        count 0), the consumer's own fields given and the backlog over its span (in `phase`)."""
+        ack = drawn.get((r["consumer"], phase), {"ack_to_delivery_count": 0})
+        inputs = {**r.asDict(), **{k: v for k, v in ack.items() if k.startswith("ack_")}, **consumer}
+        return model_row(_with_backlog(inputs, samples, segments, phase))
+
     out = []
     for r in rows:
         c = by_id.get(r["consumer"], {})
-        inputs = {
-            **r.asDict(),
-            **{k: v for k, v in drawn.get((r["consumer"], None), empty_drawn).items() if k.startswith("ack_")},
-            "group": c.get("group"),
-            "utilisation": c.get("utilisation"),
-        }
-        out.append(model_row(_with_backlog(inputs, samples, segments, None)))
+        out.append(checked(r, None, group=c.get("group"), utilisation=c.get("utilisation")))
     seen: dict = {}
     for r in phase_rows:
         seen[r["consumer"]] = seen.get(r["consumer"], 0) + 1
-    phases = []
-    for r in phase_rows:
-        if seen[r["consumer"]] <= 1:
-            continue
-        inputs = {
-            **r.asDict(),
-            **{k: v for k, v in drawn.get((r["consumer"], r["phase"]), empty_drawn).items() if k.startswith("ack_")},
-            "group": by_id.get(r["consumer"], {}).get("group"),
-        }
-        phases.append(model_row(_with_backlog(inputs, samples, segments, r["phase"])))
+    phases = [
+        checked(r, r["phase"], group=by_id.get(r["consumer"], {}).get("group"))
+        for r in phase_rows
+        if seen[r["consumer"]] > 1
+    ]
     for row in out:
         _phase_note(row, phases)
     return {
