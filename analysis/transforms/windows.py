@@ -6,6 +6,8 @@ One row per whole second from the first to the last second with any activity
 
 from __future__ import annotations
 
+import functools
+
 from pyspark.sql import Column, DataFrame, functions as F
 
 from ._common import NS_PER_S, Transform, is_acked
@@ -22,14 +24,6 @@ def second_since(t0_ns: int, time_col: str) -> Column:
     return F.floor((F.col(time_col) - F.lit(t0_ns)) / F.lit(float(NS_PER_S))).cast("long")
 
 
-def _activity(kind: str, ts: Column, value: Column | None = None) -> Column:
-    return F.struct(
-        ts.alias("ts"),
-        F.lit(kind).alias("kind"),
-        (value if value is not None else F.lit(None)).cast("double").alias("value"),
-    )
-
-
 def per_second_windows(t0_ns: int, publishes: DataFrame) -> Transform:
     """Windows over deliveries that carry the derived latencies (see latency.py).
 
@@ -39,29 +33,20 @@ def per_second_windows(t0_ns: int, publishes: DataFrame) -> Transform:
     """
 
     def _windows(deliveries: DataFrame) -> DataFrame:
-        delivery_activity = deliveries.select(
-            F.explode(
-                F.array(
-                    _activity("deliver", F.col("receive_ns")),
-                    _activity("ack", F.when(is_acked(), F.col("settle_ns"))),
-                    _activity("sojourn", F.col("start_ns"), F.col("sojourn_ms")),
-                    _activity("latency", F.col("end_ns"), F.col("end_to_end_ms")),
-                )
-            ).alias("a")
-        ).select("a.*")
-        publish_activity = publishes.select(_activity("publish", F.col("publish_ns")).alias("a")).select("a.*")
-        activity = (
-            delivery_activity.unionByName(publish_activity)
-            .where(F.col("ts").isNotNull())
-            .withColumn("t_s", second_since(t0_ns, "ts"))
-        )
-        by_second = activity.groupBy("t_s").agg(
-            F.count_if(F.col("kind") == "publish").alias("published"),
-            F.count_if(F.col("kind") == "deliver").alias("delivered"),
-            F.count_if(F.col("kind") == "ack").alias("acked"),
-            stats_struct(F.when(F.col("kind") == "sojourn", F.col("value")), WINDOW_SOJOURN_FIELDS).alias("sojourn_ms"),
-            stats_struct(F.when(F.col("kind") == "latency", F.col("value")), WINDOW_LATENCY_FIELDS).alias("latency_ms"),
-        )
+        def per_second(frame: DataFrame, time_col: str, *aggs: Column) -> DataFrame:
+            counted = frame.where(F.col(time_col).isNotNull())
+            return counted.groupBy(second_since(t0_ns, time_col).alias("t_s")).agg(*aggs)
+
+        # One grouping per kind of activity, each over the rows it counts (the cached deliveries are
+        # scanned five times, but no row is copied per kind of activity, as an exploded union would).
+        kinds = [
+            per_second(publishes, "publish_ns", F.count(F.lit(1)).alias("published")),
+            per_second(deliveries, "receive_ns", F.count(F.lit(1)).alias("delivered")),
+            per_second(deliveries.where(is_acked()), "settle_ns", F.count(F.lit(1)).alias("acked")),
+            per_second(deliveries, "start_ns", stats_struct("sojourn_ms", WINDOW_SOJOURN_FIELDS).alias("sojourn_ms")),
+            per_second(deliveries, "end_ns", stats_struct("end_to_end_ms", WINDOW_LATENCY_FIELDS).alias("latency_ms")),
+        ]
+        by_second = functools.reduce(lambda a, b: a.join(b, "t_s", "full"), kinds)
         all_seconds = by_second.agg(F.min("t_s").alias("first"), F.max("t_s").alias("last")).select(
             F.explode(F.sequence("first", "last")).alias("t_s")
         )
