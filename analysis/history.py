@@ -73,7 +73,9 @@ def build_history(summaries: Sequence[Mapping[str, Any]], *, window: int = 5, to
 
     Each run: run_id, scenario, t0_ns, run_dir, verdict ("pass"/"fail"/"error"), failed SLO
     expressions, `metrics` {key: value}, `baseline` {key: median or None} over the previous
-    `window` runs of the same scenario (None for its first run), `regressions` [keys].
+    `window` runs of the same scenario (None for its first run), `regressions` [keys]. Only
+    completed runs make baselines; a run with another status (interrupted, failed) is listed with
+    its numbers and verdict "error", and is not flagged for regressions: it measured part of a run.
     """
     ordered = sorted(
         summaries, key=lambda s: ((s.get("run") or {}).get("t0_ns") or 0, str((s.get("run") or {}).get("run_id")))
@@ -89,7 +91,8 @@ def build_history(summaries: Sequence[Mapping[str, Any]], *, window: int = 5, to
         for m in METRICS:
             seen = [x for x in (v[m.key] for v in previous) if x is not None]
             baseline[m.key] = statistics.median(seen) if seen else None
-        flags = [m.key for m in METRICS if regressed(m, values[m.key], baseline[m.key], tolerance)]
+        complete = run.get("status") in (None, "completed")
+        flags = [m.key for m in METRICS if complete and regressed(m, values[m.key], baseline[m.key], tolerance)]
         verdict, slos = _verdict(summary)
         runs.append(
             {
@@ -105,7 +108,8 @@ def build_history(summaries: Sequence[Mapping[str, Any]], *, window: int = 5, to
                 "regressions": flags,
             }
         )
-        past[scenario].append(values)
+        if complete:  # a run that was stopped, or failed, measured part of a run: no baseline for others
+            past[scenario].append(values)
     return {
         "window": window,
         "tolerance": tolerance,

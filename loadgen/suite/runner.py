@@ -80,11 +80,12 @@ def run_suite(
         started = time.monotonic()
         try:
             if run_load(entry, run_dir):
-                outcome.interrupted = True
-                outcome.cases.append(CaseResult(classname, "run", "interrupted", time.monotonic() - started))
-                show(format_entry_result(EntryResult(suite.name, entry.name, error="interrupted")))
+                _stopped(suite, entry, run_dir, outcome, started, analyze, say, show)
                 break
             summary = analyze(run_dir)
+        except KeyboardInterrupt:  # a stop signal while analysing: the run is whole, its summary is not
+            _stopped(suite, entry, run_dir, outcome, started, None, say, show)
+            break
         except Exception as exc:  # noqa: BLE001 - one failing scenario must not stop the suite
             outcome.cases.append(
                 CaseResult(classname, "run", f"{type(exc).__name__}: {exc}", time.monotonic() - started)
@@ -122,6 +123,33 @@ def run_suite(
             )
         )
     return outcome
+
+
+def _stopped(
+    suite: Suite,
+    entry: SuiteEntry,
+    run_dir: str,
+    outcome: NightlyOutcome,
+    started: float,
+    analyze: Analyze | None,
+    say: Say,
+    show: Say,
+) -> None:
+    """The suite was stopped (SIGINT, SIGTERM, SIGHUP) during `entry`: its case fails as interrupted,
+    and what its load captured is analysed (with `analyze`) so that its report shows it; the summary
+    says `interrupted`, which keeps it out of every baseline (analysis.history)."""
+    outcome.interrupted = True
+    outcome.cases.append(CaseResult(f"{suite.name}.{entry.name}", "run", "interrupted", time.monotonic() - started))
+    show(format_entry_result(EntryResult(suite.name, entry.name, error="interrupted")))
+    if analyze is None or not os.path.isfile(os.path.join(run_dir, "run.json")):
+        return
+    say(f"nightly {suite.name}: analyzing what {entry.name} captured before the stop")
+    try:
+        analyze(run_dir)
+    except KeyboardInterrupt:
+        say(f"nightly {suite.name}: stopped again; {run_dir} is not analysed (sojourn analyze {run_dir})")
+    except Exception as exc:  # noqa: BLE001 - the stop is what the exit status reports
+        say(f"nightly {suite.name}: analysing {run_dir} failed: {type(exc).__name__}: {exc}")
 
 
 def read_runs(results_dir: str, *, entry: str | None = None) -> list[dict]:

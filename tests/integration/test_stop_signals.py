@@ -177,3 +177,50 @@ def test_sigterm_to_a_sweep_analyses_the_runs_it_made_and_exits_143(tmp_path):
     published = _assert_every_message_accounted_for(first)
     assert json.loads((first / "summary.json").read_text())["messages"]["published"] == published
     assert _alive_in_group(_RUN_GROUPS["sweep"]) == []
+
+
+def _first_run_dir(proc, runs: Path, timeout: float = 60) -> Path:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = sorted(runs.glob("*-first")) if runs.is_dir() else []
+        if found:
+            return found[0]
+        assert proc.poll() is None, f"nightly ended (exit {proc.returncode}) before its first run"
+        time.sleep(0.05)
+    raise AssertionError(f"no run directory under {runs} after {timeout} s")
+
+
+def test_sigterm_to_nightly_analyses_the_stopped_entry_keeps_it_out_of_baselines_and_exits_143(tmp_path):
+    """A night stopped in its first entry (as systemd or a CI runner stops a job): that entry's load
+    stops like `sojourn run`'s, what it captured is analysed and reported, its JUnit case fails as
+    interrupted, history.json lists it as interrupted with no regression judged, the second entry
+    never starts, and nothing of the run is left behind."""
+    write_scenario(tmp_path / "sc.yaml", SCENARIO.format(name="nightly-sigterm"))
+    suite = tmp_path / "suite.yaml"
+    suite.write_text(
+        "name: stopped\nslo: ['messages.unaccounted == 0']\n"
+        "scenarios:\n  - {scenario: sc.yaml, name: first}\n  - {scenario: sc.yaml, name: second}\n"
+    )
+    out = tmp_path / "results"
+    proc = start_sojourn("nightly", str(suite), "--out", str(out))
+    try:
+        first = _first_run_dir(proc, out / "runs")
+        _signal_the_command_alone(signal.SIGTERM, "nightly")(proc, first)
+        stdout, stderr = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 143, stderr[-3000:]
+    assert "interrupted" in stdout and "analyzing what first captured before the stop" in stderr
+    assert [p.name.split("-", 1)[1] for p in (out / "runs").iterdir()] == ["first"]
+    published = _assert_every_message_accounted_for(first)
+    summary = json.loads((first / "summary.json").read_text())
+    assert summary["run"]["status"] == "interrupted"
+    assert summary["messages"]["published"] == published and summary["messages"]["unaccounted"] == 0
+    assert (first / "report.html").is_file()
+    (run,) = json.loads((out / "history.json").read_text())["runs"]
+    assert (run["status"], run["verdict"], run["regressions"]) == ("interrupted", "error", [])
+    junit = (out / "junit.xml").read_text()
+    assert 'classname="stopped.first"' in junit and "interrupted" in junit
+    assert "stopped.second" not in junit
+    assert _alive_in_group(_RUN_GROUPS["nightly"]) == []

@@ -96,3 +96,23 @@ def test_suite_entries_keep_separate_baselines_for_one_scenario():
 def test_a_run_that_did_not_complete_is_an_error_verdict():
     history = build_history([summary("a", 1, p99=10, ack=100, status="interrupted")])
     assert history["runs"][0]["verdict"] == "error"
+
+
+def test_a_run_that_did_not_complete_neither_makes_a_baseline_nor_is_flagged():
+    """A stopped night measured part of a run (a short, slow start, no drain): its numbers are listed
+    but neither judged against the baseline nor put into the next nights' baselines."""
+    history = build_history(
+        [
+            summary("a", 1, p99=10, ack=100),
+            summary("a", 2, p99=50, ack=20, status="interrupted"),
+            summary("a", 3, p99=11, ack=95),
+        ],
+        window=3,
+        tolerance=0.2,
+    )
+    stopped, after = runs_of(history, "a")[1:]
+    assert stopped["status"] == "interrupted" and stopped["verdict"] == "error"
+    assert stopped["metrics"]["sojourn_ms.p99"] == 50 and stopped["regressions"] == []
+    # the third night's baseline is the first night alone: median(10) and median(100)
+    assert after["baseline"]["sojourn_ms.p99"] == 10
+    assert after["baseline"]["throughput.ack_per_s"] == 100

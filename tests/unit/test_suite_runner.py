@@ -187,3 +187,39 @@ def test_a_run_that_did_not_finish_is_printed_as_failed_where_it_happened(tmp_pa
     assert between(lines, "<load broken>", "ok")[-1] == (
         "nightly nightly: broken: FAIL, the run did not finish: RuntimeError: no traces (no SLO checked)"
     )
+
+
+def test_a_stop_during_an_entrys_load_analyses_what_it_captured_and_starts_nothing_after(tmp_path):
+    """SIGTERM in the second entry's load (run_locust stops it and says so): that entry's captured
+    part is analysed, its case fails as interrupted, the third entry never starts."""
+    s = suite(SuiteEntry("one", "x", (), ()), SuiteEntry("two", "x", (), ()), SuiteEntry("three", "x", (), ()))
+    loaded, analysed = [], []
+
+    def run_load(entry, run_dir: str) -> bool:
+        loaded.append(entry.name)
+        with open(os.path.join(run_dir, "run.json"), "w") as f:
+            json.dump({"status": "interrupted" if entry.name == "two" else "completed"}, f)
+        return entry.name == "two"
+
+    def analyze(run_dir: str) -> dict:
+        analysed.append(os.path.basename(run_dir).split("-", 1)[1])
+        return fake_summary(analysed[-1], len(analysed), 5.0)
+
+    outcome = run_suite(s, str(tmp_path), run_load=run_load, analyze=analyze)
+    assert loaded == ["one", "two"] and analysed == ["one", "two"]
+    assert outcome.interrupted
+    assert [(c.classname, c.name, c.failure) for c in outcome.cases if c.failure] == [
+        ("nightly.two", "run", "interrupted")
+    ]
+
+
+def test_a_stop_while_analysing_ends_the_suite_with_the_entry_interrupted(tmp_path):
+    s = suite(SuiteEntry("one", "x", (), ()), SuiteEntry("two", "x", (), ()))
+
+    def analyze(run_dir: str) -> dict:
+        raise KeyboardInterrupt  # stopping.stop_on_signals turns SIGTERM into this
+
+    outcome = run_suite(s, str(tmp_path), run_load=lambda e, d: False, analyze=analyze)
+    assert outcome.interrupted
+    assert [(c.name, c.failure) for c in outcome.cases] == [("run", "interrupted")]
+    assert len(outcome.run_dirs) == 1  # the second entry never started
