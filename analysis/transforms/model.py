@@ -5,7 +5,7 @@ and the regime rule are analysis.summary.model's.
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame, functions as F
+from pyspark.sql import Column, DataFrame, functions as F
 
 from ._common import NS_PER_MS, NS_PER_S, Transform
 from .stats import percentiles
@@ -32,6 +32,19 @@ COMPONENTS = {
 }
 
 
+_MEASURED_COLUMNS = (
+    "processing_mean_ms",
+    "processing_p99_ms",
+    "transit_min_ms",
+    "sojourn_mean_ms",
+    "measured_deliveries",
+    "buffer_empty_share",
+    "processing_drawn_ms",
+    "processing_achieved_ms",
+    "processing_count",
+)
+
+
 def model_inputs(t0_ns: int, keys: tuple[str, ...] = ("consumer",)) -> Transform:
     """One row per consumer with the measured inputs and outcomes of the model check.
 
@@ -56,21 +69,27 @@ def model_inputs(t0_ns: int, keys: tuple[str, ...] = ("consumer",)) -> Transform
             .groupBy(*k)
             .agg(F.percentile("_min_bn", 0.95).alias("transit_p95_ms"))
         )  # a row a second: exact
-        both = F.col("processing_ms").isNotNull() & F.col("processing_ms_actual").isNotNull()
-        stats = measured.groupBy(*k).agg(
-            F.avg("processing_ms_actual").alias("processing_mean_ms"),
-            percentiles(F.col("processing_ms_actual"), [0.99])[0].alias("processing_p99_ms"),
-            F.min("broker_network_ms").alias("transit_min_ms"),
-            F.avg("sojourn_ms").alias("sojourn_mean_ms"),
-            F.count(F.lit(1)).alias("measured_deliveries"),
-            F.avg((F.col("buffer_len") == 0).cast("double")).alias("buffer_empty_share"),
-            F.avg(F.when(both, F.col("processing_ms"))).alias("processing_drawn_ms"),
-            F.avg(F.when(both, F.col("processing_ms_actual"))).alias("processing_achieved_ms"),
-            F.count_if(both).alias("processing_count"),
-        )
+        # Over measured deliveries (`m`), in the same grouping as the rest: a group with none has
+        # nulls there, counts included, as a join to a grouping of the measured rows would give.
+        is_measured = F.coalesce(F.col("measured"), F.lit(False))
+        both = is_measured & F.col("processing_ms").isNotNull() & F.col("processing_ms_actual").isNotNull()
+
+        def m(col: str | Column) -> Column:
+            return F.when(is_measured, F.col(col) if isinstance(col, str) else col)
+
+        any_measured = F.count_if(is_measured) > 0
         overall = (
             deliveries.groupBy(*k)
             .agg(
+                F.avg(m("processing_ms_actual")).alias("processing_mean_ms"),
+                percentiles(m("processing_ms_actual"), [0.99])[0].alias("processing_p99_ms"),
+                F.min(m("broker_network_ms")).alias("transit_min_ms"),
+                F.avg(m("sojourn_ms")).alias("sojourn_mean_ms"),
+                F.when(any_measured, F.count_if(is_measured)).alias("measured_deliveries"),
+                F.avg(m((F.col("buffer_len") == 0).cast("double"))).alias("buffer_empty_share"),
+                F.avg(F.when(both, F.col("processing_ms"))).alias("processing_drawn_ms"),
+                F.avg(F.when(both, F.col("processing_ms_actual"))).alias("processing_achieved_ms"),
+                F.when(any_measured, F.count_if(both)).alias("processing_count"),
                 F.min("prefetch").alias("prefetch_min"),
                 F.max("prefetch").alias("prefetch_max"),
                 F.count_if(F.col("outcome").isin("ack", "auto_ack")).alias("_acked"),
@@ -82,6 +101,7 @@ def model_inputs(t0_ns: int, keys: tuple[str, ...] = ("consumer",)) -> Transform
             )
             .select(
                 *k,
+                *_MEASURED_COLUMNS,
                 "prefetch_min",
                 "prefetch_max",
                 "auto_ack",
@@ -97,7 +117,7 @@ def model_inputs(t0_ns: int, keys: tuple[str, ...] = ("consumer",)) -> Transform
                 ),
             )
         )
-        return overall.join(stats, k, "left").join(per_second, k, "left").orderBy(*k)
+        return overall.join(per_second, k, "left").orderBy(*k)
 
     return _inputs
 
@@ -118,7 +138,7 @@ def ack_to_delivery(deliveries: DataFrame) -> DataFrame:
     One join of two narrow projections of the deliveries on (consumer, delivery tag), hashed
     rather than sorted (pairing rows by tag needs a shuffle; no grouping the job already does is
     keyed so); the latest-ack pick groups on the join's own partitioning (no second shuffle); the
-    rollup shuffles only its partial aggregates.
+    two grouping sets shuffle only their partial aggregates.
     """
     windowed = F.col("outcome") != "auto_ack"
     acks = deliveries.where(windowed & F.col("settle_ns").isNotNull()).select(
@@ -145,7 +165,8 @@ def ack_to_delivery(deliveries: DataFrame) -> DataFrame:
     gap = F.col("_gap_ms")
     q = percentiles(gap, [0.5, 0.95])
     return (
-        pairs.rollup("consumer", "phase")
+        # (consumer, phase) and (consumer): a rollup would add the grand total, a third sketch per pair
+        pairs.groupingSets([["consumer", "phase"], ["consumer"]], "consumer", "phase")
         .agg(
             F.grouping("phase").alias("_whole_run"),
             F.count(gap).alias("ack_to_delivery_count"),
@@ -153,7 +174,6 @@ def ack_to_delivery(deliveries: DataFrame) -> DataFrame:
             q[0].alias("ack_to_delivery_p50_ms"),
             q[1].alias("ack_to_delivery_p95_ms"),
         )
-        .where(F.col("consumer").isNotNull())
         .select(
             "consumer",
             F.when(F.col("_whole_run") == 0, F.col("phase")).alias("phase"),
