@@ -33,6 +33,7 @@ from loadgen.childenv import child_env
 from loadgen.deadletter import capture_warnings
 from loadgen.errors import BrokerOperationFailed, BrokerUnreachable
 from loadgen.locust_output import write_csv_stats, write_html_report
+from loadgen.memory import MemorySampler, merge_into_run_json, now_since
 from loadgen.netem import NetemError
 from loadgen.queue_sampler import QueueSampler
 from loadgen.redact import mask_text, mask_url
@@ -88,6 +89,7 @@ class _State:
     ended = False
     failed = False  # the start failed (e.g. a refused declaration): no census, no deletion at the end
     sampler: QueueSampler | None = None  # queue depth once a second, in the declaring process
+    memory: MemorySampler | None = None  # this process's and its children's memory (loadgen.memory)
     sigint: Any = None  # the SIGINT watcher (_interrupt_between_callbacks)
     closing: tuple[RunContext, Event] | None = None  # the context being (or last) closed
     warmup_over = False  # Locust's statistics were reset at the end of the warm-up
@@ -207,6 +209,9 @@ def start(environment) -> None:
         _fail(environment, exc)
         return
     freeze_heap()  # set up: keep the collector from walking all of it mid-run
+    name = "worker-" + ctx.worker if role == "worker" else role
+    _State.memory = MemorySampler(name, now_since(ctx.t0_ns))
+    gevent.spawn(_State.memory.run, ctx.stopping.wait)
     if role != "master":
         ctx.start_drain_monitor()
     if role == "worker":
@@ -307,6 +312,7 @@ def stop(environment) -> None:
     drained = ctx.finished.is_set() or (_State.role == "master" and all_finished(environment.runner))
     ctx.stopping.set()
     if _State.role == "worker":
+        _write_memory(ctx)
         _close(ctx)
         return
     if _State.failed:
@@ -327,10 +333,13 @@ def stop(environment) -> None:
         ctx.run_dir, status=status, broker_depth_at_end=depth, census_error=census_error, ended_ns=stopped_ns
     )
     _State.note = "converting the traces"
+    _write_memory(ctx)
     _close(ctx)
     files = ["traces/", "run.json", *_write_locust_outputs(environment, ctx.run_dir)]
     if _State.role == "master" and not _State.driven:
         _wait_for_workers()
+    if not _State.driven:  # `sojourn run` merges once every process of the run has exited
+        merge_into_run_json(ctx.run_dir)
     ended = _Ended(ctx.run_id, ctx.run_dir, status, tuple(files))
     _State.runs.append(ended)
     _State.note = f"run {status}; analyze it with: {finish.analyze_command(ctx.run_dir)}"
@@ -338,6 +347,19 @@ def stop(environment) -> None:
         _say(finish.finish_lines(ended.run_id, ended.run_dir, ended.status, list(ended.files)))
         if _State.analyze:
             gevent.spawn(_analyze_in_background, ended.run_dir)
+
+
+def _write_memory(ctx: RunContext) -> None:
+    """This process's memory samples into RUN_DIR/memory/ (once; the sampler takes its last sample
+    when the run stops)."""
+    sampler, _State.memory = _State.memory, None
+    if sampler is None:
+        return
+    try:
+        sampler.sample()
+        sampler.write(ctx.run_dir)
+    except OSError as exc:
+        log.error("sojourn: could not write the memory samples into %s: %s", ctx.run_dir, exc)
 
 
 def _close(ctx: RunContext) -> None:
@@ -449,6 +471,7 @@ def quit(environment) -> None:  # noqa: A001 - mirrors Locust's event name
             update_run_json(ctx.run_dir, status="interrupted", ended_ns=time.time_ns())
         except OSError:
             pass
+    _write_memory(ctx)
     _close(ctx)
 
 

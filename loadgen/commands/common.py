@@ -316,6 +316,9 @@ def run_locust(
                     stop_run_group(child, force=True)
     _wait_for_run_processes(alive_r)
     recover_traces(run_dir)
+    from loadgen.memory import merge_into_run_json
+
+    merge_into_run_json(run_dir)  # every process of the run has exited: their memory samples are written
     if code == EXIT_BROKER:
         raise CliError("the load generator could not use the broker (see above)", EXIT_BROKER)
     if code == EXIT_INPUT:
