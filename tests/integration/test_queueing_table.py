@@ -1,0 +1,90 @@
+"""The queueing table of DOMAIN.md §2, measured: 25 ms each way through sojourn's delay line, 5 ms
+processing, one consumer always fed, at prefetch 1, R/p and 2·R/p. Throughput and mean buffer
+sojourn follow the arithmetic within 5 %, the arithmetic taking the processing time the consumer
+actually achieved (from its traces), not the 5 ms it was asked for.
+
+The expected values are computed here from the configured network and the measured processing
+alone (R = 25 + p + 25 ms): nothing of sojourn's analysis or model check is used."""
+
+from __future__ import annotations
+
+import json
+import statistics
+from pathlib import Path
+
+from tests.integration.conftest import sojourn, write_scenario
+from tests.integration.traces import read_rows
+
+S = 1_000_000_000
+ONE_WAY_MS = 25.0
+P_MS = 5.0
+R_MS = ONE_WAY_MS + P_MS + ONE_WAY_MS  # 55 ms as configured: R/p = 11, 2R/p = 22
+TOLERANCE = 0.05
+SETTLE_S = 1.0  # each phase's first second is left out: the buffer fills or empties to its new level
+
+# (phase, start_s, end_s, prefetch): one consumer group per prefetch, each on in its phase only.
+PHASES = [("prefetch-1", 1, 9, 1), ("prefetch-r-over-p", 9, 16, 11), ("prefetch-2r-over-p", 16, 23, 22)]
+
+SCENARIO = (
+    f"""
+name: it-queueing-table
+queue:
+  name: sojourn.it.queueing-table
+  arguments: {{x-max-length: 300, x-overflow: reject-publish}}   # always fed, and a short drain
+  delete_on_end: true
+run: {{duration_s: 23, warmup_s: 1, drain_timeout_s: 20}}
+network:
+  upstream: {{latency_ms: {ONE_WAY_MS:g}}}
+  downstream: {{latency_ms: {ONE_WAY_MS:g}}}
+producers:
+  # 300 msg/s: more than the consumer takes in any phase (at most 1 / 5 ms = 200 msg/s)
+  - {{name: p, rate: 300, arrival: constant, size_bytes: 100, confirms: true, confirm_window: 500}}
+consumers:
+"""
+    + "".join(
+        f"  - {{name: c{n}, count: {int(n == 1)}, prefetch: {n}, processing_ms: {P_MS:g}}}\n" for _, _, _, n in PHASES
+    )
+    + "timeline:\n"
+    + "".join(
+        f"  - {{name: {name}, start_s: {start}, end_s: {end}, set: {{"
+        + ", ".join(f"consumers.c{m}.count: {int(m == n)}" for _, _, _, m in PHASES)
+        + "}}\n"
+        for name, start, end, n in PHASES
+    )
+)
+
+
+def arithmetic(prefetch: int, p_ms: float) -> tuple[float, float]:
+    """DOMAIN.md §2 with the measured processing p: R = t_out + p + t_back; throughput
+    min(n / R, 1 / p) per second; a saturated consumer's deliveries wait (n - R/p) * p in its buffer."""
+    r = ONE_WAY_MS + p_ms + ONE_WAY_MS
+    return min(prefetch / r, 1 / p_ms) * 1000, max(0.0, (prefetch - r / p_ms) * p_ms)
+
+
+def test_prefetch_1_r_over_p_and_2r_over_p_follow_the_queueing_arithmetic_within_5_percent(tmp_path: Path):
+    run_dir = tmp_path / "run"
+    done = sojourn("run", write_scenario(tmp_path / "table.yaml", SCENARIO), "--out", str(run_dir), "--no-analyze")
+    assert done.returncode == 0, done.stderr[-3000:]
+    t0 = json.loads((run_dir / "run.json").read_text())["t0_ns"]
+    acked = [d for d in read_rows(run_dir, "delivery") if d["outcome"] == "ack"]
+
+    table = []
+    for name, start, end, prefetch in PHASES:
+        lo, hi = t0 + int((start + SETTLE_S) * S), t0 + end * S
+        in_phase = [d for d in acked if lo <= d["start_ns"] < hi]
+        p_ms = statistics.fmean((d["end_ns"] - d["start_ns"]) / 1e6 for d in in_phase)
+        rate, wait = arithmetic(prefetch, p_ms)
+        measured_rate = len(in_phase) / (end - start - SETTLE_S)
+        measured_wait = statistics.fmean((d["start_ns"] - d["receive_ns"]) / 1e6 for d in in_phase)
+        table.append((name, prefetch, p_ms, rate, measured_rate, wait, measured_wait))
+        assert abs(measured_rate - rate) <= TOLERANCE * rate, table[-1]
+        # 5 % of the predicted wait, or of R where the prediction is below R (a buffer about empty
+        # at prefetch 1 and R/p: 5 % of 0 would ask for an exact zero).
+        assert abs(measured_wait - wait) <= TOLERANCE * max(wait, R_MS), table[-1]
+    # The three rows are the table's: prefetch 1 starves the consumer, R/p saturates it with the
+    # buffer about empty, 2R/p keeps it saturated and adds about R of waiting (measured values).
+    (_, _, _, _, measured1, _, _), (_, _, _, _, measured11, _, _), (_, _, _, _, measured22, _, wait22) = table
+    assert measured1 < 0.2 * measured11 and abs(measured22 - measured11) < TOLERANCE * measured11, table
+    assert wait22 > 0.8 * R_MS, table
+    for row in table:  # with -s: name, prefetch, measured p, predicted and measured rate, wait
+        print(" ".join(f"{v:.2f}" if isinstance(v, float) else str(v) for v in row))
