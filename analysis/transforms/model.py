@@ -5,7 +5,7 @@ and the regime rule are analysis.summary.model's.
 
 from __future__ import annotations
 
-from pyspark.sql import Column, DataFrame, functions as F
+from pyspark.sql import DataFrame, functions as F
 
 from ._common import NS_PER_MS, NS_PER_S, Transform
 from .stats import percentiles
@@ -32,19 +32,6 @@ COMPONENTS = {
 }
 
 
-_MEASURED_COLUMNS = (
-    "processing_mean_ms",
-    "processing_p99_ms",
-    "transit_min_ms",
-    "sojourn_mean_ms",
-    "measured_deliveries",
-    "buffer_empty_share",
-    "processing_drawn_ms",
-    "processing_achieved_ms",
-    "processing_count",
-)
-
-
 def model_inputs(t0_ns: int, keys: tuple[str, ...] = ("consumer",)) -> Transform:
     """One row per consumer with the measured inputs and outcomes of the model check.
 
@@ -69,27 +56,21 @@ def model_inputs(t0_ns: int, keys: tuple[str, ...] = ("consumer",)) -> Transform
             .groupBy(*k)
             .agg(F.percentile("_min_bn", 0.95).alias("transit_p95_ms"))
         )  # a row a second: exact
-        # Over measured deliveries (`m`), in the same grouping as the rest: a group with none has
-        # nulls there, counts included, as a join to a grouping of the measured rows would give.
-        is_measured = F.coalesce(F.col("measured"), F.lit(False))
-        both = is_measured & F.col("processing_ms").isNotNull() & F.col("processing_ms_actual").isNotNull()
-
-        def m(col: str | Column) -> Column:
-            return F.when(is_measured, F.col(col) if isinstance(col, str) else col)
-
-        any_measured = F.count_if(is_measured) > 0
+        both = F.col("processing_ms").isNotNull() & F.col("processing_ms_actual").isNotNull()
+        stats = measured.groupBy(*k).agg(
+            F.avg("processing_ms_actual").alias("processing_mean_ms"),
+            percentiles(F.col("processing_ms_actual"), [0.99])[0].alias("processing_p99_ms"),
+            F.min("broker_network_ms").alias("transit_min_ms"),
+            F.avg("sojourn_ms").alias("sojourn_mean_ms"),
+            F.count(F.lit(1)).alias("measured_deliveries"),
+            F.avg((F.col("buffer_len") == 0).cast("double")).alias("buffer_empty_share"),
+            F.avg(F.when(both, F.col("processing_ms"))).alias("processing_drawn_ms"),
+            F.avg(F.when(both, F.col("processing_ms_actual"))).alias("processing_achieved_ms"),
+            F.count_if(both).alias("processing_count"),
+        )
         overall = (
             deliveries.groupBy(*k)
             .agg(
-                F.avg(m("processing_ms_actual")).alias("processing_mean_ms"),
-                percentiles(m("processing_ms_actual"), [0.99])[0].alias("processing_p99_ms"),
-                F.min(m("broker_network_ms")).alias("transit_min_ms"),
-                F.avg(m("sojourn_ms")).alias("sojourn_mean_ms"),
-                F.when(any_measured, F.count_if(is_measured)).alias("measured_deliveries"),
-                F.avg(m((F.col("buffer_len") == 0).cast("double"))).alias("buffer_empty_share"),
-                F.avg(F.when(both, F.col("processing_ms"))).alias("processing_drawn_ms"),
-                F.avg(F.when(both, F.col("processing_ms_actual"))).alias("processing_achieved_ms"),
-                F.when(any_measured, F.count_if(both)).alias("processing_count"),
                 F.min("prefetch").alias("prefetch_min"),
                 F.max("prefetch").alias("prefetch_max"),
                 F.count_if(F.col("outcome").isin("ack", "auto_ack")).alias("_acked"),
@@ -101,7 +82,6 @@ def model_inputs(t0_ns: int, keys: tuple[str, ...] = ("consumer",)) -> Transform
             )
             .select(
                 *k,
-                *_MEASURED_COLUMNS,
                 "prefetch_min",
                 "prefetch_max",
                 "auto_ack",
@@ -117,7 +97,7 @@ def model_inputs(t0_ns: int, keys: tuple[str, ...] = ("consumer",)) -> Transform
                 ),
             )
         )
-        return overall.join(per_second, k, "left").orderBy(*k)
+        return overall.join(stats, k, "left").join(per_second, k, "left").orderBy(*k)
 
     return _inputs
 
