@@ -10,6 +10,7 @@ import json
 import os
 import signal
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -154,19 +155,25 @@ def test_after_kill_9_analyze_says_the_run_did_not_finish_and_counts_what_it_can
     assert _alive_in_group(_RUN_GROUPS["kill-9"]) == []
 
 
+def _sigterm_once_running(proc, case: str, run_dir: Callable[[], Path]) -> tuple[str, str]:
+    """SIGTERM to the command alone 5 s after the run in `run_dir()` started; its output once it
+    has ended (killed, group and all, if it outlives the test)."""
+    try:
+        _signal_the_command_alone(signal.SIGTERM, case)(proc, run_dir())
+        return proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+
+
 def test_sigterm_to_a_sweep_analyses_the_runs_it_made_and_exits_143(tmp_path):
     """A sweep stopped in its first run: that run is stopped like `sojourn run`'s, analysed and
     tabled as partial, the second value never starts, and nothing of the run is left behind."""
     path = write_scenario(tmp_path / "sweep.yaml", SCENARIO.format(name="sweep-sigterm"))
     out = tmp_path / "sweep"
     proc = start_sojourn("sweep", path, "--vary", "consumers.c.prefetch=50,10", "--out", str(out))
-    try:
-        first = out / "prefetch-50"
-        _signal_the_command_alone(signal.SIGTERM, "sweep")(proc, first)
-        _stdout, stderr = proc.communicate(timeout=300)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
+    first = out / "prefetch-50"
+    _stdout, stderr = _sigterm_once_running(proc, "sweep", lambda: first)
     assert proc.returncode == 143, stderr[-3000:]
     assert "sweep interrupted after 1 of 2 runs" in stderr
     sweep = json.loads((out / "sweep.json").read_text())
@@ -203,13 +210,8 @@ def test_sigterm_to_nightly_analyses_the_stopped_entry_keeps_it_out_of_baselines
     )
     out = tmp_path / "results"
     proc = start_sojourn("nightly", str(suite), "--out", str(out))
-    try:
-        first = _first_run_dir(proc, out / "runs")
-        _signal_the_command_alone(signal.SIGTERM, "nightly")(proc, first)
-        stdout, stderr = proc.communicate(timeout=300)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
+    stdout, stderr = _sigterm_once_running(proc, "nightly", lambda: _first_run_dir(proc, out / "runs"))
+    first = _first_run_dir(proc, out / "runs")
     assert proc.returncode == 143, stderr[-3000:]
     assert "interrupted" in stdout and "analyzing what first captured before the stop" in stderr
     assert [p.name.split("-", 1)[1] for p in (out / "runs").iterdir()] == ["first"]
