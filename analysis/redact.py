@@ -1,6 +1,7 @@
-"""Password masking for amqp(s) URLs in any text the analysis writes (the report, compare.html's
-settings and labels). The analysis never imports loadgen, so this is its own copy of the rule
-loadgen.redact applies to logs, traces and run.json; standard library only."""
+"""Password masking for amqp(s) URLs in free text: the one rule for every text sojourn writes.
+The analysis's report and compare.html's settings and labels call it here; loadgen.redact's
+`mask_text` (log lines, errors, run.json) delegates to it. Standard library only, so the analysis
+keeps its rule without importing loadgen."""
 
 from __future__ import annotations
 
@@ -8,9 +9,10 @@ import re
 
 __all__ = ["mask_urls"]
 
-# The password is everything between the user's ':' and the *last* '@' before the
-# host, so a password that itself contains '@' is masked whole.
-_AMQP_PASSWORD = re.compile(r"(amqps?://[^:/@\s]*:)[^/\s]*@", re.IGNORECASE)
+# The password is everything between the user's ':' and the *last* '@' of the URL's
+# whitespace-delimited token, so a password holding '@' or '/' (written unescaped) is masked whole;
+# the scheme in any case. Where the token holds an '@' after the host, more is masked, never less.
+_AMQP_PASSWORD = re.compile(r"(amqps?://[^:/@\s]*:)\S*@", re.IGNORECASE)
 
 
 def mask_urls(text: str) -> str:

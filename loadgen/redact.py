@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import re
 from urllib.parse import urlsplit, urlunsplit
 
-__all__ = ["mask_url", "mask_text"]
+from analysis.redact import mask_urls
 
-_URL_IN_TEXT = re.compile(r"(amqps?://[^:/@\s]*:)([^@\s]*)(@)")
+__all__ = ["mask_url", "mask_text"]
 
 
 def mask_url(url: str) -> str:
@@ -26,5 +25,5 @@ def mask_url(url: str) -> str:
 
 
 def mask_text(text: str) -> str:
-    """Mask every amqp(s) URL password that appears anywhere in free text."""
-    return _URL_IN_TEXT.sub(r"\1****\3", text)
+    """Mask every amqp(s) URL password that appears anywhere in free text (analysis.redact's rule)."""
+    return mask_urls(text)

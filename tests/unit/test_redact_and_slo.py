@@ -24,6 +24,19 @@ def test_mask_text_masks_urls_inside_messages():
     assert mask_text(text) == "cannot reach amqp://u:****@h:5672/ (refused); also amqps://x:****@z/"
 
 
+@pytest.mark.parametrize(
+    "text, masked, secret",
+    [
+        ("refused: amqp://u:p@ss@host:5672/v", "refused: amqp://u:****@host:5672/v", "ss"),
+        ("AMQP://u:topsecret@h/ refused", "AMQP://u:****@h/ refused", "topsecret"),
+        ("bad url amqp://u:pa/ss@h/", "bad url amqp://u:****@h/", "pa/ss"),
+    ],
+)
+def test_mask_text_hides_passwords_written_with_at_signs_slashes_or_an_upper_case_scheme(text, masked, secret):
+    """A user's URL echoed in an error is masked whole, however its password is written."""
+    assert mask_text(text) == masked and secret not in mask_text(text)
+
+
 def test_slo_parses_metric_operator_and_threshold():
     slo = parse_slo("sojourn_ms.p99 <= 250.5")
     assert (slo.metric, slo.op, slo.threshold) == ("sojourn_ms.p99", "<=", 250.5)
