@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 from tests.integration.conftest import REPO, sojourn, write_scenario
+from tests.integration.queueing import queueing_arithmetic
 from tests.integration.traces import read_rows
 
 S = 1_000_000_000
@@ -55,15 +56,6 @@ consumers:
 )
 
 
-def predicted(latency_ms: float, prefetch: int) -> tuple[float, float]:
-    """DOMAIN.md §2: R = t_out + p + t_back; throughput min(n / R, 1 / p) per second;
-    a saturated consumer's deliveries wait about (n - R/p) * p in its buffer (ms)."""
-    r = latency_ms + P_MS + latency_ms
-    rate = min(prefetch / r, 1 / P_MS) * 1000
-    wait = max(0.0, (prefetch - r / P_MS) * P_MS)
-    return rate, wait
-
-
 def test_throughput_and_sojourn_through_the_proxy_follow_the_queueing_arithmetic(tmp_path: Path):
     run_dir = tmp_path / "run"
     # Measured from the traces here (the analysis' own numbers are the Spark tests' business;
@@ -74,7 +66,7 @@ def test_throughput_and_sojourn_through_the_proxy_follow_the_queueing_arithmetic
     acked = [d for d in read_rows(run_dir, "delivery") if d["outcome"] == "ack"]
 
     for name, start, end, latency, prefetch in PHASES:
-        rate, wait = predicted(latency, prefetch)
+        rate, wait = queueing_arithmetic(latency, P_MS, prefetch)
         # Skip each phase's first 0.5 s: deliveries already under way keep the old conditions.
         lo, hi = t0 + int((start + 0.5) * S), t0 + end * S
         in_phase = [d for d in acked if lo <= d["start_ns"] < hi]

@@ -13,6 +13,7 @@ import statistics
 from pathlib import Path
 
 from tests.integration.conftest import sojourn, write_scenario
+from tests.integration.queueing import queueing_arithmetic
 from tests.integration.traces import read_rows
 
 S = 1_000_000_000
@@ -54,13 +55,6 @@ consumers:
 )
 
 
-def arithmetic(prefetch: int, p_ms: float) -> tuple[float, float]:
-    """DOMAIN.md §2 with the measured processing p: R = t_out + p + t_back; throughput
-    min(n / R, 1 / p) per second; a saturated consumer's deliveries wait (n - R/p) * p in its buffer."""
-    r = ONE_WAY_MS + p_ms + ONE_WAY_MS
-    return min(prefetch / r, 1 / p_ms) * 1000, max(0.0, (prefetch - r / p_ms) * p_ms)
-
-
 def test_prefetch_1_r_over_p_and_2r_over_p_follow_the_queueing_arithmetic_within_5_percent(tmp_path: Path):
     run_dir = tmp_path / "run"
     done = sojourn("run", write_scenario(tmp_path / "table.yaml", SCENARIO), "--out", str(run_dir), "--no-analyze")
@@ -73,7 +67,7 @@ def test_prefetch_1_r_over_p_and_2r_over_p_follow_the_queueing_arithmetic_within
         lo, hi = t0 + int((start + SETTLE_S) * S), t0 + end * S
         in_phase = [d for d in acked if lo <= d["start_ns"] < hi]
         p_ms = statistics.fmean((d["end_ns"] - d["start_ns"]) / 1e6 for d in in_phase)
-        rate, wait = arithmetic(prefetch, p_ms)
+        rate, wait = queueing_arithmetic(ONE_WAY_MS, p_ms, prefetch)  # with the achieved p
         measured_rate = len(in_phase) / (end - start - SETTLE_S)
         measured_wait = statistics.fmean((d["start_ns"] - d["receive_ns"]) / 1e6 for d in in_phase)
         table.append((name, prefetch, p_ms, rate, measured_rate, wait, measured_wait))
