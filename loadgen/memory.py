@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -28,7 +27,6 @@ __all__ = [
     "growth",
     "merged",
     "merge_into_run_json",
-    "now_since",
 ]
 
 EVERY_S = 5.0
@@ -174,11 +172,11 @@ class MemorySampler:
             self.every_s *= 2
 
     def run(self, stopped: Callable[[float], bool]) -> None:
-        """Sample until `stopped(timeout)` (an Event's wait) says the run is over; one last sample then."""
+        """Sample until `stopped(timeout)` (an Event's wait) says the run is over (the process takes
+        the last sample as it writes the file)."""
         self.sample()
         while not stopped(self.every_s):
             self.sample()
-        self.sample()
 
     def write(self, run_dir: str) -> str:
         directory = os.path.join(run_dir, _DIR)
@@ -225,8 +223,3 @@ def merge_into_run_json(run_dir: str) -> dict[str, Any] | None:
     memory = merged(run_dir)
     update_run_json(run_dir, memory=memory)
     return memory
-
-
-def now_since(t0_ns: int) -> Callable[[], float]:
-    """A clock of seconds since `t0_ns` (wall clock, like the traces)."""
-    return lambda: (time.time_ns() - t0_ns) / 1e9

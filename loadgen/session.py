@@ -33,7 +33,7 @@ from loadgen.childenv import child_env
 from loadgen.deadletter import capture_warnings
 from loadgen.errors import BrokerOperationFailed, BrokerUnreachable
 from loadgen.locust_output import write_csv_stats, write_html_report
-from loadgen.memory import MemorySampler, merge_into_run_json, now_since
+from loadgen.memory import MemorySampler, merge_into_run_json
 from loadgen.netem import NetemError
 from loadgen.queue_sampler import QueueSampler
 from loadgen.redact import mask_text, mask_url
@@ -210,7 +210,7 @@ def start(environment) -> None:
         return
     freeze_heap()  # set up: keep the collector from walking all of it mid-run
     name = "worker-" + ctx.worker if role == "worker" else role
-    _State.memory = MemorySampler(name, now_since(ctx.t0_ns))
+    _State.memory = MemorySampler(name, ctx.elapsed_s)
     gevent.spawn(_State.memory.run, ctx.stopping.wait)
     if role != "master":
         ctx.start_drain_monitor()
@@ -350,8 +350,7 @@ def stop(environment) -> None:
 
 
 def _write_memory(ctx: RunContext) -> None:
-    """This process's memory samples into RUN_DIR/memory/ (once; the sampler takes its last sample
-    when the run stops)."""
+    """This process's memory samples, the last one taken now, into RUN_DIR/memory/ (once)."""
     sampler, _State.memory = _State.memory, None
     if sampler is None:
         return
