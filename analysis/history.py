@@ -60,10 +60,14 @@ def regressed(metric: Metric, value: float | None, baseline: float | None, toler
     return value > baseline * (1 + tolerance)
 
 
+def _completed(summary: Mapping[str, Any]) -> bool:
+    """The run ran to its end (a summary without a status counts as completed, as the verdict always took it)."""
+    return (summary.get("run") or {}).get("status") in (None, "completed")
+
+
 def _verdict(summary: Mapping[str, Any]) -> tuple[str, list[dict]]:
     slos = [*(summary.get("slo") or []), *(summary.get("suite_slo") or [])]
-    status = (summary.get("run") or {}).get("status")
-    if status not in (None, "completed"):
+    if not _completed(summary):
         return "error", slos
     return ("fail" if any(not s.get("passed") for s in slos) else "pass"), slos
 
@@ -91,7 +95,7 @@ def build_history(summaries: Sequence[Mapping[str, Any]], *, window: int = 5, to
         for m in METRICS:
             seen = [x for x in (v[m.key] for v in previous) if x is not None]
             baseline[m.key] = statistics.median(seen) if seen else None
-        complete = run.get("status") in (None, "completed")
+        complete = _completed(summary)
         flags = [m.key for m in METRICS if complete and regressed(m, values[m.key], baseline[m.key], tolerance)]
         verdict, slos = _verdict(summary)
         runs.append(
