@@ -208,7 +208,9 @@ DEAD_LETTER_REASONS = {
 }
 
 EVENT_KINDS = {
-    "run_start": "a worker process started its part of the run (t0)",
+    "run_start": "a process (name = local, master or worker) started setting up its part of the run",
+    "start_barrier": "every participant was ready: the run's t0 is fixed (detail: t0_ns, startup_s "
+    "since the run started, participants ready and expected, timed_out)",
     "warmup_end": "end of the warm-up period",
     "phase_start": "a timeline phase began (name = phase)",
     "phase_end": "a timeline phase ended (name = phase)",

@@ -144,6 +144,11 @@ class Consumer(Participant):
     def buffered(self) -> int:
         return len(self._buffer)
 
+    def prepare(self) -> None:
+        settings = self.ctx.scenario.settings_at(0.0).consumer(self.group)
+        if self.slot < settings.count:
+            self._join(settings)
+
     # -- main loop ----------------------------------------------------------
     def run(self) -> None:
         ctx, scenario = self.ctx, self.ctx.scenario

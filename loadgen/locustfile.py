@@ -21,7 +21,6 @@ import os
 import re
 import sys
 import time
-from typing import Any
 
 # Locust loads this file by path; make the package importable from a plain checkout too.
 _REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -31,13 +30,13 @@ if _REPO not in sys.path:
 from locust import LoadTestShape, User, events, task  # noqa: E402
 
 from loadgen import session  # noqa: E402
+from loadgen.barrier import START_TIMEOUT_S  # noqa: E402
 from loadgen.consumer import Consumer  # noqa: E402
 from loadgen.producer import Producer  # noqa: E402
 from loadgen.redact import mask_text  # noqa: E402
 from loadgen.repeats import HeldBack  # noqa: E402
 from loadgen.replay.sources import load_sources  # noqa: E402
 from loadgen.scenario import ScenarioError, load_scenario  # noqa: E402
-from loadgen.scenario.model import GroupKind  # noqa: E402
 
 log = logging.getLogger("sojourn")
 RETRY_AFTER_S = 1.0
@@ -118,7 +117,10 @@ class SojournUser(User):
         participant = self.participant
         ctx.participants.append(participant)
         try:
-            participant.run()
+            if not ctx.started.is_set():  # the start barrier (loadgen.barrier): connected and subscribed
+                participant.prepare()
+            if ctx.ready_to_start(participant):  # waits for t0; False if the run stopped first
+                participant.run()
         except Exception as exc:  # noqa: BLE001 - trace it, back off, and let Locust call us again
             ctx.event(
                 "participant_error",
@@ -148,11 +150,8 @@ def _class_name(kind: str, group: str) -> str:
 
 USER_COUNT = 0
 if SCENARIO is not None:
-    _kinds: tuple[tuple[GroupKind, tuple[Any, ...]], ...] = (
-        ("producers", SCENARIO.producers),
-        ("consumers", SCENARIO.consumers),
-    )
-    for _kind, _groups in _kinds:
+    USER_COUNT = SCENARIO.participant_count()
+    for _kind, _groups in SCENARIO.groups():
         for _g in _groups:
             _n = SCENARIO.max_count(_kind, _g.name)
             if _n <= 0:
@@ -162,7 +161,6 @@ if SCENARIO is not None:
                 (SojournUser,),
                 {"fixed_count": _n, "kind": _kind, "group": _g.name, "abstract": False, "__module__": __name__},
             )
-            USER_COUNT += _n
 
 
 class SojournShape(LoadTestShape):
@@ -174,7 +172,7 @@ class SojournShape(LoadTestShape):
         run = SCENARIO.run
         if session.all_finished(self.runner):
             return None
-        if self.get_run_time() > run.duration_s + run.drain_timeout_s + session.FINISH_GRACE_S:
+        if self.get_run_time() > START_TIMEOUT_S + run.duration_s + run.drain_timeout_s + session.FINISH_GRACE_S:
             log.warning("sojourn: the run did not finish draining in time; stopping")
             return None
         return USER_COUNT, max(USER_COUNT, 1)

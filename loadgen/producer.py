@@ -125,6 +125,13 @@ class Producer(Participant):
     def idle(self) -> bool:
         return not self._pending
 
+    def prepare(self) -> None:
+        base = self.ctx.scenario.producer(self.group)
+        settings = base if base.replay is not None else self.ctx.scenario.at(0.0).producer(self.group)
+        silent = base.replay is None and settings.rate == 0 and settings.bursts is None
+        if self.slot < settings.count and not silent:
+            self._join(settings)
+
     # -- main loop ----------------------------------------------------------
     def run(self) -> None:
         if self.ctx.scenario.producer(self.group).replay is not None:

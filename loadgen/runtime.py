@@ -3,8 +3,8 @@
 One RunContext lives in every process that takes part in a run (the local runner,
 the master, each worker). It owns what the users share: t0, the scenario, the
 trace writer, a control connection for topology and queue-depth checks, and the
-events that say when publishing stops (`draining`) and consumers may leave
-(`drained`).
+events that say when the run has started (`started`: t0 is fixed, loadgen.barrier),
+publishing stops (`draining`) and consumers may leave (`drained`).
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import logging
 import os
 import socket
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import gevent
@@ -83,6 +84,10 @@ class Participant:
         """True when nothing of this participant's is still in flight."""
         return True
 
+    def prepare(self) -> None:
+        """Before t0: connect (and subscribe) as the settings at time 0 ask, so the run starts
+        with everyone ready (loadgen.barrier). Nothing to do for a slot idle at time 0."""
+
 
 def _seed(run_id: str) -> int:
     return int.from_bytes(hashlib.sha256(run_id.encode()).digest()[:8], "big")
@@ -99,8 +104,12 @@ class RunContext:
         self.run_id = run_id
         self.role = role  # local | master | worker
         self.worker = worker_name()
+        # Provisional until the start barrier fixes it (fix_t0): nothing runs on the clock before.
         self.t0_ns = t0_ns or time.time_ns()
         self._t0_mono = time.monotonic() - (time.time_ns() - self.t0_ns) / 1e9
+        self.started = Event()  # t0 is fixed: schedules, warm-up and samplers count from it
+        self._ready: set[Participant] = set()  # participants ready to start (prepared)
+        self.on_ready: Callable[[int], None] = lambda _count: None  # told each time one more is ready
         self.writer = TraceWriter(
             run_dir, run_id, self.worker, offload=lambda fn: gevent.get_hub().threadpool.spawn(fn)
         )
@@ -121,10 +130,28 @@ class RunContext:
         self.dead_letter_plan = capture_plan(scenario)  # every process's drain waits on its capture queue
         self.dead_letters: DeadLetterCapture | None = None  # the capture, in the process that declares
         self.replay_traces = load_sources(scenario)  # group -> trace (parsed once per process)
-        self.event("run_start", "runner", self.role, detail={"t0_ns": self.t0_ns})
+        self.event("run_start", "runner", self.role)
         self._greenlets.append(gevent.spawn(self._flush_loop))
 
     # -- time ---------------------------------------------------------------
+    def fix_t0(self, t0_ns: int, detail: dict[str, Any]) -> None:
+        """The start barrier's t0 (loadgen.barrier): the clock, this process's network proxy and
+        everyone waiting in ready_to_start count from it; a `start_barrier` event records it."""
+        self.t0_ns = t0_ns
+        self._t0_mono = time.monotonic() - (time.time_ns() - t0_ns) / 1e9
+        if self.netem is not None:
+            self.netem.set_t0(t0_ns)
+        self.event("start_barrier", "runner", self.role, detail={"t0_ns": t0_ns, **detail})
+        self.started.set()
+
+    def ready_to_start(self, participant: Participant) -> bool:
+        """`participant` is prepared: count it (once) and wait for t0; False if the run stopped first."""
+        if participant not in self._ready:  # by identity: a producer and a consumer group may share a name
+            self._ready.add(participant)
+            self.on_ready(len(self._ready))
+        gevent.wait([self.started, self.stopping], count=1)
+        return self.started.is_set() and not self.stopping.is_set()
+
     def elapsed_s(self) -> float:
         """Seconds since t0 on the monotonic clock (durations inside this process)."""
         return time.monotonic() - self._t0_mono
@@ -220,7 +247,7 @@ class RunContext:
         self.netem = NetemProcess.start(
             self.scenario.broker.url,
             timeline,
-            t0_ns=self.t0_ns,
+            t0_ns=self.t0_ns if self.started.is_set() else None,  # else told at fix_t0
             run_dir=self.run_dir,
             run_id=self.run_id,
             worker=f"netem-{self.worker}",

@@ -28,6 +28,7 @@ from gevent.event import Event
 from locust.runners import MasterRunner, WorkerRunner
 
 from loadgen import finish, reports, webui
+from loadgen.barrier import START_MARGIN_DISTRIBUTED_S, START_MARGIN_S, START_TIMEOUT_S, StartBarrier
 from loadgen.census import census_then_cleanup
 from loadgen.childenv import child_env
 from loadgen.deadletter import capture_warnings
@@ -57,12 +58,8 @@ log = logging.getLogger("sojourn")
 
 FINISH_GRACE_S = 30.0
 PROGRESS_EVERY_S = 5.0
-LEAD_IN_S = 1.0
-"""t0 (time 0 of the timeline) is this long after the run starts, so producers and consumers have
-connected before the first scheduled publish: a replay's first rows are not late by the time it
-takes to open a connection."""
-LEAD_IN_DISTRIBUTED_S = 3.0
-"""The same for a master: its workers must also get the spawn message and start their users."""
+_READY_MSG = "sojourn_ready"  # a worker's count of ready participants, to the master (loadgen.barrier)
+_T0_MSG = "sojourn_t0"  # the master's t0 and start-up detail, to every worker
 _FINISHED_MSG = "sojourn_finished"
 _CONVERTED_MSG = "sojourn_converted"  # a worker's traces are converted (after _FINISHED_MSG)
 WORKERS_CONVERT_S = 120.0
@@ -88,6 +85,7 @@ class _State:
     converted_workers: ClassVar[set[str]] = set()
     ended = False
     failed = False  # the start failed (e.g. a refused declaration): no census, no deletion at the end
+    barrier: StartBarrier | None = None  # the run's start barrier, in the local runner or master
     sampler: QueueSampler | None = None  # queue depth once a second, in the declaring process
     memory: MemorySampler | None = None  # this process's and its children's memory (loadgen.memory)
     sigint: Any = None  # the SIGINT watcher (_interrupt_between_callbacks)
@@ -127,12 +125,15 @@ def init(environment, scenario, scenario_path: str, overrides: list[str]) -> Non
     if not environment.host:  # the broker is the load's "host" (Locust's UI and report show it)
         environment.host = mask_url(scenario.broker.url)
     if _State.role == "master":
+        environment.runner.register_message(_READY_MSG, _worker_ready)
         environment.runner.register_message(
             _FINISHED_MSG, lambda msg, **_kw: _State.finished_workers.add(str(msg.data))
         )
         environment.runner.register_message(
             _CONVERTED_MSG, lambda msg, **_kw: _State.converted_workers.add(str(msg.data))
         )
+    if _State.role == "worker":
+        environment.runner.register_message(_T0_MSG, lambda msg, **_kw: _t0_from_master(environment, msg.data))
     if _State.role != "worker" and getattr(environment, "web_ui", None) is not None:
         webui.install(environment, scenario, _web_status)
 
@@ -167,30 +168,32 @@ def all_finished(runner) -> bool:
 
 
 def start(environment) -> None:
+    """test_start: set up this process's part of the run (topology, dead-letter capture, network
+    proxy); the start barrier (loadgen.barrier) then fixes t0 once every participant is ready."""
     opts = environment.parsed_options
     scenario = _State.scenario
     role = _State.role
     if role != "worker":
         run_dir, run_id = _next_run_place(scenario.name)
-        t0_ns: int | None = time.time_ns() + int((LEAD_IN_DISTRIBUTED_S if role == "master" else LEAD_IN_S) * 1e9)
         if opts is not None:  # parsed_options travel to the workers with the spawn message
-            opts.run_dir, opts.run_id, opts.sojourn_t0_ns = run_dir, run_id, t0_ns
+            opts.run_dir, opts.run_id = run_dir, run_id
         _State.finished_workers = set()
         _State.converted_workers = set()
     else:
         run_dir, run_id = opts.run_dir, opts.run_id
-        t0_ns = getattr(opts, "sojourn_t0_ns", None)
     _State.ended = False
     _State.failed = False
     _State.warmup_over = False
     _State.note = ""
-    ctx = _State.ctx = RunContext(scenario, run_dir, run_id, role, t0_ns)
+    opened_s = time.monotonic()
+    ctx = _State.ctx = RunContext(scenario, run_dir, run_id, role)
+    barrier = _State.barrier = StartBarrier(scenario.participant_count(), opened_s) if role != "worker" else None
     if role != "worker":
         write_run_json(
             run_dir,
             scenario,
             run_id=run_id,
-            t0_ns=ctx.t0_ns,
+            t0_ns=ctx.t0_ns,  # provisional: the start barrier writes the run's t0
             status="running",
             replay=describe(scenario, ctx.replay_traces),
         )
@@ -202,21 +205,77 @@ def start(environment) -> None:
         ctx.declare_topology(purge=role != "worker")
         if role != "worker":  # the process that purges the queue also captures its dead-letters
             ctx.start_dead_letter_capture(purge=True)
-            _State.sampler = QueueSampler(ctx).start()  # slow-consumer detection: docs/slow-consumers.md
         if role != "master":  # each process that runs participants has its own network proxy
             ctx.start_netem()
     except (BrokerUnreachable, BrokerOperationFailed, NetemError) as exc:
         _fail(environment, exc)
         return
     freeze_heap()  # set up: keep the collector from walking all of it mid-run
+    if role == "worker":
+        ctx.on_ready = lambda ready: environment.runner.send_message(_READY_MSG, {"worker": ctx.worker, "ready": ready})
+        gevent.spawn(_report_finished, environment, ctx)
+    elif barrier is not None:
+        ctx.on_ready = lambda ready: barrier.report("local", ready)
+        gevent.spawn(_start_when_ready, environment, ctx, barrier)
+
+
+def _worker_ready(msg, **_kwargs) -> None:
+    if _State.barrier is not None:
+        _State.barrier.report(str(msg.data["worker"]), int(msg.data["ready"]))
+
+
+def _start_when_ready(environment, ctx: RunContext, barrier: StartBarrier) -> None:
+    """The local runner's or master's side of the start barrier: wait until every participant is
+    ready (or START_TIMEOUT_S), fix t0 a margin ahead, tell the workers, and start the clock."""
+    told_s = time.monotonic()
+    while not barrier.complete() and not ctx.stopping.is_set():
+        now_s = time.monotonic()
+        if barrier.timed_out(now_s):
+            log.warning(
+                "sojourn: only %d of %d participants were ready after %.0f s; starting with them "
+                "(the others retry and join late)",
+                barrier.ready,
+                barrier.expected,
+                START_TIMEOUT_S,
+            )
+            break
+        if now_s - told_s >= PROGRESS_EVERY_S:
+            sys.stderr.write(barrier.progress(now_s) + "\n")
+            told_s = now_s
+        gevent.sleep(0.01)
+    if ctx.stopping.is_set():
+        return
+    margin_s = START_MARGIN_DISTRIBUTED_S if _State.role == "master" else START_MARGIN_S
+    t0_ns = time.time_ns() + int(margin_s * 1e9)
+    detail = barrier.detail(time.monotonic() + margin_s)
+    if _State.role == "master":
+        environment.runner.send_message(_T0_MSG, {"t0_ns": t0_ns, "detail": detail})
+    update_run_json(ctx.run_dir, t0_ns=t0_ns, start_barrier=detail)
+    _begin(environment, ctx, t0_ns, detail)
+
+
+def _t0_from_master(environment, data) -> None:
+    ctx = _State.ctx
+    if ctx is not None and not ctx.started.is_set() and not _State.failed:
+        _begin(environment, ctx, int(data["t0_ns"]), dict(data["detail"]))
+
+
+def _begin(environment, ctx: RunContext, t0_ns: int, detail: dict) -> None:
+    """t0 is fixed: start the clock and what runs on it in this process."""
+    try:
+        ctx.fix_t0(t0_ns, detail)
+    except NetemError as exc:
+        _fail(environment, exc)
+        return
+    role = _State.role
+    if role != "worker":  # slow-consumer detection: docs/slow-consumers.md
+        _State.sampler = QueueSampler(ctx).start()
     name = "worker-" + ctx.worker if role == "worker" else role
     _State.memory = MemorySampler(name, ctx.elapsed_s)
     gevent.spawn(_State.memory.run, ctx.stopping.wait)
     if role != "master":
         ctx.start_drain_monitor()
-    if role == "worker":
-        gevent.spawn(_report_finished, environment, ctx)
-    else:
+    if role != "worker":
         gevent.spawn(_timeline, environment, ctx)
         gevent.spawn(_progress, environment, ctx)
 

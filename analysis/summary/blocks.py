@@ -29,6 +29,7 @@ def run_block(run: Mapping[str, Any]) -> dict:
         "broker_url": run.get("broker_url"),
         "status": run.get("status"),
         "census_error": run.get("census_error"),
+        "start_barrier": run.get("start_barrier"),
         "code_version": run.get("code_version"),
     }
 

@@ -20,6 +20,7 @@ import signal
 import socket
 import sys
 import time
+from collections.abc import Callable
 
 from loadgen.netem.link import NetworkState
 from loadgen.netem.measure import DirectionMeter
@@ -40,6 +41,11 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--listen-port", type=int, default=0, help="port on 127.0.0.1 (0: any free port)")
     p.add_argument("--timeline", required=True, help="the resolved impairment timeline (JSON)")
     p.add_argument("--t0-ns", type=int, default=0, help="wall-clock ns of the run's time 0 (default: now)")
+    p.add_argument(
+        "--wait-for-t0",
+        action="store_true",
+        help="hold the timeline's first state until a line 't0 NS' on stdin fixes time 0 (the start barrier)",
+    )
     p.add_argument("--run-dir", default="", help="write event traces to RUN_DIR/traces/event")
     p.add_argument("--run-id", default="")
     p.add_argument("--worker", default="", help="worker name in the traces (default netem-<host>-<pid>)")
@@ -147,6 +153,9 @@ class _Runner:
         self.recorder = recorder
         self.t0_ns = args.t0_ns or time.time_ns()
         self.stop = asyncio.Event()
+        self.started = asyncio.Event()  # t0 is known (at once, unless --wait-for-t0)
+        if not args.wait_for_t0:
+            self.started.set()
         self.period_meters = {d: DirectionMeter() for d in DIRECTIONS}
         self.run_meters = {d: DirectionMeter() for d in DIRECTIONS}
         self.current: Step | None = None
@@ -203,7 +212,16 @@ class _Runner:
         self.current = step
         self._record_step(previous, step)
 
+    def fix_t0(self, t0_ns: int) -> None:
+        self.t0_ns = t0_ns
+        self.started.set()
+
     async def follow_timeline(self) -> None:
+        started = asyncio.ensure_future(self.started.wait())
+        stopped = asyncio.ensure_future(self.stop.wait())
+        await asyncio.wait((started, stopped), return_when=asyncio.FIRST_COMPLETED)
+        for waiter in (started, stopped):
+            waiter.cancel()
         index = step_index_at(self.steps, self.elapsed_s())
         for i in range(index + 1, len(self.steps)):
             # Sleep towards the wall-clock time of the step, re-reading the clock as we go.
@@ -265,7 +283,7 @@ async def _main(args: argparse.Namespace) -> int:
 
     loop.add_signal_handler(signal.SIGTERM, runner.stop.set)
     if args.watch_stdin:
-        _watch_parent(loop, runner.stop)
+        _watch_parent(loop, runner.stop, runner.fix_t0)
     if args.exit_after is not None:
         loop.call_later(args.exit_after, runner.stop.set)
     tasks = [loop.create_task(runner.follow_timeline()), loop.create_task(runner.flush_loop(loop))]
@@ -278,11 +296,13 @@ async def _main(args: argparse.Namespace) -> int:
     return 0
 
 
-def _watch_parent(loop: asyncio.AbstractEventLoop, stop: asyncio.Event) -> None:
-    """stdin is a pipe from the parent: EOF means the parent is gone, so the proxy goes too."""
+def _watch_parent(loop: asyncio.AbstractEventLoop, stop: asyncio.Event, on_t0: Callable[[int], None]) -> None:
+    """stdin is a pipe from the parent: EOF means the parent is gone, so the proxy goes too. The
+    parent also writes the run's t0 there once the start barrier fixes it: a line `t0 NS`."""
     if sys.stdin is None:
         return
     fd = sys.stdin.fileno()
+    pending = bytearray()
 
     def readable() -> None:
         try:
@@ -292,6 +312,14 @@ def _watch_parent(loop: asyncio.AbstractEventLoop, stop: asyncio.Event) -> None:
         if not data:
             loop.remove_reader(fd)
             stop.set()
+            return
+        pending.extend(data)
+        while b"\n" in pending:
+            line, _, rest = bytes(pending).partition(b"\n")
+            pending[:] = rest
+            word, _, value = line.decode(errors="replace").partition(" ")
+            if word == "t0" and value.strip().isdigit():
+                on_t0(int(value))
 
     try:
         os.set_blocking(fd, False)

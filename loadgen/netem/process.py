@@ -58,7 +58,7 @@ class NetemProcess:
         broker_url: str,
         timeline: Timeline,
         *,
-        t0_ns: int,
+        t0_ns: int | None,
         run_dir: str = "",
         run_id: str = "",
         worker: str = "",
@@ -76,8 +76,7 @@ class NetemProcess:
             str(listen_port),
             "--timeline",
             timeline_to_json(timeline),
-            "--t0-ns",
-            str(t0_ns),
+            *(["--t0-ns", str(t0_ns)] if t0_ns is not None else ["--wait-for-t0"]),  # then told by set_t0
             "--watch-stdin",
         ]
         if run_dir:
@@ -94,6 +93,16 @@ class NetemProcess:
             proc.wait()
             raise NetemError(f"the network proxy did not start (exit status {proc.returncode}); see its message above")
         return cls(proc, int(line), broker_url)
+
+    def set_t0(self, t0_ns: int) -> None:
+        """The run's t0, fixed by the start barrier after the proxy was started without one: until
+        it arrives the proxy holds the timeline's first state."""
+        try:
+            assert self.proc.stdin is not None  # stdin=subprocess.PIPE
+            self.proc.stdin.write(f"t0 {t0_ns}\n".encode())
+            self.proc.stdin.flush()
+        except OSError as exc:  # the proxy is gone: its participants fail and say so
+            raise NetemError(f"the network proxy exited before the run started: {exc}") from exc
 
     def running(self) -> bool:
         return self.proc.poll() is None

@@ -580,6 +580,14 @@ class Scenario:
             counts += [value for path, value in phase.set if path == f"{kind}.{group}.count"]
         return max(counts)
 
+    def participant_count(self) -> int:
+        """How many producers and consumers the run starts (one Locust user each): every group's
+        max_count, since a slot a phase leaves idle is still started and waits."""
+        return sum(max(0, self.max_count(kind, g.name)) for kind, groups in self.groups() for g in groups)
+
+    def groups(self) -> tuple[tuple[GroupKind, tuple[Any, ...]], tuple[GroupKind, tuple[Any, ...]]]:
+        return (("producers", tuple(self.producers)), ("consumers", tuple(self.consumers)))
+
     def phase_windows(self) -> list[tuple[str, float, float]]:
         return [(p.name, p.start_s, p.end_s) for p in self.timeline]
 
@@ -590,7 +598,7 @@ class Scenario:
 
     def boundaries(self) -> list[float]:
         """0.0 and then change_times(): every time from which new settings may hold (0, because the
-        lead-in before t0 runs on the first settings and a phase may start at 0)."""
+        start-up before t0 runs on the first settings and a phase may start at 0)."""
         return [0.0, *self.change_times()]
 
     def in_run(self, t_s: float) -> float:
