@@ -74,6 +74,13 @@ def add_parser(sub) -> None:
         help="any other rabbitmq.conf line, e.g. disk_free_limit.absolute=1GB (repeatable)",
     )
     up.add_argument(
+        "--management-port",
+        type=int,
+        metavar="PORT",
+        help="also run the management plugin, its HTTP API and UI on 127.0.0.1:PORT (guest/guest): "
+        "the broker's own counters, e.g. to check the traces against them",
+    )
+    up.add_argument(
         "--timeout",
         type=float,
         default=90.0,
@@ -151,7 +158,7 @@ def _up(args) -> int:
             )
         print(existing.url)
         return EXIT_OK
-    broker = ManagedBroker(existing.dir, args.port or existing.port, settings)
+    broker = ManagedBroker(existing.dir, args.port or existing.port, settings, args.management_port)
     try:
         result = broker.start(timeout=args.timeout, progress=_say)
     except KeyboardInterrupt:
@@ -161,6 +168,8 @@ def _up(args) -> int:
         f"{broker.node} answers on {mask_url(broker.url)} after {result.seconds:.1f} s "
         f"(pid {result.pid}; data and logs in {broker.dir})"
     )
+    if broker.management_url is not None:
+        _say(f"management API and UI: {broker.management_url} (guest/guest)")
     _say(f"stop it with: sojourn broker down --dir {broker.dir} [--purge]")
     print(broker.url)
     return EXIT_OK

@@ -118,13 +118,23 @@ def effective_settings(settings: Mapping[str, object] | None = None) -> Settings
     return result
 
 
-def render_config(settings: Mapping[str, object] | None = None, *, port: int) -> str:
-    """The rabbitmq.conf text: the loopback listener on `port`, then the effective settings."""
+def render_config(
+    settings: Mapping[str, object] | None = None, *, port: int, management_port: int | None = None
+) -> str:
+    """The rabbitmq.conf text: the loopback listener on `port` (and the management plugin's HTTP
+    listener on `management_port`, when given), then the effective settings."""
     validate_port(port)
     lines = [
         "# Written by `sojourn broker up`; rewritten on every start (edit with --setting key=value).",
         f"listeners.tcp.default = 127.0.0.1:{port}",
     ]
+    if management_port is not None:
+        validate_port(management_port, "--management-port")
+        if management_port == port:
+            raise BrokerSettingsError(
+                "--management-port", management_port, f"the management API needs a port other than the AMQP port {port}"
+            )
+        lines += ["management.tcp.ip = 127.0.0.1", f"management.tcp.port = {management_port}"]
     effective = effective_settings(settings)
     for key, tls_port in tls_ports(effective).items():
         if tls_port == port:

@@ -9,7 +9,8 @@
     broker.stop(purge=True)       # rabbitmqctl stop, then delete the directory
 
 The node is `sojourn-<port>@localhost`. Everything it writes lives under its directory:
-rabbitmq.conf, enabled_plugins (empty: no management plugin), rabbitmq-env.conf (so the
+rabbitmq.conf, enabled_plugins (empty: no management plugin, unless a management_port asks for
+it: the HTTP API on that loopback port, for a broker's own counters), rabbitmq-env.conf (so the
 system's /etc/rabbitmq/rabbitmq-env.conf is not read), mnesia/ (data), log/ (the node's log and
 console.log), the pid file and sojourn-broker.json (port, node, distribution port, settings).
 The node outlives the process that started it; `ManagedBroker.from_dir(dir)` finds it again.
@@ -152,10 +153,12 @@ class ManagedBroker:
         dir: str | Path | None = None,  # noqa: A002 - public keyword, as the .dir attribute and the repr
         port: int = DEFAULT_PORT,
         settings: Mapping[str, object] | None = None,
+        management_port: int | None = None,
     ):
         self.port: int = validate_port(port)
         self.dir: Path = Path(dir) if dir is not None else default_dir(port)
         self.settings: Settings = effective_settings(settings)
+        self.management_port = None if management_port is None else validate_port(management_port, "--management-port")
         self._process: subprocess.Popen | None = None
 
     def __repr__(self) -> str:
@@ -169,9 +172,10 @@ class ManagedBroker:
             state = json.loads(path.read_text())
             port = int(state["port"])
             settings = state.get("settings") or {}
+            management_port = state.get("management_port")
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise BrokerError(f"{path}: not a readable sojourn broker state file ({exc})") from None
-        return cls(dir, port=port, settings=settings)
+        return cls(dir, port=port, settings=settings, management_port=management_port)
 
     # -- identity ---------------------------------------------------------------------------
     @property
@@ -181,6 +185,11 @@ class ManagedBroker:
     @property
     def url(self) -> str:
         return f"amqp://guest:guest@127.0.0.1:{self.port}/"
+
+    @property
+    def management_url(self) -> str | None:
+        """The management plugin's HTTP API (guest/guest), when the node runs it."""
+        return None if self.management_port is None else f"http://127.0.0.1:{self.management_port}/api/"
 
     @property
     def pid_file(self) -> Path:
@@ -228,6 +237,8 @@ class ManagedBroker:
         if running is not None:
             return StartResult(True, 0.0, running)
         _check_free(self.port, "AMQP")
+        if self.management_port is not None:
+            _check_free(self.management_port, "management (HTTP)", "choose another --management-port")
         for key, tls_port in tls_ports(self.settings).items():
             _check_free(tls_port, "TLS (amqps)", f"choose another port in --setting {key}=127.0.0.1:PORT")
         dist_port = self._dist_port()
@@ -356,8 +367,11 @@ class ManagedBroker:
 
     def _write_files(self, dist_port: int) -> None:
         self.dir.mkdir(parents=True, exist_ok=True)
-        (self.dir / "rabbitmq.conf").write_text(render_config(self.settings, port=self.port))
-        (self.dir / "enabled_plugins").write_text("[].\n")
+        (self.dir / "rabbitmq.conf").write_text(
+            render_config(self.settings, port=self.port, management_port=self.management_port)
+        )
+        plugins = "rabbitmq_management" if self.management_port is not None else ""
+        (self.dir / "enabled_plugins").write_text(f"[{plugins}].\n")
         # Our own env file, so /etc/rabbitmq/rabbitmq-env.conf (NODENAME=...) is never read.
         (self.dir / "rabbitmq-env.conf").write_text(
             "# Written by sojourn: keep epmd on loopback.\nERL_EPMD_ADDRESS=127.0.0.1\n"
@@ -368,6 +382,7 @@ class ManagedBroker:
             "dist_port": dist_port,
             "url": self.url,
             "settings": self.settings,
+            "management_port": self.management_port,
         }
         (self.dir / STATE_FILE).write_text(json.dumps(state, indent=2) + "\n")
 

@@ -259,16 +259,19 @@ def _start_wave(base: Path, plans: dict[str, _Planned], timeout: float) -> dict[
 
 
 def wait_for_t0(proc: subprocess.Popen, run_dir: Path, timeout: float = 60) -> float:
-    """The run's t0 (epoch seconds) once run.json names it: the moment its load starts, however
-    long the processes took to start on a busy machine."""
+    """The run's t0 (epoch seconds) once the start barrier has fixed it in run.json (its
+    `start_barrier`): the moment its load starts, however long the processes took to start."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
-            return int(json.loads((run_dir / "run.json").read_text())["t0_ns"]) / 1e9
-        except (OSError, ValueError, KeyError):
-            if proc.poll() is not None:
-                raise AssertionError(f"the run ended (exit {proc.returncode}) before writing its t0") from None
-            time.sleep(0.05)
+            run = json.loads((run_dir / "run.json").read_text())
+        except (OSError, ValueError):
+            run = {}
+        if "start_barrier" in run:  # until then t0_ns is provisional
+            return int(run["t0_ns"]) / 1e9
+        if proc.poll() is not None:
+            raise AssertionError(f"the run ended (exit {proc.returncode}) before writing its t0")
+        time.sleep(0.05)
     raise AssertionError(f"no t0 in {run_dir / 'run.json'} after {timeout} s")
 
 

@@ -273,3 +273,24 @@ def test_a_taken_amqps_port_is_refused_before_the_node_starts(tmp_path):
             broker.stop(purge=True)
             pytest.fail("the node started although its TLS port was taken")
     assert not (tmp_path / "node").exists(), "nothing is written before the checks pass"
+
+
+def test_a_management_port_adds_the_plugins_loopback_http_listener():
+    conf = conf_lines(render_config({}, port=5673, management_port=15673))
+    assert conf["management.tcp.ip"] == "127.0.0.1"
+    assert conf["management.tcp.port"] == "15673"
+    assert "management.tcp.port" not in conf_lines(render_config({}, port=5673))
+
+
+def test_the_management_port_must_differ_from_the_amqp_port():
+    with pytest.raises(BrokerSettingsError, match="--management-port.*5673"):
+        render_config({}, port=5673, management_port=5673)
+
+
+def test_the_management_port_is_kept_in_the_state_file_and_found_again(tmp_path):
+    broker = ManagedBroker(tmp_path / "b", port=5673, management_port=15673)
+    broker._write_files(25673)
+    assert (tmp_path / "b" / "enabled_plugins").read_text() == "[rabbitmq_management].\n"
+    again = ManagedBroker.from_dir(tmp_path / "b")
+    assert again.management_url == "http://127.0.0.1:15673/api/"
+    assert ManagedBroker(tmp_path / "c", port=5673).management_url is None
