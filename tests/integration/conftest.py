@@ -195,8 +195,9 @@ AT_ONCE = 4
 """How many planned runs start together. Each run's start-up (three Python processes importing
 Locust, gevent, pika and pyarrow) takes a core for seconds; with all fifteen of the batch at once on
 two cores, start-up outlasted short runs' schedules, whose producers then joined after their
-publishing had ended (five batch tests failed so in one fresh-clone run). Until the run has a start
-barrier (issue 18: t0 set once every participant is ready), they start in waves of this many."""
+publishing had ended (five batch tests failed so in one fresh-clone run). The start barrier
+(loadgen/barrier.py) now holds t0 until every participant is ready, so a slow start no longer eats
+a schedule; the waves stay, so that the runs' own load on two cores stays moderate."""
 
 
 def start_together(
