@@ -135,6 +135,7 @@ cache costs by the column."""
 
 _DELIVERY_METRICS = {
     "sojourn_ms": "sojourn_ms",
+    "socket_wait": "socket_wait_ms",
     "end_to_end": "end_to_end_ms",
     "broker_network": "broker_network_ms",
     "processing": "processing_ms_actual",
@@ -297,10 +298,10 @@ def load_run_json(run_dir: Path) -> dict:
             raise RunFileError(f"{path}: {key} must be a number, got {value!r}", path=path, key=key)
     _check_phases(run.get("phases"), path)
     version = run.get("schema_version", schema.SCHEMA_VERSION)
-    if version != schema.SCHEMA_VERSION:
+    if version not in schema.READABLE_VERSIONS:
         raise SchemaVersionError(
             f"{path}: schema_version {version!r}, but this analysis reads version "
-            f"{schema.SCHEMA_VERSION}; analyse it with the sojourn version that recorded it",
+            f"{' or '.join(map(str, schema.READABLE_VERSIONS))}; analyse it with the sojourn version that recorded it",
             path=path,
             found=version,
             expected=schema.SCHEMA_VERSION,
@@ -497,7 +498,8 @@ def summarize(
         "sojourn_ms": stats_block(overall["sojourn_ms"]),
         "latency_ms": {
             **{
-                name: stats_block(overall[name]) for name in ("end_to_end", "broker_network", "processing", "ack_delay")
+                name: stats_block(overall[name])
+                for name in ("end_to_end", "broker_network", "socket_wait", "processing", "ack_delay")
             },
             "confirm": stats_block(overall["confirm"]),
         },

@@ -12,6 +12,7 @@ from typing import Literal, NamedTuple
 
 __all__ = [
     "SCHEMA_VERSION",
+    "READABLE_VERSIONS",
     "Column",
     "KINDS",
     "PUBLISH",
@@ -30,9 +31,13 @@ __all__ = [
     "markdown_tables",
 ]
 
-SCHEMA_VERSION = 4  # 2: CoDel state on deliveries; network events. 3: priority and replay columns on
+SCHEMA_VERSION = 5  # 2: CoDel state on deliveries; network events. 3: priority and replay columns on
 # publishes, and the deadletter kind (dead-lettered messages, with the broker's reason). 4: consumer
-# crashes, client egress classes and broker queue samples
+# crashes, client egress classes and broker queue samples. 5: read_ns on deliveries (receive_ns is
+# the kernel's arrival stamp where there is one)
+READABLE_VERSIONS = (4, 5)
+"""Trace versions the analysis reads: a version-4 trace lacks the columns added since (`since`
+5), which read as null."""
 
 ColumnType = Literal["string", "int32", "int64", "float64", "bool"]
 
@@ -42,10 +47,11 @@ class Column(NamedTuple):
     type: ColumnType
     nullable: bool
     doc: str
+    since: int = 1  # the schema version that added it: an older trace lacks it and reads as null
 
 
-def _c(name: str, type_: ColumnType, doc: str, nullable: bool = False) -> Column:
-    return Column(name, type_, nullable, doc)
+def _c(name: str, type_: ColumnType, doc: str, nullable: bool = False, since: int = 1) -> Column:
+    return Column(name, type_, nullable, doc, since)
 
 
 _COMMON = (
@@ -97,7 +103,12 @@ DELIVERY = _COMMON + (
     _c("delivery_tag", "int64", "AMQP delivery tag on the consumer's channel"),
     _c("redelivered", "bool", "the broker's redelivered flag"),
     _c("publish_ns", "int64", "publish time carried in the `sojourn-pub-ns` header", nullable=True),
-    _c("receive_ns", "int64", "when the delivery was read off the socket into the client buffer"),
+    _c(
+        "receive_ns",
+        "int64",
+        "when the delivery's bytes reached the consumer's socket (the kernel's SO_TIMESTAMPNS stamp); "
+        "where there is none (TLS, another platform, a trace before version 5) when it was read (read_ns)",
+    ),
     _c("start_ns", "int64", "when processing started (left the client buffer)", nullable=True),
     _c("end_ns", "int64", "when processing ended", nullable=True),
     _c("settle_ns", "int64", "when the ack or nack was sent; receive time for auto-ack", nullable=True),
@@ -136,6 +147,14 @@ DELIVERY = _COMMON + (
         "egress: it was the first message taken from the buffer after a discard "
         "(Solace's discard indication); null when egress is off or it never left the buffer",
         nullable=True,
+    ),
+    _c(
+        "read_ns",
+        "int64",
+        "when the consumer's process read the delivery (its callback ran); read_ns - receive_ns is "
+        "the time it waited in the socket (null in a trace before version 5)",
+        nullable=True,
+        since=5,
     ),
 )
 

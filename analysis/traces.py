@@ -3,7 +3,8 @@
 `scan` looks at every part file's Parquet footer (no data is read): the columns and their
 types against `analysis/schema.py`, the schema version in the metadata, and the
 `schema_version` column's statistics, which say without reading a row whether every row
-carries this analysis' version. It also totals rows and bytes, which size the Spark session
+carries a version this analysis reads (schema.READABLE_VERSIONS: an older trace lacks the
+columns added since, which read as null). It also totals rows and bytes, which size the Spark session
 and choose the percentile method. `read` then reads each kind once, with the explicit schema.
 """
 
@@ -78,7 +79,18 @@ def _check_footer(path: Path, kind: str):
         raise AnalysisError(f"{path}: not a readable Parquet file: {exc}", path=path) from exc
     expected = schema.arrow_schema(kind)
     present = list(found.names)
-    missing = [name for name in expected.names if name not in present]
+    recorded = (metadata.metadata or {}).get(b"sojourn.schema_version")
+    if recorded is not None and recorded.decode() not in {str(v) for v in schema.READABLE_VERSIONS}:
+        raise SchemaVersionError(
+            f"{path}: {kind} trace has schema_version {recorded.decode()}, but this analysis "
+            f"reads version {_readable()}",
+            path=path,
+            found=recorded.decode(),
+            expected=schema.SCHEMA_VERSION,
+        )
+    version = int(recorded.decode()) if recorded is not None else schema.SCHEMA_VERSION
+    newer = {c.name for c in schema.columns(kind) if c.since > version}  # read as null (schema.Column.since)
+    missing = [name for name in expected.names if name not in present and name not in newer]
     wrong = [
         f"{f.name} is {found.field(f.name).type}, expected {f.type}"
         for f in expected
@@ -86,16 +98,11 @@ def _check_footer(path: Path, kind: str):
     ]
     if missing or wrong:
         raise TraceColumnsError(path=path, kind=kind, missing=missing, present=present, wrong_types=wrong)
-    recorded = (metadata.metadata or {}).get(b"sojourn.schema_version")
-    if recorded is not None and recorded.decode() != str(schema.SCHEMA_VERSION):
-        raise SchemaVersionError(
-            f"{path}: {kind} trace has schema_version {recorded.decode()}, but this analysis "
-            f"reads version {schema.SCHEMA_VERSION}",
-            path=path,
-            found=recorded.decode(),
-            expected=schema.SCHEMA_VERSION,
-        )
     return metadata.num_rows, _version_stats_ok(metadata, present.index("schema_version"), path, kind)
+
+
+def _readable() -> str:
+    return " or ".join(str(v) for v in schema.READABLE_VERSIONS)
 
 
 def _version_stats_ok(metadata, column: int, path: Path, kind: str) -> bool:
@@ -108,16 +115,16 @@ def _version_stats_ok(metadata, column: int, path: Path, kind: str) -> bool:
         if stats.null_count:
             raise SchemaVersionError(
                 f"{path}: {kind} trace has rows with schema_version null, but this "
-                f"analysis reads version {schema.SCHEMA_VERSION}",
+                f"analysis reads version {_readable()}",
                 path=path,
                 found=None,
                 expected=schema.SCHEMA_VERSION,
             )
         for value in (stats.min, stats.max):
-            if value != schema.SCHEMA_VERSION:
+            if value not in schema.READABLE_VERSIONS:
                 raise SchemaVersionError(
                     f"{path}: {kind} trace has rows with schema_version {value}, but this analysis "
-                    f"reads version {schema.SCHEMA_VERSION}",
+                    f"reads version {_readable()}",
                     path=path,
                     found=value,
                     expected=schema.SCHEMA_VERSION,
@@ -178,7 +185,7 @@ def _check_schema_version_column(scans: dict[str, DataFrame]) -> None:
     bad = None
     for kind, frame in scans.items():
         rows = frame.where(
-            F.col("schema_version").isNull() | (F.col("schema_version") != schema.SCHEMA_VERSION)
+            F.col("schema_version").isNull() | ~F.col("schema_version").isin(*schema.READABLE_VERSIONS)
         ).select(F.lit(kind).alias("kind"), "schema_version", F.col("_metadata.file_path").alias("file"))
         bad = rows if bad is None else bad.unionByName(rows)
     found = bad.limit(1).collect() if bad is not None else []
@@ -187,7 +194,7 @@ def _check_schema_version_column(scans: dict[str, DataFrame]) -> None:
         path = _local_path(row.file)
         raise SchemaVersionError(
             f"{path}: {row.kind} trace has rows with schema_version {row.schema_version}, "
-            f"but this analysis reads version {schema.SCHEMA_VERSION}",
+            f"but this analysis reads version {_readable()}",
             path=path,
             found=row.schema_version,
             expected=schema.SCHEMA_VERSION,

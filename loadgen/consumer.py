@@ -1,7 +1,8 @@
 """Consuming: client-side buffer, simulated processing, ack; every delivery traced.
 
 pika's gevent adapter runs `_on_message` in the hub as soon as a frame is read:
-it only stamps the receive time and appends to the client buffer. Processing
+it only stamps the receive time (the kernel's arrival stamp of the bytes, where the platform
+gives one: loadgen.amqp.kstamp; and the read time) and appends to the client buffer. Processing
 runs in the consumer's own greenlet, in arrival order, sleeping cooperatively, so
 the I/O loop keeps reading deliveries and sending acks meanwhile and a consumer
 with prefetch N really holds up to N deliveries in its buffer. A delivery with nothing to wait
@@ -27,7 +28,7 @@ from typing import Any, NamedTuple, cast
 import gevent
 from gevent.event import Event
 
-from loadgen.amqp import connection as amqp, fastio
+from loadgen.amqp import connection as amqp, fastio, kstamp
 from loadgen.amqp.cancel import keep_deliveries_across_cancel
 from loadgen.codel import CoDel
 from loadgen.egress import EgressBuffer
@@ -54,6 +55,7 @@ class Delivery(NamedTuple):
     channel: object
     recorded_us: int | None  # the `sojourn-proc-us` header of a replayed message
     priority: int | None  # the AMQP priority property
+    read_ns: int  # when the callback ran (receive_ns is the kernel's stamp where there is one)
 
 
 def header_int(value) -> int | None:
@@ -102,6 +104,7 @@ def delivery_row(
         *(codel_state if codel_state is not None else _NO_CODEL),
         d.priority,
         *egress,
+        d.read_ns,
     )
 
 
@@ -123,6 +126,7 @@ class Consumer(Participant):
         self._channel: Any = None
         # basic.ack / basic.nack on the channel (loadgen.amqp.fastio); None only until _join, before any delivery
         self._frames = cast("fastio.FrameWriter", None)
+        self._stamps: kstamp.ReceiveStamps | None = None  # kernel receive stamps on this connection
         self._prefetch = 0
         self._consumer_tag: str | None = None
         self._crossed = 0  # deliveries that crossed a basic.cancel since the last event said so
@@ -196,6 +200,8 @@ class Consumer(Participant):
     def _join(self, settings) -> None:
         self._leaving = False
         self._conn = self.ctx.connect(f"sojourn-consumer-{self.name}", on_close=self._on_connection_closed)
+        stamps = kstamp.enable(self._conn)
+        self._stamps = stamps if isinstance(stamps, kstamp.ReceiveStamps) else None
         channel = amqp.open_channel(self._conn)
         keep_deliveries_across_cancel(channel, self._on_crossed_cancel)  # not requeued unseen (amqp/cancel.py)
         self._channel = channel
@@ -203,7 +209,14 @@ class Consumer(Participant):
         self._set_prefetch(settings)
         self._consume(settings)
         self.ctx.event(
-            "consumer_join", self.name, self.name, detail={"prefetch": settings.prefetch, "ack_mode": settings.ack_mode}
+            "consumer_join",
+            self.name,
+            self.name,
+            detail={
+                "prefetch": settings.prefetch,
+                "ack_mode": settings.ack_mode,
+                "receive_stamp": "kernel" if self._stamps is not None else f"read ({stamps})",
+            },
         )
 
     def _consume(self, settings) -> None:
@@ -356,7 +369,9 @@ class Consumer(Participant):
         that a delivery with nothing to wait for (no processing time, CoDel or egress, and an idle
         consumer with an empty buffer) is settled here and now, as the consumer's greenlet would
         the moment it woke, without the wake-up: what a plain pika consumer does in its callback."""
-        receive_ns = time.time_ns()
+        read_ns = time.time_ns()
+        stamps = self._stamps  # the kernel's arrival stamp of these bytes (loadgen.amqp.kstamp)
+        receive_ns = stamps.kernel_ns if stamps is not None and 0 < stamps.kernel_ns <= read_ns else read_ns
         headers = props.headers or {}
         t = self.ctx.elapsed_s()
         publish_ns = headers.get("sojourn-pub-ns")
@@ -375,6 +390,7 @@ class Consumer(Participant):
             channel,
             headers.get("sojourn-proc-us"),
             props.priority,
+            read_ns,
         )
         inline = self._inline_settings
         if inline is not None and t < self._inline_until and not self._buffer and not self._busy and not self._leaving:

@@ -33,9 +33,17 @@ def code_version() -> dict[str, str]:
 
 
 def write_run_json(
-    run_dir: str, scenario, *, run_id: str, t0_ns: int, status: str, replay: dict[str, Any] | None = None
+    run_dir: str,
+    scenario,
+    *,
+    run_id: str,
+    t0_ns: int,
+    status: str,
+    replay: dict[str, Any] | None = None,
+    receive_stamp: dict[str, Any] | None = None,
 ) -> None:
-    """`replay`: per replay group, its source and expected publishes (loadgen.replay.sources.describe)."""
+    """`replay`: per replay group, its source and expected publishes (loadgen.replay.sources.describe);
+    `receive_stamp`: where the consumers' receive stamps come from (loadgen.amqp.kstamp)."""
     data: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,  # run.json and traces share one contract version
         "run_id": run_id,
@@ -56,6 +64,8 @@ def write_run_json(
     }
     if replay:
         data["replay"] = replay
+    if receive_stamp:
+        data["receive_stamp"] = receive_stamp
     _write(run_dir, data)
 
 

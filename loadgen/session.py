@@ -28,6 +28,7 @@ from gevent.event import Event
 from locust.runners import MasterRunner, WorkerRunner
 
 from loadgen import finish, reports, webui
+from loadgen.amqp import kstamp
 from loadgen.barrier import START_MARGIN_DISTRIBUTED_S, START_MARGIN_S, START_TIMEOUT_S, StartBarrier
 from loadgen.census import census_then_cleanup
 from loadgen.childenv import child_env
@@ -196,6 +197,7 @@ def start(environment) -> None:
             t0_ns=ctx.t0_ns,  # provisional: the start barrier writes the run's t0
             status="running",
             replay=describe(scenario, ctx.replay_traces),
+            receive_stamp=kstamp.expected_source(scenario.broker.url),
         )
         where = run_dir if _State.driven else os.path.abspath(run_dir)  # `sojourn run` names it itself
         sys.stderr.write(f"[sojourn] run {run_id}: traces in {where}/traces\n")

@@ -34,6 +34,7 @@ Summary = Mapping[str, Any]
 #: (key in components_ms, legend label, colour), stacked bottom to top in this order.
 COMPONENT_LABELS = (
     ("broker_network", "broker + network", "#4c78a8"),
+    ("socket_wait", "socket wait (in the sojourn)", "#f58518"),
     ("sojourn", "buffer sojourn", "#e45756"),
     ("processing", "processing", "#54a24b"),
     ("ack_delay", "ack delay", "#b279a2"),
@@ -82,11 +83,17 @@ def components_figure(summary: Summary) -> go.Figure:
     if not windows or all(not isinstance(dig(row, "components_ms"), Mapping) for _, row in windows):
         return _no_data(fig, "No latency components in this summary")
     t = [second for second, _ in windows]
+    series = {key: _series(windows, "components_ms", key) for key, _, _ in COMPONENT_LABELS}
+    waited = series["socket_wait"]
+    if any(v is not None for v in waited):  # kernel receive stamps: the socket wait is a band of its own
+        series["sojourn"] = [None if s is None else s - (w or 0.0) for s, w in zip(series["sojourn"], waited)]
     for key, label, colour in COMPONENT_LABELS:
+        if not any(v is not None for v in series[key]) and key == "socket_wait":
+            continue  # a run without kernel stamps: the sojourn band is the whole sojourn
         fig.add_trace(
             go.Scatter(
                 x=t,
-                y=_series(windows, "components_ms", key),
+                y=series[key],
                 name=label,
                 mode="lines",
                 stackgroup="latency",

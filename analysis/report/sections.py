@@ -125,10 +125,11 @@ SECTIONS: tuple[Section, ...] = (
         "Latency components over time",
         components_figure,
         "Per-second means of each part of a delivery's latency, stacked: broker + network (publish → "
-        "frame read off the socket), buffer sojourn (client buffer), processing, ack delay (processing "
-        "end → ack sent), over the deliveries whose processing ended in that second. The stack's top "
-        "is the mean round trip seen by a message; the band that grows when conditions change is where "
-        "the latency comes from.",
+        "bytes at the consumer's socket), socket wait (bytes at the socket → read by the process; the "
+        "first part of the sojourn, shown where the kernel stamped arrivals), buffer sojourn (client "
+        "buffer), processing, ack delay (processing end → ack sent), over the deliveries whose "
+        "processing ended in that second. The stack's top is the mean round trip seen by a message; "
+        "the band that grows when conditions change is where the latency comes from.",
     ),
     _chart(
         "distribution",
@@ -159,7 +160,9 @@ SECTIONS: tuple[Section, ...] = (
         tables.latency_table,
         "Where the time goes, per delivery, after warm-up. end_to_end = broker_network + sojourn + "
         "processing, so their means add up; the last column shows each part's share. A sojourn "
-        "share near 100 % means the client buffer, not the broker or the work, dominates latency.",
+        "share near 100 % means the client buffer, not the broker or the work, dominates latency. "
+        "socket_wait is the part of the sojourn the bytes spent in the socket before the process read "
+        "them (kernel receive stamps; empty where the platform or TLS gave none).",
     ),
     _table(
         "consumers",

@@ -47,8 +47,9 @@ Summary = Mapping[str, Any]
 # (label, where the stats block lives, what the interval is, part of end-to-end?)
 _LATENCY_ROWS = (
     ("end_to_end", ("latency_ms", "end_to_end"), "publish → processing end", False),
-    ("broker_network", ("latency_ms", "broker_network"), "publish → frame read off the socket", True),
-    ("sojourn", ("sojourn_ms",), "frame read → processing start (client buffer)", True),
+    ("broker_network", ("latency_ms", "broker_network"), "publish → bytes at the consumer's socket", True),
+    ("sojourn", ("sojourn_ms",), "bytes at the socket → processing start (client buffer)", True),
+    ("socket_wait", ("latency_ms", "socket_wait"), "of which: bytes at the socket → read by the process", False),
     ("processing", ("latency_ms", "processing"), "processing start → processing end", True),
     ("ack_delay", ("latency_ms", "ack_delay"), "processing end → ack sent (manual ack)", False),
     ("confirm", ("latency_ms", "confirm"), "publish → broker confirm (publisher side)", False),

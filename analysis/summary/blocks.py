@@ -30,6 +30,7 @@ def run_block(run: Mapping[str, Any]) -> dict:
         "status": run.get("status"),
         "census_error": run.get("census_error"),
         "start_barrier": run.get("start_barrier"),
+        "receive_stamp": run.get("receive_stamp"),
         "code_version": run.get("code_version"),
     }
 

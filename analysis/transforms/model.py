@@ -27,6 +27,7 @@ QUANTILES = tuple(round(0.05 * i, 2) for i in range(1, 21))
 COMPONENTS = {
     "broker_network": "broker_network_ms",
     "sojourn": "sojourn_ms",
+    "socket_wait": "socket_wait_ms",  # a part of the sojourn (the report stacks it apart)
     "processing": "processing_ms_actual",
     "ack_delay": "ack_delay_ms",
 }

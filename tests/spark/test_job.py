@@ -271,3 +271,34 @@ def test_the_report_is_rendered_from_the_summary(analysed):
     page = (run_dir / "report.html").read_text()
     assert page.lstrip().lower().startswith("<!doctype html")
     assert summary["run"]["run_id"] in page and "tiny" in page
+
+
+def _without_read_ns(version: int):
+    """The delivery schema as a trace of `version` lacking read_ns (added in version 5) has it."""
+    full = arrow_schema("delivery")
+    fields = [f for f in full if f.name != "read_ns"]
+    return pa.schema(fields, metadata={**full.metadata, b"sojourn.schema_version": str(version).encode()})
+
+
+def test_a_version_4_trace_without_read_ns_is_read_with_no_socket_wait(tmp_path, spark, write_trace):
+    _run_json(tmp_path, schema_version=4)
+    write_trace(
+        tmp_path,
+        "publish",
+        [dict(schema_version=4, message_id="m", intended_ns=T0 + 2 * S, publish_ns=T0 + 2 * S)],
+    )
+    row = dict(schema_version=4, message_id="m", publish_ns=T0 + 2 * S, receive_ns=T0 + 2 * S + 3 * MS)
+    row |= dict(start_ns=T0 + 2 * S + 5 * MS, end_ns=T0 + 2 * S + 6 * MS, settle_ns=T0 + 2 * S + 6 * MS)
+    write_trace(tmp_path, "delivery", [row], schema=_without_read_ns(4))
+    summary = analyze(tmp_path, spark=spark)
+    assert summary["messages"]["acked"] == 1
+    assert summary["sojourn_ms"]["mean"] == pytest.approx(2.0)
+    assert summary["latency_ms"]["socket_wait"]["count"] == 0
+
+
+def test_a_version_5_trace_without_read_ns_is_refused(tmp_path, spark, write_trace):
+    _run_json(tmp_path)
+    path = write_trace(tmp_path, "delivery", [dict(message_id="m", receive_ns=T0)], schema=_without_read_ns(5))
+    with pytest.raises(TraceColumnsError, match="read_ns") as err:
+        analyze(tmp_path, spark=spark)
+    assert err.value.path == str(path)

@@ -30,6 +30,7 @@ def _deliveries(frame):
                 prefetch=51,
                 publish_ns=0,
                 receive_ns=50 * MS,
+                read_ns=50 * MS,
                 start_ns=50 * MS,
                 end_ns=54 * MS,
                 settle_ns=55 * MS,
@@ -41,6 +42,7 @@ def _deliveries(frame):
                 prefetch=51,
                 publish_ns=1000 * MS,
                 receive_ns=1060 * MS,
+                read_ns=1065 * MS,  # 5 ms in the socket, of its 10 ms sojourn
                 start_ns=1070 * MS,
                 end_ns=1074 * MS,
                 settle_ns=1075 * MS,
@@ -76,8 +78,22 @@ def test_model_inputs_and_predictions_by_hand(frame):
 
 def test_window_components_are_means_by_processing_end(frame):
     got = {r.t_s: r.asDict() for r in _deliveries(frame).transform(window_components(0)).collect()}
-    assert got[0] == {"t_s": 0, "broker_network": 50.0, "sojourn": 0.0, "processing": 4.0, "ack_delay": 1.0}
-    assert got[1] == {"t_s": 1, "broker_network": 60.0, "sojourn": 10.0, "processing": 4.0, "ack_delay": 1.0}
+    assert got[0] == {
+        "t_s": 0,
+        "broker_network": 50.0,
+        "sojourn": 0.0,
+        "socket_wait": 0.0,
+        "processing": 4.0,
+        "ack_delay": 1.0,
+    }
+    assert got[1] == {
+        "t_s": 1,
+        "broker_network": 60.0,
+        "sojourn": 10.0,
+        "socket_wait": 5.0,
+        "processing": 4.0,
+        "ack_delay": 1.0,
+    }
 
 
 def test_sojourn_quantiles_per_consumer(frame):
@@ -99,6 +115,7 @@ def test_model_inputs_per_consumer_and_phase(frame):
                 prefetch=1,
                 publish_ns=0,
                 receive_ns=50 * MS,
+                read_ns=50 * MS,
                 start_ns=50 * MS,
                 end_ns=54 * MS,
                 settle_ns=55 * MS,

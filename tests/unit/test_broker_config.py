@@ -283,7 +283,7 @@ def test_a_management_port_adds_the_plugins_loopback_http_listener():
 
 
 def test_the_management_port_must_differ_from_the_amqp_port():
-    with pytest.raises(BrokerSettingsError, match="--management-port.*5673"):
+    with pytest.raises(BrokerSettingsError, match=r"--management-port.*5673"):
         render_config({}, port=5673, management_port=5673)
 
 

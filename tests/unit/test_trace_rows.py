@@ -31,6 +31,7 @@ def test_a_delivery_row_puts_every_value_under_its_own_column():
         channel=object(),
         recorded_us=None,
         priority=4,
+        read_ns=10_015,
     )
     row = delivery_row(
         d,
@@ -70,11 +71,12 @@ def test_a_delivery_row_puts_every_value_under_its_own_column():
         "egress_length": 5,
         "egress_units": 9,
         "discard_indication": False,
+        "read_ns": 10_015,
     }
 
 
 def test_a_delivery_row_without_codel_has_null_codel_columns():
-    d = Delivery(1, 1, False, "m", None, 0, 0, 0, "base", None, None, None)
+    d = Delivery(1, 1, False, "m", None, 0, 0, 0, "base", None, None, None, 1)
     row = _by_name(
         "delivery", delivery_row(d, "c", "g", None, None, None, "unsettled", None, None, (None, None, None, None))
     )

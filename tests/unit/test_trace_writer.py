@@ -319,6 +319,7 @@ def test_every_column_of_a_row_reads_back_as_written_nulls_included_and_only_rep
         4,
         5,
         True,
+        25,
     )
     empty = (
         "m-2",
@@ -336,6 +337,7 @@ def test_every_column_of_a_row_reads_back_as_written_nulls_included_and_only_rep
         0,
         0,
         0,
+        None,
         None,
         None,
         None,
