@@ -50,6 +50,8 @@ COMPARISONS: dict[str, tuple[str, dict, tuple[str, ...]]] = {
     "consume-prefetch-1": ("consume", {"prefetch": 1}, ("bare", "sojourn", "sojourn-notrace")),
     "consume-prefetch-100": ("consume", {"prefetch": 100}, ("bare", "sojourn", "sojourn-notrace")),
     "consume-prefetch-300": ("consume", {"prefetch": 300}, ("bare", "sojourn", "sojourn-notrace")),
+    # kernel receive stamps (recvmsg + SO_TIMESTAMPNS) against stamps taken at the read
+    "consume-kstamp-prefetch-100": ("consume", {"prefetch": 100}, ("sojourn", "sojourn-readstamp")),
 }
 RUN_COMPARISONS = ("end-to-end", "scaling")  # whole `sojourn run`s: benchmarks.endtoend
 RATIO_TARGET = 0.9  # sojourn / bare, at least (issue 8)
@@ -196,6 +198,16 @@ def run_comparison(name: str, url: str, seconds: float, rounds: int) -> dict:
         ]
         result["tracing_cpu"] = round(statistics.median(result["tracing_cpu_rounds"]), 3)
         result["tracing_cpu_verdict"] = verdict(result["tracing_cpu_rounds"], OVERHEAD_TARGET, False)
+    if "sojourn" in rates and "sojourn-readstamp" in rates:
+        result["kstamp_overhead_rounds"] = [
+            round(1 - x, 3) for x in paired(rates["sojourn"], rates["sojourn-readstamp"])
+        ]
+        result["kstamp_overhead"] = round(statistics.median(result["kstamp_overhead_rounds"]), 3)
+        result["kstamp_overhead_verdict"] = verdict(result["kstamp_overhead_rounds"], OVERHEAD_TARGET, False)
+        result["kstamp_cpu_rounds"] = [
+            round(x - 1, 3) for x in paired(machine_us["sojourn"], machine_us["sojourn-readstamp"])
+        ]
+        result["kstamp_cpu"] = round(statistics.median(result["kstamp_cpu_rounds"]), 3)
     return result
 
 
@@ -398,6 +410,31 @@ def _render_runs(results: list[dict]) -> list[str]:
     return lines
 
 
+def _render_kstamp(results: list[dict]) -> list[str]:
+    """What kernel receive stamps cost a traced consumer: the same consumer with stamps at the read."""
+    if not results:
+        return []
+    percent = lambda x: f"{x * 100:.1f} %"  # noqa: E731
+    lines = [
+        "",
+        "Kernel receive stamps (`loadgen/amqp/kstamp.py`: `recvmsg` with `SO_TIMESTAMPNS` instead of "
+        "`recv`) against the same traced consumer stamping at the read (*readstamp*), paired by round:",
+        "",
+        "| comparison | rounds x s | sojourn msg/s | readstamp msg/s | cost, msg/s (target <= 5 %) "
+        "| cost, machine CPU per message |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in results:
+        m = r["median_per_s"]
+        cpu = r.get("kstamp_cpu")
+        lines.append(
+            f"| {r['name']}{_when(r)} | {r['rounds']} x {r['seconds']:g} | {m.get('sojourn', '–')} "
+            f"| {m.get('sojourn-readstamp', '–')} | {_judged(r, 'kstamp_overhead', percent, OVERHEAD_TARGET, False)} "
+            f"| {percent(cpu) if cpu is not None else '–'} |"
+        )
+    return lines
+
+
 def render(facts: dict, results: list[dict]) -> str:
     v = facts["versions"]
     lines = [
@@ -433,7 +470,7 @@ def render(facts: dict, results: list[dict]) -> str:
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
     percent = lambda x: f"{x * 100:.1f} %"  # noqa: E731
-    for r in (r for r in results if r["name"] in COMPARISONS):
+    for r in (r for r in results if r["name"] in COMPARISONS and "sojourn-readstamp" not in r["median_per_s"]):
         m = r["median_per_s"]
         lines.append(
             f"| {r['name']}{_when(r)} | {r['rounds']} x {r['seconds']:g} | {m.get('bare', '–')} "
@@ -444,6 +481,7 @@ def render(facts: dict, results: list[dict]) -> str:
             f"| {_loop_cpu(r)} | {_gc(r)} |"
         )
     lines += _render_runs(results)
+    lines += _render_kstamp([r for r in results if "sojourn-readstamp" in r.get("median_per_s", {})])
     for r in results:
         if r["name"] == STALL:
             lines += _render_stall(r)

@@ -6,7 +6,8 @@ run in the same kind of fresh process, alternately; the trial prints one JSON li
 
 Variants: `bare` is a plain pika GeventConnection script (no Locust, no tracing);
 `sojourn` drives loadgen's Producer or Consumer with a RunContext, its trace writer and
-Locust's request event; `sojourn-notrace` is the same with a writer that drops rows.
+Locust's request event; `sojourn-notrace` is the same with a writer that drops rows;
+`sojourn-readstamp` the same consumer with kernel receive stamps off (loadgen.amqp.kstamp).
 A publish counts only once its bytes have left the client (or its confirm arrived):
 both loops wait while pika's write buffer holds more than the producer's limit, and the
 clock stops when the buffer is empty.
@@ -296,6 +297,10 @@ def main(argv: list[str]) -> int:
         if variant == "bare":
             n, w = bare_consume(url, spec["messages"], spec["prefetch"])
         else:
+            if variant == "sojourn-readstamp":  # receive stamps at the read: what kernel stamps cost
+                from loadgen.amqp import kstamp
+
+                kstamp.enable = lambda _conn: "turned off for the benchmark"
             n, w = sojourn_consume(url, spec["messages"], spec["prefetch"], trace)
     else:
         raise SystemExit(f"unknown trial kind {kind!r}")

@@ -89,16 +89,23 @@ def enable(conn) -> ReceiveStamps | str:
 def _consume_stamped(stamps: ReceiveStamps):
     """pika's _AsyncTransportBase._consume over recvmsg: the same limits, the same end-of-file and
     error handling (a would-block error goes up to pika's readability handler, as from recv), and
-    the kernel's stamp of each read set before pika parses its bytes."""
+    the kernel's stamp of each read set before pika parses its bytes. Kept lean: it runs once per
+    read in the I/O loop (docs/benchmarks.md has its cost)."""
+    unpack, wall_ns, space, option = _TIMESPEC.unpack_from, time.time_ns, _ANCILLARY_SPACE, SO_TIMESTAMPNS
 
     def _consume(self) -> None:
         consumed = 0
-        while self._state == self._STATE_ACTIVE and consumed < self._MAX_CONSUME_BYTES:
-            data, ancillary, _flags, _addr = self._sock.recvmsg(self._MAX_RECV_BYTES, _ANCILLARY_SPACE)
+        recvmsg, size, limit = self._sock.recvmsg, self._MAX_RECV_BYTES, self._MAX_CONSUME_BYTES
+        while self._state == self._STATE_ACTIVE and consumed < limit:
+            data, ancillary, _flags, _addr = recvmsg(size, space)
             if not data:
                 raise self.RxEndOfFile()
             consumed += len(data)
-            stamps.kernel_ns = kernel_stamp(ancillary) or time.time_ns()
+            if ancillary and ancillary[0][1] == option:  # the one control message asked for
+                seconds, nanoseconds = unpack(ancillary[0][2])
+                stamps.kernel_ns = seconds * 1_000_000_000 + nanoseconds
+            else:
+                stamps.kernel_ns = wall_ns()
             self._protocol.data_received(data)
 
     return _consume
