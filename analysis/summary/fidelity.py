@@ -13,6 +13,8 @@ from analysis.transforms.fidelity import (
     GAP_QUANTILES,
     LATE_THRESHOLDS_MS,
     LATENESS,
+    LATENESS_P999,
+    gap_ks_distance,
     inter_arrival,
     lateness_by_group,
     replay_per_second,
@@ -20,7 +22,15 @@ from analysis.transforms.fidelity import (
 
 from ._stats import stats_block
 
-__all__ = ["LATE_P99_MS", "LATE_MAX_MS", "REPLAY_CONFIG_KEYS", "is_behind", "fidelity_block"]
+__all__ = [
+    "LATE_P99_MS",
+    "LATE_MAX_MS",
+    "KS_FAITHFUL",
+    "REPLAY_CONFIG_KEYS",
+    "is_behind",
+    "correlation",
+    "fidelity_block",
+]
 
 LATE_P99_MS = 10
 """A group is behind when its p99 lateness is above this. At the rates sojourn runs (hundreds
@@ -31,6 +41,11 @@ gaps it did not leave, visible on the per-second chart and in the broker's queue
 LATE_MAX_MS = 1_000
 """A group is behind when any publish went out more than this late, whatever its p99: a
 second-long stall moves a whole second of load, even if it is rare."""
+
+KS_FAITHFUL = 0.05
+"""The publishes kept the file's spacing when the KS distance between the intended and the
+published gaps is at most this. A distance, not a test: with tens of thousands of rows any real
+publisher's timer granularity makes a KS p-value tiny, however faithful the replay looks."""
 
 REPLAY_CONFIG_KEYS = ("source", "format", "rows", "speed", "window", "loop", "split")
 """Copied from run.json's `replay.<group>` into the block, so the report can say what was replayed."""
@@ -69,11 +84,25 @@ def _series(rows: list) -> dict[str, list]:
     }
 
 
+def correlation(xs: list, ys: list) -> float | None:
+    """Pearson's correlation of two equally long series; None when either is constant or short."""
+    n = len(xs)
+    if n < 2 or len(ys) != n:
+        return None
+    mx, my = sum(xs) / n, sum(ys) / n
+    sxy = sum((x - mx) * (y - my) for x, y in zip(xs, ys))
+    sxx = sum((x - mx) ** 2 for x in xs)
+    syy = sum((y - my) ** 2 for y in ys)
+    return None if sxx == 0 or syy == 0 else sxy / (sxx * syy) ** 0.5
+
+
 def _gaps(struct: Any) -> dict[str, Any]:
     return stats_block(struct, ("count", "mean", *GAP_QUANTILES))
 
 
-def _replay_entry(plan: Mapping[str, Any], lateness_row: Any, series_rows: list, gaps_row: Any) -> dict:
+def _replay_entry(
+    plan: Mapping[str, Any], lateness_row: Any, series_rows: list, gaps_row: Any, ks: float | None
+) -> dict:
     published = int(lateness_row["replay_published"]) if lateness_row is not None else 0
     distinct = int(lateness_row["replay_distinct"]) if lateness_row is not None else 0
     expected = _count(plan.get("expected"))
@@ -88,9 +117,12 @@ def _replay_entry(plan: Mapping[str, Any], lateness_row: Any, series_rows: list,
         "missing": None if expected is None else expected - distinct,
         "per_second": series,
         "per_second_max_diff": max(diffs) if diffs else None,
+        "per_second_correlation": correlation(series["intended"], series["published"]),
         "inter_arrival_ms": {
             "intended": _gaps(gaps_row["intended"] if gaps_row is not None else None),
             "published": _gaps(gaps_row["published"] if gaps_row is not None else None),
+            "ks_distance": ks,
+            "faithful": None if ks is None else ks <= KS_FAITHFUL,
         },
     }
 
@@ -107,15 +139,18 @@ def fidelity_block(publishes: DataFrame, t0_ns: int, replay: Any = None) -> dict
     replayed = sorted({g for g, r in rows.items() if r["replay_published"] > 0} | set(plans))
     per_second: dict[str, list] = {g: [] for g in replayed}
     gaps: dict[str, Any] = {}
+    ks: dict[str, float] = {}
     if any(rows.get(g) is not None and rows[g]["replay_published"] > 0 for g in replayed):
         for r in publishes.transform(replay_per_second(int(t0_ns))).collect():
             per_second.setdefault(r["producer_group"], []).append(r)
         gaps = {r["producer_group"]: r for r in publishes.transform(inter_arrival).collect()}
+        ks = {r["producer_group"]: r["ks_distance"] for r in publishes.transform(gap_ks_distance).collect()}
 
     block: dict[str, dict] = {}
     for group in sorted(set(rows) | set(replayed)):
         row = rows.get(group)
         lateness = stats_block(row[LATENESS] if row is not None else None)
+        lateness["p99_9"] = row[LATENESS_P999] if row is not None else None  # additive, after max
         block[group] = {
             "replayed": group in replayed,
             "lateness_ms": lateness,
@@ -124,7 +159,7 @@ def fidelity_block(publishes: DataFrame, t0_ns: int, replay: Any = None) -> dict
             },
             "behind": is_behind(lateness),
             "replay": (
-                _replay_entry(plans.get(group, {}), row, per_second.get(group, []), gaps.get(group))
+                _replay_entry(plans.get(group, {}), row, per_second.get(group, []), gaps.get(group), ks.get(group))
                 if group in replayed
                 else None
             ),

@@ -17,7 +17,17 @@ from ._common import NS_PER_MS, Transform, ms_between
 from .stats import percentiles, stats_struct
 from .windows import second_since
 
-__all__ = ["LATE_THRESHOLDS_MS", "GAP_QUANTILES", "LATENESS", "lateness_by_group", "replay_per_second", "inter_arrival"]
+__all__ = [
+    "LATE_THRESHOLDS_MS",
+    "GAP_QUANTILES",
+    "LATENESS",
+    "LATENESS_P999",
+    "lateness_by_group",
+    "replay_per_second",
+    "inter_arrival",
+    "gap_ks_distance",
+    "GAP_RESOLUTION_MS",
+]
 
 LATE_THRESHOLDS_MS = (1, 10)
 """`late_share` reports the share of publishes later than each of these (strictly)."""
@@ -26,6 +36,9 @@ GAP_QUANTILES = {"p10": 0.10, "p50": 0.50, "p90": 0.90, "p99": 0.99}
 
 LATENESS = "lateness_ms"
 """lateness_by_group's stats struct column."""
+
+LATENESS_P999 = "lateness_p999_ms"
+"""lateness_by_group's 99.9th percentile of the lateness (the tail a p99 hides at thousands of msg/s)."""
 
 
 def _replayed() -> Column:
@@ -50,6 +63,7 @@ def lateness_by_group(publishes: DataFrame) -> DataFrame:
         publishes.groupBy("producer_group")
         .agg(
             stats_struct(late).alias(LATENESS),
+            percentiles(late, [0.999])[0].alias(LATENESS_P999),
             *shares,
             F.count_if(_replayed()).alias("replay_published"),
             F.count_distinct(F.when(_replayed(), F.struct("replay_index", "replay_loop"))).alias("replay_distinct"),
@@ -97,12 +111,11 @@ def _gap_struct(gap: str) -> Column:
     )
 
 
-def inter_arrival(publishes: DataFrame) -> DataFrame:
-    """Replayed publishes -> one row per producer group: `intended` and `published`, structs of
-    count, mean and GAP_QUANTILES (ms, exact, linear interpolation) of the gaps between
-    consecutive rows of the group ordered by intended_ns / by publish_ns."""
+def _gaps(publishes: DataFrame) -> DataFrame:
+    """Replayed publishes with `_intended_gap` and `_published_gap` (ms): the gap to the group's
+    previous row by intended_ns / by publish_ns (null for the first)."""
     rows = publishes.where(_replayed()).select("producer_group", "intended_ns", "publish_ns")
-    gaps = rows.withColumns(
+    return rows.withColumns(
         {
             "_intended_gap": (
                 F.col("intended_ns")
@@ -116,11 +129,52 @@ def inter_arrival(publishes: DataFrame) -> DataFrame:
             / F.lit(NS_PER_MS),
         }
     )
+
+
+def inter_arrival(publishes: DataFrame) -> DataFrame:
+    """Replayed publishes -> one row per producer group: `intended` and `published`, structs of
+    count, mean and GAP_QUANTILES (ms, exact, linear interpolation) of the gaps between
+    consecutive rows of the group ordered by intended_ns / by publish_ns."""
     return (
-        gaps.groupBy("producer_group")
+        _gaps(publishes)
+        .groupBy("producer_group")
         .agg(
             _gap_struct("_intended_gap").alias("intended"),
             _gap_struct("_published_gap").alias("published"),
         )
         .orderBy("producer_group")
     )
+
+
+GAP_RESOLUTION_MS = 0.1
+"""Gaps are compared to this resolution (rounded) for the KS distance: the publisher's timing is
+good to tens of microseconds, and a file's gaps are often exact (a constant rate); compared
+unrounded, a jitter of a microsecond would put every published gap on the other side of its
+intended one."""
+
+
+def gap_ks_distance(publishes: DataFrame) -> DataFrame:
+    """Replayed publishes -> one row per producer group: `ks_distance`, the two-sample
+    Kolmogorov-Smirnov distance D = max |F_intended(x) - F_published(x)| between the empirical
+    distributions of the intended and the published gaps, each rounded to GAP_RESOLUTION_MS
+    (exact otherwise: every gap, ties taken together). 0 when the publishes kept the file's
+    spacing; 1 when the two never overlap."""
+    gaps = _gaps(publishes)
+
+    def rounded(column: str) -> Column:
+        return F.round(F.col(column) / GAP_RESOLUTION_MS) * GAP_RESOLUTION_MS
+
+    both = gaps.select(
+        "producer_group", rounded("_intended_gap").alias("gap"), F.lit(1).alias("a"), F.lit(0).alias("b")
+    ).unionByName(
+        gaps.select("producer_group", rounded("_published_gap").alias("gap"), F.lit(0).alias("a"), F.lit(1).alias("b"))
+    )
+    both = both.where(F.col("gap").isNotNull())
+    upto = Window.partitionBy("producer_group").orderBy("gap").rangeBetween(Window.unboundedPreceding, 0)
+    whole = Window.partitionBy("producer_group")
+    cdf = both.select(
+        "producer_group",
+        (F.sum("a").over(upto) / F.sum("a").over(whole)).alias("fa"),
+        (F.sum("b").over(upto) / F.sum("b").over(whole)).alias("fb"),
+    )
+    return cdf.groupBy("producer_group").agg(F.max(F.abs(F.col("fa") - F.col("fb"))).alias("ks_distance"))

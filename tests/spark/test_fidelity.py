@@ -228,3 +228,57 @@ def test_waiting_on_a_blocked_connection_is_not_lateness_and_given_up_publishes_
     assert got["lateness_ms"]["count"] == 4  # the given-up one: none
     assert got["lateness_ms"]["max"] == approx(4.0)  # 2,004 - 2,000
     assert got["behind"] is False
+
+
+# --- p99.9, per-second correlation, KS distance of the gaps -------------------------------
+
+
+def test_lateness_reports_its_99_9th_percentile(frame):
+    lateness = [0.0] * 999 + [50.0]  # 1,000 publishes, one 50 ms late
+    got = block(frame, late("s", lateness))["s"]["lateness_ms"]
+    # sorted: rank 0.999 x 999 = 998.001 -> 0 + 0.001 x (50 - 0) = 0.05 (linear interpolation)
+    assert got["p99_9"] == approx(0.05)
+    assert got["p99"] == approx(0.0)
+
+
+def _ks(a: list[float], b: list[float]) -> float:
+    """The two-sample KS distance by brute force, on gaps rounded to 0.1 ms (the documented
+    resolution): both empirical CDFs at every observed value."""
+    a, b = [round(x, 1) for x in a], [round(x, 1) for x in b]
+    return max(abs(sum(x <= v for x in a) / len(a) - sum(x <= v for x in b) / len(b)) for v in set(a) | set(b))
+
+
+def _pearson(x: list[float], y: list[float]) -> float:
+    n = len(x)
+    mx, my = sum(x) / n, sum(y) / n
+    cov = sum((p - mx) * (q - my) for p, q in zip(x, y))
+    return cov / (sum((p - mx) ** 2 for p in x) * sum((q - my) ** 2 for q in y)) ** 0.5
+
+
+def test_bunched_publishes_have_a_large_ks_distance_and_the_per_second_counts_still_correlate(frame):
+    # The file: 200, 250 and 100 rows in its three seconds (5, 4 and 10 ms apart). The publisher:
+    # on time for the first 2 s, then the last second's rows late, in bunches 0.01 ms apart,
+    # every 50 ms.
+    intended = (
+        [5.0 * i for i in range(200)] + [1000 + 4.0 * i for i in range(250)] + [2000 + 10.0 * i for i in range(100)]
+    )
+    published = [t if t < 2000 else 2000 + 50 * ((t - 2000) // 50) + 0.01 * ((t - 2000) % 50 // 10) for t in intended]
+    rows = [pub("r", i, it, pt, index=i, loop=0) for i, (it, pt) in enumerate(zip(intended, published))]
+    got = block(frame, rows)["r"]["replay"]
+    gaps_i = [b - a for a, b in zip(intended, intended[1:])]
+    ordered = sorted(published)
+    gaps_p = [b - a for a, b in zip(ordered, ordered[1:])]
+    assert got["inter_arrival_ms"]["ks_distance"] == approx(_ks(gaps_i, gaps_p), abs=1e-9)
+    assert got["inter_arrival_ms"]["ks_distance"] > 0.05 and got["inter_arrival_ms"]["faithful"] is False
+    series = got["per_second"]
+    assert series["intended"] == [200, 250, 100]
+    assert got["per_second_correlation"] == approx(_pearson(series["intended"], series["published"]))
+    assert got["per_second_correlation"] > 0.99  # the per-second counts alone would call it faithful
+
+
+def test_a_replay_that_kept_the_spacing_to_within_tens_of_microseconds_is_faithful(frame):
+    jitter = [0.0, 0.02, -0.01, 0.03]  # ms: a real publisher's timer
+    rows = [pub("r", i, 5.0 * i, 5.0 * i + 0.3 + jitter[i % 4], index=i, loop=0) for i in range(400)]
+    got = block(frame, rows)["r"]["replay"]
+    assert got["inter_arrival_ms"]["ks_distance"] == approx(0.0, abs=1e-6)
+    assert got["inter_arrival_ms"]["faithful"] is True
