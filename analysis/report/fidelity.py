@@ -103,6 +103,7 @@ def lateness_table(summary: Summary) -> str:
         Column("publishes", True),
         Column("late p50 (ms)", True),
         Column("late p99 (ms)", True),
+        Column("late p99.9 (ms)", True),
         Column("late max (ms)", True),
         Column("> 1 ms", True),
         Column("> 10 ms", True),
@@ -118,6 +119,7 @@ def lateness_table(summary: Summary) -> str:
                 fmt_count(dig(late, "count")),
                 fmt_ms(dig(late, "p50")),
                 fmt_ms(dig(late, "p99")),
+                fmt_ms(dig(late, "p99_9")),
                 fmt_ms(dig(late, "max")),
                 fmt_percent(dig(entry, "late_share", "over_1_ms")),
                 fmt_percent(dig(entry, "late_share", "over_10_ms")),
@@ -156,6 +158,7 @@ def replay_table(replay: Mapping[str, Any]) -> str:
         Column("duplicates", True),
         Column("missing", True),
         Column("max |Δ| per s", True),
+        Column("per-second correlation", True),
     ]
     row = [
         f"<code>{esc(dig(config, 'source'))}</code>",
@@ -169,8 +172,14 @@ def replay_table(replay: Mapping[str, Any]) -> str:
         _flagged(dig(replay, "duplicates"), "warn"),
         _flagged(dig(replay, "missing"), "bad"),
         fmt_count(dig(replay, "per_second_max_diff")),
+        _fixed(dig(replay, "per_second_correlation"), ".3f"),
     ]
     return html_table(columns, [row], empty="")
+
+
+def _fixed(value: Any, spec: str) -> str:
+    n = as_number(value)
+    return esc(None) if n is None else format(n, spec)
 
 
 def gaps_table(replay: Mapping[str, Any]) -> str:
@@ -181,7 +190,20 @@ def gaps_table(replay: Mapping[str, Any]) -> str:
     for key, label in (("intended", "intended (what the file asked for)"), ("published", "actual publishes")):
         gaps = dig(replay, "inter_arrival_ms", key, default={})
         rows.append([esc(label), fmt_count(dig(gaps, "count"))] + [fmt_ms(dig(gaps, s)) for s in stats])
-    return html_table(columns, rows, empty="")
+    table = html_table(columns, rows, empty="")
+    distance = as_number(dig(replay, "inter_arrival_ms", "ks_distance"))
+    if distance is None:
+        return table
+    faithful = dig(replay, "inter_arrival_ms", "faithful") is True
+    verdict = (
+        '<span class="good">the spacing was kept</span>'
+        if faithful
+        else '<span class="bad">the publishes bunched or spread: the broker saw other gaps than the file</span>'
+    )
+    return (
+        f"{table}<p>Kolmogorov-Smirnov distance between the two gap distributions (to 0.1 ms): "
+        f"<b>{distance:.3f}</b> (kept at ≤ 0.05): {verdict}.</p>"
+    )
 
 
 # --- chart ---------------------------------------------------------------------------

@@ -11,8 +11,8 @@ from analysis.report import render_report
 from tests.unit.test_report import figure, make_summary, section_text, visible_text
 
 
-def lateness(count, p50, p99, mx):
-    return {"count": count, "mean": p50, "p50": p50, "p95": p99, "p99": p99, "max": mx}
+def lateness(count, p50, p99, mx, p999=None):
+    return {"count": count, "mean": p50, "p50": p50, "p95": p99, "p99": p99, "max": mx, "p99_9": p999}
 
 
 def synthetic(p99=0.4, mx=2.5, behind=False):
@@ -28,7 +28,7 @@ def synthetic(p99=0.4, mx=2.5, behind=False):
 def replayed(behind=True):
     return {
         "replayed": True,
-        "lateness_ms": lateness(5, 100.0, 648.0, 650.0),
+        "lateness_ms": lateness(5, 100.0, 648.0, 650.0, 649.8),
         "late_share": {"over_1_ms": 0.8, "over_10_ms": 0.6},
         "behind": behind,
         "replay": {
@@ -48,7 +48,10 @@ def replayed(behind=True):
             "missing": 2,
             "per_second": {"t_s": [0, 1, 2, 3], "intended": [3, 1, 0, 1], "published": [1, 3, 0, 1]},
             "per_second_max_diff": 2,
+            "per_second_correlation": -0.1818,
             "inter_arrival_ms": {
+                "ks_distance": 0.5,
+                "faithful": False,
                 "intended": {"count": 4, "mean": 725.0, "p10": 120.0, "p50": 550.0, "p90": 1470.0, "p99": 1767.0},
                 "published": {"count": 4, "mean": 726.25, "p10": 80.0, "p50": 575.0, "p90": 1493.5, "p99": 1683.85},
             },
@@ -105,8 +108,8 @@ def test_a_run_without_replay_has_a_compact_publish_lateness_table_and_no_chart(
     page = page_with({"steady": synthetic(), "slow": synthetic(p99=25.0, mx=40.0, behind=True)})
     text = section_text(page, "fidelity")
     assert text.startswith("Publish lateness")
-    assert "slow synthetic 1,000 0.120 25.0 40.0 0.4 % 0.0 % behind" in text
-    assert "steady synthetic 1,000 0.120 0.400 2.50 0.4 % 0.0 % on time" in text
+    assert "slow synthetic 1,000 0.120 25.0 – 40.0 0.4 % 0.0 % behind" in text  # no p99.9: an older summary
+    assert "steady synthetic 1,000 0.120 0.400 – 2.50 0.4 % 0.0 % on time" in text
     assert "Replay:" not in text
     assert page.count("Plotly.newPlot(") == 6  # only the report's usual charts
 
@@ -114,10 +117,12 @@ def test_a_run_without_replay_has_a_compact_publish_lateness_table_and_no_chart(
 def test_the_replay_section_lists_lateness_counts_and_gaps_per_group():
     text = section_text(page_with({"orders": replayed(), "steady": synthetic()}), "fidelity")
     assert text.startswith("Replay fidelity")
-    assert "orders replay 5 100 648 650 80.0 % 60.0 % behind" in text
-    # source, rows, speed, window, loop, expected, published, distinct, duplicates, missing, max diff
+    assert "orders replay 5 100 648 650 650 80.0 % 60.0 % behind" in text
+    # source, rows, speed, window, loop, expected, published, distinct, duplicates, missing, max diff,
+    # per-second correlation
     assert "Replay: orders" in text
-    assert "traces/orders.csv 3 2× 0–end s yes 6 5 4 1 2 2" in text
+    assert "traces/orders.csv 3 2× 0–end s yes 6 5 4 1 2 2 -0.182" in text
+    assert "distributions (to 0.1 ms): 0.500 (kept at ≤ 0.05): the publishes bunched or spread" in text
     assert "intended (what the file asked for) 4 725 120 550 1,470 1,767" in text
     assert "actual publishes 4 726 80.0 575 1,494 1,684" in text
 
