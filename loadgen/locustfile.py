@@ -144,23 +144,26 @@ class SojournUser(User):
         ctx.stopping.wait()  # done: idle until Locust stops the run
 
 
-def _class_name(kind: str, group: str) -> str:
-    return ("Producer_" if kind == "producers" else "Consumer_") + re.sub(r"\W", "_", group)
+def _class_name(kind: str, group: str, index: int) -> str:
+    return ("Producer_" if kind == "producers" else "Consumer_") + re.sub(r"\W", "_", group) + f"_{index}"
 
 
+# One User class per producer or consumer (fixed_count 1), not one per group: Locust hands the
+# users of a run to its worker processes one by one, in turn, and with one class per group it
+# interleaved the groups' users so that, with --processes 2, every producer of a group went to
+# one worker and every consumer to the other. One class each, a group's users come one after
+# another and are spread over the workers like the rest (docs/replay.md, "More than one process").
 USER_COUNT = 0
 if SCENARIO is not None:
     USER_COUNT = SCENARIO.participant_count()
     for _kind, _groups in SCENARIO.groups():
         for _g in _groups:
-            _n = SCENARIO.max_count(_kind, _g.name)
-            if _n <= 0:
-                continue
-            globals()[_class_name(_kind, _g.name)] = type(
-                _class_name(_kind, _g.name),
-                (SojournUser,),
-                {"fixed_count": _n, "kind": _kind, "group": _g.name, "abstract": False, "__module__": __name__},
-            )
+            for _i in range(SCENARIO.max_count(_kind, _g.name)):
+                globals()[_class_name(_kind, _g.name, _i)] = type(
+                    _class_name(_kind, _g.name, _i),
+                    (SojournUser,),
+                    {"fixed_count": 1, "kind": _kind, "group": _g.name, "abstract": False, "__module__": __name__},
+                )
 
 
 class SojournShape(LoadTestShape):

@@ -75,6 +75,11 @@ def test_behind_a_slow_starting_proxy_the_first_publish_is_on_time_and_no_second
 
     t0 = run["t0_ns"]
     publishes = read_rows(run_dir, "publish")
+    deliveries = read_rows(run_dir, "delivery")
+    # Each worker process runs its share of every group: one producer and one consumer each.
+    for rows, column in ((publishes, "producer"), (deliveries, "consumer")):
+        workers = Counter(name.split("/")[1] for name in {r[column] for r in rows})
+        assert sorted(workers.values()) == [2 // processes] * processes, (column, workers)
     late_ms = sorted((p["publish_ns"] - p["intended_ns"]) / 1e6 for p in publishes)
     first = min(publishes, key=lambda p: p["intended_ns"])
     # The first scheduled publish left on time (not the proxy's delay late), and no burst followed.
@@ -83,7 +88,7 @@ def test_behind_a_slow_starting_proxy_the_first_publish_is_on_time_and_no_second
 
     # No dead second: every whole second of the measured window published and acked its share.
     per_second = Counter((p["publish_ns"] - t0) // S for p in publishes)
-    acked = Counter((d["settle_ns"] - t0) // S for d in read_rows(run_dir, "delivery") if d["outcome"] == "ack")
+    acked = Counter((d["settle_ns"] - t0) // S for d in deliveries if d["outcome"] == "ack")
     for second in range(WARMUP_S, DURATION_S):
         assert abs(per_second[second] - PRODUCERS * RATE) <= 2 * PRODUCERS, (second, per_second)
         assert acked[second] >= PRODUCERS * RATE - 4 * PRODUCERS, (second, acked)
