@@ -42,14 +42,42 @@ def parse_slo(expr: str) -> Slo:
     return Slo(expr.strip(), metric, op, float(number))
 
 
-def _lookup(summary: Mapping[str, Any], metric: str) -> Any:
-    node: Any = summary
-    for part in metric.split("."):
-        if isinstance(node, Mapping) and part in node:
-            node = node[part]
+_SELECT = re.compile(r"^([\w-]+)\[([^\]]+)\]$")
+_ROW_KEYS = ("group", "consumer", "producer_group", "name")
+"""A list entry selected by `[key]` is one whose group (or instance, or name) is `key`."""
+
+
+def _lookup(summary: Mapping[str, Any], metric: str) -> list[Any]:
+    """The values at `metric`: one, or one per list entry a `name[key]` segment selects (every
+    consumer of group `key` for `consumers[key]`); [] when the path leads nowhere."""
+    nodes: list[Any] = [summary]
+    for part in _segments(metric):
+        selected = _SELECT.match(part)
+        name, key = selected.groups() if selected else (part, None)
+        nxt: list[Any] = []
+        for node in nodes:
+            if not isinstance(node, Mapping) or name not in node:
+                continue
+            child = node[name]
+            if key is None:
+                nxt.append(child)
+            elif isinstance(child, list):
+                nxt += [row for row in child if isinstance(row, Mapping) and key in (row.get(k) for k in _ROW_KEYS)]
+        nodes = nxt
+    return nodes
+
+
+def _segments(metric: str) -> list[str]:
+    """`consumers[slow/w/0].sojourn_ms.p99` -> its segments; a dot inside [...] does not split."""
+    out, depth, current = [], 0, ""
+    for ch in metric:
+        depth += (ch == "[") - (ch == "]")
+        if ch == "." and depth == 0:
+            out.append(current)
+            current = ""
         else:
-            return None
-    return node
+            current += ch
+    return [*out, current]
 
 
 def evaluate_slos(summary: Mapping[str, Any], exprs) -> list[dict]:
@@ -57,8 +85,8 @@ def evaluate_slos(summary: Mapping[str, Any], exprs) -> list[dict]:
     results: list[dict[str, Any]] = []
     for expr in exprs:
         slo = parse_slo(expr)
-        value = _lookup(summary, slo.metric)
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
+        values = _lookup(summary, slo.metric)
+        if not values or any(isinstance(v, bool) or not isinstance(v, (int, float)) or math.isnan(v) for v in values):
             results.append(
                 {
                     "expr": slo.expr,
@@ -69,7 +97,10 @@ def evaluate_slos(summary: Mapping[str, Any], exprs) -> list[dict]:
                 }
             )
             continue
-        results.append(
-            {"expr": slo.expr, "metric": slo.metric, "value": value, "passed": bool(_OPS[slo.op](value, slo.threshold))}
-        )
+        # Selected from a list (every consumer of a group): each must hold; the value shown is
+        # the first that fails, else the one closest to failing.
+        check = _OPS[slo.op]
+        failing = [v for v in values if not check(v, slo.threshold)]
+        shown = failing[0] if failing else min(values, key=lambda v: abs(v - slo.threshold))
+        results.append({"expr": slo.expr, "metric": slo.metric, "value": shown, "passed": not failing})
     return results

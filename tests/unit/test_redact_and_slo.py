@@ -56,3 +56,26 @@ def test_slo_evaluation_against_a_summary():
     assert [r["passed"] for r in results] == [True, False, False, False]
     assert results[1]["value"] == 2
     assert "no numeric value" in results[3]["reason"]
+
+
+def test_an_slo_can_name_one_consumer_group_and_every_consumer_of_it_must_hold():
+    summary = {
+        "consumers": [
+            {"consumer": "fast/w/0", "group": "fast", "sojourn_ms": {"p99": 14.9}},
+            {"consumer": "slow/w/0", "group": "slow", "sojourn_ms": {"p99": 171.6}},
+            {"consumer": "slow/w/1", "group": "slow", "sojourn_ms": {"p99": 260.0}},
+        ]
+    }
+    fast, slow, loose, nobody = evaluate_slos(
+        summary,
+        [
+            "consumers[fast].sojourn_ms.p99 < 20",
+            "consumers[slow].sojourn_ms.p99 < 250",
+            "consumers[slow].sojourn_ms.p99 < 300",
+            "consumers[none].sojourn_ms.p99 < 300",
+        ],
+    )
+    assert fast["passed"] and fast["value"] == 14.9
+    assert not slow["passed"] and slow["value"] == 260.0  # slow/w/1 fails, though slow/w/0 holds
+    assert loose["passed"] and loose["value"] == 260.0  # the closest to failing
+    assert not nobody["passed"] and "no numeric value" in nobody["reason"]
