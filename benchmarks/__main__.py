@@ -185,30 +185,27 @@ def run_comparison(name: str, url: str, seconds: float, rounds: int) -> dict:
         result["ratio_vs_bare_rounds"] = paired(rates["sojourn"], rates["bare"])
         result["ratio_vs_bare"] = round(statistics.median(result["ratio_vs_bare_rounds"]), 3)
         result["ratio_vs_bare_verdict"] = verdict(result["ratio_vs_bare_rounds"], RATIO_TARGET, True)
-    if "sojourn" in rates and "sojourn-notrace" in rates:
-        result["tracing_overhead_rounds"] = [
-            round(1 - x, 3) for x in paired(rates["sojourn"], rates["sojourn-notrace"])
-        ]
-        result["tracing_overhead"] = round(statistics.median(result["tracing_overhead_rounds"]), 3)
-        result["tracing_overhead_verdict"] = verdict(result["tracing_overhead_rounds"], OVERHEAD_TARGET, False)
-        # The same cost in the machine's CPU per message: what tracing takes from the 2 cores (the
-        # broker's included), steadier than the rates, which the broker's pace also moves.
-        result["tracing_cpu_rounds"] = [
-            round(x - 1, 3) for x in paired(machine_us["sojourn"], machine_us["sojourn-notrace"])
-        ]
-        result["tracing_cpu"] = round(statistics.median(result["tracing_cpu_rounds"]), 3)
-        result["tracing_cpu_verdict"] = verdict(result["tracing_cpu_rounds"], OVERHEAD_TARGET, False)
-    if "sojourn" in rates and "sojourn-readstamp" in rates:
-        result["kstamp_overhead_rounds"] = [
-            round(1 - x, 3) for x in paired(rates["sojourn"], rates["sojourn-readstamp"])
-        ]
-        result["kstamp_overhead"] = round(statistics.median(result["kstamp_overhead_rounds"]), 3)
-        result["kstamp_overhead_verdict"] = verdict(result["kstamp_overhead_rounds"], OVERHEAD_TARGET, False)
-        result["kstamp_cpu_rounds"] = [
-            round(x - 1, 3) for x in paired(machine_us["sojourn"], machine_us["sojourn-readstamp"])
-        ]
-        result["kstamp_cpu"] = round(statistics.median(result["kstamp_cpu_rounds"]), 3)
+    # Tracing (against a writer that drops rows) and kernel receive stamps (against stamps at the
+    # read): each cost in msg/s, and in the machine's CPU per message, what it takes from the 2
+    # cores (the broker's included), steadier than the rates, which the broker's pace also moves.
+    for name, baseline in (("tracing", "sojourn-notrace"), ("kstamp", "sojourn-readstamp")):
+        if "sojourn" in rates and baseline in rates:
+            result |= _cost(name, rates["sojourn"], rates[baseline], machine_us["sojourn"], machine_us[baseline])
     return result
+
+
+def _cost(name: str, rates: list, base_rates: list, cpu_us: list, base_cpu_us: list) -> dict:
+    """`<name>_overhead` (1 - msg/s against the baseline's) and `<name>_cpu` (machine CPU per
+    message, over the baseline's, - 1): each round's, their median and its verdict."""
+    out: dict = {}
+    for key, rounds in (
+        (f"{name}_overhead", [round(1 - x, 3) for x in paired(rates, base_rates)]),
+        (f"{name}_cpu", [round(x - 1, 3) for x in paired(cpu_us, base_cpu_us)]),
+    ):
+        out[f"{key}_rounds"] = rounds
+        out[key] = round(statistics.median(rounds), 3)
+        out[f"{key}_verdict"] = verdict(rounds, OVERHEAD_TARGET, False)
+    return out
 
 
 def _spread(values: list[float] | None, fmt) -> str:

@@ -259,6 +259,18 @@ def _start_wave(base: Path, plans: dict[str, _Planned], timeout: float) -> dict[
                 proc.kill()
 
 
+def load_generator_pid(run_dir: Path) -> int:
+    """The pid of the Locust process running into `run_dir` (its command line names it)."""
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"locust" in b" ".join(argv) and str(run_dir).encode() in argv:
+            return int(pid)
+    raise AssertionError(f"no load generator process runs into {run_dir}")
+
+
 def wait_for_t0(proc: subprocess.Popen, run_dir: Path, timeout: float = 60) -> float:
     """The run's t0 (epoch seconds) once the start barrier has fixed it in run.json (its
     `start_barrier`): the moment its load starts, however long the processes took to start."""

@@ -17,7 +17,7 @@ import signal
 import time
 from pathlib import Path
 
-from tests.integration.conftest import start_sojourn, wait_for_t0, write_scenario
+from tests.integration.conftest import load_generator_pid, start_sojourn, wait_for_t0, write_scenario
 from tests.integration.traces import read_rows
 
 DOWNSTREAM_MS = 150
@@ -34,23 +34,12 @@ consumers: [{{name: c, prefetch: 500, processing_ms: 0.2}}]
 """
 
 
-def _locust_process(run_dir: Path) -> int:
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if b"locust" in b" ".join(argv) and str(run_dir).encode() in argv:
-            return int(pid)
-    raise AssertionError(f"no load generator process runs into {run_dir}")
-
-
 def test_a_stalled_consumer_counts_the_socket_wait_in_its_sojourn_not_in_the_network(tmp_path: Path):
     run_dir = tmp_path / "run"
     proc = start_sojourn("run", write_scenario(tmp_path / "s.yaml", SCENARIO), "--out", str(run_dir))
     try:
         time.sleep(max(0.0, wait_for_t0(proc, run_dir) + 3 - time.time()))
-        locust = _locust_process(run_dir)
+        locust = load_generator_pid(run_dir)
         os.kill(locust, signal.SIGSTOP)
         stopped_ns = time.time_ns()
         time.sleep(STALL_S)

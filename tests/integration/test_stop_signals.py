@@ -17,6 +17,7 @@ import pytest
 
 from tests.integration.conftest import (
     _Planned,
+    load_generator_pid,
     run_end_to_end,
     sojourn,
     start_sojourn,
@@ -39,15 +40,8 @@ _RUN_GROUPS: dict[str, int] = {}
 
 
 def _load_generator_group(run_dir: Path) -> int:
-    """The process group of the Locust process running into `run_dir` (its command line names it)."""
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if b"locust" in b" ".join(argv) and str(run_dir).encode() in argv:
-            return os.getpgid(int(pid))
-    raise AssertionError(f"no load generator process runs into {run_dir}")
+    """The process group of the Locust process running into `run_dir`."""
+    return os.getpgid(load_generator_pid(run_dir))
 
 
 def _alive_in_group(pgid: int) -> list[str]:
