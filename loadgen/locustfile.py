@@ -152,7 +152,7 @@ def _class_name(kind: str, group: str, index: int) -> str:
 # users of a run to its worker processes one by one, in turn, and with one class per group it
 # interleaved the groups' users so that, with --processes 2, every producer of a group went to
 # one worker and every consumer to the other. One class each, a group's users come one after
-# another and are spread over the workers like the rest (docs/replay.md, "More than one process").
+# another and are spread over the workers like the rest (docs/replay.md, "How late, at what rate").
 USER_COUNT = 0
 if SCENARIO is not None:
     USER_COUNT = SCENARIO.participant_count()

@@ -109,12 +109,3 @@ def _consume_stamped(stamps: ReceiveStamps):
             self._protocol.data_received(data)
 
     return _consume
-
-
-def kernel_stamp(ancillary) -> int | None:
-    """The SO_TIMESTAMPNS stamp among recvmsg's ancillary data, in ns; None when there is none."""
-    for level, kind, data in ancillary:
-        if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(data) >= _TIMESPEC.size:
-            seconds, nanoseconds = _TIMESPEC.unpack_from(data)
-            return seconds * 1_000_000_000 + nanoseconds
-    return None

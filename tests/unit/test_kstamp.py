@@ -1,12 +1,12 @@
 """Kernel receive stamps (loadgen.amqp.kstamp) on a real loopback TCP socket, no broker: bytes that
 wait in the socket while the reader is stalled carry the time they arrived, not the time they
-were read."""
+were read. The read loop under test is the one the consumer's connection gets."""
 
 from __future__ import annotations
 
 import socket
-import struct
 import time
+import types
 
 import pytest
 
@@ -23,6 +23,35 @@ def _pair():
     return sender, client
 
 
+class _Transport:
+    """What pika's plaintext transport has that the read loop uses."""
+
+    _STATE_ACTIVE = 1
+    _MAX_RECV_BYTES = 4096
+    _MAX_CONSUME_BYTES = 100 * 1024
+
+    class RxEndOfFile(OSError):
+        pass
+
+    def __init__(self, sock, protocol):
+        self._sock, self._protocol, self._state = sock, protocol, self._STATE_ACTIVE
+
+
+def _read(reader: socket.socket, stamped: bool) -> list[tuple[bytes, int]]:
+    """Run the stamped read loop over `reader` (as kstamp.enable installs it) until it would block:
+    each chunk handed to the parser, with the stamp the parser saw."""
+    if stamped:
+        reader.setsockopt(socket.SOL_SOCKET, kstamp.SO_TIMESTAMPNS, 1)
+    reader.setblocking(False)
+    stamps = kstamp.ReceiveStamps()
+    got: list[tuple[bytes, int]] = []
+    protocol = types.SimpleNamespace(data_received=lambda data: got.append((data, stamps.kernel_ns)))
+    transport = _Transport(reader, protocol)
+    with pytest.raises(BlockingIOError):  # pika's readability handler takes this as "read all"
+        kstamp._consume_stamped(stamps)(transport)
+    return got
+
+
 def test_bytes_read_late_carry_the_time_they_arrived():
     sender, reader = _pair()
     with sender, reader:
@@ -30,27 +59,32 @@ def test_bytes_read_late_carry_the_time_they_arrived():
         sent_ns = time.time_ns()
         sender.sendall(b"delivery")
         time.sleep(0.2)  # the stalled consumer: the bytes wait in the socket
-        data, ancillary, _flags, _addr = reader.recvmsg(4096, socket.CMSG_SPACE(16))
+        ((data, stamp),) = _read(reader, stamped=True)
         read_ns = time.time_ns()
-    stamp = kstamp.kernel_stamp(ancillary)
-    assert data == b"delivery" and stamp is not None
+    assert data == b"delivery"
     assert sent_ns <= stamp < sent_ns + 20_000_000  # arrived within 20 ms of the send, on loopback
     assert read_ns - stamp >= 190_000_000  # a read-time stamp would have hidden the 200 ms in the socket
 
 
-def test_without_the_option_there_is_no_stamp_and_the_reader_falls_back():
+def test_without_the_option_the_read_loop_stamps_at_the_read():
     sender, reader = _pair()
     with sender, reader:
         sender.sendall(b"x")
+        time.sleep(0.1)
+        before_ns = time.time_ns()
+        ((_data, stamp),) = _read(reader, stamped=False)
+    assert stamp >= before_ns  # no kernel stamp: the read's own time, the 100 ms in the socket unseen
+
+
+def test_the_end_of_the_stream_is_pikas_end_of_file():
+    sender, reader = _pair()
+    with reader:
+        sender.close()
         time.sleep(0.05)
-        _data, ancillary, _flags, _addr = reader.recvmsg(4096, socket.CMSG_SPACE(16))
-    assert kstamp.kernel_stamp(ancillary) is None
-
-
-def test_the_stamp_is_read_from_a_timespec_control_message():
-    message = struct.pack("@qq", 1_763_733_600, 123_456_789)
-    assert kstamp.kernel_stamp([(socket.SOL_SOCKET, kstamp.SO_TIMESTAMPNS, message)]) == 1_763_733_600_123_456_789
-    assert kstamp.kernel_stamp([(socket.SOL_SOCKET, 99, message)]) is None
+        reader.setblocking(False)
+        transport = _Transport(reader, types.SimpleNamespace(data_received=lambda data: None))
+        with pytest.raises(_Transport.RxEndOfFile):
+            kstamp._consume_stamped(kstamp.ReceiveStamps())(transport)
 
 
 def test_run_json_says_tls_connections_are_stamped_at_the_read():
