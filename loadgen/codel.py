@@ -193,7 +193,7 @@ def codel_warnings(scenario: Any) -> list[str]:
                 f"for this group (use ack_mode: manual)"
             )
             continue
-        settings = _settings_over_time(scenario, base)
+        settings = [effective.consumer(base.name) for effective in scenario.settings_over_time()]
         prefetches = [g.prefetch for g in settings]
         if all(0 < p <= SMALL_BACKLOG + 1 for p in prefetches):
             warnings.append(
@@ -222,8 +222,3 @@ def codel_warnings(scenario: Any) -> list[str]:
                     f"processing time of one message (within {INTERVAL_RATIO_LIMIT:g}x)"
                 )
     return warnings
-
-
-def _settings_over_time(scenario: Any, base: Any) -> list[Any]:
-    """The group's settings in the base and in every phase (where they may differ)."""
-    return [base] + [scenario.at(p.start_s).consumer(base.name) for p in getattr(scenario, "timeline", ())]

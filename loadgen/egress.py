@@ -225,8 +225,8 @@ def egress_warnings(scenario: Any) -> list[str]:
     `scenario` is a loadgen.scenario.Scenario (duck-typed: only its fields are read).
     """
     warnings: list[str] = []
-    moments = [0.0] + [p.start_s for p in getattr(scenario, "timeline", ())]
-    sizes = [g.size_bytes for t in moments for g in scenario.at(t).producers if g.replay is None]
+    over_time = scenario.settings_over_time()
+    sizes = [g.size_bytes for effective in over_time for g in effective.producers if g.replay is None]
     if not sizes or any(g.replay is not None for g in scenario.producers):
         return warnings
     largest = max(sizes)
@@ -235,7 +235,7 @@ def egress_warnings(scenario: Any) -> list[str]:
         spec = base.egress
         if spec is None or base.ack_mode == "auto":
             continue
-        prefetches = [scenario.at(t).consumer(base.name).prefetch for t in moments]
+        prefetches = [effective.consumer(base.name).prefetch for effective in over_time]
         if 0 in prefetches:
             continue
         most = max(prefetches)

@@ -601,6 +601,11 @@ class Scenario:
         start-up before t0 runs on the first settings and a phase may start at 0)."""
         return [0.0, *self.change_times()]
 
+    def settings_over_time(self) -> list[Scenario]:
+        """The effective settings from each boundary on (at(t) for t in boundaries()): every
+        combination of settings the run goes through, for checks that must hold in all of them."""
+        return [self.at(t) for t in self.boundaries()]
+
     def in_run(self, t_s: float) -> float:
         """`t_s`, or the run's last moment when later: the drain keeps the run's final conditions."""
         return min(t_s, self.run.duration_s - 1e-9)
