@@ -12,12 +12,14 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
+from loadgen.errors import LoadgenError
+
 __all__ = ["Example", "ExamplesError", "examples_dir", "catalogue", "find", "files_for"]
 
 PACKAGED = "example_scenarios"  # loadgen/example_scenarios/ in an installed wheel
 
 
-class ExamplesError(Exception):
+class ExamplesError(LoadgenError):
     """The examples are missing, one of them does not load, or a name matches none of them."""
 
 

@@ -11,6 +11,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from loadgen.commands.stopping import stop_run_group
+from loadgen.errors import LoadgenError
 
 __all__ = [
     "EXIT_OK",
@@ -77,7 +78,7 @@ def say(message: str) -> None:
     print(f"sojourn: {message}", file=sys.stderr)
 
 
-class CliError(Exception):
+class CliError(LoadgenError):
     def __init__(self, message: str, code: int):
         super().__init__(message)
         self.code = code

@@ -15,6 +15,7 @@ import time
 from urllib.parse import urlsplit, urlunsplit
 
 from loadgen.childenv import child_env
+from loadgen.errors import LoadgenError
 from loadgen.netem.timeline import Timeline, timeline_to_json
 
 __all__ = ["NetemProcess", "NetemError", "proxied_url", "upstream_address", "PROXY_HOST"]
@@ -23,7 +24,7 @@ PROXY_HOST = "127.0.0.1"
 _DEFAULT_PORTS = {"amqp": 5672, "amqps": 5671}
 
 
-class NetemError(RuntimeError):
+class NetemError(LoadgenError, RuntimeError):
     """The proxy process could not be started."""
 
 

@@ -21,6 +21,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, cast
 
+from loadgen.errors import LoadgenError
 from loadgen.scenario.checks import MAX_SIZE_BYTES, amqp_name
 from loadgen.scenario.errors import Invalid
 
@@ -42,7 +43,7 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _DELIVERED = ("ack", "auto_ack")
 
 
-class ReplayFileError(ValueError):
+class ReplayFileError(LoadgenError, ValueError):
     """A replay source that can not be read or holds a bad value.
 
     `path` is the file (or run directory), `where` the place in it (`"line 12"` for CSV and

@@ -19,6 +19,8 @@ import os
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from loadgen.errors import LoadgenError
+
 __all__ = [
     "REQUIRED_COLUMNS",
     "OPTIONAL_COLUMNS",
@@ -38,7 +40,7 @@ _INT_COLUMNS = {"size_bytes", "priority"}
 _FLOAT_COLUMNS = {"offset_s", "processing_ms"}
 
 
-class TraceFileError(ValueError):
+class TraceFileError(LoadgenError, ValueError):
     """A replay file can not be written: bad extension, bad row, unwritable path. `path` names it."""
 
     def __init__(self, path: str, message: str):

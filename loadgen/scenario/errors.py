@@ -11,6 +11,8 @@ import re
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
+from loadgen.errors import LoadgenError
+
 T = TypeVar("T")
 _SAME: Any = object()
 
@@ -20,7 +22,7 @@ _PASSWORD_IN_URL = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://[^:/@\s]*:)([^@\s]*)(
 __all__ = ["ScenarioError", "Invalid", "located", "join_path", "did_you_mean", "show", "mask_passwords"]
 
 
-class ScenarioError(Exception):
+class ScenarioError(LoadgenError):
     """A scenario that can not be read, parsed or validated.
 
     `path` is the scenario file, `yaml_path` where in it (`""` for file-level problems such

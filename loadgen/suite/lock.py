@@ -9,10 +9,12 @@ from __future__ import annotations
 import fcntl
 import os
 
+from loadgen.errors import LoadgenError
+
 __all__ = ["ResultsLock", "LockHeld"]
 
 
-class LockHeld(Exception):
+class LockHeld(LoadgenError):
     """Another process holds the results directory's lock."""
 
     def __init__(self, path: str, pid: str) -> None:
