@@ -107,7 +107,7 @@ DELIVERY = _COMMON + (
         "receive_ns",
         "int64",
         "when the delivery's bytes reached the consumer's socket (the kernel's SO_TIMESTAMPNS stamp); "
-        "where there is none (TLS, another platform, a trace before version 5) when it was read (read_ns)",
+        "where there is none (another platform, a trace before version 5) when it was read (read_ns)",
     ),
     _c("start_ns", "int64", "when processing started (left the client buffer)", nullable=True),
     _c("end_ns", "int64", "when processing ended", nullable=True),

@@ -197,7 +197,7 @@ def start(environment) -> None:
             t0_ns=ctx.t0_ns,  # provisional: the start barrier writes the run's t0
             status="running",
             replay=describe(scenario, ctx.replay_traces),
-            receive_stamp=kstamp.expected_source(scenario.broker.url),
+            receive_stamp=kstamp.expected_source(),
         )
         where = run_dir if _State.driven else os.path.abspath(run_dir)  # `sojourn run` names it itself
         sys.stderr.write(f"[sojourn] run {run_id}: traces in {where}/traces\n")

@@ -162,7 +162,7 @@ SECTIONS: tuple[Section, ...] = (
         "processing, so their means add up; the last column shows each part's share. A sojourn "
         "share near 100 % means the client buffer, not the broker or the work, dominates latency. "
         "socket_wait is the part of the sojourn the bytes spent in the socket before the process read "
-        "them (kernel receive stamps; empty where the platform or TLS gave none).",
+        "them (kernel receive stamps; empty where the platform gave none).",
     ),
     _table(
         "consumers",

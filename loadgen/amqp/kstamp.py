@@ -12,14 +12,19 @@ pika is parsing, read by the delivery callback, which pika calls while it parses
 completed by an earlier segment of the same read gets that read's (later) stamp: the socket wait
 can read short by up to one read's spread (at most 4,096 bytes), never long.
 
-Where it cannot be had (a TLS connection, whose bytes are decrypted from a buffer; a platform
-without SO_TIMESTAMPNS; a pika whose transport differs), `enable` returns the reason instead, and
-the consumer stamps at the read as before. The attributes touched are pika's private ones, as in
-loadgen.amqp.fastio.
+Over TLS the bytes pika parses come decrypted out of the TLS layer, one record at a time. Before
+each read that needs a new record, the record's header is peeked from the socket underneath
+(`MSG_PEEK`: nothing is consumed) and then the whole record, whose peek carries the stamp of the
+segment that completed it: exact to the record (up to 16 KB), the same bound as a plaintext read.
+
+Where it cannot be had (a platform without SO_TIMESTAMPNS, a pika whose transport differs),
+`enable` returns the reason instead, and the consumer stamps at the read as before. The
+attributes touched are pika's private ones, as in loadgen.amqp.fastio.
 """
 
 from __future__ import annotations
 
+import _socket
 import socket
 import struct
 import sys
@@ -52,12 +57,10 @@ def platform_reason() -> str | None:
     return None
 
 
-def expected_source(broker_url: str) -> dict[str, str | None]:
+def expected_source() -> dict[str, str | None]:
     """run.json's `receive_stamp`: where the consumers' receive_ns will come from, and why not the
     kernel when it will not (each consumer_join event says what its connection got)."""
     reason = platform_reason()
-    if reason is None and broker_url.lower().startswith("amqps:"):
-        reason = "TLS: the bytes are read through the TLS layer"
     return {"source": "kernel" if reason is None else "read", "reason": reason}
 
 
@@ -68,22 +71,57 @@ def enable(conn) -> ReceiveStamps | str:
     if reason is not None:
         return reason
     try:
-        from pika.adapters.utils.io_services_utils import _AsyncPlaintextTransport
+        from pika.adapters.utils.io_services_utils import _AsyncPlaintextTransport, _AsyncSSLTransport
     except ImportError:  # pragma: no cover - a pika without the module
-        return "this pika has no plaintext transport to read from"
+        return "this pika has no transport sojourn knows how to read from"
     transport = getattr(conn, "_transport", None)
-    if type(transport) is not _AsyncPlaintextTransport:
-        return "TLS: the bytes are read through the TLS layer" if transport is not None else "no transport"
+    if type(transport) not in (_AsyncPlaintextTransport, _AsyncSSLTransport):
+        return "no transport sojourn knows how to read from" if transport is not None else "no transport"
     if not all(hasattr(transport, n) for n in ("_sock", "_protocol", "_state", "_MAX_RECV_BYTES")):
         return "this pika's transport differs from the one sojourn knows"  # pragma: no cover
     assert transport is not None  # its type was checked above; pika is untyped here
+    tls = type(transport) is _AsyncSSLTransport
+    # Under TLS the socket underneath: gevent's SSLSocket keeps the real one in `_sock`.
+    raw = getattr(transport._sock, "_sock", transport._sock) if tls else transport._sock
+    if tls and not isinstance(raw, _socket.socket):
+        return "TLS: no socket underneath to peek at"  # pragma: no cover
     try:
-        transport._sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+        raw.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
     except OSError as exc:
         return f"SO_TIMESTAMPNS refused: {exc}"
     stamps = ReceiveStamps()
-    transport._consume = types.MethodType(_consume_stamped(stamps), transport)
+    if tls:
+        transport._sigint_safe_recv = _recv_stamped_tls(stamps, raw)  # shadows pika's static method
+    else:
+        transport._consume = types.MethodType(_consume_stamped(stamps), transport)
     return stamps
+
+
+def _recv_stamped_tls(stamps: ReceiveStamps, raw):
+    """pika's `_sigint_safe_recv(sock, max_bytes)` for a TLS transport: the stamp of the next TLS
+    record, peeked from the socket underneath, then the TLS layer's read as before. Decrypted bytes
+    already waiting in the TLS layer (`pending()`) belong to the record last stamped."""
+    peek, flags = _socket.socket.recvmsg, socket.MSG_PEEK | socket.MSG_DONTWAIT
+
+    def _stamp() -> int | None:
+        try:
+            head, ancillary, _flags, _addr = peek(raw, 5, _ANCILLARY_SPACE, flags)
+            if len(head) == 5:  # the record header: type, version, length
+                length = int.from_bytes(head[3:5], "big")
+                _record, ancillary, _flags, _addr = peek(raw, 5 + length, _ANCILLARY_SPACE, flags)
+        except OSError:  # nothing queued (would block), or the socket is gone: the read says which
+            return None
+        if ancillary and ancillary[0][1] == SO_TIMESTAMPNS:
+            seconds, nanoseconds = _TIMESPEC.unpack_from(ancillary[0][2])
+            return seconds * 1_000_000_000 + nanoseconds
+        return None
+
+    def recv(ssl_sock, max_bytes: int) -> bytes:
+        if not ssl_sock.pending():
+            stamps.kernel_ns = _stamp() or time.time_ns()
+        return ssl_sock.recv(max_bytes)
+
+    return recv
 
 
 def _consume_stamped(stamps: ReceiveStamps):

@@ -10,6 +10,7 @@ changed on the private node to a unique string, so that "not in any file" means 
 
 from __future__ import annotations
 
+import json
 import secrets
 import shutil
 import subprocess
@@ -227,6 +228,11 @@ def test_a_run_over_amqps_confirms_and_acks_every_message_once_and_never_shows_t
     acked = [d["message_id"] for d in deliveries if d["outcome"] == "ack"]
     assert sorted(acked) == sorted(published), "every message acked exactly once"
     assert len(deliveries) == len(published), "no redelivery, nothing else delivered"
+    # kernel receive stamps through TLS: each consumer's connection got them, and every delivery's
+    # arrival is after its publish and no later than its read
+    joins = [json.loads(e["detail"]) for e in read_rows(run_dir, "event") if e["kind"] == "consumer_join"]
+    assert joins and all(j["receive_stamp"] == "kernel" for j in joins), joins
+    assert all(d["publish_ns"] <= d["receive_ns"] <= d["read_ns"] for d in deliveries)
 
     assert password not in stdout and password not in stderr
     leaks = [str(path) for path in run_dir.rglob("*") if path.is_file() and password.encode() in path.read_bytes()]
@@ -246,3 +252,48 @@ def test_a_ca_that_did_not_sign_the_server_certificate_fails_like_an_unreachable
     assert "SOJOURN_TLS_CAFILE" in stderr and "rabbitmq-server -detached" not in stderr, stderr
     assert password not in stderr and password not in stdout
     assert "Traceback" not in stderr
+
+
+def test_over_tls_a_record_read_late_carries_the_time_it_arrived(tmp_path):
+    """Kernel receive stamps through TLS (loadgen.amqp.kstamp): the reader peeks the next TLS
+    record's stamp from the socket underneath before the TLS layer reads it. A record sent, then
+    left 0.2 s in the socket, is stamped when it arrived, not when it was read."""
+    import socket
+    import ssl
+    import threading
+
+    from loadgen.amqp import kstamp
+
+    if kstamp.platform_reason() is not None:
+        pytest.skip(kstamp.platform_reason())
+    certs = make_certificates(tmp_path / "certs")
+    server_ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    server_ctx.load_cert_chain(certs["cert"], certs["key"])
+    client_ctx = ssl.create_default_context(cafile=str(certs["ca"]))
+    listener = socket.create_server(("127.0.0.1", 0))
+    sent: dict[str, int] = {}
+
+    def serve():
+        conn, _ = listener.accept()
+        with server_ctx.wrap_socket(conn, server_side=True) as tls:
+            tls.recv(1)  # the client is ready
+            sent["ns"] = time.time_ns()
+            tls.sendall(b"delivery")
+            tls.recv(1)  # until the client is done
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    with client_ctx.wrap_socket(socket.create_connection(listener.getsockname()), server_hostname="localhost") as tls:
+        tls.setsockopt(socket.SOL_SOCKET, kstamp.SO_TIMESTAMPNS, 1)
+        stamps = kstamp.ReceiveStamps()
+        recv = kstamp._recv_stamped_tls(stamps, tls)  # as enable() installs it on pika's TLS transport
+        tls.sendall(b"r")
+        time.sleep(0.3)  # the stalled consumer: the record waits in the socket
+        data = recv(tls, 4096)
+        read_ns = time.time_ns()
+        tls.sendall(b"d")
+    thread.join(5)
+    listener.close()
+    assert data == b"delivery"
+    assert sent["ns"] <= stamps.kernel_ns < sent["ns"] + 50_000_000  # when it arrived, on loopback
+    assert read_ns - stamps.kernel_ns >= 200_000_000  # a read-time stamp would have hidden the wait
