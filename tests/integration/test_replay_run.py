@@ -75,7 +75,8 @@ consumers:
         assert [p["replay_index"] for p in sent] == sorted(p["replay_index"] for p in sent)
     # The three replay producers ran in both worker processes (2 + 1), not all in one: the
     # extra process shares the publishing (one Locust user class per producer).
-    per_process = collections.Counter(name.split("/")[1] for name in {p["producer"] for p in publishes})
+    joined = {e["name"] for e in read_rows(run_dir, "event") if e["kind"] == "producer_join"}
+    per_process = collections.Counter(name.split("/")[1] for name in joined)
     assert sorted(per_process.values()) == [1, 2], per_process
     # routing: group -> every row went to the scenario's queue (the default exchange's key)
     assert {p["routing_key"] for p in publishes} == {"sojourn.it.replay"}
