@@ -43,8 +43,8 @@ def parse_slo(expr: str) -> Slo:
 
 
 _SELECT = re.compile(r"^([\w-]+)\[([^\]]+)\]$")
-_ROW_KEYS = ("group", "consumer", "producer_group", "name")
-"""A list entry selected by `[key]` is one whose group (or instance, or name) is `key`."""
+_ROW_KEYS = ("group", "consumer", "producer_group", "phase", "name")
+"""A list entry selected by `[key]` is one whose group (or instance, phase or name) is `key`."""
 
 
 def _lookup(summary: Mapping[str, Any], metric: str) -> list[Any]:
