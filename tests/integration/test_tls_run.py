@@ -295,5 +295,5 @@ def test_over_tls_a_record_read_late_carries_the_time_it_arrived(tmp_path):
     thread.join(5)
     listener.close()
     assert data == b"delivery"
-    assert sent["ns"] <= stamps.kernel_ns < sent["ns"] + 50_000_000  # when it arrived, on loopback
+    assert sent["ns"] <= stamps.kernel_ns < sent["ns"] + 100_000_000  # when it arrived, on loopback
     assert read_ns - stamps.kernel_ns >= 200_000_000  # a read-time stamp would have hidden the wait
