@@ -301,7 +301,7 @@ def load_run_json(run_dir: Path) -> dict:
     if version not in schema.READABLE_VERSIONS:
         raise SchemaVersionError(
             f"{path}: schema_version {version!r}, but this analysis reads version "
-            f"{' or '.join(map(str, schema.READABLE_VERSIONS))}; analyse it with the sojourn version that recorded it",
+            f"{schema.READABLE_VERSIONS_TEXT}; analyse it with the sojourn version that recorded it",
             path=path,
             found=version,
             expected=schema.SCHEMA_VERSION,

@@ -13,6 +13,7 @@ from typing import Literal, NamedTuple
 __all__ = [
     "SCHEMA_VERSION",
     "READABLE_VERSIONS",
+    "READABLE_VERSIONS_TEXT",
     "Column",
     "KINDS",
     "PUBLISH",
@@ -38,6 +39,8 @@ SCHEMA_VERSION = 5  # 2: CoDel state on deliveries; network events. 3: priority 
 READABLE_VERSIONS = (4, 5)
 """Trace versions the analysis reads: a version-4 trace lacks the columns added since (`since`
 5), which read as null."""
+READABLE_VERSIONS_TEXT = " or ".join(map(str, READABLE_VERSIONS))
+"""READABLE_VERSIONS as an error message says it ("4 or 5")."""
 
 ColumnType = Literal["string", "int32", "int64", "float64", "bool"]
 

@@ -83,7 +83,7 @@ def _check_footer(path: Path, kind: str):
     if recorded is not None and recorded.decode() not in {str(v) for v in schema.READABLE_VERSIONS}:
         raise SchemaVersionError(
             f"{path}: {kind} trace has schema_version {recorded.decode()}, but this analysis "
-            f"reads version {_readable()}",
+            f"reads version {schema.READABLE_VERSIONS_TEXT}",
             path=path,
             found=recorded.decode(),
             expected=schema.SCHEMA_VERSION,
@@ -101,10 +101,6 @@ def _check_footer(path: Path, kind: str):
     return metadata.num_rows, _version_stats_ok(metadata, present.index("schema_version"), path, kind)
 
 
-def _readable() -> str:
-    return " or ".join(str(v) for v in schema.READABLE_VERSIONS)
-
-
 def _version_stats_ok(metadata, column: int, path: Path, kind: str) -> bool:
     """True when every row group's statistics say schema_version is this analysis' version in
     every row; raises when they name another version; False when some group has none."""
@@ -115,7 +111,7 @@ def _version_stats_ok(metadata, column: int, path: Path, kind: str) -> bool:
         if stats.null_count:
             raise SchemaVersionError(
                 f"{path}: {kind} trace has rows with schema_version null, but this "
-                f"analysis reads version {_readable()}",
+                f"analysis reads version {schema.READABLE_VERSIONS_TEXT}",
                 path=path,
                 found=None,
                 expected=schema.SCHEMA_VERSION,
@@ -124,7 +120,7 @@ def _version_stats_ok(metadata, column: int, path: Path, kind: str) -> bool:
             if value not in schema.READABLE_VERSIONS:
                 raise SchemaVersionError(
                     f"{path}: {kind} trace has rows with schema_version {value}, but this analysis "
-                    f"reads version {_readable()}",
+                    f"reads version {schema.READABLE_VERSIONS_TEXT}",
                     path=path,
                     found=value,
                     expected=schema.SCHEMA_VERSION,
@@ -194,7 +190,7 @@ def _check_schema_version_column(scans: dict[str, DataFrame]) -> None:
         path = _local_path(row.file)
         raise SchemaVersionError(
             f"{path}: {row.kind} trace has rows with schema_version {row.schema_version}, "
-            f"but this analysis reads version {_readable()}",
+            f"but this analysis reads version {schema.READABLE_VERSIONS_TEXT}",
             path=path,
             found=row.schema_version,
             expected=schema.SCHEMA_VERSION,

@@ -247,7 +247,7 @@ class RunContext:
         self.netem = NetemProcess.start(
             self.scenario.broker.url,
             timeline,
-            t0_ns=self.t0_ns if self.started.is_set() else None,  # else told at fix_t0
+            t0_ns=None,  # started before the start barrier: fix_t0 tells it t0
             run_dir=self.run_dir,
             run_id=self.run_id,
             worker=f"netem-{self.worker}",
