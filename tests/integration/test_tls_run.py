@@ -285,6 +285,7 @@ def test_over_tls_a_record_read_late_carries_the_time_it_arrived(tmp_path):
     thread.start()
     with client_ctx.wrap_socket(socket.create_connection(listener.getsockname()), server_hostname="localhost") as tls:
         tls.setsockopt(socket.SOL_SOCKET, kstamp.SO_TIMESTAMPNS, 1)
+        time.sleep(0.05)  # Linux turns receive stamping on for the first such socket a moment later
         stamps = kstamp.ReceiveStamps()
         recv = kstamp._recv_stamped_tls(stamps, tls)  # as enable() installs it on pika's TLS transport
         tls.sendall(b"r")

@@ -56,6 +56,7 @@ def test_bytes_read_late_carry_the_time_they_arrived():
     sender, reader = _pair()
     with sender, reader:
         reader.setsockopt(socket.SOL_SOCKET, kstamp.SO_TIMESTAMPNS, 1)
+        time.sleep(0.05)  # Linux turns receive stamping on for the first such socket a moment later
         sent_ns = time.time_ns()
         sender.sendall(b"delivery")
         time.sleep(0.3)  # the stalled consumer: the bytes wait in the socket
