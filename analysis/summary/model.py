@@ -154,7 +154,11 @@ def regime(utilisation: Any, buffer_empty_share: Any, backlog: Any) -> tuple[str
     return "unsaturated", f"busy {_pct(u)} and {queue}: the offered load was below its capacity"
 
 
-def _not_applicable(reg: str | None, auto_ack: bool, prefetch: Any, r: float | None, p: float | None) -> str | None:
+def _not_applicable(
+    reg: str | None, auto_ack: bool, prefetch: Any, r: float | None, p: float | None, unmeasured: bool
+) -> str | None:
+    if unmeasured:  # every delivery carried a message published during the warm-up
+        return "not applicable: none of its deliveries was measured (all were published during the warm-up)"
     if reg is None:
         return "not applicable: no utilisation measured"
     if reg not in APPLIES:
@@ -235,7 +239,8 @@ def model_row(inputs: Mapping[str, Any]) -> dict:
     reg, why = regime(utilisation, empty, backlog)
     r_check, source = _round_trip(inputs, p, tmin)
     auto_ack = bool(inputs.get("auto_ack"))  # no prefetch window: nothing to advise either
-    not_applicable = _not_applicable(reg, auto_ack, prefetch, r_check, p)
+    unmeasured = "measured_deliveries" in inputs and not _num(inputs["measured_deliveries"])
+    not_applicable = _not_applicable(reg, auto_ack, prefetch, r_check, p, unmeasured)
     ratio_only = predict(None, r_check, p)["saturation_prefetch"]
     wire = _num(inputs.get("ack_to_delivery_p50_ms")) if source == "ack_to_delivery" else tmin
     return {

@@ -125,6 +125,12 @@ def test_without_a_drawn_delivery_the_round_trip_falls_back_to_twice_the_fastest
         ({"auto_ack": True}, "not applicable: auto-ack (no prefetch window)"),
         ({"prefetch_max": 0}, "not applicable: unlimited prefetch"),
         ({"transit_min_ms": None}, "not applicable: no round trip or processing time measured"),
+        # A starved consumer behind a backlog filled during the warm-up: every message it got was
+        # published then, so none counts (the processing mean is missing with them).
+        (
+            {"measured_deliveries": None, "processing_mean_ms": None},
+            "not applicable: none of its deliveries was measured (all were published during the warm-up)",
+        ),
     ],
 )
 def test_a_saturated_consumer_outside_the_models_assumptions_gets_no_prediction(inputs, reason):
