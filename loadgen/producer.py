@@ -21,6 +21,7 @@ import pika
 from gevent.event import Event
 
 from loadgen.amqp import connection as amqp, fastio
+from loadgen.pacing import on_time
 from loadgen.replay.plan import ReplayItem, plan
 from loadgen.replay.sources import plan_kwargs
 from loadgen.runtime import LOOP_TURN_S, Participant
@@ -45,7 +46,6 @@ Report = Callable[[str, str, float, int, BaseException | None], None]
 
 WRITE_BUFFER_LIMIT = 256 * 1024  # bytes queued in pika before the loop waits for the socket
 CONFIRM_GRACE_S = 5.0  # how long to wait for outstanding confirms at the end
-LATE_YIELD_EVERY = 64  # publishes in a row behind schedule before yielding to the hub
 BLOCKED_POLL_S = 0.5  # while blocked, how often a waiting publish looks at `stopping`
 
 
@@ -201,18 +201,16 @@ class Producer(Participant):
 
     def _send_all(self, settings, sends) -> None:
         """Publish each (intended_s, phase, replay item or None) at its time until the run stops."""
-        late_streak = 0
-        run_end_s = self.ctx.scenario.run.duration_s
-        for intended_s, phase, item in sends:
-            if not self.ctx.sleep_until_precise(intended_s, self.ctx.stopping) or self.ctx.draining.is_set():
-                break  # stopped, or the run is over: a late schedule is not published after it
-            if self.ctx.elapsed_s() >= run_end_s:
-                break  # over by the clock, before the drain's greenlet got the CPU to say so
+        ctx = self.ctx
+        for intended_s, phase, item in on_time(
+            sends,
+            sleep_until=lambda t: ctx.sleep_until_precise(t, ctx.stopping),
+            draining=ctx.draining.is_set,
+            elapsed_s=ctx.elapsed_s,
+            run_end_s=ctx.scenario.run.duration_s,
+            yield_turn=lambda: gevent.sleep(LOOP_TURN_S),  # behind schedule: serve confirms, timers, users
+        ):
             self._publish(settings, intended_s, phase, item)
-            late_streak = late_streak + 1 if intended_s <= self.ctx.elapsed_s() else 0
-            if late_streak >= LATE_YIELD_EVERY:
-                late_streak = 0
-                gevent.sleep(LOOP_TURN_S)  # behind schedule: let the hub serve confirms, timers, other users
 
     def _join(self, settings) -> None:
         if self._channel is not None and self._channel.is_open:

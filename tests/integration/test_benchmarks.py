@@ -38,32 +38,29 @@ def test_the_benchmark_entry_point_runs_a_comparison_and_writes_its_json(tmp_pat
     assert row["name"] == "consume-prefetch-100"
     assert set(row["median_per_s"]) == {"bare", "sojourn", "sojourn-notrace"}
     assert all(rate > 0 for rate in row["median_per_s"].values())
-    # the ratios are taken within a round, from the round's own trials (one round here)
+    # The ratios are the round's own trials' (one round here): traced against bare pika, and
+    # tracing's cost against the same loop untraced, as printed (3 places; 4 per round).
     [bare], [traced], [untraced] = (row["per_s"][v] for v in ("bare", "sojourn", "sojourn-notrace"))
-    assert row["ratio_vs_bare_rounds"] == [round(traced / bare, 4)]
-    assert row["ratio_vs_bare"] == round(round(traced / bare, 4), 3)  # the round's ratio is kept to 4 places
-    assert row["tracing_overhead_rounds"] == [round(1 - round(traced / untraced, 4), 3)]
-    assert row["tracing_overhead"] == row["tracing_overhead_rounds"][0]
+    assert abs(row["ratio_vs_bare_rounds"][0] - traced / bare) <= 0.00005
+    assert abs(row["ratio_vs_bare"] - traced / bare) <= 0.0006
+    assert abs(row["tracing_overhead"] - (1 - traced / untraced)) <= 0.0006
     # one round can not settle a target either way, whatever its ratio
     assert row["ratio_vs_bare_verdict"].endswith("by the median, not resolved")
     assert row["tracing_overhead_verdict"].endswith("by the median, not resolved")
     # the whole machine's CPU per message, and tracing's share of it from the same pair of trials
     [m_traced], [m_untraced] = (row["machine_cpu_us"][v] for v in ("sojourn", "sojourn-notrace"))
     assert m_traced > 0 and m_untraced > 0
-    assert row["tracing_cpu_rounds"] == [round(round(m_traced / m_untraced, 4) - 1, 3)]
+    assert abs(row["tracing_cpu_rounds"][0] - (m_traced / m_untraced - 1)) <= 0.0006
     assert row["tracing_cpu_verdict"].endswith("by the median, not resolved")
-    # CPU per message in each trial's window: every variant's loop used some; only the traced
-    # sojourn side has a trace writer process, whose CPU is reported apart (it may be 0 in 0.2 s).
+    # CPU per message in each trial's window: every variant's loop used some. Only the traced
+    # sojourn side has a trace writer process: the others report none for it, in the window or
+    # after it (the writer's own figure is in clock ticks, possibly none in 0.2 s).
     assert set(row["median_cpu_us"]) == {"bare", "sojourn", "sojourn-notrace"}
     assert all(us > 0 for us in row["median_cpu_us"].values())
     assert row["median_child_cpu_us"]["bare"] == row["median_child_cpu_us"]["sojourn-notrace"] == 0
-    assert row["median_child_cpu_us"]["sojourn"] >= 0
-    # and the same process's CPU after the window, converting what it spilled during it
     assert row["median_child_after_us"]["bare"] == row["median_child_after_us"]["sojourn-notrace"] == 0
-    assert row["median_child_after_us"]["sojourn"] >= 0
-    # the collector's pauses in each window, reported per variant (possibly none in 0.2 s)
+    # the collector's pauses in each window, reported per variant
     assert set(row["median_gc_us"]) == set(row["gc_worst_ms"]) == {"bare", "sojourn", "sojourn-notrace"}
-    assert all(ms >= 0 for ms in row["gc_worst_ms"].values())
 
 
 def test_the_end_to_end_comparison_runs_sojourn_and_the_bare_pair_and_keeps_earlier_rows(tmp_path):
