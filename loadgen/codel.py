@@ -1,10 +1,10 @@
-"""CoDel (RFC 8289) for the consumer's client-side buffer: the control law, and scenario warnings.
+"""CoDel (RFC 8289) for the consumer's client-side buffer: the control law.
 
 `CoDel` is the RFC's controller with no I/O and no clock of its own: the consumer
 calls `on_dequeue` with a delivery's buffer sojourn when the application takes it
 from the buffer, nacks it when the answer is True, and calls `on_empty` when it
-finds the buffer empty. `codel_warnings(scenario)` says when a scenario's CoDel
-settings can never act, or are far off the processing time they are meant for.
+finds the buffer empty. `loadgen.scenario.advice.codel_warnings(scenario)` says when a
+scenario's CoDel settings can never act, or are far off the processing time they are meant for.
 
 Where this follows and where it departs from RFC 8289 section 5 (and from the
 2012 AMQP consumer variant) is written out in docs/codel.md; in short:
@@ -26,9 +26,9 @@ Where this follows and where it departs from RFC 8289 section 5 (and from the
 from __future__ import annotations
 
 import math
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
-__all__ = ["CoDel", "CoDelState", "SMALL_BACKLOG", "RESUME_WINDOW_INTERVALS", "INTERVAL_RATIO_LIMIT", "codel_warnings"]
+__all__ = ["CoDel", "CoDelState", "SMALL_BACKLOG", "RESUME_WINDOW_INTERVALS", "INTERVAL_RATIO_LIMIT"]
 
 NS_PER_MS = 1_000_000
 
@@ -159,66 +159,3 @@ class CoDel:
             f"CoDel(target_ms={self._target_ns / NS_PER_MS:g}, interval_ms={self._interval_ns / NS_PER_MS:g}, "
             f"dropping={self._dropping}, count={self._count})"
         )
-
-
-# -- scenario warnings -------------------------------------------------------
-
-
-def codel_warnings(scenario: Any) -> list[str]:
-    """Warnings (not errors) about each consumer group's CoDel settings.
-
-    - CoDel can never act when the buffer can never hold a standing queue:
-      when the application takes a delivery, at most `prefetch` deliveries are
-      unacked and waiting, so at most `prefetch - 1` stay behind it; a backlog of
-      at most one (SMALL_BACKLOG) is never above target, so prefetch <= 2 never drops.
-    - Nor when target exceeds the most the buffer can hold: a delivery waits at
-      most for the `prefetch - 1` ahead of it (one of them already being
-      processed), about `(prefetch - 1) x mean processing time`. If target is
-      above that in every phase, sojourn never stays above target.
-    - `interval` is meant to be about the worst-case processing time of one
-      message; more than INTERVAL_RATIO_LIMIT times off the group's mean
-      processing time either way reacts far too slowly or nacks normal jitter.
-    - auto-ack deliveries can not be nacked: CoDel is ignored there.
-    `scenario` is a loadgen.scenario.Scenario (duck-typed: only its fields are read).
-    """
-    warnings: list[str] = []
-    for base in scenario.consumers:
-        spec = base.codel
-        if spec is None:
-            continue
-        name = f"consumers.{base.name}.codel"
-        if base.ack_mode == "auto":
-            warnings.append(
-                f"{name}: ack_mode is auto, so deliveries can not be nacked; CoDel is ignored "
-                f"for this group (use ack_mode: manual)"
-            )
-            continue
-        settings = [effective.consumer(base.name) for effective in scenario.settings_over_time()]
-        prefetches = [g.prefetch for g in settings]
-        if all(0 < p <= SMALL_BACKLOG + 1 for p in prefetches):
-            warnings.append(
-                f"{name}: prefetch {max(prefetches)} can never build a standing queue (at most "
-                f"{max(prefetches) - 1} delivery waits behind the one taken), so CoDel never nacks; "
-                f"use a prefetch of at least {SMALL_BACKLOG + 2}"
-            )
-            continue
-        most = [((g.prefetch - 1) * g.processing.mean_ms, g) for g in settings if g.prefetch > 0]
-        if most and len(most) == len(settings) and all(spec.target_ms > held for held, _ in most):
-            held, g = max(most, key=lambda item: item[0])
-            warnings.append(
-                f"{name}: target_ms {spec.target_ms:g} is more than the buffer can ever hold: "
-                f"(prefetch {g.prefetch} - 1) x mean processing {g.processing.mean_ms:g} ms = {held:g} ms, "
-                f"so sojourn never stays above target and CoDel never nacks; lower target_ms "
-                f"or raise the prefetch"
-            )
-        mean_ms = base.processing.mean_ms
-        if mean_ms > 0:
-            ratio = spec.interval_ms / mean_ms
-            if ratio > INTERVAL_RATIO_LIMIT or ratio < 1 / INTERVAL_RATIO_LIMIT:
-                side = "above" if ratio > 1 else "below"
-                warnings.append(
-                    f"{name}: interval_ms {spec.interval_ms:g} is {max(ratio, 1 / ratio):.3g}x {side} the "
-                    f"mean processing time {mean_ms:g} ms; interval should be about the worst-case "
-                    f"processing time of one message (within {INTERVAL_RATIO_LIMIT:g}x)"
-                )
-    return warnings

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Sequence
-from typing import Any, Generic, NamedTuple, TypeVar, cast
+from typing import Generic, NamedTuple, TypeVar, cast
 
 __all__ = [
     "WORK_UNIT_BYTES",
@@ -32,7 +32,6 @@ __all__ = [
     "Popped",
     "ClassStats",
     "EgressBuffer",
-    "egress_warnings",
 ]
 
 WORK_UNIT_BYTES = 2048
@@ -208,48 +207,3 @@ class EgressBuffer(Generic[T]):
             )
             for c in self._classes
         ]
-
-
-# -- scenario warnings -------------------------------------------------------
-
-
-def egress_warnings(scenario: Any) -> list[str]:
-    """Warnings (not errors) about consumer groups whose egress classes can never discard.
-
-    With manual ack the broker stops at `prefetch` unacked deliveries, so a class never holds
-    more than `prefetch` messages of at most the producers' largest size: if that many messages
-    are not more than `min_burst`, or their work units not more than `max_depth_units` (in every
-    phase), nothing is ever discarded. Auto-ack (a Solace "direct" subscriber: the broker pushes
-    without waiting for acks) or prefetch 0 leaves the buffer unbounded, the natural fit.
-    Replayed sizes are not known before the run: groups fed only by replays are not checked.
-    `scenario` is a loadgen.scenario.Scenario (duck-typed: only its fields are read).
-    """
-    warnings: list[str] = []
-    over_time = scenario.settings_over_time()
-    sizes = [g.size_bytes for effective in over_time for g in effective.producers if g.replay is None]
-    if not sizes or any(g.replay is not None for g in scenario.producers):
-        return warnings
-    largest = max(sizes)
-    units = work_units(largest)
-    for base in scenario.consumers:
-        spec = base.egress
-        if spec is None or base.ack_mode == "auto":
-            continue
-        prefetches = [effective.consumer(base.name).prefetch for effective in over_time]
-        if 0 in prefetches:
-            continue
-        most = max(prefetches)
-        if most * units <= spec.max_depth_units or most <= spec.min_burst:
-            warnings.append(
-                f"consumers.{base.name}.egress: with ack_mode manual a class holds at most prefetch {most} "
-                f"messages x {units} work unit{'s' if units > 1 else ''} (the largest message, {largest} B) = "
-                f"{most * units} units"
-                + (
-                    f", not more than max_depth_units {spec.max_depth_units}"
-                    if most * units <= spec.max_depth_units
-                    else f", and {most} messages are not more than min_burst {spec.min_burst}"
-                )
-                + ", so nothing is ever discarded; use ack_mode: auto (a Solace direct subscriber: the broker "
-                "pushes without waiting for acks) or raise the prefetch"
-            )
-    return warnings

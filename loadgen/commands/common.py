@@ -100,10 +100,9 @@ def print_warnings(scenario, capture: bool = True) -> None:
     """Settings that are valid but probably not what the user meant: stderr, exit status unchanged.
     `capture=False`: leave the dead-letter capture warnings to the load generator, which prints
     them when the run starts (also under a bare `locust`)."""
-    from loadgen.codel import codel_warnings
     from loadgen.deadletter import capture_warnings
-    from loadgen.egress import egress_warnings
     from loadgen.replay.sources import load_sources, replay_warnings
+    from loadgen.scenario.advice import codel_warnings, egress_warnings
 
     for warning in [
         *codel_warnings(scenario),

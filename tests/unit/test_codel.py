@@ -241,8 +241,8 @@ consumers:
 
 
 def warnings_for(tmp_path, *overrides: str) -> list[str]:
-    from loadgen.codel import codel_warnings
     from loadgen.scenario import load_scenario
+    from loadgen.scenario.advice import codel_warnings
 
     path = tmp_path / "w.yaml"
     path.write_text(WARNINGS_SCENARIO)
@@ -285,8 +285,8 @@ def test_a_target_reachable_in_some_phase_is_fine(tmp_path):
     path.write_text(
         WARNINGS_SCENARIO + "timeline:\n  - {name: slow, start_s: 5, set: {consumers.c.processing_ms: 40}}\n"
     )
-    from loadgen.codel import codel_warnings
     from loadgen.scenario import load_scenario
+    from loadgen.scenario.advice import codel_warnings
 
     assert codel_warnings(load_scenario(path, ["consumers.c.prefetch=26", "consumers.c.codel.target_ms=150"])) == []
 
@@ -321,8 +321,8 @@ def test_validate_prints_warnings_on_stderr_and_still_succeeds(tmp_path, capsys)
 def test_the_shipped_codel_scenario_is_tuned_as_the_blog_says():
     import pathlib
 
-    from loadgen.codel import codel_warnings
     from loadgen.scenario import load_scenario
+    from loadgen.scenario.advice import codel_warnings
 
     scenario = load_scenario(pathlib.Path(__file__).resolve().parents[2] / "scenarios/codel-slow-consumer.yaml")
     assert codel_warnings(scenario) == []

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import yaml
 
-from loadgen.egress import egress_warnings
+from loadgen.scenario.advice import egress_warnings
 from loadgen.scenario.model import EgressSpec
 from tests.unit.scenario_files import error, load
 
