@@ -273,8 +273,7 @@ def sojourn_consume(url: str, messages: int, prefetch: int, trace: bool) -> tupl
     g = gevent.spawn(c.run)
     while ctx.counters["acked"] < messages and time.perf_counter() < clock.t0 + 120:
         gevent.sleep(0.005)
-    conn = c._conn
-    _drain_writes(conn)
+    _drain_writes(c._link.connection)
     clock.stop()
     n = ctx.counters["acked"]
     ctx.stopping.set()

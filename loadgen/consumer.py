@@ -9,7 +9,9 @@ with prefetch N really holds up to N deliveries in its buffer. A delivery with n
 for (no processing time, CoDel or egress) that reaches an idle consumer with an empty buffer is
 settled in the hub as it arrives instead, as a plain pika callback would: there is nothing to
 simulate, and waking the greenlet for it cost a third more CPU per message (docs/benchmarks.md).
-Acks, nacks and publishes go out as pre-built frames (loadgen.amqp.fastio).
+The consumer talks to AMQP only through its link (loadgen.amqp.link: set the prefetch, consume,
+cancel, ack, nack, the receive stamp, close, crash): pika's in a run, an in-memory fake in the unit
+tests (tests/unit/test_consumer.py).
 
 With `codel` set on the group, a CoDel controller (loadgen.codel) decides as each
 delivery leaves the buffer whether to nack it instead of processing it
@@ -23,13 +25,13 @@ from __future__ import annotations
 import logging
 import time
 from collections import deque
-from typing import Any, NamedTuple, cast
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import gevent
 from gevent.event import Event
 
-from loadgen.amqp import connection as amqp, fastio, kstamp
-from loadgen.amqp.cancel import keep_deliveries_across_cancel
+from loadgen.amqp.link import ConsumerLink, open_consumer_link
 from loadgen.codel import CoDel
 from loadgen.egress import EgressBuffer
 from loadgen.producer import Report
@@ -52,7 +54,7 @@ class Delivery(NamedTuple):
     prefetch: int
     buffer_len: int
     phase: str
-    channel: object
+    channel: ConsumerLink  # the link it came on: settled there only while that link is open
     recorded_us: int | None  # the `sojourn-proc-us` header of a replayed message
     priority: int | None  # the AMQP priority property
     read_ns: int  # when the callback ran (receive_ns is the kernel's stamp where there is one)
@@ -108,9 +110,25 @@ def delivery_row(
     )
 
 
+OpenLink = Callable[..., ConsumerLink]
+"""open_link(name, on_close, on_message, on_crossed): loadgen.amqp.link.open_consumer_link's shape."""
+
+
 class Consumer(Participant):
-    def __init__(self, ctx, group: str, slot: int, report: Report):
+    def __init__(
+        self,
+        ctx,
+        group: str,
+        slot: int,
+        report: Report,
+        open_link: OpenLink | None = None,
+        clock_ns: Callable[[], int] = time.time_ns,
+    ):
+        """`open_link` and `clock_ns` are the seams: the AMQP link (default: pika's over
+        ctx.connect) and the wall clock every stamp is read from."""
         super().__init__(ctx, group, slot, report)
+        self._open_link: OpenLink = open_link or (lambda *args: open_consumer_link(ctx.connect, *args))
+        self._now_ns = clock_ns
         base = ctx.scenario.consumer(group)
         spec = base.egress
         # With egress the buffer is an EgressBuffer: len(), truth and popleft() work as on the deque.
@@ -122,13 +140,8 @@ class Consumer(Participant):
         self._discard_name = f"egress_discard:{ctx.scenario.queue.name}"
         self._has_work = Event()
         self._busy = False
-        self._conn: Any = None  # pika's connection and channel (pika has no types)
-        self._channel: Any = None
-        # basic.ack / basic.nack on the channel (loadgen.amqp.fastio); None only until _join, before any delivery
-        self._frames = cast("fastio.FrameWriter", None)
-        self._stamps: kstamp.ReceiveStamps | None = None  # kernel receive stamps on this connection
+        self._link: ConsumerLink | None = None  # subscribed while joined
         self._prefetch = 0
-        self._consumer_tag: str | None = None
         self._crossed = 0  # deliveries that crossed a basic.cancel since the last event said so
         self._leaving = False
         self._overshoot_s = 0.0  # running mean of how late gevent's timer wakes us
@@ -169,13 +182,13 @@ class Consumer(Participant):
                     self._inline_settings = settings if self._settles_on_arrival(settings) else None
                     self._inline_until = valid_until
                 if self.slot >= settings.count:
-                    if self._channel is not None and settings.leave == "crash":
+                    if self._link is not None and settings.leave == "crash":
                         self._crash(settings)
-                    elif self._channel is not None:
+                    elif self._link is not None:
                         self._leave(clean=True)
                     self._wait_for_change(t)
                     continue
-                if self._channel is None:
+                if self._link is None:
                     self._join(settings)
                 elif settings.prefetch != self._prefetch:
                     self._change_prefetch(settings)
@@ -183,8 +196,9 @@ class Consumer(Participant):
                     self._process_one(settings)
                 else:
                     if self._codel is not None:
-                        self._codel.on_empty(time.time_ns())
-                    fastio.send_now(self._conn)  # the acks go before this greenlet waits
+                        self._codel.on_empty(self._now_ns())
+                    if self._link is not None:
+                        self._link.send_now()  # the acks go before this greenlet waits
                     self._has_work.clear()
                     self._has_work.wait(0.05)
             clean = not ctx.stopping.is_set()
@@ -199,13 +213,9 @@ class Consumer(Participant):
     # -- connection ---------------------------------------------------------
     def _join(self, settings) -> None:
         self._leaving = False
-        self._conn = self.ctx.connect(f"sojourn-consumer-{self.name}", on_close=self._on_connection_closed)
-        stamps = kstamp.enable(self._conn)
-        self._stamps = stamps if isinstance(stamps, kstamp.ReceiveStamps) else None
-        channel = amqp.open_channel(self._conn)
-        keep_deliveries_across_cancel(channel, self._on_crossed_cancel)  # not requeued unseen (amqp/cancel.py)
-        self._channel = channel
-        self._frames = fastio.FrameWriter(channel)  # acks and nacks as pre-built frames
+        self._link = self._open_link(
+            f"sojourn-consumer-{self.name}", self._on_connection_closed, self._on_message, self._on_crossed_cancel
+        )
         self._set_prefetch(settings)
         self._consume(settings)
         self.ctx.event(
@@ -215,14 +225,13 @@ class Consumer(Participant):
             detail={
                 "prefetch": settings.prefetch,
                 "ack_mode": settings.ack_mode,
-                "receive_stamp": "kernel" if self._stamps is not None else f"read ({stamps})",
+                "receive_stamp": self._link.receive_stamp,
             },
         )
 
     def _consume(self, settings) -> None:
-        self._consumer_tag = self._channel.basic_consume(
-            self.ctx.scenario.queue.name, self._on_message, auto_ack=settings.ack_mode == "auto"
-        )
+        assert self._link is not None
+        self._link.consume(self.ctx.scenario.queue.name, auto_ack=settings.ack_mode == "auto")
 
     def _change_prefetch(self, settings) -> None:
         """A phase changed the prefetch of a live consumer.
@@ -235,14 +244,8 @@ class Consumer(Participant):
         """
         old = self._prefetch
         self._set_prefetch(settings)
-        if settings.prefetch_scope == "consumer" and self._consumer_tag is not None:
-            channel = self._channel
-            amqp.wait_for(
-                lambda cb: channel.basic_cancel(self._consumer_tag, callback=cb),
-                "basic.cancel",
-                CLOSE_WAIT_S,
-                channel=channel,
-            )
+        if settings.prefetch_scope == "consumer" and self._link is not None:
+            self._link.cancel(CLOSE_WAIT_S)
             self._consume(settings)
         self.ctx.event(
             "prefetch_change",
@@ -253,47 +256,29 @@ class Consumer(Participant):
         )
 
     def _set_prefetch(self, settings) -> None:
-        channel = self._channel
-        amqp.wait_for(
-            lambda cb: channel.basic_qos(
-                prefetch_count=settings.prefetch, global_qos=settings.prefetch_scope == "channel", callback=cb
-            ),
-            "basic.qos",
-            channel=channel,
-        )
+        assert self._link is not None
+        self._link.set_prefetch(settings.prefetch, global_qos=settings.prefetch_scope == "channel")
         self._prefetch = settings.prefetch
 
     def _leave(self, clean: bool) -> None:
         """Stop consuming. Clean: cancel, then process and ack what is buffered.
         Otherwise (interrupt): buffered deliveries are traced unsettled; the broker requeues them."""
-        if self._channel is None:
+        link = self._link
+        if link is None:
             self._trace_unsettled_buffer()
             return
         self._leaving = True
-        channel, conn = self._channel, self._conn
-        if clean and channel.is_open:
+        if clean and link.is_open:
             try:
-                amqp.wait_for(
-                    lambda cb: channel.basic_cancel(self._consumer_tag, callback=cb),
-                    "basic.cancel",
-                    CLOSE_WAIT_S,
-                    channel=channel,
-                )
+                link.cancel(CLOSE_WAIT_S)
                 settings = self.ctx.scenario.settings_at(self.ctx.elapsed_s()).consumer(self.group)
-                while self._buffer and channel.is_open:
+                while self._buffer and link.is_open:
                     self._process_one(settings)
             except Exception as exc:  # noqa: BLE001
                 log.warning("consumer %s: clean leave failed: %s", self.name, exc)
         self._trace_unsettled_buffer()
-        try:
-            if conn.is_open:
-                conn.close()
-            deadline = time.monotonic() + CLOSE_WAIT_S
-            while not conn.is_closed and time.monotonic() < deadline:
-                gevent.sleep(0.01)
-        except Exception:  # noqa: BLE001
-            pass
-        self._channel = None
+        link.close(CLOSE_WAIT_S)
+        self._link = None
         self.ctx.event(
             "consumer_leave", self.name, self.name, detail={"clean": clean, "crossed_cancel": self._take_crossed()}
         )
@@ -304,27 +289,23 @@ class Consumer(Participant):
         requeues every unacked delivery with redelivered=true. Every delivery held is traced
         `crashed`; the one in hand keeps its processing start and end (it will be processed again)."""
         self._leaving = True  # the close that follows is this crash, not a lost connection
-        conn, in_hand = self._conn, None
+        link, in_hand = self._link, None
+        assert link is not None
         if self._buffer:
             d, egress = self._take()
             self._busy = True
-            start_ns = time.time_ns()
+            start_ns = self._now_ns()
             processing_ms = settings.processing.sample_ms(
                 self.rng, d.recorded_us / 1000 if isinstance(d.recorded_us, int) else None
             )
             if processing_ms > 0:
                 self._simulate(processing_ms / 1000.0)
-            in_hand = (d, egress, start_ns, time.time_ns(), processing_ms)
-        amqp.flush_writes(conn)  # acks traced as sent must reach the broker ahead of the FIN
-        amqp.sever(conn)
-        deadline = time.monotonic() + CLOSE_WAIT_S
-        while not conn.is_closed and time.monotonic() < deadline:
-            gevent.sleep(0.01)  # pika reads until the broker's EOF; deliveries read until then are held too
-        if not conn.is_closed:
+            in_hand = (d, egress, start_ns, self._now_ns(), processing_ms)
+        # Deliveries read until the broker closes its end are held (and traced crashed) too.
+        if not link.crash(CLOSE_WAIT_S):
             log.warning(
                 "consumer %s: the broker did not close its end %g s after the crash; aborting", self.name, CLOSE_WAIT_S
             )
-            amqp.sever(conn, abort=True)
         held = 0
         if in_hand is not None:
             d, egress, start_ns, end_ns, processing_ms = in_hand
@@ -335,7 +316,7 @@ class Consumer(Participant):
             self._trace(d, None, None, None, "crashed", None, None, egress[:3] + (None,))
             held += 1
         self._busy = False
-        self._channel = None
+        self._link = None
         self.ctx.event(
             "consumer_crash",
             self.name,
@@ -350,46 +331,46 @@ class Consumer(Participant):
             return
         self.ctx.event("connection_lost", self.name, self.name, detail={"reason": str(exc)})
         log.warning("consumer %s lost its connection: %s", self.name, exc)
-        self._channel = None
+        self._link = None
         self._trace_unsettled_buffer()
 
-    def _on_crossed_cancel(self, channel, method, props, body) -> None:
+    def _on_crossed_cancel(self, link: ConsumerLink, tag: int, redelivered: bool, headers, priority, size: int) -> None:
         """A delivery sent before the broker saw this consumer's basic.cancel: a delivery like any
         other (the broker counts it delivered here), counted for the event that follows."""
         self._crossed += 1
-        self._on_message(channel, method, props, body)
+        self._on_message(link, tag, redelivered, headers, priority, size)
 
     def _take_crossed(self) -> int:
         crossed, self._crossed = self._crossed, 0
         return crossed
 
     # -- the hot path -------------------------------------------------------
-    def _on_message(self, channel, method, props, body) -> None:
+    def _on_message(self, link: ConsumerLink, tag: int, redelivered: bool, headers, priority, size: int) -> None:
         """Runs in the hub, right after the frame was read: stamp and buffer, nothing else; except
         that a delivery with nothing to wait for (no processing time, CoDel or egress, and an idle
         consumer with an empty buffer) is settled here and now, as the consumer's greenlet would
         the moment it woke, without the wake-up: what a plain pika consumer does in its callback."""
-        read_ns = time.time_ns()
-        stamps = self._stamps  # the kernel's arrival stamp of these bytes (loadgen.amqp.kstamp)
+        read_ns = self._now_ns()
+        stamps = link.stamps  # the kernel's arrival stamp of these bytes (loadgen.amqp.kstamp)
         receive_ns = stamps.kernel_ns if stamps is not None and 0 < stamps.kernel_ns <= read_ns else read_ns
-        headers = props.headers or {}
+        headers = headers or {}
         t = self.ctx.elapsed_s()
         publish_ns = headers.get("sojourn-pub-ns")
         if type(publish_ns) is not int:
             publish_ns = header_int(publish_ns)
         d = Delivery(
             receive_ns,
-            method.delivery_tag,
-            method.redelivered,
+            tag,
+            redelivered,
             headers.get("sojourn-id"),
             publish_ns,
-            len(body),
+            size,
             self._prefetch,
             len(self._buffer),
             self.ctx.scenario.phase_at(t),
-            channel,
+            link,
             headers.get("sojourn-proc-us"),
-            props.priority,
+            priority,
             read_ns,
         )
         inline = self._inline_settings
@@ -409,14 +390,15 @@ class Consumer(Participant):
     def _discard(self, discarded) -> None:
         """Egress discarded these (oldest first) to admit a new delivery: ack each so the broker
         forgets it (a frame the I/O loop writes; nothing waits) and trace it. Runs in the hub."""
+        link = self._link
         for admitted in discarded:
             d = admitted.item
             settle_ns, outcome = None, "unsettled"
             if self._auto_ack:
                 settle_ns, outcome = d.receive_ns, "egress_discard"
-            elif d.channel is self._channel and d.channel.is_open:
-                self._frames.ack(d.tag)
-                settle_ns, outcome = time.time_ns(), "egress_discard"
+            elif link is not None and d.channel is link and link.is_open:
+                link.ack(d.tag)
+                settle_ns, outcome = self._now_ns(), "egress_discard"
             self._trace(
                 d,
                 None,
@@ -458,7 +440,7 @@ class Consumer(Participant):
         is sent at once only after the last delivery pika has read (its frame buffer is empty);
         earlier ones queue theirs, and the hub sends them together right after."""
         self._busy = True
-        start_ns = time.time_ns()
+        start_ns = self._now_ns()
         codel = self._controller(settings)
         codel_state = None
         if codel is not None:
@@ -475,14 +457,14 @@ class Consumer(Participant):
         try:
             if processing_ms > 0:
                 self._simulate(processing_ms / 1000.0)
-            end_ns = time.time_ns()
+            end_ns = self._now_ns()
             if settings.ack_mode == "auto":
                 settle_ns, outcome = d.receive_ns, "auto_ack"
-            elif d.channel is self._channel and d.channel.is_open:
+            elif d.channel is self._link and d.channel.is_open:
                 # Nothing more to ack soon: it goes now, and the trace is written while it travels.
-                now = not self._buffer and (not in_hub or not getattr(self._conn, "_frame_buffer", True))
-                self._frames.ack(d.tag, now=now)
-                settle_ns, outcome = time.time_ns(), "ack"
+                now = not self._buffer and (not in_hub or not d.channel.reading())
+                d.channel.ack(d.tag, now=now)
+                settle_ns, outcome = self._now_ns(), "ack"
         finally:
             self._busy = False
             self._trace(d, start_ns, end_ns, settle_ns, outcome, processing_ms, codel_state, egress)
@@ -505,9 +487,9 @@ class Consumer(Participant):
         written by the I/O loop; nothing here waits), trace it and report it to Locust."""
         settle_ns, outcome = None, "unsettled"
         try:
-            if d.channel is self._channel and d.channel.is_open:
-                self._frames.nack(d.tag, multiple=False, requeue=requeue)
-                settle_ns = time.time_ns()
+            if d.channel is self._link and d.channel.is_open:
+                d.channel.nack(d.tag, multiple=False, requeue=requeue)
+                settle_ns = self._now_ns()
                 outcome = "nack_requeue" if requeue else "nack_discard"
         finally:
             self._busy = False
