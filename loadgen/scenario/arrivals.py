@@ -7,19 +7,61 @@ See docs/scenarios.md (rate profiles, bursts, priority) and docs/replay.md (repl
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from typing import Any
 
 from loadgen.scenario.checks import Check, choice, known_keys, number, sub
 from loadgen.scenario.errors import Invalid, did_you_mean, show
-from loadgen.scenario.model import Bursts, RatePoints, ReplaySpec
 
-__all__ = ["rate", "bursts", "replay", "priority", "RATE_EXAMPLE", "REPLAY_ONLY_FIELDS"]
+__all__ = [
+    "Bursts",
+    "ReplaySpec",
+    "RatePoints",
+    "rate",
+    "bursts",
+    "replay",
+    "priority",
+    "RATE_EXAMPLE",
+    "REPLAY_ONLY_FIELDS",
+]
 
 RATE_EXAMPLE = "[{at_s: 0, rate: 50}, {at_s: 30, rate: 500}]"
 BURSTS_EXAMPLE = "{on_s: 2, off_s: 8}"
 REPLAY_EXAMPLE = "{path: traces/sample.csv, speed: 1.0}"
 REPLAY_ONLY_FIELDS = ("rate", "arrival", "size_bytes", "bursts", "priority")
 """Producer keys that a replay group takes from its file instead (an error when given)."""
+
+
+@dataclass(frozen=True)
+class Bursts:
+    """On/off modulation of a producer's rate: `rate` for `on_s`, then `off_rate` for `off_s`,
+    repeating; cycles are aligned on `start_s` (an on period starts there)."""
+
+    on_s: float
+    off_s: float
+    off_rate: float = 0.0
+    start_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class ReplaySpec:
+    """A producer group that replays a file instead of generating arrivals (docs/replay.md).
+
+    `path` is absolute or relative to the working directory (the loader resolves it against
+    the scenario file). `window` is [start_s, end_s) in the source's time (end None: to its
+    end). `loop`: False (one pass), a number of passes, or True (until the run ends).
+    `split`: "key" (by routing key: order per key kept) or "round_robin". `routing`:
+    "group" (the group's routing key) or "recorded" (each row's own)."""
+
+    path: str
+    speed: float = 1.0
+    window: tuple[float, float | None] = (0.0, None)
+    loop: bool | int = False
+    split: str = "key"
+    routing: str = "group"
+
+
+RatePoints = tuple[tuple[float, float], ...]
 
 
 def rate(value: Any) -> float | RatePoints:

@@ -12,7 +12,7 @@ from collections.abc import Callable, Collection, Mapping
 from typing import Any, NoReturn
 
 from loadgen.scenario.errors import Invalid, ScenarioError, did_you_mean, join_path, located, show
-from loadgen.scenario.model import YAML_LAYOUT
+from loadgen.scenario.fields import REQUIRED
 
 __all__ = [
     "Check",
@@ -34,8 +34,6 @@ __all__ = [
 ]
 
 Check = Callable[[Any], Any]
-REQUIRED: Any = object()
-"""The default of a key that must be present."""
 
 _NAME = re.compile(r"[A-Za-z0-9._-]+\Z")
 
@@ -174,7 +172,7 @@ def sub(mapping: dict[Any, Any], key: Any, check: Check) -> Any:
 def known_keys(value: dict[str, Any], section: str, required: tuple[str, ...] = ()) -> None:
     """Refuse a key the YAML layout's `section` does not allow (with a did-you-mean), and a missing
     required one; for a mapping checked as one value (codel, egress, bursts, replay, managed)."""
-    allowed = YAML_LAYOUT[section]
+    allowed = scenario_layout()[section]
     for key in value:
         if key not in allowed:
             hint = did_you_mean(key, allowed) or f" (expected one of: {', '.join(allowed)})"
@@ -184,19 +182,27 @@ def known_keys(value: dict[str, Any], section: str, required: tuple[str, ...] = 
             raise Invalid("missing required key", None, key)
 
 
+def scenario_layout() -> Mapping[str, Mapping[str, str]]:
+    """The scenario's YAML_LAYOUT, looked up when a reader needs it: the model imports these
+    checks to declare its fields, so this module can not import the model first."""
+    from loadgen.scenario.model import YAML_LAYOUT
+
+    return YAML_LAYOUT
+
+
 class Reader:
     """One YAML mapping at a known path: rejects unknown keys, fetches checked fields.
 
-    LAYOUT maps a section name to its allowed keys; a reader for another file kind
-    (suites) subclasses with its own LAYOUT."""
+    LAYOUT maps a section name to its allowed keys (None: the scenario's YAML_LAYOUT); a reader
+    for another file kind (suites) subclasses with its own LAYOUT."""
 
-    LAYOUT: Mapping[str, Collection[str]] = YAML_LAYOUT
+    LAYOUT: Mapping[str, Collection[str]] | None = None
 
     def __init__(self, source: str, raw: Any, yaml_path: str, section: str) -> None:
         self.source, self.yaml_path = source, yaml_path
         if not isinstance(raw, dict):
             fail(source, yaml_path, raw, f"expected a mapping, got {show(raw)}")
-        allowed = self.LAYOUT[section]
+        allowed = (scenario_layout() if self.LAYOUT is None else self.LAYOUT)[section]
         for key, value in raw.items():
             if key not in allowed:
                 hint = did_you_mean(key, allowed) or f" (expected one of: {', '.join(allowed)})"

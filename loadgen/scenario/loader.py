@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, cast
 from urllib.parse import urlsplit
 
@@ -19,17 +19,13 @@ from loadgen.scenario import arrivals
 from loadgen.scenario.checks import (
     MAX_SIZE_BYTES,
     SHORT_STRING_BYTES,
-    Check,
     Reader as _Reader,
-    amqp_name,
     boolean as _boolean,
-    choice as _choice,
     fail as _fail,
     identifier as _name,
     integer as _integer,
     known_keys,
     number as _number,
-    optional_number,
     sub as _sub,
     text as _text,
 )
@@ -42,11 +38,11 @@ from loadgen.scenario.errors import (
     mask_passwords,
     show,
 )
+from loadgen.scenario.fields import declared
 from loadgen.scenario.limits import over_limits
 from loadgen.scenario.model import (
     BASE_PHASE,
     PHASE_SETTABLE,
-    PROCESSING_PARAMS,
     YAML_LAYOUT,
     Broker,
     ConsumerGroup,
@@ -54,7 +50,6 @@ from loadgen.scenario.model import (
     GroupKind,
     ManagedSpec,
     Phase,
-    Processing,
     ProducerGroup,
     RunSpec,
     Scenario,
@@ -69,7 +64,7 @@ from loadgen.scenario.overrides import (
     resolve_group,
     tokens,
 )
-from loadgen.scenario.sections import codel, egress, network_phase_check, read_network
+from loadgen.scenario.sections import network_phase_check, read_network
 from loadgen.scenario.topology import read_bindings, read_exchanges, read_queue
 
 __all__ = ["load_scenario", "ENV_URL", "DEFAULT_URL", "MAX_SIZE_BYTES"]
@@ -194,63 +189,6 @@ def _managed(value: Any) -> ManagedSpec | None:
     return ManagedSpec(port, FrozenMapping({str(k): v for k, v in settings.items()}), keep)
 
 
-def _processing(value: Any) -> Processing:
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return Processing.fixed(_number(0)(value))
-    if not isinstance(value, dict):
-        raise Invalid(
-            "expected a number of milliseconds >= 0 or a mapping such as "
-            f"{{distribution: exponential, mean_ms: 4}}, got {show(value)}"
-        )
-    if "distribution" not in value:
-        raise Invalid("missing required key", None, "distribution")
-    distribution = _sub(value, "distribution", _choice(*PROCESSING_PARAMS))
-    allowed = ("distribution", *PROCESSING_PARAMS[distribution])
-    for key in value:
-        if key not in allowed:
-            hint = did_you_mean(key, allowed) or f" (expected: {', '.join(allowed)})"
-            raise Invalid(f"unknown key for distribution {distribution}{hint}", value[key], str(key))
-    params = {}
-    for key in PROCESSING_PARAMS[distribution]:
-        if key not in value:
-            raise Invalid("missing required key", None, key)
-        params[key] = _sub(value, key, _number(0, strict=(key == "sigma")))
-    if distribution == "uniform" and params["min_ms"] > params["max_ms"]:
-        raise Invalid(
-            f"expected max_ms >= min_ms ({params['min_ms']:g}), got {show(value['max_ms'])}", value["max_ms"], "max_ms"
-        )
-    return Processing(distribution, tuple(params.items()))
-
-
-# (check, default) per field, in dataclass order; phases reuse the same checks.
-_PRODUCER_FIELDS: dict[str, tuple[Check | None, Any]] = {  # None: checked in _groups
-    "count": (_integer(0), 1),
-    "rate": (arrivals.rate, None),
-    "arrival": (_choice("constant", "poisson"), "constant"),
-    "size_bytes": (_integer(0, MAX_SIZE_BYTES), 100),
-    "persistent": (_boolean, False),
-    "confirms": (_boolean, True),
-    "confirm_window": (_integer(1), 100),
-    "exchange": (amqp_name(), ""),
-    "routing_key": (amqp_name(nullable=True), None),
-    "bursts": (arrivals.bursts, None),
-    "replay": (None, None),  # replay's check needs the file's directory
-    "mandatory": (_boolean, False),
-    "priority": (arrivals.priority, None),
-    "max_blocked_wait_s": (optional_number(0, strict=True, null_means="wait as long as it takes"), None),
-}
-_CONSUMER_FIELDS: dict[str, tuple[Check, Any]] = {
-    "count": (_integer(0), 1),
-    "prefetch": (_integer(0, 65535), 100),
-    "prefetch_scope": (_choice("consumer", "channel"), "consumer"),
-    "ack_mode": (_choice("manual", "auto"), "manual"),
-    "processing_ms": (_processing, Processing.fixed(0.0)),
-    "codel": (codel, None),
-    "leave": (_choice("clean", "crash"), "clean"),
-    "egress": (egress, None),
-}
-
-
 # ---- sections
 
 
@@ -305,7 +243,7 @@ def _build(tree: dict[str, Any], source: str, overrides: tuple[str, ...], url_is
     queue = read_queue(top)
     exchanges = read_exchanges(top)
     bindings = read_bindings(top, exchanges)
-    producers = tuple(_groups(top, "producers", "producer", _PRODUCER_FIELDS, ProducerGroup, queue.name))
+    producers = tuple(_groups(top, "producers", "producer", ProducerGroup, queue.name))
     given = top.raw.get("run")
     replay_s = None if isinstance(given, dict) and "duration_s" in given else _replay_duration(source, producers)
     r = top.section("run", "run", required=replay_s is None)
@@ -319,7 +257,7 @@ def _build(tree: dict[str, Any], source: str, overrides: tuple[str, ...], url_is
             f"expected a number >= 0 and < run.duration_s ({duration:g}), got {warmup:g}",
         )
     run = RunSpec(duration, warmup, r.get("drain_timeout_s", _number(0), 30.0), r.get("beyond_limits", _boolean, False))
-    consumers = tuple(_groups(top, "consumers", "consumer", _CONSUMER_FIELDS, ConsumerGroup, queue.name))
+    consumers = tuple(_groups(top, "consumers", "consumer", ConsumerGroup, queue.name))
     network = read_network(top)
     timeline = _timeline(top, run, producers, consumers, network is not None)
     _crash_needs_manual_ack(source, consumers)
@@ -398,31 +336,27 @@ def _slo(value: Any) -> str:
     return cast(str, value)  # parse_slo takes only a string
 
 
-def _groups(
-    top: _Reader,
-    key: str,
-    section: str,
-    spec: Mapping[str, tuple[Check | None, Any]],
-    make: Callable[..., Any],
-    queue_name: str,
-) -> list[Any]:
+def _groups(top: _Reader, key: str, section: str, make: type[Any], queue_name: str) -> list[Any]:
+    """The `key` list of groups, each read into `make` field by field as its declaration says."""
     groups: list[Any] = []
     seen: dict[str, int] = {}
     checks = {"replay": arrivals.replay(os.path.dirname(os.path.abspath(top.source)))}
     for i, raw in enumerate(top.items(key)):
         reader = _Reader(top.source, raw, f"{key}[{i}]", section)
-        name = reader.get("name", _name)
-        if name in seen:
-            _fail(top.source, f"{key}[{i}].name", name, f"duplicate name: {key}[{seen[name]}] is also called {name!r}")
-        seen[name] = i
-        values = {field: reader.get(field, check or checks[field], default) for field, (check, default) in spec.items()}
+        values: dict[str, Any] = {}
+        for attr, spec in declared(make):
+            values[attr] = reader.get(spec.key, spec.check or checks[spec.key], spec.default)
+            if attr == "name":  # the first field: a duplicate is reported before the others are read
+                name = values["name"]
+                if name in seen:
+                    also = f"duplicate name: {key}[{seen[name]}] is also called {name!r}"
+                    _fail(top.source, f"{key}[{i}].name", name, also)
+                seen[name] = i
         if "routing_key" in values and values["routing_key"] is None:
             values["routing_key"] = queue_name
-        if "processing_ms" in values:
-            values["processing"] = values.pop("processing_ms")
         if key == "producers":
             _producer_source(reader, values)
-        groups.append(make(name=name, **values))
+        groups.append(make(**values))
     return groups
 
 
@@ -548,8 +482,8 @@ def _phase_set(
         canonical = f"{kind}.{group.name}.{field}"
         if canonical in out:
             _fail(source, key_path, value, f"sets the same field as {written[canonical]!r}")
-        spec = _PRODUCER_FIELDS if kind == "producers" else _CONSUMER_FIELDS
-        check = spec[field][0]
+        declaration = {spec.key: spec for _, spec in declared(type(group))}
+        check = declaration[field].check
         assert check is not None  # a phase sets no field without a check of its own (not replay)
         out[canonical] = located(source, key_path, value, check)
         if (

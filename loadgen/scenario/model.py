@@ -6,13 +6,17 @@ settings at elapsed time `t` (base plus the active phase's `set`). Nothing here 
 
 from __future__ import annotations
 
-import math
-import random
 from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
 
 from loadgen.redact import mask_url
+from loadgen.scenario import arrivals
+from loadgen.scenario.arrivals import Bursts, RatePoints, ReplaySpec
+from loadgen.scenario.buffers import CoDelSpec, EgressSpec, codel, egress
+from loadgen.scenario.checks import MAX_SIZE_BYTES, amqp_name, boolean, choice, identifier, integer, optional_number
+from loadgen.scenario.fields import LEAF, layout, plain_dict, to_plain, yaml
+from loadgen.scenario.processing import PROCESSING_PARAMS, Processing, processing
 
 __all__ = [
     "BASE_PHASE",
@@ -44,116 +48,6 @@ __all__ = [
 BASE_PHASE = "base"
 """The name of the implicit phase: time not covered by any timeline phase."""
 
-LEAF = "leaf"
-# Which keys each YAML section allows and what lies below each key: LEAF (a value),
-# another section's name (a mapping), "[section]" (a list of named groups), "[]" (a list
-# of values), "{}" (a free mapping) or "{set}" (a phase's path -> value mapping).
-YAML_LAYOUT: dict[str, dict[str, str]] = {
-    "scenario": {
-        "name": LEAF,
-        "description": LEAF,
-        "broker": "broker",
-        "queue": "queue",
-        "run": "run",
-        "producers": "[producer]",
-        "consumers": "[consumer]",
-        "timeline": "[phase]",
-        "slo": "[]",
-        "network": "network",
-        "exchanges": "[exchange]",
-        "bindings": "[binding]",
-    },
-    "broker": {"url": LEAF, "heartbeat_s": LEAF, "connect_timeout_s": LEAF, "managed": "managed"},
-    "managed": {"port": LEAF, "settings": "{}", "keep": LEAF},
-    "queue": {
-        "name": LEAF,
-        "type": LEAF,
-        "durable": LEAF,
-        "auto_delete": LEAF,
-        "arguments": "{}",
-        "purge_on_start": LEAF,
-        "delete_on_end": LEAF,
-    },
-    "exchange": {
-        "name": LEAF,
-        "type": LEAF,
-        "durable": LEAF,
-        "auto_delete": LEAF,
-        "arguments": "{}",
-        "delete_on_end": LEAF,
-    },
-    "binding": {"exchange": LEAF, "routing_key": LEAF, "arguments": "{}"},
-    "run": {"duration_s": LEAF, "warmup_s": LEAF, "drain_timeout_s": LEAF, "beyond_limits": LEAF},
-    "producer": {
-        "name": LEAF,
-        "count": LEAF,
-        "rate": LEAF,
-        "arrival": LEAF,
-        "size_bytes": LEAF,
-        "persistent": LEAF,
-        "confirms": LEAF,
-        "confirm_window": LEAF,
-        "exchange": LEAF,
-        "routing_key": LEAF,
-        "bursts": "bursts",
-        "replay": "replay",
-        "mandatory": LEAF,
-        "priority": LEAF,
-        "max_blocked_wait_s": LEAF,
-    },
-    "bursts": {"on_s": LEAF, "off_s": LEAF, "off_rate": LEAF, "start_s": LEAF},
-    "replay": {"path": LEAF, "speed": LEAF, "window": "[]", "loop": LEAF, "split": LEAF, "routing": LEAF},
-    "consumer": {
-        "name": LEAF,
-        "count": LEAF,
-        "prefetch": LEAF,
-        "prefetch_scope": LEAF,
-        "ack_mode": LEAF,
-        "processing_ms": "processing",
-        "codel": "codel",
-        "leave": LEAF,
-        "egress": "egress",
-    },
-    "egress": {"max_depth_units": LEAF, "min_burst": LEAF, "classes": "{}"},
-    "codel": {"target_ms": LEAF, "interval_ms": LEAF, "requeue": LEAF},
-    "network": {"listen_port": LEAF, "upstream": "link", "downstream": "link", "down": LEAF, "reset_peer": LEAF},
-    "link": {"latency_ms": LEAF, "jitter_ms": LEAF, "bandwidth_bytes_per_s": LEAF},
-    "phase": {"name": LEAF, "start_s": LEAF, "end_s": LEAF, "set": "{set}"},
-    "processing": {
-        "distribution": LEAF,
-        "ms": LEAF,
-        "mean_ms": LEAF,
-        "median_ms": LEAF,
-        "sigma": LEAF,
-        "min_ms": LEAF,
-        "max_ms": LEAF,
-    },
-}
-
-PROCESSING_PARAMS: dict[str, tuple[str, ...]] = {
-    "fixed": ("ms",),
-    "exponential": ("mean_ms",),
-    "lognormal": ("median_ms", "sigma"),
-    "uniform": ("min_ms", "max_ms"),
-    "recorded": ("default_ms",),
-}
-
-# Every leaf of the network section, as a path below `network.`.
-NETWORK_PATHS: tuple[str, ...] = (
-    "listen_port",
-    *(f"{link}.{key}" for link in ("upstream", "downstream") for key in YAML_LAYOUT["link"]),
-    "down",
-    "reset_peer",
-)
-
-# The only fields a timeline phase may change: per group kind (YAML names, below
-# `<kind>.<group>.`), and for the network (paths below `network.`).
-PHASE_SETTABLE: dict[str, tuple[str, ...]] = {
-    "producers": ("rate", "count", "size_bytes", "arrival"),
-    "consumers": ("count", "processing_ms", "prefetch", "leave"),
-    "network": tuple(path for path in NETWORK_PATHS if path != "listen_port"),
-}
-
 GroupKind = Literal["producers", "consumers"]
 
 
@@ -179,74 +73,6 @@ class FrozenMapping(Mapping[str, Any]):
 
     def __repr__(self) -> str:
         return f"FrozenMapping({self._data!r})"
-
-
-@dataclass(frozen=True)
-class Processing:
-    """Simulated processing time per message: a distribution and its parameters in ms."""
-
-    distribution: str
-    params: tuple[tuple[str, float], ...]
-
-    @classmethod
-    def fixed(cls, ms: float) -> Processing:
-        return cls("fixed", (("ms", float(ms)),))
-
-    @classmethod
-    def exponential(cls, mean_ms: float) -> Processing:
-        return cls("exponential", (("mean_ms", float(mean_ms)),))
-
-    @classmethod
-    def lognormal(cls, median_ms: float, sigma: float) -> Processing:
-        return cls("lognormal", (("median_ms", float(median_ms)), ("sigma", float(sigma))))
-
-    @classmethod
-    def uniform(cls, min_ms: float, max_ms: float) -> Processing:
-        return cls("uniform", (("min_ms", float(min_ms)), ("max_ms", float(max_ms))))
-
-    def param(self, name: str) -> float:
-        return dict(self.params)[name]
-
-    @property
-    def mean_ms(self) -> float:
-        """The exact mean of the distribution (not a sample mean)."""
-        p = dict(self.params)
-        if self.distribution == "fixed":
-            return p["ms"]
-        if self.distribution == "exponential":
-            return p["mean_ms"]
-        if self.distribution == "lognormal":
-            return p["median_ms"] * math.exp(p["sigma"] ** 2 / 2)
-        if self.distribution == "uniform":
-            return (p["min_ms"] + p["max_ms"]) / 2
-        if self.distribution == "recorded":
-            return p["default_ms"]  # the recorded times are not known before the run
-        raise ValueError(f"unknown processing distribution {self.distribution!r}")
-
-    def sample_ms(self, rng: random.Random, recorded_ms: float | None = None) -> float:
-        """One processing time in ms, drawn from `rng`; never negative. `recorded`: the
-        message's own recorded time (`recorded_ms`, from a replay), else `default_ms`."""
-        if self.distribution == "fixed":  # the common case, per delivery: no dict
-            return self.params[0][1]
-        p = dict(self.params)
-        if self.distribution == "recorded":
-            if isinstance(recorded_ms, (int, float)) and not isinstance(recorded_ms, bool) and recorded_ms >= 0:
-                return float(recorded_ms)
-            return p["default_ms"]
-        if self.distribution == "fixed":
-            return p["ms"]
-        if self.distribution == "exponential":
-            return rng.expovariate(1.0 / p["mean_ms"]) if p["mean_ms"] > 0 else 0.0
-        if self.distribution == "lognormal":
-            if p["median_ms"] <= 0:
-                return 0.0
-            return rng.lognormvariate(math.log(p["median_ms"]), p["sigma"])
-        if self.distribution == "uniform":
-            return rng.uniform(p["min_ms"], p["max_ms"])
-        raise ValueError(f"unknown processing distribution {self.distribution!r}")
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"distribution": self.distribution, **dict(self.params)}
 
 
 @dataclass(frozen=True)
@@ -323,38 +149,6 @@ class RunSpec:
 
 
 @dataclass(frozen=True)
-class Bursts:
-    """On/off modulation of a producer's rate: `rate` for `on_s`, then `off_rate` for `off_s`,
-    repeating; cycles are aligned on `start_s` (an on period starts there)."""
-
-    on_s: float
-    off_s: float
-    off_rate: float = 0.0
-    start_s: float = 0.0
-
-
-@dataclass(frozen=True)
-class ReplaySpec:
-    """A producer group that replays a file instead of generating arrivals (docs/replay.md).
-
-    `path` is absolute or relative to the working directory (the loader resolves it against
-    the scenario file). `window` is [start_s, end_s) in the source's time (end None: to its
-    end). `loop`: False (one pass), a number of passes, or True (until the run ends).
-    `split`: "key" (by routing key: order per key kept) or "round_robin". `routing`:
-    "group" (the group's routing key) or "recorded" (each row's own)."""
-
-    path: str
-    speed: float = 1.0
-    window: tuple[float, float | None] = (0.0, None)
-    loop: bool | int = False
-    split: str = "key"
-    routing: str = "group"
-
-
-RatePoints = tuple[tuple[float, float], ...]
-
-
-@dataclass(frozen=True)
 class ProducerGroup:
     """`count` producers, each publishing at `rate` msg/s (per producer, not per group).
 
@@ -362,23 +156,25 @@ class ProducerGroup:
     where two points share a time. With `replay`, times, sizes and keys come from the file and
     `rate`, `arrival`, `bursts` do not apply (`rate` is 0.0 there)."""
 
-    name: str
-    count: int
-    rate: float | RatePoints
-    arrival: str
-    size_bytes: int
-    persistent: bool
-    confirms: bool
-    confirm_window: int
-    exchange: str
-    routing_key: str
-    bursts: Bursts | None = None
-    replay: ReplaySpec | None = None
-    mandatory: bool = False
+    name: str = field(metadata=yaml(identifier))
+    count: int = field(metadata=yaml(integer(0), 1))
+    rate: float | RatePoints = field(metadata=yaml(arrivals.rate, None))  # None: given or a replay, see loader
+    arrival: str = field(metadata=yaml(choice("constant", "poisson"), "constant"))
+    size_bytes: int = field(metadata=yaml(integer(0, MAX_SIZE_BYTES), 100))
+    persistent: bool = field(metadata=yaml(boolean, False))
+    confirms: bool = field(metadata=yaml(boolean, True))
+    confirm_window: int = field(metadata=yaml(integer(1), 100))
+    exchange: str = field(metadata=yaml(amqp_name(), ""))
+    routing_key: str = field(metadata=yaml(amqp_name(nullable=True), None))  # None: the queue's name
+    bursts: Bursts | None = field(default=None, metadata=yaml(arrivals.bursts, layout="bursts"))
+    replay: ReplaySpec | None = field(default=None, metadata=yaml(None, layout="replay"))  # checked in the loader
+    mandatory: bool = field(default=False, metadata=yaml(boolean))
     """basic.publish mandatory: the broker returns a message no queue takes (outcome `returned`)."""
-    priority: tuple[tuple[int, float], ...] | None = None
+    priority: tuple[tuple[int, float], ...] | None = field(default=None, metadata=yaml(arrivals.priority))
     """The AMQP priority mix: (priority, probability) pairs summing to 1; None: no priority."""
-    max_blocked_wait_s: float | None = None
+    max_blocked_wait_s: float | None = field(
+        default=None, metadata=yaml(optional_number(0, strict=True, null_means="wait as long as it takes"))
+    )
     """While the broker blocks the connection (a resource alarm), a publish waits at most this
     long, then is given up (outcome `blocked_timeout`); None: it waits as long as it takes."""
 
@@ -390,45 +186,29 @@ class ProducerGroup:
             return f"{' -> '.join(f'{r:g}' for _, r in self.rate)} (profile)"
         return f"{self.rate:g}"
 
-
-@dataclass(frozen=True)
-class CoDelSpec:
-    """CoDel on a consumer group's client-side buffer: drop (or requeue) once messages have
-    waited longer than `target_ms` for at least `interval_ms`. See docs/codel.md."""
-
-    target_ms: float
-    interval_ms: float
-    requeue: bool
-
-
-@dataclass(frozen=True)
-class EgressSpec:
-    """The client buffer as Solace-style egress classes (loadgen/egress.py, docs/discards.md): each
-    class holds at most `max_depth_units` work units of 2,048 bytes, the oldest discarded past that,
-    but `min_burst` messages are always admitted. The classes together cover AMQP priorities 0..255."""
-
-    max_depth_units: int = 20_000
-    min_burst: int = 4
-    classes: tuple[tuple[str, tuple[tuple[int, int], ...]], ...] = (("all", ((0, 255),)),)
-    """(name, its inclusive priority ranges) per class, in the order served (highest first)."""
+    def to_dict(self) -> dict[str, Any]:
+        return plain_dict(self)
 
 
 @dataclass(frozen=True)
 class ConsumerGroup:
-    name: str
-    count: int
-    prefetch: int
-    prefetch_scope: str
-    ack_mode: str
-    processing: Processing
-    codel: CoDelSpec | None = None
+    name: str = field(metadata=yaml(identifier))
+    count: int = field(metadata=yaml(integer(0), 1))
+    prefetch: int = field(metadata=yaml(integer(0, 65535), 100))
+    prefetch_scope: str = field(metadata=yaml(choice("consumer", "channel"), "consumer"))
+    ack_mode: str = field(metadata=yaml(choice("manual", "auto"), "manual"))
+    processing: Processing = field(metadata=yaml(processing, Processing.fixed(0.0), "processing_ms", "processing"))
+    codel: CoDelSpec | None = field(default=None, metadata=yaml(codel, layout="codel"))
     """None: CoDel off."""
-    leave: str = "clean"
+    leave: str = field(default="clean", metadata=yaml(choice("clean", "crash")))
     """How a consumer goes when its slot drops out of `count`: "clean" (cancel, process and ack its
     buffer, close) or "crash" (process the delivery in hand without acking it, then drop the TCP
     connection without a word, so the broker requeues every unacked delivery)."""
-    egress: EgressSpec | None = None
+    egress: EgressSpec | None = field(default=None, metadata=yaml(egress, layout="egress"))
     """None: the client buffer is one unbounded FIFO (bounded only by the prefetch)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return plain_dict(self)
 
 
 @dataclass(frozen=True)
@@ -624,7 +404,7 @@ class Scenario:
                 "url": url,
                 "heartbeat_s": self.broker.heartbeat_s,
                 "connect_timeout_s": self.broker.connect_timeout_s,
-                "managed": _plain(asdict(self.broker.managed)) if self.broker.managed else None,
+                "managed": to_plain(asdict(self.broker.managed)) if self.broker.managed else None,
             },
             "queue": {
                 "name": self.queue.name,
@@ -635,35 +415,22 @@ class Scenario:
                 "delete_on_end": self.queue.delete_on_end,
                 "type": self.queue.type,
             },
-            "exchanges": [_plain(asdict(x)) for x in self.exchanges],
-            "bindings": [_plain(asdict(b)) for b in self.bindings],
+            "exchanges": [to_plain(asdict(x)) for x in self.exchanges],
+            "bindings": [to_plain(asdict(b)) for b in self.bindings],
             "run": {
                 "duration_s": self.run.duration_s,
                 "warmup_s": self.run.warmup_s,
                 "drain_timeout_s": self.run.drain_timeout_s,
                 "beyond_limits": self.run.beyond_limits,
             },
-            "producers": [_plain(asdict(g)) for g in self.producers],
-            "consumers": [
-                {
-                    "name": g.name,
-                    "count": g.count,
-                    "prefetch": g.prefetch,
-                    "prefetch_scope": g.prefetch_scope,
-                    "ack_mode": g.ack_mode,
-                    "processing_ms": g.processing.to_dict(),
-                    "codel": asdict(g.codel) if g.codel else None,
-                    "leave": g.leave,
-                    "egress": _egress_dict(g.egress),
-                }
-                for g in self.consumers
-            ],
+            "producers": [g.to_dict() for g in self.producers],
+            "consumers": [g.to_dict() for g in self.consumers],
             "timeline": [
                 {
                     "name": p.name,
                     "start_s": p.start_s,
                     "end_s": p.end_s,
-                    "set": {path: _plain(value) for path, value in p.set},
+                    "set": {path: to_plain(value) for path, value in p.set},
                 }
                 for p in self.timeline
             ],
@@ -672,23 +439,77 @@ class Scenario:
         }
 
 
-def _egress_dict(spec: EgressSpec | None) -> dict[str, Any] | None:
-    if spec is None:
-        return None
-    return {
-        "max_depth_units": spec.max_depth_units,
-        "min_burst": spec.min_burst,
-        "classes": {
-            name: [list(r) for r in ranges] if len(ranges) > 1 else list(ranges[0]) for name, ranges in spec.classes
-        },
-    }
+# Which keys each YAML section allows and what lies below each key: LEAF (a value),
+# another section's name (a mapping), "[section]" (a list of named groups), "[]" (a list
+# of values), "{}" (a free mapping) or "{set}" (a phase's path -> value mapping).
+YAML_LAYOUT: dict[str, dict[str, str]] = {
+    "scenario": {
+        "name": LEAF,
+        "description": LEAF,
+        "broker": "broker",
+        "queue": "queue",
+        "run": "run",
+        "producers": "[producer]",
+        "consumers": "[consumer]",
+        "timeline": "[phase]",
+        "slo": "[]",
+        "network": "network",
+        "exchanges": "[exchange]",
+        "bindings": "[binding]",
+    },
+    "broker": {"url": LEAF, "heartbeat_s": LEAF, "connect_timeout_s": LEAF, "managed": "managed"},
+    "managed": {"port": LEAF, "settings": "{}", "keep": LEAF},
+    "queue": {
+        "name": LEAF,
+        "type": LEAF,
+        "durable": LEAF,
+        "auto_delete": LEAF,
+        "arguments": "{}",
+        "purge_on_start": LEAF,
+        "delete_on_end": LEAF,
+    },
+    "exchange": {
+        "name": LEAF,
+        "type": LEAF,
+        "durable": LEAF,
+        "auto_delete": LEAF,
+        "arguments": "{}",
+        "delete_on_end": LEAF,
+    },
+    "binding": {"exchange": LEAF, "routing_key": LEAF, "arguments": "{}"},
+    "run": {"duration_s": LEAF, "warmup_s": LEAF, "drain_timeout_s": LEAF, "beyond_limits": LEAF},
+    "producer": layout(ProducerGroup),
+    "bursts": {"on_s": LEAF, "off_s": LEAF, "off_rate": LEAF, "start_s": LEAF},
+    "replay": {"path": LEAF, "speed": LEAF, "window": "[]", "loop": LEAF, "split": LEAF, "routing": LEAF},
+    "consumer": layout(ConsumerGroup),
+    "egress": {"max_depth_units": LEAF, "min_burst": LEAF, "classes": "{}"},
+    "codel": {"target_ms": LEAF, "interval_ms": LEAF, "requeue": LEAF},
+    "network": {"listen_port": LEAF, "upstream": "link", "downstream": "link", "down": LEAF, "reset_peer": LEAF},
+    "link": {"latency_ms": LEAF, "jitter_ms": LEAF, "bandwidth_bytes_per_s": LEAF},
+    "phase": {"name": LEAF, "start_s": LEAF, "end_s": LEAF, "set": "{set}"},
+    "processing": {
+        "distribution": LEAF,
+        "ms": LEAF,
+        "mean_ms": LEAF,
+        "median_ms": LEAF,
+        "sigma": LEAF,
+        "min_ms": LEAF,
+        "max_ms": LEAF,
+    },
+}
 
+# Every leaf of the network section, as a path below `network.`.
+NETWORK_PATHS: tuple[str, ...] = (
+    "listen_port",
+    *(f"{link}.{key}" for link in ("upstream", "downstream") for key in YAML_LAYOUT["link"]),
+    "down",
+    "reset_peer",
+)
 
-def _plain(value: Any) -> Any:
-    if isinstance(value, Processing):
-        return value.to_dict()
-    if isinstance(value, Mapping):
-        return {key: _plain(item) for key, item in value.items()}
-    if isinstance(value, tuple):
-        return [_plain(item) for item in value]
-    return value
+# The only fields a timeline phase may change: per group kind (YAML names, below
+# `<kind>.<group>.`), and for the network (paths below `network.`).
+PHASE_SETTABLE: dict[str, tuple[str, ...]] = {
+    "producers": ("rate", "count", "size_bytes", "arrival"),
+    "consumers": ("count", "processing_ms", "prefetch", "leave"),
+    "network": tuple(path for path in NETWORK_PATHS if path != "listen_port"),
+}
