@@ -69,7 +69,13 @@ class FakeLink:
 
     # -- the broker's side ------------------------------------------------------
     def deliver(
-        self, message_id: str, *, kernel_ns: int = 0, size: int = 100, priority: int | None = None, crossed: bool = False
+        self,
+        message_id: str,
+        *,
+        kernel_ns: int = 0,
+        size: int = 100,
+        priority: int | None = None,
+        crossed: bool = False,
     ) -> int:
         """Hand the consumer one delivery, as the I/O loop does; its delivery tag."""
         self._tag += 1
