@@ -1,17 +1,10 @@
-"""An in-memory ConsumerLink (loadgen.amqp.link) and RunContext for driving a Consumer in unit
-tests: deliveries are handed to the consumer as the I/O loop would, settles are recorded, and the
-run's clock is the test's. tests/integration/test_consumer_link.py holds pika's adapter to the
-same behaviour on the broker."""
+"""An in-memory ConsumerLink (loadgen.amqp.link) for driving a Consumer in unit tests: deliveries
+are handed to the consumer as the I/O loop would, and what it asks of the link is recorded
+(tests/consumer_checks.py runs the same checks on pika's adapter against the broker)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
-
-import gevent
-from gevent.event import Event
-
-from loadgen.trace import rows
 
 
 class FakeStamps:
@@ -24,7 +17,10 @@ class FakeStamps:
 class FakeLink:
     """One connection and channel, in memory: records what the consumer asked of it."""
 
-    def __init__(self, on_close: Callable[..., None], on_message: Callable[..., None], on_crossed: Callable[..., None]):
+    def __init__(
+        self, name: str, on_close: Callable[..., None], on_message: Callable[..., None], on_crossed: Callable[..., None]
+    ):
+        self.name = name
         self.on_close, self.on_message, self.on_crossed = on_close, on_message, on_crossed
         self.stamps: FakeStamps | None = FakeStamps()
         self.receive_stamp = "kernel"
@@ -88,42 +84,7 @@ class FakeLink:
     def settled(self) -> list[int]:
         return self.acks + [tag for tag, _ in self.nacks]
 
-
-class FakeRun:
-    """What a Consumer reads of its RunContext: the scenario, a clock the test sets (`t`, seconds
-    since t0), the stop and drain events, counters, events and the rows written, by column name."""
-
-    def __init__(self, scenario: Any):
-        self.scenario = scenario
-        self.run_id, self.worker = "unit", "host-1"
-        self.t = 0.0
-        self.drained, self.stopping = Event(), Event()
-        self.counters = {"published": 0, "confirmed": 0, "delivered": 0, "acked": 0}
-        self.events: list[tuple] = []
-        self.deliveries: list[dict] = []
-        self.writer = self  # the trace writer's append
-
-    def append(self, kind: str, row: tuple) -> None:
-        assert kind == "delivery", kind
-        self.deliveries.append(dict(zip(rows.own_columns(kind), row)))
-
-    def elapsed_s(self) -> float:
-        return self.t
-
-    def event(self, kind: str, source: str, name: str, value: float | None = None, detail: dict | None = None) -> None:
-        self.events.append((kind, value, detail))
-
-    def sleep_until(self, t_s: float, interrupt: Event | None = None) -> bool:
-        gevent.sleep(0.001)  # the test moves the clock; the loop looks again
-        return not (interrupt is not None and interrupt.is_set())
-
-
-class Clock:
-    """A wall clock in ns that the test sets (`now`), and that moves `step` at every reading."""
-
-    def __init__(self, now: int = 1_000_000_000, step: int = 0):
-        self.now, self.step = now, step
-
-    def __call__(self) -> int:
-        self.now += self.step
-        return self.now
+    def left(self) -> int:
+        """Deliveries the broker would still hold for redelivery: not acked (nacked with requeue
+        or not settled at all)."""
+        return self._tag - len(self.acks) - sum(1 for _, requeue in self.nacks if not requeue)

@@ -1,0 +1,135 @@
+"""`python -m tests.integration.consumer_link_child URL DIR`: tests/consumer_checks.py's checks on
+pika's adapter (loadgen.amqp.link) against the broker at URL, in this gevent-patched process as in
+a load generator; a queue of its own per check, deleted after it. Prints one line per check and
+exits 1 when any failed (tests/integration/test_consumer_link.py)."""
+
+from gevent import monkey
+
+monkey.patch_all()
+
+import sys  # noqa: E402 - after the patch, as in the load generator
+import time  # noqa: E402
+import traceback  # noqa: E402
+import uuid  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import Any  # noqa: E402
+
+import pika  # noqa: E402
+
+from loadgen.amqp import connection as amqp  # noqa: E402
+from loadgen.amqp.link import PikaConsumerLink, open_consumer_link  # noqa: E402
+from loadgen.amqp.topology import queue_counts  # noqa: E402
+from tests import consumer_checks  # noqa: E402
+from tests.consumer_checks import Running  # noqa: E402
+
+
+class Recording:
+    """A ConsumerLink that records what the consumer asks of it (as the fake does), then asks
+    pika's link."""
+
+    def __init__(self) -> None:
+        self.inner: PikaConsumerLink | Any = None
+        self.calls: list[tuple] = []
+        self.acks: list[int] = []
+        self.nacks: list[tuple[int, bool]] = []
+
+    @property
+    def stamps(self):
+        return self.inner.stamps
+
+    @property
+    def receive_stamp(self) -> str:
+        return self.inner.receive_stamp
+
+    @property
+    def is_open(self) -> bool:
+        return self.inner.is_open
+
+    def set_prefetch(self, prefetch: int, global_qos: bool) -> None:
+        self.calls.append(("qos", prefetch, global_qos))
+        self.inner.set_prefetch(prefetch, global_qos)
+
+    def consume(self, queue: str, auto_ack: bool) -> None:
+        self.calls.append(("consume", queue, auto_ack))
+        self.inner.consume(queue, auto_ack)
+
+    def cancel(self, timeout_s: float) -> None:
+        self.calls.append(("cancel",))
+        self.inner.cancel(timeout_s)
+
+    def ack(self, delivery_tag: int, multiple: bool = False, now: bool = False) -> None:
+        self.acks.append(delivery_tag)
+        self.inner.ack(delivery_tag, multiple, now)
+
+    def nack(self, delivery_tag: int, multiple: bool = False, requeue: bool = True) -> None:
+        self.nacks.append((delivery_tag, requeue))
+        self.inner.nack(delivery_tag, multiple, requeue)
+
+    def send_now(self) -> None:
+        self.inner.send_now()
+
+    def reading(self) -> bool:
+        return self.inner.reading()
+
+    def close(self, timeout_s: float) -> None:
+        self.calls.append(("close",))
+        self.inner.close(timeout_s)
+
+    def crash(self, timeout_s: float) -> bool:
+        self.calls.append(("crash",))
+        return self.inner.crash(timeout_s)
+
+
+def main(url: str, base: Path) -> int:
+    control = amqp.connect(url, name="sojourn-consumer-link-checks")
+    channel = amqp.open_channel(control)
+
+    def make_in(queue: str):
+        def open_link(name, on_close, on_message, on_crossed):
+            rec = Recording()
+            rec.inner = open_consumer_link(
+                lambda n, on_close: amqp.connect(url, name=n, on_close=on_close),
+                name,
+                on_close,
+                lambda _link, *delivery: on_message(rec, *delivery),
+                lambda _link, *delivery: on_crossed(rec, *delivery),
+            )
+            return rec
+
+        def send(r: Running, ids: list[str]) -> None:
+            before = r.run.counters["delivered"]
+            for message_id in ids:
+                props = pika.BasicProperties(headers={"sojourn-id": message_id, "sojourn-pub-ns": time.time_ns()})
+                channel.basic_publish("", queue, b"x" * 100, props)
+            r.until(lambda: r.run.counters["delivered"] >= before + len(ids))
+
+        def make(consumer: str, timeline: str = "") -> Running:
+            scenario = consumer_checks.scenario(base / f"{queue}.yaml", queue, consumer, timeline)
+            return Running(scenario, open_link, send, lambda _r: queue_counts(channel, queue)[0])
+
+        return make
+
+    checks = [
+        ("buffered", consumer_checks.check_buffered_deliveries_are_processed_in_order_and_acked, ()),
+        ("prefetch-consumer", consumer_checks.check_a_prefetch_change_resubscribes_per_consumer_scope, ("consumer",)),
+        ("prefetch-channel", consumer_checks.check_a_prefetch_change_resubscribes_per_consumer_scope, ("channel",)),
+        ("crash", consumer_checks.check_a_crash_settles_nothing_it_holds_and_the_broker_keeps_it, ()),
+    ]
+    failed = 0
+    for name, check, args in checks:
+        queue = f"sojourn.it.consumer-link.{name}.{uuid.uuid4().hex[:8]}"
+        amqp.wait_for(lambda cb, q=queue: channel.queue_declare(q, callback=cb), "queue.declare", channel=channel)
+        try:
+            check(make_in(queue), *args)
+            print(f"ok {name}")
+        except Exception:  # noqa: BLE001 - reported, and the exit status says so
+            failed += 1
+            print(f"FAILED {name}\n{traceback.format_exc()}")
+        finally:
+            amqp.wait_for(lambda cb, q=queue: channel.queue_delete(q, callback=cb), "queue.delete", channel=channel)
+    control.close()
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1], Path(sys.argv[2])))
