@@ -10,17 +10,13 @@ from __future__ import annotations
 
 import functools
 import logging
-import struct
 import time
 from collections.abc import Callable, Iterator
-from decimal import Decimal
-from typing import Any, cast
 
 import gevent
-import pika
 from gevent.event import Event
 
-from loadgen.amqp import connection as amqp, fastio
+from loadgen.amqp.link import ProducerLink, message_properties, open_producer_link
 from loadgen.pacing import on_time
 from loadgen.replay.plan import ReplayItem, plan
 from loadgen.replay.sources import plan_kwargs
@@ -49,64 +45,31 @@ CONFIRM_GRACE_S = 5.0  # how long to wait for outstanding confirms at the end
 BLOCKED_POLL_S = 0.5  # while blocked, how often a waiting publish looks at `stopping`
 
 
-def _amqp_table(value):
-    """A JSON value as pika can encode it in a header table: floats become Decimals."""
-    if isinstance(value, float):
-        return Decimal(repr(value))
-    if isinstance(value, dict):
-        return {key: _amqp_table(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [_amqp_table(item) for item in value]
-    return value
-
-
-_SOJOURN_FLAGS = (
-    pika.BasicProperties.FLAG_HEADERS | pika.BasicProperties.FLAG_DELIVERY_MODE | pika.BasicProperties.FLAG_MESSAGE_ID
-)
-_HEAD = struct.Struct(">HI12sI")  # flags, table size, "sojourn-id" key and 'S' tag, id length
-_TAIL = struct.Struct(">16sqBB")  # "sojourn-pub-ns" key and 'l' tag, ns, delivery mode, id length
-_LONG_FROM = 2**31  # pika writes smaller ints as 'I'
-
-
-class _PublishProperties(pika.BasicProperties):
-    """A synthetic publish's properties: delivery mode, message id and the two sojourn headers.
-
-    pika's BasicProperties sets 14 fields and encodes each through checks and small functions
-    (a fifth of `_publish`); this one encodes the same bytes with two struct calls."""
-
-    content_type = content_encoding = priority = correlation_id = reply_to = expiration = None
-    timestamp = type = user_id = app_id = cluster_id = None
-
-    def __init__(self, delivery_mode: int, message_id: str, publish_ns: int):  # not super(): it sets 14 fields
-        self.delivery_mode = delivery_mode
-        self.message_id = message_id
-        self.headers: dict[str, Any] = {"sojourn-id": message_id, "sojourn-pub-ns": publish_ns}
-
-    def encode(self) -> list[bytes]:
-        ident = self.message_id.encode()
-        n = len(ident)
-        ns = self.headers["sojourn-pub-ns"]
-        if n > 255 or ns < _LONG_FROM:  # pika raises, or writes a small int differently
-            return super().encode()
-        return [
-            _HEAD.pack(_SOJOURN_FLAGS, 40 + n, b"\nsojourn-idS", n),
-            ident,
-            _TAIL.pack(b"\x0esojourn-pub-nsl", ns, self.delivery_mode, n),
-            ident,
-        ]
+OpenLink = Callable[..., ProducerLink]
+"""open_link(name, *, on_close, on_channel_close, on_blocked, on_unblocked, on_return, on_confirm):
+loadgen.amqp.link.open_producer_link's shape."""
 
 
 class Producer(Participant):
-    def __init__(self, ctx, group: str, slot: int, report: Report):
+    def __init__(
+        self,
+        ctx,
+        group: str,
+        slot: int,
+        report: Report,
+        open_link: OpenLink | None = None,
+        clock_ns: Callable[[], int] = time.time_ns,
+    ):
+        """`open_link` and `clock_ns` are the seams: the AMQP link (default: pika's over
+        ctx.connect) and the wall clock every stamp is read from."""
         super().__init__(ctx, group, slot, report)
+        self._open_link: OpenLink = open_link or (lambda *a, **kw: open_producer_link(ctx.connect, *a, **kw))
+        self._now_ns = clock_ns
         self._id_prefix = f"{ctx.run_id}:{self.name}:"
         self._exchange = ctx.scenario.producer(group).exchange  # a phase can not change it
         self._seq = 0
         self._entered = False
-        self._conn: Any = None  # pika's connection and channel (pika has no types)
-        self._channel: Any = None
-        # basic.publish on the channel (loadgen.amqp.fastio); None only until _join, before any publish
-        self._publisher = cast("fastio.FrameWriter", None)
+        self._link: ProducerLink | None = None  # open while joined
         self._leaving = False
         self._pending: dict[int, list] = {}  # delivery tag -> publish row (confirms on)
         self._next_tag = 1
@@ -213,41 +176,34 @@ class Producer(Participant):
             self._publish(settings, intended_s, phase, item)
 
     def _join(self, settings) -> None:
-        if self._channel is not None and self._channel.is_open:
+        if self._link is not None and self._link.is_open:
             return
         self._leaving = False
-        self._conn = self.ctx.connect(f"sojourn-producer-{self.name}", on_close=self._on_connection_closed)
         self._unblocked.set()
-        self._conn.add_on_connection_blocked_callback(self._on_blocked)
-        self._conn.add_on_connection_unblocked_callback(self._on_unblocked)
-        self._channel = amqp.open_channel(self._conn, on_close=self._on_channel_closed)
-        self._publisher = fastio.FrameWriter(self._channel)
-        if settings.mandatory:
-            self._channel.add_on_return_callback(self._on_return)
         self._next_tag = 1
-        if settings.confirms:
-            amqp.wait_for(
-                lambda cb: self._channel.confirm_delivery(self._on_confirm, callback=cb),
-                "confirm.select",
-                channel=self._channel,
-            )
+        self._link = self._open_link(
+            f"sojourn-producer-{self.name}",
+            on_close=self._on_connection_closed,
+            on_channel_close=self._on_channel_closed,
+            on_blocked=self._on_blocked,
+            on_unblocked=self._on_unblocked,
+            on_return=self._on_return if settings.mandatory else None,
+            on_confirm=self._on_confirm if settings.confirms else None,
+        )
         self.ctx.event("producer_join", self.name, self.name)
 
     def _leave(self) -> None:
-        if self._channel is None:
+        link = self._link
+        if link is None:
             return
         deadline = time.monotonic() + CONFIRM_GRACE_S
-        while self._pending and time.monotonic() < deadline and self._conn.is_open:
+        while self._pending and time.monotonic() < deadline and link.connection_open:
             gevent.sleep(0.01)
         # Still blocked: the broker has not read what is in the socket since the block began.
         self._give_up_pending("unconfirmed" if self._unblocked.is_set() else "blocked_timeout")
         self._leaving = True
-        try:
-            if self._conn.is_open:
-                self._conn.close()
-        except Exception:  # noqa: BLE001
-            pass
-        self._channel = None
+        link.close()
+        self._link = None
         self.ctx.event("producer_leave", self.name, self.name)
 
     # -- publishing ---------------------------------------------------------
@@ -257,12 +213,13 @@ class Producer(Participant):
             blocked_ms = self._wait_unblocked(intended_s, settings.max_blocked_wait_s)
         elif intended_s < self._unblocked_at_s:  # due during the last block, sent after it: waited too
             blocked_ms = (self._unblocked_at_s - max(intended_s, self._blocked_since_s)) * 1000
+        link = self._link
+        assert link is not None  # joined before the first publish; set again by a reconnect
         while settings.confirms and len(self._pending) >= settings.confirm_window and not self.ctx.stopping.is_set():
-            fastio.send_now(self._conn)  # the publishes whose confirms open the window go first
+            link.send_now()  # the publishes whose confirms open the window go first
             self._window_open.clear()
             self._window_open.wait(1.0)
-        transport = getattr(self._conn, "_transport", None)
-        while transport is not None and transport.get_write_buffer_size() > WRITE_BUFFER_LIMIT:
+        while link.write_buffered() > WRITE_BUFFER_LIMIT:
             gevent.sleep(0.0005)  # let the bytes leave before counting another publish
         seq = self._seq
         self._seq += 1
@@ -277,20 +234,13 @@ class Producer(Participant):
             recorded = settings.replay.routing == "recorded" and item.routing_key is not None
             routing_key = item.routing_key if recorded else settings.routing_key
             if item.headers:
-                headers.update(_amqp_table(item.headers))
+                headers.update(item.headers)
             if item.processing_ms is not None:  # AMQP tables have no float: whole microseconds
                 headers["sojourn-proc-us"] = round(item.processing_ms * 1000)
         if body is None:
             body = self._body(size)
-        publish_ns = time.time_ns()
-        if item is None and priority is None:
-            props = _PublishProperties(2 if settings.persistent else 1, message_id, publish_ns)
-        else:
-            headers["sojourn-id"] = message_id
-            headers["sojourn-pub-ns"] = publish_ns
-            props = pika.BasicProperties(
-                delivery_mode=2 if settings.persistent else 1, message_id=message_id, priority=priority, headers=headers
-            )
+        publish_ns = self._now_ns()
+        props = message_properties(2 if settings.persistent else 1, message_id, publish_ns, priority, headers)
         row = publish_row(
             message_id,
             self.name,
@@ -319,7 +269,7 @@ class Producer(Participant):
             )
             return
         try:
-            self._publisher.publish(settings.exchange, routing_key, body, props, mandatory=settings.mandatory)
+            link.publish(settings.exchange, routing_key, body, props, mandatory=settings.mandatory)
         except Exception as exc:  # noqa: BLE001 - connection gone: record and carry on
             row[OUTCOME] = "failed"
             self._trace(row)
@@ -338,17 +288,16 @@ class Producer(Participant):
             self.report(
                 "publish",
                 self._request_name(settings.exchange, routing_key),
-                (time.time_ns() - publish_ns) / 1e6,
+                (self._now_ns() - publish_ns) / 1e6,
                 len(body),
                 None,
             )
 
-    def _on_confirm(self, frame) -> None:
+    def _on_confirm(self, acked: bool, delivery_tag: int, multiple: bool) -> None:
         """Runs in the hub: settle every publish the (possibly multiple) confirm covers."""
-        now = time.time_ns()
-        method = frame.method
-        outcome = "confirmed" if isinstance(method, pika.spec.Basic.Ack) else "nacked"
-        tags = [method.delivery_tag] if not method.multiple else [t for t in self._pending if t <= method.delivery_tag]
+        now = self._now_ns()
+        outcome = "confirmed" if acked else "nacked"
+        tags = [delivery_tag] if not multiple else [t for t in self._pending if t <= delivery_tag]
         for tag in tags:
             row = self._pending.pop(tag, None)
             if row is None:
@@ -370,10 +319,9 @@ class Producer(Participant):
             )
         self._window_open.set()
 
-    def _on_return(self, _channel, method, props, _body) -> None:
+    def _on_return(self, message_id, reply_code: int, reply_text: str, exchange: str, routing_key: str) -> None:
         """Runs in the hub: a mandatory publish no queue took. Its confirm follows (outcome
         `returned`); the event is the evidence when confirms are off."""
-        message_id = (props.headers or {}).get("sojourn-id")
         if message_id is None:
             return
         if self._pending:  # confirms on: its confirm is still to come
@@ -383,21 +331,20 @@ class Producer(Participant):
             self.name,
             message_id,
             detail={
-                "reply_code": method.reply_code,
-                "reply_text": method.reply_text,
-                "exchange": method.exchange,
-                "routing_key": method.routing_key,
+                "reply_code": reply_code,
+                "reply_text": reply_text,
+                "exchange": exchange,
+                "routing_key": routing_key,
             },
         )
 
-    def _on_blocked(self, _conn, frame) -> None:
+    def _on_blocked(self, reason: str) -> None:
         self._unblocked.clear()
         self._blocked_since_s = self.ctx.elapsed_s()
-        reason = getattr(frame.method, "reason", "")
         self.ctx.event("connection_blocked", self.name, self.name, detail={"reason": reason})
         log.warning("producer %s: the broker blocked its connection (%s)", self.name, reason)
 
-    def _on_unblocked(self, _conn, _frame) -> None:
+    def _on_unblocked(self) -> None:
         self._unblocked.set()
         self._unblocked_at_s = self.ctx.elapsed_s()
         self.ctx.event("connection_unblocked", self.name, self.name)
@@ -425,7 +372,7 @@ class Producer(Participant):
                 return priority
         return mix[-1][0]  # rounding: the shares sum to 1 within a few ulps
 
-    def _on_connection_closed(self, _conn, exc) -> None:
+    def _on_connection_closed(self, exc) -> None:
         if not self._leaving:
             self.ctx.event("connection_lost", self.name, self.name, detail={"reason": str(exc)})
             log.warning("producer %s lost its connection: %s", self.name, exc)
@@ -433,19 +380,14 @@ class Producer(Participant):
         self._window_open.set()
         self._unblocked.set()  # a blocked connection that closed blocks no one any more
 
-    def _on_channel_closed(self, channel, exc) -> None:
+    def _on_channel_closed(self, channel_number, exc) -> None:
         """The channel closed: as part of leaving or of a lost connection (said elsewhere), or the
         broker closed it alone, for a reason the next failed publish would not tell."""
-        if not self._leaving and self._conn is not None and self._conn.is_open:
-            log.warning(
-                "producer %s: the broker closed its channel %s: %s",
-                self.name,
-                getattr(channel, "channel_number", "?"),
-                exc,
-            )
+        if not self._leaving and self._link is not None and self._link.connection_open:
+            log.warning("producer %s: the broker closed its channel %s: %s", self.name, channel_number, exc)
 
     def _give_up_pending(self, outcome: str) -> None:
-        now_ns = time.time_ns()
+        now_ns = self._now_ns()
         block_ns = self.ctx.t0_ns + int(self._blocked_since_s * 1e9)
         for row in self._pending.values():
             row[OUTCOME] = outcome
@@ -455,7 +397,7 @@ class Producer(Participant):
         self._pending.clear()
 
     def _reconnect_later(self, settings) -> None:
-        self._channel = None
+        self._link = None
         if self.ctx.sleep_until(self.ctx.elapsed_s() + 1.0, self.ctx.stopping):
             try:
                 self._join(settings)

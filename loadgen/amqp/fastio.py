@@ -19,8 +19,11 @@ from __future__ import annotations
 
 import struct
 import types
+from typing import Any
 
-__all__ = ["COALESCE_BYTES", "FrameWriter", "send_now", "tune"]
+import pika
+
+__all__ = ["COALESCE_BYTES", "FrameWriter", "SojournProperties", "send_now", "tune"]
 
 COALESCE_BYTES = 128 * 1024  # at most this much joined into one send()
 
@@ -176,3 +179,39 @@ class FrameWriter:
         return frame.Method(
             self._number, spec.Basic.Publish(exchange=exchange, routing_key=routing_key, mandatory=mandatory)
         ).marshal()
+
+
+_SOJOURN_FLAGS = (
+    pika.BasicProperties.FLAG_HEADERS | pika.BasicProperties.FLAG_DELIVERY_MODE | pika.BasicProperties.FLAG_MESSAGE_ID
+)
+_HEAD = struct.Struct(">HI12sI")  # flags, table size, "sojourn-id" key and 'S' tag, id length
+_TAIL = struct.Struct(">16sqBB")  # "sojourn-pub-ns" key and 'l' tag, ns, delivery mode, id length
+_LONG_FROM = 2**31  # pika writes smaller ints as 'I'
+
+
+class SojournProperties(pika.BasicProperties):
+    """A synthetic publish's properties: delivery mode, message id and the two sojourn headers.
+
+    pika's BasicProperties sets 14 fields and encodes each through checks and small functions
+    (a fifth of `_publish`); this one encodes the same bytes with two struct calls."""
+
+    content_type = content_encoding = priority = correlation_id = reply_to = expiration = None
+    timestamp = type = user_id = app_id = cluster_id = None
+
+    def __init__(self, delivery_mode: int, message_id: str, publish_ns: int):  # not super(): it sets 14 fields
+        self.delivery_mode = delivery_mode
+        self.message_id = message_id
+        self.headers: dict[str, Any] = {"sojourn-id": message_id, "sojourn-pub-ns": publish_ns}
+
+    def encode(self) -> list[bytes]:
+        ident = self.message_id.encode()
+        n = len(ident)
+        ns = self.headers["sojourn-pub-ns"]
+        if n > 255 or ns < _LONG_FROM:  # pika raises, or writes a small int differently
+            return super().encode()
+        return [
+            _HEAD.pack(_SOJOURN_FLAGS, 40 + n, b"\nsojourn-idS", n),
+            ident,
+            _TAIL.pack(b"\x0esojourn-pub-nsl", ns, self.delivery_mode, n),
+            ident,
+        ]

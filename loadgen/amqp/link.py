@@ -1,4 +1,4 @@
-"""The consumer's transport seam: everything a Consumer asks of AMQP, and nothing more.
+"""The transport seam: everything a Consumer or a Producer asks of AMQP, and nothing more.
 
 `ConsumerLink` is the protocol: one connection and channel subscribed to one queue. The consumer
 sets the prefetch, consumes, cancels, acks and nacks by delivery tag, sends what is queued now,
@@ -6,25 +6,42 @@ reads the kernel's receive stamp of the bytes in hand, and closes or crashes the
 reach it as `on_message(link, tag, redelivered, headers, priority, size)`, in the I/O loop, and
 `on_crossed` the same for a delivery that crossed a basic.cancel (loadgen.amqp.cancel).
 
-`PikaConsumerLink` is the one production implementation: pika's GeventConnection, acks and nacks
-as pre-built frames (loadgen.amqp.fastio), kernel receive stamps (loadgen.amqp.kstamp). Unit
-tests drive the consumer through an in-memory fake of the same protocol
-(tests/unit/fake_link.py); tests/integration/test_consumer_link.py runs the same behavioural
-checks on this adapter against the broker.
+`ProducerLink` is the producer's: publish (properties from `message_properties`), send what is
+queued now, the bytes still queued for the socket, close. The broker's answers reach it as plain
+values: `on_confirm(acked, delivery_tag, multiple)`, `on_return(message_id, reply_code,
+reply_text, exchange, routing_key)`, `on_blocked(reason)`, `on_unblocked()`, `on_close(exc)` and
+`on_channel_close(channel_number, exc)`, in the I/O loop.
+
+`PikaConsumerLink` and `PikaProducerLink` are the production implementations: pika's
+GeventConnection, publishes, acks and nacks as pre-built frames (loadgen.amqp.fastio), kernel
+receive stamps (loadgen.amqp.kstamp). Unit tests drive the consumer and the producer through
+in-memory fakes of the same protocols (tests/unit/fake_link.py); tests/consumer_checks.py runs the
+same consumer checks on pika's link against the broker (tests/integration/test_consumer_link.py).
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
+from decimal import Decimal
 from typing import Any, Protocol
 
 import gevent
+import pika
 
 from loadgen.amqp import connection as amqp, fastio, kstamp
 from loadgen.amqp.cancel import keep_deliveries_across_cancel
 
-__all__ = ["ConsumerLink", "OnMessage", "PikaConsumerLink", "open_consumer_link"]
+__all__ = [
+    "ConsumerLink",
+    "OnMessage",
+    "PikaConsumerLink",
+    "open_consumer_link",
+    "ProducerLink",
+    "PikaProducerLink",
+    "open_producer_link",
+    "message_properties",
+]
 
 OnMessage = Callable[["ConsumerLink", int, bool, "Mapping[str, Any] | None", "int | None", int], None]
 """on_message(link, delivery_tag, redelivered, headers, priority, body_size), in the I/O loop."""
@@ -159,3 +176,120 @@ def open_consumer_link(
     link._on_message = deliver
     keep_deliveries_across_cancel(channel, crossed)  # not requeued unseen (amqp/cancel.py)
     return link
+
+
+# -- the producer's link ---------------------------------------------------------
+
+
+class ProducerLink(Protocol):
+    """One producer's connection and channel (see the module's text)."""
+
+    @property
+    def is_open(self) -> bool: ...
+
+    @property
+    def connection_open(self) -> bool: ...
+
+    def publish(
+        self, exchange: str, routing_key: str, body: bytes, properties: Any, mandatory: bool = False
+    ) -> None: ...
+
+    def send_now(self) -> None: ...
+
+    def write_buffered(self) -> int:
+        """Bytes handed to the link and not yet to the socket."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class PikaProducerLink:
+    """ProducerLink over pika's GeventConnection (the module's text)."""
+
+    def __init__(self, conn: Any, channel: Any):
+        self._conn = conn
+        self._channel = channel
+        self.publish = fastio.FrameWriter(channel).publish  # a bound method: no extra call per publish
+
+    @property
+    def is_open(self) -> bool:
+        return bool(self._channel.is_open)
+
+    @property
+    def connection_open(self) -> bool:
+        return bool(self._conn.is_open)
+
+    def send_now(self) -> None:
+        fastio.send_now(self._conn)
+
+    def write_buffered(self) -> int:
+        transport = getattr(self._conn, "_transport", None)
+        return 0 if transport is None else int(transport.get_write_buffer_size())
+
+    def close(self) -> None:
+        try:
+            if self._conn.is_open:
+                self._conn.close()
+        except Exception:  # noqa: BLE001 - leaving: a close that fails leaves nothing to do
+            pass
+
+
+def open_producer_link(
+    connect: Callable[..., Any],
+    name: str,
+    *,
+    on_close: Callable[[BaseException], None],
+    on_channel_close: Callable[[Any, BaseException], None],
+    on_blocked: Callable[[str], None],
+    on_unblocked: Callable[[], None],
+    on_return: Callable[[Any, int, str, str, str], None] | None = None,
+    on_confirm: Callable[[bool, int, bool], None] | None = None,
+) -> PikaProducerLink:
+    """Connect (`connect(name, on_close=...)`: RunContext.connect) and open the channel; with
+    `on_return`, mandatory publishes come back there; with `on_confirm`, confirms are on."""
+    conn = connect(name, on_close=lambda _conn, exc: on_close(exc))
+    conn.add_on_connection_blocked_callback(lambda _conn, frame: on_blocked(getattr(frame.method, "reason", "")))
+    conn.add_on_connection_unblocked_callback(lambda _conn, _frame: on_unblocked())
+    channel = amqp.open_channel(
+        conn, on_close=lambda ch, exc: on_channel_close(getattr(ch, "channel_number", "?"), exc)
+    )
+    if on_return is not None:
+
+        def returned(_channel: Any, method: Any, props: Any, _body: bytes) -> None:
+            message_id = (props.headers or {}).get("sojourn-id")
+            on_return(message_id, method.reply_code, method.reply_text, method.exchange, method.routing_key)
+
+        channel.add_on_return_callback(returned)
+    if on_confirm is not None:
+
+        def confirmed(frame: Any) -> None:
+            method = frame.method
+            on_confirm(isinstance(method, pika.spec.Basic.Ack), method.delivery_tag, method.multiple)
+
+        amqp.wait_for(lambda cb: channel.confirm_delivery(confirmed, callback=cb), "confirm.select", channel=channel)
+    return PikaProducerLink(conn, channel)
+
+
+def message_properties(
+    delivery_mode: int, message_id: str, publish_ns: int, priority: int | None, headers: Mapping[str, Any] | None
+) -> Any:
+    """A publish's AMQP properties: the delivery mode, the message id and the sojourn headers
+    (`sojourn-id`, `sojourn-pub-ns`) after `headers` (a replayed row's, JSON values), with the
+    priority. Without a priority or other headers, fastio's pre-encoded ones (the same bytes)."""
+    if priority is None and not headers:
+        return fastio.SojournProperties(delivery_mode, message_id, publish_ns)
+    table: dict[str, Any] = {key: _amqp_table(value) for key, value in (headers or {}).items()}
+    table["sojourn-id"] = message_id
+    table["sojourn-pub-ns"] = publish_ns
+    return pika.BasicProperties(delivery_mode=delivery_mode, message_id=message_id, priority=priority, headers=table)
+
+
+def _amqp_table(value):
+    """A JSON value as pika can encode it in a header table: floats become Decimals."""
+    if isinstance(value, float):
+        return Decimal(repr(value))
+    if isinstance(value, dict):
+        return {key: _amqp_table(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_amqp_table(item) for item in value]
+    return value

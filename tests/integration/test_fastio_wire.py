@@ -20,7 +20,7 @@ from gevent import monkey; monkey.patch_all()
 import json, sys
 import pika
 from loadgen.amqp import connection as amqp, fastio
-from loadgen.producer import _PublishProperties
+from loadgen.amqp.fastio import SojournProperties
 url, queue, sizes = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
 conn = amqp.connect(url, name="fastio-wire-test")
 channel = amqp.open_channel(conn)
@@ -30,7 +30,7 @@ publisher = fastio.FrameWriter(channel)
 for i, size in enumerate(sizes):
     body = bytes([i % 251]) * size
     if i % 2:
-        props = _PublishProperties(2, f"wire:{i}", 1_795_292_889_153_618_331 + i)
+        props = SojournProperties(2, f"wire:{i}", 1_795_292_889_153_618_331 + i)
     else:
         props = pika.BasicProperties(delivery_mode=1, message_id=f"wire:{i}", priority=i % 10,
                                      headers={"sojourn-id": f"wire:{i}", "n": i})

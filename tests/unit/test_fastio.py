@@ -9,8 +9,7 @@ import pika
 import pytest
 from pika import frame, spec
 
-from loadgen.amqp.fastio import COALESCE_BYTES, FrameWriter, produce_coalesced
-from loadgen.producer import _PublishProperties
+from loadgen.amqp.fastio import COALESCE_BYTES, FrameWriter, SojournProperties, produce_coalesced
 
 FRAME_MAX_BODY = 131_072 - 8  # pika's body frame limit at the broker's default frame_max
 
@@ -50,8 +49,8 @@ def _pika_frames(number: int, exchange: str, routing_key: str, body: bytes, prop
 
 
 CASES = [
-    ("", "sojourn.q", b"x" * 100, _PublishProperties(1, "run:p/w/0:0", 1_795_292_889_153_618_331), False),
-    ("orders", "eu.paid", b"y" * 4000, _PublishProperties(2, "run:p/w/3:99", 1_795_292_889_153_618_331), True),
+    ("", "sojourn.q", b"x" * 100, SojournProperties(1, "run:p/w/0:0", 1_795_292_889_153_618_331), False),
+    ("orders", "eu.paid", b"y" * 4000, SojournProperties(2, "run:p/w/3:99", 1_795_292_889_153_618_331), True),
     (
         "",
         "q",

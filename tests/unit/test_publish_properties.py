@@ -5,7 +5,7 @@ import time
 import pika
 import pytest
 
-from loadgen.producer import _PublishProperties
+from loadgen.amqp.fastio import SojournProperties
 
 
 def _pika_bytes(delivery_mode: int, message_id: str, publish_ns: int) -> bytes:
@@ -26,16 +26,16 @@ def _pika_bytes(delivery_mode: int, message_id: str, publish_ns: int) -> bytes:
 def test_the_bytes_are_pikas(message_id, delivery_mode, publish_ns):
     if len(message_id.encode()) > 255:  # too long for a short string: pika's error, unchanged
         with pytest.raises(pika.exceptions.ShortStringTooLong):
-            _PublishProperties(delivery_mode, message_id, publish_ns).encode()
+            SojournProperties(delivery_mode, message_id, publish_ns).encode()
         return
-    got = b"".join(_PublishProperties(delivery_mode, message_id, publish_ns).encode())
+    got = b"".join(SojournProperties(delivery_mode, message_id, publish_ns).encode())
     assert got == _pika_bytes(delivery_mode, message_id, publish_ns)
 
 
 def test_a_consumer_decodes_the_id_and_the_publish_time():
     ns = time.time_ns()
     decoded = pika.BasicProperties()
-    decoded.decode(b"".join(_PublishProperties(2, "run:p/w/0:7", ns).encode()))
+    decoded.decode(b"".join(SojournProperties(2, "run:p/w/0:7", ns).encode()))
     assert (decoded.delivery_mode, decoded.message_id, decoded.priority) == (2, "run:p/w/0:7", None)
     assert decoded.headers == {"sojourn-id": "run:p/w/0:7", "sojourn-pub-ns": ns}
 
@@ -47,7 +47,7 @@ def test_the_publish_time_a_consumer_traces_is_a_plain_int_that_marshal_takes():
 
     ns = time.time_ns()
     decoded = pika.BasicProperties()
-    decoded.decode(b"".join(_PublishProperties(2, "run:p/w/0:7", ns).encode()))
+    decoded.decode(b"".join(SojournProperties(2, "run:p/w/0:7", ns).encode()))
     raw = decoded.headers["sojourn-pub-ns"]
     with pytest.raises(ValueError):  # what pika hands over: its int subclass
         marshal.dumps(raw)
