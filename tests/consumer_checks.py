@@ -26,13 +26,20 @@ from loadgen.trace import rows
 MS = 1_000_000
 
 
-def scenario(path: Path, queue: str, consumer: str, timeline: str = "") -> Any:
+def scenario(
+    path: Path,
+    queue: str,
+    consumer: str,
+    timeline: str = "",
+    producer: str = "rate: 1, size_bytes: 100",
+    duration_s: float = 60,
+) -> Any:
     path.write_text(
         f"""
 name: consumer-checks
 queue: {{name: {queue}}}
-run: {{duration_s: 60}}
-producers: [{{name: p, rate: 1, size_bytes: 100}}]
+run: {{duration_s: {duration_s:g}}}
+producers: [{{name: p, {producer}}}]
 consumers:
   - {{name: c, {consumer}}}
 {timeline}"""
@@ -41,22 +48,30 @@ consumers:
 
 
 class FakeRun:
-    """What a Consumer reads of its RunContext: the scenario, a clock the test sets (`t`, seconds
-    since t0), the stop and drain events, counters, events and the rows written, by column name."""
+    """What a Consumer or a Producer reads of its RunContext: the scenario, a clock the test sets
+    (`t`, seconds since t0; a producer's precise sleep moves it to the time it waits for), the
+    stop and drain events, counters, events and the rows written, by column name."""
 
     def __init__(self, scenario: Any):
         self.scenario = scenario
         self.run_id, self.worker = "unit", "host-1"
+        self.t0_ns = 0
         self.t = 0.0
-        self.drained, self.stopping = Event(), Event()
+        self.drained, self.draining, self.stopping = Event(), Event(), Event()
         self.counters = {"published": 0, "confirmed": 0, "delivered": 0, "acked": 0}
         self.events: list[tuple] = []
         self.deliveries: list[dict] = []
+        self.publishes: list[dict] = []
+        self.late_ns: list[int] = []
         self.writer = self  # the trace writer's append
+        self.lateness = self  # the console's lateness windows' note
 
     def append(self, kind: str, row: tuple) -> None:
-        assert kind == "delivery", kind
-        self.deliveries.append(dict(zip(rows.own_columns(kind), row)))
+        assert kind in ("delivery", "publish"), kind
+        (self.deliveries if kind == "delivery" else self.publishes).append(dict(zip(rows.own_columns(kind), row)))
+
+    def note(self, late_ns: int) -> None:
+        self.late_ns.append(late_ns)
 
     def elapsed_s(self) -> float:
         return self.t
@@ -67,6 +82,14 @@ class FakeRun:
     def sleep_until(self, t_s: float, interrupt: Event | None = None) -> bool:
         gevent.sleep(0.001)  # the test moves the clock; the loop looks again
         return not (interrupt is not None and interrupt.is_set())
+
+    def sleep_until_precise(self, t_s: float, interrupt: Event) -> bool:
+        """Simulated time: the clock jumps to `t_s` (never back)."""
+        gevent.sleep(0)
+        if interrupt.is_set():
+            return False
+        self.t = max(self.t, t_s)
+        return True
 
 
 class Clock:

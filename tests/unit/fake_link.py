@@ -1,10 +1,12 @@
-"""An in-memory ConsumerLink (loadgen.amqp.link) for driving a Consumer in unit tests: deliveries
-are handed to the consumer as the I/O loop would, and what it asks of the link is recorded
-(tests/consumer_checks.py runs the same checks on pika's adapter against the broker)."""
+"""In-memory links (loadgen.amqp.link) for driving a Consumer or a Producer in unit tests: the
+broker's side (deliveries, confirms, returns, blocks, a lost connection) is handed over as the
+I/O loop would, and what the participant asks of the link is recorded (tests/consumer_checks.py
+runs the consumer's checks on pika's adapter against the broker too)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 
 class FakeStamps:
@@ -88,3 +90,55 @@ class FakeLink:
         """Deliveries the broker would still hold for redelivery: not acked (nacked with requeue
         or not settled at all)."""
         return self._tag - len(self.acks) - sum(1 for _, requeue in self.nacks if not requeue)
+
+
+class FakeProducerLink:
+    """A producer's connection and channel, in memory: records each publish and how many were
+    unconfirmed when it went; the test confirms, returns, blocks or loses the connection."""
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        on_close: Callable[..., None],
+        on_channel_close: Callable[..., None],
+        on_blocked: Callable[[str], None],
+        on_unblocked: Callable[[], None],
+        on_return: Callable[..., None] | None = None,
+        on_confirm: Callable[[bool, int, bool], None] | None = None,
+    ):
+        self.name = name
+        self.on_close, self.on_blocked, self.on_unblocked = on_close, on_blocked, on_unblocked
+        self.on_return, self.on_confirm = on_return, on_confirm
+        self.is_open = self.connection_open = True
+        self.published: list[dict] = []
+        self.confirmed: set[int] = set()  # tags the test confirmed (acked or nacked)
+        self.outstanding: list[int] = []  # unconfirmed publishes, as each went out (itself included)
+        self.closed = False
+
+    def publish(self, exchange: str, routing_key: str, body: bytes, properties: Any, mandatory: bool = False) -> None:
+        assert self.is_open, "a publish on a closed link"
+        self.published.append(
+            {"routing_key": routing_key, "size": len(body), "id": properties.message_id, "mandatory": mandatory}
+        )
+        self.outstanding.append(len(self.published) - len(self.confirmed))
+
+    def send_now(self) -> None:
+        pass
+
+    def write_buffered(self) -> int:
+        return 0
+
+    def close(self) -> None:
+        self.closed = True
+        self.is_open = self.connection_open = False
+
+    # -- the broker's side ------------------------------------------------------
+    def confirm(self, tag: int, *, acked: bool = True, multiple: bool = False) -> None:
+        assert self.on_confirm is not None, "confirms are off"
+        self.confirmed.update(range(1, tag + 1) if multiple else (tag,))
+        self.on_confirm(acked, tag, multiple)
+
+    def lose(self, exc: BaseException) -> None:
+        self.is_open = self.connection_open = False
+        self.on_close(exc)
