@@ -2,7 +2,7 @@
 
     python -m benchmarks.census --messages 100000 [--url amqp://guest:guest@127.0.0.1:5672/]
 
-Fills a queue of its own with N messages carrying `sojourn-id` headers, runs `loadgen.census`
+Fills a queue of its own with N messages carrying `sojourn-id` headers, runs `loadgen.run.census`
 against it on a gevent connection (as the load generator's runner does), and prints how long the
 census took, the messages per second, and how much this process's resident memory grew; then
 checks that every id was recorded once and that every message is still in the queue, and deletes
@@ -86,11 +86,11 @@ def delete(url: str, queue: str) -> None:
 
 
 def run_census(url: str, queue: str) -> CensusResult:
-    """Count `queue` with loadgen.census on a gevent connection, as a run's end does."""
+    """Count `queue` with loadgen.run.census on a gevent connection, as a run's end does."""
     from gevent.event import Event
 
     from loadgen.amqp import connection as amqp
-    from loadgen.census import take_census
+    from loadgen.run.census import take_census
 
     closed = Event()
     conn = amqp.connect(url, name="sojourn-census-bench", on_close=lambda _conn, _exc: closed.set())

@@ -26,7 +26,7 @@ import pika  # noqa: E402
 from gevent.event import Event  # noqa: E402
 
 from benchmarks.trial import BODY_BYTES, BareConfirms, _bare_channel, _drain_writes  # noqa: E402
-from loadgen.producer import WRITE_BUFFER_LIMIT  # noqa: E402
+from loadgen.users.producer import WRITE_BUFFER_LIMIT  # noqa: E402
 
 
 def _wait_start(path: str) -> int:

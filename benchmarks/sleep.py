@@ -2,7 +2,7 @@
 
 A simulated processing time is a cooperative sleep, and gevent's timers wake late (epoll waits
 in whole milliseconds; a busy CPU adds its own delay). The consumer asks for less by the running
-mean of how late it woke (`loadgen.consumer.Consumer._simulate`). Each round runs both variants
+mean of how late it woke (`loadgen.users.consumer.Consumer._simulate`). Each round runs both variants
 back to back in fresh processes, `--sleeps` sleeps of each asked time: *calibrated* is the
 consumer's own method, *plain* a `gevent.sleep` of the time drawn. The figure is the overshoot,
 achieved / asked - 1, of the mean and the p99. `--contended` runs two CPU-bound processes beside
@@ -33,7 +33,7 @@ def _trial(variant: str, ms: float, sleeps: int) -> dict:
 
     import gevent
 
-    from loadgen.consumer import Consumer
+    from loadgen.users.consumer import Consumer
 
     class _Shim:  # what Consumer._simulate uses of a consumer
         _overshoot_s = 0.0

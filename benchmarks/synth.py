@@ -908,7 +908,7 @@ def _scenario(p: SynthParams) -> dict[str, Any]:
 
 
 def _run_json(p: SynthParams, state: _State) -> dict[str, Any]:
-    from loadgen.runinfo import code_version
+    from loadgen.run.runinfo import code_version
 
     return {
         "schema_version": SCHEMA_VERSION,

@@ -31,7 +31,7 @@ import pika  # noqa: E402
 from gevent.event import Event  # noqa: E402
 
 from benchmarks.cpu import TICK_S, _machine_ticks, _stat  # noqa: E402
-from loadgen.producer import WRITE_BUFFER_LIMIT  # noqa: E402
+from loadgen.users.producer import WRITE_BUFFER_LIMIT  # noqa: E402
 
 QUEUE = os.environ.get("SOJOURN_BENCH_QUEUE", "sojourn.bench.loadpath")  # set by python -m benchmarks
 BODY_BYTES = 100
@@ -212,8 +212,8 @@ def _context(url: str, seconds: float, producer: str, consumer: str, trace: bool
     import locust  # noqa: F401 - Locust's own event hooks, as in a run
     from locust.env import Environment
 
-    from loadgen import session
-    from loadgen.runtime import RunContext, freeze_heap
+    from loadgen.run import locust_session
+    from loadgen.run.runtime import RunContext, freeze_heap
     from loadgen.scenario import load_scenario
 
     yaml = (
@@ -232,12 +232,12 @@ def _context(url: str, seconds: float, producer: str, consumer: str, trace: bool
         ctx.writer = DroppingWriter()
     else:  # the writer's first part (run_start) is on disk: its process is up, pyarrow loaded
         ctx.writer.flush()
-    freeze_heap()  # as a run's set-up ends (loadgen.session.start)
-    return ctx, session.reporter(env)
+    freeze_heap()  # as a run's set-up ends (loadgen.run.locust_session.start)
+    return ctx, locust_session.reporter(env)
 
 
 def sojourn_publish(url: str, seconds: float, confirm_window: int, trace: bool) -> tuple[int, Window]:
-    from loadgen.producer import Producer
+    from loadgen.users.producer import Producer
 
     confirms = f"confirms: true, confirm_window: {confirm_window}" if confirm_window else "confirms: false"
     ctx, report = _context(
@@ -264,7 +264,7 @@ def sojourn_publish(url: str, seconds: float, confirm_window: int, trace: bool) 
 
 
 def sojourn_consume(url: str, messages: int, prefetch: int, trace: bool) -> tuple[int, Window]:
-    from loadgen.consumer import Consumer
+    from loadgen.users.consumer import Consumer
 
     ctx, report = _context(url, 3600, "count: 0, rate: 1", f"prefetch: {prefetch}, processing_ms: 0", trace)
     c = Consumer(ctx, "c", 0, report)

@@ -29,14 +29,14 @@ if _REPO not in sys.path:
 
 from locust import LoadTestShape, User, events, task  # noqa: E402
 
-from loadgen import session  # noqa: E402
-from loadgen.barrier import START_TIMEOUT_S  # noqa: E402
-from loadgen.consumer import Consumer  # noqa: E402
-from loadgen.producer import Producer  # noqa: E402
 from loadgen.redact import mask_text  # noqa: E402
-from loadgen.repeats import HeldBack  # noqa: E402
 from loadgen.replay.sources import load_sources  # noqa: E402
+from loadgen.rules.barrier import START_TIMEOUT_S  # noqa: E402
+from loadgen.rules.repeats import HeldBack  # noqa: E402
+from loadgen.run import locust_session  # noqa: E402
 from loadgen.scenario import ScenarioError, load_scenario  # noqa: E402
+from loadgen.users.consumer import Consumer  # noqa: E402
+from loadgen.users.producer import Producer  # noqa: E402
 
 log = logging.getLogger("sojourn")
 RETRY_AFTER_S = 1.0
@@ -109,15 +109,15 @@ class SojournUser(User):
 
     @task
     def run_participant(self):
-        ctx = session.context()
+        ctx = locust_session.context()
         if self.participant is None or self.participant.ctx is not ctx:
             slot = ctx.claim_slot(self.kind, self.group, SCENARIO.max_count(self.kind, self.group))
             cls = Producer if self.kind == "producers" else Consumer
-            self.participant = cls(ctx, self.group, slot, session.reporter(self.environment))
+            self.participant = cls(ctx, self.group, slot, locust_session.reporter(self.environment))
         participant = self.participant
         ctx.participants.append(participant)
         try:
-            if not ctx.started.is_set():  # the start barrier (loadgen.barrier): connected and subscribed
+            if not ctx.started.is_set():  # the start barrier (loadgen.rules.barrier): connected and subscribed
                 participant.prepare()
             if ctx.ready_to_start(participant):  # waits for t0; False if the run stopped first
                 participant.run()
@@ -173,9 +173,9 @@ class SojournShape(LoadTestShape):
         if SCENARIO is None or USER_COUNT == 0:
             return None
         run = SCENARIO.run
-        if session.all_finished(self.runner):
+        if locust_session.all_finished(self.runner):
             return None
-        if self.get_run_time() > START_TIMEOUT_S + run.duration_s + run.drain_timeout_s + session.FINISH_GRACE_S:
+        if self.get_run_time() > START_TIMEOUT_S + run.duration_s + run.drain_timeout_s + locust_session.FINISH_GRACE_S:
             log.warning("sojourn: the run did not finish draining in time; stopping")
             return None
         return USER_COUNT, max(USER_COUNT, 1)
@@ -185,28 +185,28 @@ class SojournShape(LoadTestShape):
 def _on_init(environment, **_kwargs):
     if SCENARIO is None:
         return
-    session.init(environment, SCENARIO, _OPTS.scenario, _OPTS.overrides)
+    locust_session.init(environment, SCENARIO, _OPTS.scenario, _OPTS.overrides)
 
 
 @events.test_start.add_listener
 def _on_test_start(environment, **_kwargs):
     if SCENARIO is not None:
-        session.start(environment)
+        locust_session.start(environment)
 
 
 @events.test_stop.add_listener
 def _on_test_stop(environment, **_kwargs):
     if SCENARIO is not None:
-        session.stop(environment)
+        locust_session.stop(environment)
 
 
 @events.quitting.add_listener
 def _on_quitting(environment, **_kwargs):
     if SCENARIO is not None:
-        session.quit(environment)
+        locust_session.quit(environment)
 
 
 @events.quit.add_listener
 def _on_quit(exit_code=0, **_kwargs):
     if SCENARIO is not None:
-        session.after_exit(exit_code)
+        locust_session.after_exit(exit_code)

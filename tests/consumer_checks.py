@@ -19,9 +19,9 @@ from typing import Any
 import gevent
 from gevent.event import Event
 
-from loadgen.consumer import Consumer
 from loadgen.scenario import load_scenario
 from loadgen.trace import rows
+from loadgen.users.consumer import Consumer
 
 MS = 1_000_000
 

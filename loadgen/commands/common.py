@@ -100,8 +100,8 @@ def print_warnings(scenario, capture: bool = True) -> None:
     """Settings that are valid but probably not what the user meant: stderr, exit status unchanged.
     `capture=False`: leave the dead-letter capture warnings to the load generator, which prints
     them when the run starts (also under a bare `locust`)."""
-    from loadgen.deadletter import capture_warnings
     from loadgen.replay.sources import load_sources, replay_warnings
+    from loadgen.run.deadletter import capture_warnings
     from loadgen.scenario.advice import codel_warnings, egress_warnings
 
     for warning in [
@@ -316,7 +316,7 @@ def run_locust(
                     stop_run_group(child, force=True)
     _wait_for_run_processes(alive_r)
     recover_traces(run_dir)
-    from loadgen.memory import merge_into_run_json
+    from loadgen.run.memory import merge_into_run_json
 
     merge_into_run_json(run_dir)  # every process of the run has exited: their memory samples are written
     if code == EXIT_BROKER:

@@ -18,8 +18,8 @@ __all__ = ["cmd_record", "cmd_compare"]
 
 
 def cmd_record(args) -> int:
+    from loadgen.commands.record import RecordError, RecordOptions, record
     from loadgen.errors import BrokerUnreachable
-    from loadgen.record import RecordError, RecordOptions, record
     from loadgen.replay.writer import TraceFileError
 
     duration = args.duration if args.duration is not None else (None if args.count is not None else 60.0)
@@ -47,7 +47,7 @@ def cmd_record(args) -> int:
 
 def _resolved_scenario(run_dir: str) -> dict | None:
     """run.json's resolved scenario (passwords masked when it was written); None without a run.json."""
-    from loadgen.runinfo import read_run_json
+    from loadgen.run.runinfo import read_run_json
 
     path = os.path.join(run_dir, "run.json")
     try:

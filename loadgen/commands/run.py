@@ -26,7 +26,7 @@ __all__ = ["cmd_run", "cmd_analyze", "analyze_runs", "format_summary"]
 
 
 def cmd_run(args) -> int:
-    from loadgen.runinfo import default_run_dir
+    from loadgen.run.runinfo import default_run_dir
 
     scenario = load(args.scenario, args.overrides)
     if not args.no_analyze:  # before the load, not after it
@@ -60,7 +60,7 @@ def cmd_run(args) -> int:
 
 def _census_error(run_dir: str) -> str | None:
     """run.json's census_error: why the census at the end failed (None when it did not)."""
-    from loadgen.runinfo import read_run_json
+    from loadgen.run.runinfo import read_run_json
 
     try:
         error = read_run_json(run_dir).get("census_error")

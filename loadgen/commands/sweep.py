@@ -31,7 +31,7 @@ def _vary(text: str) -> tuple[str, list[str]]:
 
 
 def cmd_sweep(args) -> int:
-    from loadgen.runinfo import default_run_dir
+    from loadgen.run.runinfo import default_run_dir
 
     require_analysis("run each variant with sojourn run --no-analyze and analyze them on a machine that has it")
     path, values = _vary(args.vary)

@@ -1,11 +1,11 @@
 """Scenario advice: settings that are valid but can not do what they are there for, said as
 warnings before a run (`sojourn run`, `sojourn validate`; exit status unchanged). The rules they
-follow are the CoDel controller's (loadgen.codel) and the egress buffer's (loadgen.egress)."""
+follow are the CoDel controller's (loadgen.rules.codel) and the egress buffer's (loadgen.rules.egress)."""
 
 from __future__ import annotations
 
-from loadgen.codel import INTERVAL_RATIO_LIMIT, SMALL_BACKLOG
-from loadgen.egress import work_units
+from loadgen.rules.codel import INTERVAL_RATIO_LIMIT, SMALL_BACKLOG
+from loadgen.rules.egress import work_units
 from loadgen.scenario.model import Scenario
 
 __all__ = ["codel_warnings", "egress_warnings"]

@@ -30,7 +30,7 @@ class CoDelSpec:
 
 @dataclass(frozen=True)
 class EgressSpec:
-    """The client buffer as Solace-style egress classes (loadgen/egress.py, docs/discards.md): each
+    """The client buffer as Solace-style egress classes (loadgen/rules/egress.py, docs/discards.md): each
     class holds at most `max_depth_units` work units of 2,048 bytes, the oldest discarded past that,
     but `min_burst` messages are always admitted. The classes together cover AMQP priorities 0..255."""
 

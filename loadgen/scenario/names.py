@@ -12,5 +12,5 @@ def slot_queue_name(queue: str, kind: str, group: str, index: int) -> str:
 
 
 def capture_queue_name(queue: str) -> str:
-    """The queue the dead-letters of `queue` are captured in (loadgen.deadletter)."""
+    """The queue the dead-letters of `queue` are captured in (loadgen.run.deadletter)."""
     return f"sojourn.{queue}.dead-letters"

@@ -196,7 +196,7 @@ AT_ONCE = 4
 Locust, gevent, pika and pyarrow) takes a core for seconds; with all fifteen of the batch at once on
 two cores, start-up outlasted short runs' schedules, whose producers then joined after their
 publishing had ended (five batch tests failed so in one fresh-clone run). The start barrier
-(loadgen/barrier.py) now holds t0 until every participant is ready, so a slow start no longer eats
+(loadgen/rules/barrier.py) now holds t0 until every participant is ready, so a slow start no longer eats
 a schedule; the waves stay, so that the runs' own load on two cores stays moderate."""
 
 

@@ -5,7 +5,7 @@ import random
 from locust.env import Environment
 from locust.stats import RequestStats
 
-from loadgen.reports import RequestBatcher, batcher
+from loadgen.run.locust_stats import RequestBatcher, batcher
 
 
 def _env() -> Environment:

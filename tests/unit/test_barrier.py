@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from loadgen.barrier import START_TIMEOUT_S, StartBarrier
 from loadgen.netem.link import LinkSettings, NetworkState
 from loadgen.netem.process import NetemProcess
 from loadgen.netem.timeline import Step
+from loadgen.rules.barrier import START_TIMEOUT_S, StartBarrier
 
 
 def test_the_barrier_is_complete_once_every_process_has_reported_all_its_participants():

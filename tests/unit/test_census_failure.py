@@ -1,6 +1,6 @@
 """The end of a run whose census fails (the broker gone): the reason comes back for run.json,
 password masked, the dead-letter capture is still stopped, and the queue is not deleted (its
-leftovers were never counted). loadgen.session.stop writes what this returns and flushes the
+leftovers were never counted). loadgen.run.locust_session.stop writes what this returns and flushes the
 traces after it."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 
-import loadgen.census as census
+import loadgen.run.census as census
 
 
 def _ctx(done: list) -> SimpleNamespace:

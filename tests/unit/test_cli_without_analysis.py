@@ -78,7 +78,7 @@ def test_the_load_generator_imports_nothing_of_the_analysis_extra(tmp_path):
         "        if name.split('.')[0] in ('pyspark', 'plotly', 'py4j'):\n"
         "            raise ImportError('not installed: ' + name)\n"
         "sys.meta_path.insert(0, Block())\n"
-        "import loadgen.locustfile, loadgen.cli, loadgen.consumer, loadgen.producer\n"
+        "import loadgen.locustfile, loadgen.cli, loadgen.users.consumer, loadgen.users.producer\n"
         "import loadgen.commands.run, loadgen.commands.sweep, loadgen.commands.nightly\n"
         "import loadgen.commands.record_compare, loadgen.commands.validate\n"
         "print(' '.join(sorted(m for m in sys.modules if m.split('.')[0] == 'analysis')))\n"

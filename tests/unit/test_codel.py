@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 
-from loadgen.codel import CoDel, CoDelState
+from loadgen.rules.codel import CoDel, CoDelState
 
 MS = 1_000_000
 T0 = 1_000_000 * MS  # an arbitrary wall-clock origin

@@ -2,7 +2,7 @@
 
 from types import SimpleNamespace
 
-from loadgen.deadletter import capture_plan, capture_warnings, dead_letter_row
+from loadgen.run.deadletter import capture_plan, capture_warnings, dead_letter_row
 from tests.unit.scenario_files import load
 
 BASE = """

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from loadgen.egress import ClassSpec, EgressBuffer, work_units
+from loadgen.rules.egress import ClassSpec, EgressBuffer, work_units
 
 ONE = [ClassSpec("all", ((0, 255),))]
 TWO = [ClassSpec("high", ((5, 255),)), ClassSpec("low", ((0, 4),))]

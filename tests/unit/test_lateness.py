@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from loadgen.lateness import Lateness
+from loadgen.rules.lateness import Lateness
 
 MS = 1_000_000
 

@@ -1,4 +1,4 @@
-"""What a plain `locust -f loadgen/locustfile.py` run says as it goes and when it ends (loadgen.finish)."""
+"""What a plain `locust -f loadgen/locustfile.py` run says as it goes and when it ends (loadgen.run.finish)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from loadgen.finish import (
+from loadgen.run.finish import (
     analyze_argv,
     analyze_command,
     driven_by_sojourn_run,

@@ -1,4 +1,4 @@
-"""loadgen.memory: per-process memory samples from /proc (a fake /proc tree here), the growth
+"""loadgen.run.memory: per-process memory samples from /proc (a fake /proc tree here), the growth
 rate over a run's second half, thinning for long runs, and the merge into run.json."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from loadgen import memory
-from loadgen.runinfo import read_run_json
+from loadgen.run import memory
+from loadgen.run.runinfo import read_run_json
 
 
 def fake_proc(root: Path, pid: int, rss_kb: int, cmdline: list[str], children: list[int] = ()) -> None:

@@ -1,8 +1,8 @@
-"""The producer's send loop (loadgen.pacing.on_time): a producer behind its schedule stops when
+"""The producer's send loop (loadgen.rules.pacing.on_time): a producer behind its schedule stops when
 the run's time is up by its own clock, even when the drain's greenlet (which sets `draining`) has
 not had the CPU to say so yet; a stop ends it; a late streak yields the loop."""
 
-from loadgen.pacing import LATE_YIELD_EVERY, on_time
+from loadgen.rules.pacing import LATE_YIELD_EVERY, on_time
 
 
 class _Clock:

@@ -10,7 +10,7 @@ import time
 
 import gevent
 
-from loadgen.producer import Producer
+from loadgen.users.producer import Producer
 from tests import consumer_checks
 from tests.consumer_checks import MS, Clock, FakeRun
 from tests.unit.fake_link import FakeProducerLink

@@ -43,7 +43,7 @@ def test_a_consumer_decodes_the_id_and_the_publish_time():
 def test_the_publish_time_a_consumer_traces_is_a_plain_int_that_marshal_takes():
     import marshal
 
-    from loadgen.consumer import header_int
+    from loadgen.users.consumer import header_int
 
     ns = time.time_ns()
     decoded = pika.BasicProperties()

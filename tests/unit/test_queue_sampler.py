@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from loadgen.queue_sampler import QueueSampler, management_endpoint, parse_queue_json
+from loadgen.run.queue_sampler import QueueSampler, management_endpoint, parse_queue_json
 
 
 def _credentials(authorization: str) -> str:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from loadgen.repeats import HeldBack
+from loadgen.rules.repeats import HeldBack
 
 
 def test_a_warning_that_keeps_applying_is_printed_once_a_minute_with_the_count_held_back():

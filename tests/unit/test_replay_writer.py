@@ -10,7 +10,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from loadgen.record import binding_keys, firehose_row
+from loadgen.commands.record import binding_keys, firehose_row
 from loadgen.replay.writer import TraceFileError, TraceFileWriter, headers_json, write_trace
 
 try:

@@ -6,8 +6,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from loadgen import restarts
-from loadgen.restarts import LostQueueWatch, alive_queue_name
+from loadgen.run import restarts
+from loadgen.run.restarts import LostQueueWatch, alive_queue_name
 
 
 class _Broker:

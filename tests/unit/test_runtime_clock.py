@@ -2,7 +2,7 @@
 
 from gevent.event import Event
 
-from loadgen.runtime import RunContext
+from loadgen.run.runtime import RunContext
 
 
 class _Ctx:
@@ -35,7 +35,7 @@ def test_no_interrupt_given_means_just_the_clock():
 def test_freeze_heap_leaves_what_exists_out_of_collections_and_still_collects_what_comes_later():
     import gc
 
-    from loadgen.runtime import freeze_heap
+    from loadgen.run.runtime import freeze_heap
 
     class Node:
         pass

@@ -12,8 +12,8 @@ import sys
 
 import pytest
 
+from loadgen.rules.schedule import ArrivalSchedule, changes_after, producer_rng, rate_curve
 from loadgen.scenario import load_scenario
-from loadgen.schedule import ArrivalSchedule, changes_after, producer_rng, rate_curve
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 
@@ -172,7 +172,7 @@ def test_producer_rng_is_deterministic_per_producer():
 
 
 def test_producer_rng_is_the_same_in_another_process():
-    code = "from loadgen.schedule import producer_rng; print(repr(producer_rng(7, 'main/0').random()))"
+    code = "from loadgen.rules.schedule import producer_rng; print(repr(producer_rng(7, 'main/0').random()))"
     outputs = {
         subprocess.run(
             [sys.executable, "-c", code], capture_output=True, text=True, check=True, env={"PYTHONHASHSEED": seed}

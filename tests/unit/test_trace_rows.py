@@ -6,9 +6,9 @@ under the wrong column names."""
 import pytest
 
 from analysis import schema
-from loadgen.codel import CoDelState
-from loadgen.consumer import Delivery, delivery_row
+from loadgen.rules.codel import CoDelState
 from loadgen.trace import rows
+from loadgen.users.consumer import Delivery, delivery_row
 
 
 def _by_name(kind: str, row) -> dict:

@@ -1,8 +1,8 @@
-"""The web UI's scenario panel and page injection (loadgen.webui), without Locust or a browser."""
+"""The web UI's scenario panel and page injection (loadgen.run.webui), without Locust or a browser."""
 
 from __future__ import annotations
 
-from loadgen.webui import HIDDEN_FIELDS, describe_scenario, inject, panel_html
+from loadgen.run.webui import HIDDEN_FIELDS, describe_scenario, inject, panel_html
 from tests.unit.scenario_files import load
 
 SCENARIO = """\

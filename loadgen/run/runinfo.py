@@ -22,7 +22,7 @@ def default_run_dir(scenario_name: str, root: str = "runs") -> str:
 
 
 def code_version() -> dict[str, str]:
-    repo = Path(__file__).resolve().parent.parent
+    repo = Path(__file__).resolve().parents[2]  # the checkout holding loadgen/
     try:
         sha = subprocess.run(
             ["git", "-C", str(repo), "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=5

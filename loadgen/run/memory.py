@@ -216,7 +216,7 @@ def merged(run_dir: str) -> dict[str, Any]:
 
 def merge_into_run_json(run_dir: str) -> dict[str, Any] | None:
     """Write `memory` into RUN_DIR/run.json from the processes' files; None when there were none."""
-    from loadgen.runinfo import update_run_json
+    from loadgen.run.runinfo import update_run_json
 
     if not os.path.isdir(os.path.join(run_dir, _DIR)) or not os.path.isfile(os.path.join(run_dir, "run.json")):
         return None

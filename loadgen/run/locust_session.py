@@ -9,7 +9,7 @@ When the test stops (the scenario's shape has ended, Stop in the web UI, Ctrl-C)
 converts its traces at once, not when Locust exits: under the web UI Locust goes on running.
 The local runner or master then stamps the run's end, writes Locust's report and statistics
 into the run directory unless --html/--csv put them elsewhere, and says where the run is and
-how to analyse it (loadgen.finish), or analyses it (--analyze).
+how to analyse it (loadgen.run.finish), or analyses it (--analyze).
 """
 
 from __future__ import annotations
@@ -27,21 +27,21 @@ import gevent
 from gevent.event import Event
 from locust.runners import MasterRunner, WorkerRunner
 
-from loadgen import finish, reports, webui
 from loadgen.amqp import kstamp
-from loadgen.barrier import START_MARGIN_DISTRIBUTED_S, START_MARGIN_S, START_TIMEOUT_S, StartBarrier
-from loadgen.census import census_then_cleanup
-from loadgen.childenv import child_env
-from loadgen.deadletter import capture_warnings
 from loadgen.errors import BrokerOperationFailed, BrokerUnreachable
-from loadgen.locust_output import write_csv_stats, write_html_report
-from loadgen.memory import MemorySampler, merge_into_run_json
 from loadgen.netem import NetemError
-from loadgen.queue_sampler import QueueSampler
 from loadgen.redact import mask_text, mask_url
 from loadgen.replay.sources import describe
-from loadgen.runinfo import default_run_dir, update_run_json, write_run_json
-from loadgen.runtime import RunContext, freeze_heap
+from loadgen.rules.barrier import START_MARGIN_DISTRIBUTED_S, START_MARGIN_S, START_TIMEOUT_S, StartBarrier
+from loadgen.run import finish, locust_stats, webui
+from loadgen.run.census import census_then_cleanup
+from loadgen.run.childenv import child_env
+from loadgen.run.deadletter import capture_warnings
+from loadgen.run.locust_output import write_csv_stats, write_html_report
+from loadgen.run.memory import MemorySampler, merge_into_run_json
+from loadgen.run.queue_sampler import QueueSampler
+from loadgen.run.runinfo import default_run_dir, update_run_json, write_run_json
+from loadgen.run.runtime import RunContext, freeze_heap
 
 __all__ = [
     "init",
@@ -59,7 +59,7 @@ log = logging.getLogger("sojourn")
 
 FINISH_GRACE_S = 30.0
 PROGRESS_EVERY_S = 5.0
-_READY_MSG = "sojourn_ready"  # a worker's count of ready participants, to the master (loadgen.barrier)
+_READY_MSG = "sojourn_ready"  # a worker's count of ready participants, to the master (loadgen.rules.barrier)
 _T0_MSG = "sojourn_t0"  # the master's t0 and start-up detail, to every worker
 _FINISHED_MSG = "sojourn_finished"
 _CONVERTED_MSG = "sojourn_converted"  # a worker's traces are converted (after _FINISHED_MSG)
@@ -88,7 +88,7 @@ class _State:
     failed = False  # the start failed (e.g. a refused declaration): no census, no deletion at the end
     barrier: StartBarrier | None = None  # the run's start barrier, in the local runner or master
     sampler: QueueSampler | None = None  # queue depth once a second, in the declaring process
-    memory: MemorySampler | None = None  # this process's and its children's memory (loadgen.memory)
+    memory: MemorySampler | None = None  # this process's and its children's memory (loadgen.run.memory)
     sigint: Any = None  # the SIGINT watcher (_interrupt_between_callbacks)
     closing: tuple[RunContext, Event] | None = None  # the context being (or last) closed
     warmup_over = False  # Locust's statistics were reset at the end of the warm-up
@@ -100,7 +100,7 @@ class _State:
     analyze = False  # --analyze: run `sojourn analyze` on the run once it has ended
     driven = False  # `sojourn run` started this Locust: it says where the run is and analyses it
     runs: ClassVar[list[_Ended]] = []  # the runs this process ended, for the closing lines
-    note = ""  # the web UI's line about the run (loadgen.webui)
+    note = ""  # the web UI's line about the run (loadgen.run.webui)
     quitting = False  # Locust is exiting: the closing lines come last (after_exit), not at the stop
 
 
@@ -157,8 +157,8 @@ def context() -> RunContext:
 
 def reporter(environment):
     """report(request_type, name, response_time_ms, length, exception) for a producer or consumer:
-    into Locust's statistics in batches (loadgen.reports), failures through the request event."""
-    return reports.batcher(environment).report
+    into Locust's statistics in batches (loadgen.run.locust_stats), failures through the request event."""
+    return locust_stats.batcher(environment).report
 
 
 def all_finished(runner) -> bool:
@@ -170,7 +170,7 @@ def all_finished(runner) -> bool:
 
 def start(environment) -> None:
     """test_start: set up this process's part of the run (topology, dead-letter capture, network
-    proxy); the start barrier (loadgen.barrier) then fixes t0 once every participant is ready."""
+    proxy); the start barrier (loadgen.rules.barrier) then fixes t0 once every participant is ready."""
     opts = environment.parsed_options
     scenario = _State.scenario
     role = _State.role
@@ -312,7 +312,7 @@ def _report_finished(environment, ctx: RunContext) -> None:
     """A worker whose participants have all left tells the master (its shape ends the test once
     every worker has), then converts its traces and says so (the master waits for that)."""
     ctx.finished.wait()
-    reports.flush(environment)
+    locust_stats.flush(environment)
     send_stats = getattr(environment.runner, "_send_stats", None)  # the last results, before the master ends
     if send_stats is not None:
         send_stats()
@@ -335,7 +335,7 @@ def _timeline(environment, ctx: RunContext) -> None:
             return
         ctx.event(kind, "runner", name)
         if kind == "warmup_end":
-            reports.batcher(environment).flush()  # warm-up results go before the reset, not after
+            locust_stats.batcher(environment).flush()  # warm-up results go before the reset, not after
             environment.runner.stats.reset_all()
             _State.warmup_over = True
         sys.stderr.write(f"[sojourn] t={at_s:.0f}s {kind.replace('_', ' ')}: {name}\n")
@@ -442,7 +442,7 @@ def _write_locust_outputs(environment, run_dir: str) -> list[str]:
     opts = environment.parsed_options
     out = finish.locust_outputs(run_dir, getattr(opts, "html_file", None), getattr(opts, "csv_prefix", None))
     written: list[str] = []
-    reports.flush(environment)  # the last results: this listener may run before the batcher's
+    locust_stats.flush(environment)  # the last results: this listener may run before the batcher's
     try:
         if out.write_html:
             write_html_report(environment, out.html)

@@ -1,6 +1,6 @@
 """What a plain `locust -f loadgen/locustfile.py` run tells its user as it goes and when it ends:
 the scope of the progress line's counts, where the run directory is, and the command that
-analyses it. Plain text from plain values, no I/O: loadgen.session prints it.
+analyses it. Plain text from plain values, no I/O: loadgen.run.locust_session prints it.
 
 Under `sojourn run` (which sets ALIVE_FD_ENV for the Locust it starts) the command itself says
 where the run is and analyses it, so these lines are left out.

@@ -3,7 +3,7 @@
 One RunContext lives in every process that takes part in a run (the local runner,
 the master, each worker). It owns what the users share: t0, the scenario, the
 trace writer, a control connection for topology and queue-depth checks, and the
-events that say when the run has started (`started`: t0 is fixed, loadgen.barrier),
+events that say when the run has started (`started`: t0 is fixed, loadgen.rules.barrier),
 publishing stops (`draining`) and consumers may leave (`drained`).
 """
 
@@ -24,14 +24,14 @@ from gevent.event import Event
 from gevent.lock import RLock
 
 from loadgen.amqp import connection as amqp, topology
-from loadgen.deadletter import DeadLetterCapture, capture_plan
 from loadgen.errors import BrokerOperationFailed
-from loadgen.lateness import Lateness
-from loadgen.repeats import HeldBack
 from loadgen.replay.sources import load_sources
+from loadgen.rules.lateness import Lateness
+from loadgen.rules.repeats import HeldBack
+from loadgen.rules.schedule import producer_rng
+from loadgen.run.deadletter import DeadLetterCapture, capture_plan
 from loadgen.scenario.names import slot_queue_name
 from loadgen.scenario.topology import required_exchanges
-from loadgen.schedule import producer_rng
 from loadgen.trace import TraceWriter
 
 if TYPE_CHECKING:
@@ -86,7 +86,7 @@ class Participant:
 
     def prepare(self) -> None:
         """Before t0: connect (and subscribe) as the settings at time 0 ask, so the run starts
-        with everyone ready (loadgen.barrier). Nothing to do for a slot idle at time 0."""
+        with everyone ready (loadgen.rules.barrier). Nothing to do for a slot idle at time 0."""
 
 
 def _seed(run_id: str) -> int:
@@ -135,7 +135,7 @@ class RunContext:
 
     # -- time ---------------------------------------------------------------
     def fix_t0(self, t0_ns: int, detail: dict[str, Any]) -> None:
-        """The start barrier's t0 (loadgen.barrier): the clock, this process's network proxy and
+        """The start barrier's t0 (loadgen.rules.barrier): the clock, this process's network proxy and
         everyone waiting in ready_to_start count from it; a `start_barrier` event records it."""
         self.t0_ns = t0_ns
         self._t0_mono = time.monotonic() - (time.time_ns() - t0_ns) / 1e9

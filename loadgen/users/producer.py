@@ -17,11 +17,11 @@ import gevent
 from gevent.event import Event
 
 from loadgen.amqp.link import ProducerLink, message_properties, open_producer_link
-from loadgen.pacing import on_time
 from loadgen.replay.plan import ReplayItem, plan
 from loadgen.replay.sources import plan_kwargs
-from loadgen.runtime import LOOP_TURN_S, Participant
-from loadgen.schedule import ArrivalSchedule, rate_curve
+from loadgen.rules.pacing import on_time
+from loadgen.rules.schedule import ArrivalSchedule, rate_curve
+from loadgen.run.runtime import LOOP_TURN_S, Participant
 from loadgen.trace.rows import (
     PUBLISH_BLOCKED_MS as BLOCKED_MS,
     PUBLISH_CONFIRM_NS as CONFIRM_NS,

@@ -8,7 +8,7 @@ proxy has been listening and the topology declared before the first participant 
 Should some participant not get ready within START_TIMEOUT_S (it cannot connect, and retries), the
 run starts with those that are, and says so.
 
-Pure: the count and the decision; the waiting and the messages are loadgen.session's.
+Pure: the count and the decision; the waiting and the messages are loadgen.run.locust_session's.
 """
 
 from __future__ import annotations

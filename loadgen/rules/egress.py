@@ -1,6 +1,6 @@
 """A client buffer with egress priority classes that discard the oldest when full (the Solace model).
 
-Pure logic, no I/O: the consumer (loadgen/consumer.py) holds one `EgressBuffer` per consumer
+Pure logic, no I/O: the consumer (loadgen/users/consumer.py) holds one `EgressBuffer` per consumer
 instance when its group has `egress` set (docs/scenarios.md, docs/discards.md).
 
 - Messages go to a class by their AMQP priority; `pop()` serves the classes in strict

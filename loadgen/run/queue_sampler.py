@@ -9,7 +9,7 @@ for the queue's unacked count. The API's counters are the broker's periodic stat
 ready and consumers always come from the declare. docs/slow-consumers.md.
 
 A failed sample (a lost connection, a queue gone) also has the broker checked for a restart
-(loadgen.restarts.LostQueueWatch): the run's topology is declared again and the restart recorded.
+(loadgen.run.restarts.LostQueueWatch): the run's topology is declared again and the restart recorded.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from gevent.event import Event
 
 from loadgen.amqp import topology
 from loadgen.redact import mask_text
-from loadgen.restarts import LostQueueWatch
+from loadgen.run.restarts import LostQueueWatch
 
 __all__ = [
     "QueueSampler",

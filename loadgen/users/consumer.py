@@ -13,10 +13,10 @@ The consumer talks to AMQP only through its link (loadgen.amqp.link: set the pre
 cancel, ack, nack, the receive stamp, close, crash): pika's in a run, an in-memory fake in the unit
 tests (tests/unit/test_consumer.py).
 
-With `codel` set on the group, a CoDel controller (loadgen.codel) decides as each
+With `codel` set on the group, a CoDel controller (loadgen.rules.codel) decides as each
 delivery leaves the buffer whether to nack it instead of processing it
 (docs/codel.md). With `egress` set, the buffer is split into priority classes that
-discard their oldest deliveries when full (loadgen.egress, docs/discards.md): the
+discard their oldest deliveries when full (loadgen.rules.egress, docs/discards.md): the
 hub acks each discarded delivery as it admits the new one.
 """
 
@@ -32,10 +32,10 @@ import gevent
 from gevent.event import Event
 
 from loadgen.amqp.link import ConsumerLink, open_consumer_link
-from loadgen.codel import CoDel
-from loadgen.egress import EgressBuffer
-from loadgen.producer import Report
-from loadgen.runtime import Participant
+from loadgen.rules.codel import CoDel
+from loadgen.rules.egress import EgressBuffer
+from loadgen.run.runtime import Participant
+from loadgen.users.producer import Report
 
 __all__ = ["Consumer"]
 
@@ -528,7 +528,7 @@ class Consumer(Participant):
         egress: tuple = _NO_EGRESS,
     ) -> None:
         """One delivery row; `codel_state` is the controller's state after deciding on `d`
-        (loadgen.codel.CoDelState), None when CoDel is off or never saw `d`; `egress` its
+        (loadgen.rules.codel.CoDelState), None when CoDel is off or never saw `d`; `egress` its
         (class, length, units, discard indication) columns, all None without egress."""
         self.ctx.writer.append(
             "delivery",
