@@ -1,4 +1,4 @@
-"""Egress classes (the Solace model, loadgen/egress.py): per consumer group and class, what was
+"""Egress classes (the Solace model, loadgen/rules/egress.py): per consumer group and class, what was
 delivered, discarded and left, how full the class got, and how long deliveries waited in it.
 
 Only delivery rows with an `egress_class` count (groups without `egress` have none). The summary
