@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import os
 
+from loadgen.broker_help import broker_help
 from loadgen.commands.common import (
     EXIT_BROKER,
     EXIT_INPUT,
     EXIT_INTERRUPTED,
     EXIT_OK,
     CliError,
-    broker_help,
     require_analysis,
 )
 

@@ -14,9 +14,9 @@ import sys
 import time
 from urllib.parse import urlsplit, urlunsplit
 
+from loadgen.childenv import child_env
 from loadgen.errors import LoadgenError
 from loadgen.netem.timeline import Timeline, timeline_to_json
-from loadgen.run.childenv import child_env
 
 __all__ = ["NetemProcess", "NetemError", "proxied_url", "upstream_address", "PROXY_HOST"]
 

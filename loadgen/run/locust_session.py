@@ -28,6 +28,8 @@ from gevent.event import Event
 from locust.runners import MasterRunner, WorkerRunner
 
 from loadgen.amqp import kstamp
+from loadgen.broker_help import broker_help
+from loadgen.childenv import child_env
 from loadgen.errors import BrokerOperationFailed, BrokerUnreachable
 from loadgen.netem import NetemError
 from loadgen.redact import mask_text, mask_url
@@ -35,7 +37,6 @@ from loadgen.replay.sources import describe
 from loadgen.rules.barrier import START_MARGIN_DISTRIBUTED_S, START_MARGIN_S, START_TIMEOUT_S, StartBarrier
 from loadgen.run import finish, locust_stats, webui
 from loadgen.run.census import census_then_cleanup
-from loadgen.run.childenv import child_env
 from loadgen.run.deadletter import capture_warnings
 from loadgen.run.locust_output import write_csv_stats, write_html_report
 from loadgen.run.memory import MemorySampler, merge_into_run_json
@@ -298,8 +299,6 @@ def _fail(environment, exc: Exception) -> None:
     code = 3 if isinstance(exc, BrokerUnreachable) else 2
     sys.stderr.write(f"error: {mask_text(str(exc))}\n")
     if isinstance(exc, BrokerUnreachable):  # what to do about it: start a broker, fix the user, the vhost, TLS
-        from loadgen.commands.common import broker_help
-
         sys.stderr.write(f"{broker_help(exc)}\n")
     environment.process_exit_code = code
     _State.failed = True

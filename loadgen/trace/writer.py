@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from analysis.schema import KINDS, SCHEMA_VERSION, arrow_schema
-from loadgen.run.childenv import child_env
+from loadgen.childenv import child_env
 
 __all__ = ["TraceWriter", "write_part", "recover"]
 

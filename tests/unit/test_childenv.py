@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from loadgen.run.childenv import child_env
+from loadgen.childenv import child_env
 
 HOME = str(Path(__file__).resolve().parents[2])  # the checkout that holds loadgen/
 

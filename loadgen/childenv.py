@@ -10,7 +10,7 @@ from pathlib import Path
 
 __all__ = ["child_env"]
 
-_HOME = str(Path(__file__).resolve().parents[2])  # the directory holding loadgen/
+_HOME = str(Path(__file__).resolve().parents[1])  # the directory holding loadgen/
 
 
 def child_env(environ: Mapping[str, str] = os.environ) -> dict[str, str]:
