@@ -60,7 +60,7 @@ def _row(i: int) -> tuple:
 
 
 def trial(variant: str, rows: int, flushes: int) -> dict:
-    from loadgen.run.runtime import LOOP_TURN_S
+    from loadgen.run.clock import LOOP_TURN_S
     from loadgen.trace import TraceWriter
 
     writer = TraceWriter(

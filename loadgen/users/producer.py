@@ -21,7 +21,8 @@ from loadgen.replay.plan import ReplayItem, plan
 from loadgen.replay.sources import plan_kwargs
 from loadgen.rules.pacing import on_time
 from loadgen.rules.schedule import ArrivalSchedule, rate_curve
-from loadgen.run.runtime import LOOP_TURN_S, Participant
+from loadgen.run.clock import LOOP_TURN_S
+from loadgen.run.runtime import Participant
 from loadgen.trace.rows import (
     PUBLISH_BLOCKED_MS as BLOCKED_MS,
     PUBLISH_CONFIRM_NS as CONFIRM_NS,

@@ -1,0 +1,259 @@
+"""The run's broker side in one process: the control connection (never through the network
+proxy), the participants' connections (through it when the scenario has one), the topology,
+slot claims, queue depths, the dead-letter capture and the network proxy itself. A part of
+RunContext (loadgen.run.runtime)."""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from gevent.lock import RLock
+
+from loadgen.amqp import connection as amqp, topology
+from loadgen.errors import BrokerOperationFailed
+from loadgen.run.deadletter import DeadLetterCapture
+from loadgen.scenario.names import slot_queue_name
+from loadgen.scenario.topology import required_exchanges
+
+if TYPE_CHECKING:
+    from loadgen.netem import NetemProcess
+    from loadgen.run.deadletter import CapturePlan
+
+__all__ = ["BrokerSide"]
+
+log = logging.getLogger("sojourn")
+
+
+class BrokerSide:
+    scenario: Any
+    run_dir: str
+    run_id: str
+    worker: str
+    netem: NetemProcess | None
+    dead_letter_plan: CapturePlan | None
+    dead_letters: DeadLetterCapture | None
+    _claimed: set[tuple[str, str, int]]
+    _control: Any
+    _control_conn: Any
+    _control_lock: RLock
+
+    if TYPE_CHECKING:  # RunContext's
+
+        def event(
+            self, kind: str, source: str, name: str, value: float | None = None, detail: dict[str, Any] | None = None
+        ) -> None: ...
+
+    def control(self):
+        """The process's control channel (topology, depth checks, slot claims, census)."""
+        with self._control_lock:
+            if self._control is None or not self._control.is_open:
+                conn = self._connect_direct(f"sojourn-control-{self.worker}")
+                self._control_conn = conn
+                self._control = amqp.open_channel(conn)
+            return self._control
+
+    def connect(self, name: str, on_close=None):
+        """A producer's or consumer's connection, open when this returns: through the network
+        proxy when the scenario has one (same user and vhost; amqps still checks the broker's name)."""
+        if self.netem is None:
+            return self._connect_direct(name, on_close)
+        b = self.scenario.broker
+        return amqp.connect(
+            self.netem.url,
+            heartbeat_s=b.heartbeat_s,
+            connect_timeout_s=b.connect_timeout_s,
+            name=name,
+            on_close=on_close,
+            tls_server_hostname=self.netem.tls_server_hostname,
+        )
+
+    def connect_direct(self, name: str, on_close=None):
+        """A connection straight to the broker, never through the network proxy (dead-letter capture)."""
+        return self._connect_direct(name, on_close)
+
+    def _connect_direct(self, name: str, on_close=None):
+        """Straight to the broker: the control connection is never delayed or cut by the proxy,
+        so topology, slot claims, drain depth checks and the census keep working in an outage."""
+        b = self.scenario.broker
+        return amqp.connect(
+            b.url, heartbeat_s=b.heartbeat_s, connect_timeout_s=b.connect_timeout_s, name=name, on_close=on_close
+        )
+
+    def start_netem(self) -> None:
+        """Start this process's network proxy when the scenario has a `network:` section."""
+        from loadgen.netem import NetemProcess, resolve_timeline
+
+        timeline = resolve_timeline(self.scenario)
+        if timeline is None:
+            return
+        self.netem = NetemProcess.start(
+            self.scenario.broker.url,
+            timeline,
+            t0_ns=None,  # started before the start barrier: fix_t0 tells it t0
+            run_dir=self.run_dir,
+            run_id=self.run_id,
+            worker=f"netem-{self.worker}",
+            listen_port=self.scenario.network.listen_port,
+            seed=f"{self.run_id}/{self.worker}",
+        )
+        log.info("network proxy on 127.0.0.1:%d", self.netem.port)
+
+    def new_channel(self):
+        """A fresh channel on the control connection (closing it does not disturb others)."""
+        with self._control_lock:
+            self.control()
+            return amqp.open_channel(self._control_conn)
+
+    def declare_topology(self, purge: bool) -> int:
+        """The scenario's exchanges, then its queue (purged when `purge` and purge_on_start), then the
+        queue's bindings; every exchange used but not declared must exist. Returns the queue's depth.
+        A refusal raises topology.TopologyError naming the object and saying what to do."""
+        s = self.scenario
+        q = s.queue
+        with self._control_lock:
+            for i, x in enumerate(s.exchanges):
+                self._declare(
+                    lambda ch, x=x: topology.declare_exchange(
+                        ch,
+                        x.name,
+                        exchange_type=x.type,
+                        durable=x.durable,
+                        auto_delete=x.auto_delete,
+                        arguments=x.arguments,
+                    ),
+                    "exchange",
+                    x.name,
+                    f"exchanges[{i}]",
+                )
+            for name, path in required_exchanges(s):
+                if not self._exchange_exists(name):
+                    raise topology.missing_exchange(name, f"{s.source_path}: {path}")
+            depth = self._declare(
+                lambda ch: topology.declare_queue(
+                    ch, q.name, durable=q.durable, auto_delete=q.auto_delete, arguments=q.declare_arguments()
+                ),
+                "queue",
+                q.name,
+                "queue",
+            )
+            for i, b in enumerate(s.bindings):
+                self._declare(
+                    lambda ch, b=b: topology.bind_queue(ch, q.name, b.exchange, b.routing_key, b.arguments),
+                    "binding",
+                    b.exchange,
+                    f"bindings[{i}]",
+                )
+            if purge and q.purge_on_start and depth:
+                topology.purge_queue(self.control(), q.name)
+                self.event("broker_depth", "runner", q.name, float(depth), {"purged": True})
+                depth = 0
+        return depth
+
+    def _declare(self, operation, kind: str, name: str, yaml_path: str):
+        """operation(control channel); a refusal becomes a TopologyError located in the scenario."""
+        try:
+            return operation(self.control())
+        except BrokerOperationFailed as exc:
+            raise topology.refused(exc, kind, name, f"{self.scenario.source_path}: {yaml_path}") from None
+
+    def _exchange_exists(self, name: str) -> bool:
+        channel = self.new_channel()  # a missing exchange closes the channel it was asked on
+        try:
+            return topology.exchange_exists(channel, name)
+        finally:
+            if channel.is_open:
+                channel.close()
+
+    def start_dead_letter_capture(self, purge: bool) -> None:
+        """When the queue has a dead-letter exchange: declare the capture and consume it (docs/discards.md)."""
+        if self.dead_letter_plan is None:
+            return
+        capture = DeadLetterCapture(self, self.dead_letter_plan)
+        capture.declare(purge)
+        capture.start()
+        self.dead_letters = capture
+
+    def stop_dead_letter_capture(self) -> None:
+        """After the census: stop capturing and read what is still in the capture queue."""
+        if self.dead_letters is not None:
+            self.dead_letters.stop()
+
+    def delete_queue(self) -> None:
+        """queue.delete_on_end: remove the queue (and what the census counted in it), and the capture queue."""
+        with self._control_lock:
+            topology.delete_queue(self.control(), self.scenario.queue.name)
+            if self.dead_letters is not None:
+                topology.delete_queue(self.control(), self.dead_letters.plan.queue)
+        self.event("queue_deleted", "runner", self.scenario.queue.name)
+
+    def delete_exchanges(self) -> None:
+        """exchanges[].delete_on_end: remove those exchanges (and their bindings) after the run."""
+        for x in self.scenario.exchanges:
+            if x.delete_on_end:
+                with self._control_lock:
+                    topology.delete_exchange(self.control(), x.name)
+                self.event("exchange_deleted", "runner", x.name)
+
+    def queue_depth(self) -> int | None:
+        try:
+            with self._control_lock:
+                return topology.queue_depth(self.control(), self.scenario.queue.name)
+        except Exception as exc:  # noqa: BLE001 - a failed probe must not kill the drain
+            log.warning("queue depth check failed: %s", exc)
+            with self._control_lock:
+                self._control = None
+            return None
+
+    def _dead_letter_depth(self) -> int | None:
+        """Dead-letters not yet read by the capture: 0 without one, or before the declaring process made it."""
+        if self.dead_letter_plan is None:
+            return 0
+        try:
+            channel = self.new_channel()  # a missing queue closes the channel it was asked on
+            try:
+                return topology.queue_depth(channel, self.dead_letter_plan.queue)
+            finally:
+                if channel.is_open:
+                    channel.close()
+        except BrokerOperationFailed as exc:
+            if exc.reply_code == topology.NOT_FOUND:
+                return 0
+            log.warning("dead-letter queue depth check failed: %s", exc)
+            return None
+        except Exception as exc:  # noqa: BLE001 - a failed probe must not kill the drain
+            log.warning("dead-letter queue depth check failed: %s", exc)
+            return None
+
+    def claim_slot(self, kind: str, group: str, max_count: int) -> int:
+        """A slot number unique across every process of the run.
+
+        Slots are claimed with exclusive, auto-deleting marker queues on the
+        control connection, so workers on other processes or hosts never get the
+        same slot; a slot decides when its user is active on the timeline.
+        """
+        with self._control_lock:  # held across the broker round trip: users of this process claim in turn
+            for i in range(max_count):
+                key = (kind, group, i)
+                if key in self._claimed:
+                    continue
+                name = slot_queue_name(self.scenario.queue.name, kind, group, i)
+                channel = self.new_channel()
+                try:
+                    amqp.wait_for(
+                        # wait_for calls it now, in this iteration
+                        lambda cb: channel.queue_declare(name, exclusive=True, auto_delete=True, callback=cb),  # noqa: B023
+                        f"queue.declare {name!r}",
+                        10.0,
+                        channel=channel,
+                    )
+                except BrokerOperationFailed as exc:
+                    if exc.reply_code == 405:  # RESOURCE_LOCKED: another process holds it
+                        continue
+                    raise
+                finally:
+                    if channel.is_open:
+                        channel.close()
+                self._claimed.add(key)
+                return i
+        raise RuntimeError(f"no free {kind} slot in group {group!r} (max {max_count})")

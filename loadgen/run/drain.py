@@ -1,0 +1,109 @@
+"""The end of a run in one process: at the run's duration publishing stops (`draining`); once every
+participant here is idle and the queue (and the dead-letter capture queue) stayed empty for
+DRAIN_STABLE_CHECKS looks, or the drain timed out, consumers may leave (`drained`); meanwhile, a
+warning whenever publishes leave late. A part of RunContext (loadgen.run.runtime)."""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+import gevent
+from gevent.event import Event
+
+from loadgen.rules.lateness import Lateness
+from loadgen.rules.repeats import HeldBack
+
+if TYPE_CHECKING:
+    from loadgen.run.runtime import Participant
+
+__all__ = ["Drain", "DRAIN_POLL_S", "DRAIN_STABLE_CHECKS", "LATENESS_EVERY_S"]
+
+log = logging.getLogger("sojourn")
+
+DRAIN_POLL_S = 0.25
+DRAIN_STABLE_CHECKS = 3
+LATENESS_EVERY_S = 5.0
+
+
+class Drain:
+    scenario: Any
+    worker: str
+    draining: Event
+    drained: Event
+    finished: Event
+    stopping: Event
+    participants: list[Participant]
+    lateness: Lateness
+    _greenlets: list[gevent.Greenlet]
+
+    if TYPE_CHECKING:  # the other parts' (RunClock, BrokerSide, RunContext)
+
+        def elapsed_s(self) -> float: ...
+
+        def sleep_until(self, t_s: float, interrupt: Event | None = None) -> bool: ...
+
+        def queue_depth(self) -> int | None: ...
+
+        def _dead_letter_depth(self) -> int | None: ...
+
+        def event(
+            self, kind: str, source: str, name: str, value: float | None = None, detail: dict[str, Any] | None = None
+        ) -> None: ...
+
+    def start_drain_monitor(self) -> None:
+        self._greenlets.append(gevent.spawn(self._drain_monitor))
+        self._greenlets.append(gevent.spawn(self._lateness_watch))
+
+    def _lateness_watch(self) -> None:
+        """Say loudly, while it happens and at the end, when publishes leave late: the first window
+        that slips at once, then at most once a minute (repeats.HeldBack), and the run's total."""
+        repeats = HeldBack()
+        while not self.stopping.wait(LATENESS_EVERY_S) and not self.drained.is_set():
+            window = self.lateness.take_window()
+            now_s = self.elapsed_s()
+            line = repeats.line(
+                Lateness.warning(window, f"in the last {LATENESS_EVERY_S:g} s at t={now_s:.0f}s"), now_s
+            )
+            if line:
+                log.warning("%s", line)
+        self.lateness.take_window()
+        line = Lateness.warning(self.lateness.total, f"over the run in {self.worker}")
+        if line:
+            held = f"; {repeats.held:,} repeated warnings were held back" if repeats.held else ""
+            log.warning("%s%s", line, held)
+
+    def _drain_monitor(self) -> None:
+        run = self.scenario.run
+        self.sleep_until(run.duration_s, self.stopping)
+        self.draining.set()
+        self.event("drain_start", "runner", self.worker)
+        deadline = run.duration_s + run.drain_timeout_s
+        stable = 0
+        reason = "timeout"
+        while self.elapsed_s() < deadline and not self.stopping.is_set():
+            idle = all(p.idle() for p in self.participants)
+            depth = self.queue_depth() if idle else None
+            if depth == 0:  # a late dead-letter must be read before the capture stops
+                depth = self._dead_letter_depth()
+            stable = stable + 1 if idle and depth == 0 else 0
+            if stable >= DRAIN_STABLE_CHECKS:
+                reason = "empty"
+                break
+            gevent.sleep(DRAIN_POLL_S)
+        if self.stopping.is_set():
+            reason = "interrupted"
+        self.event("drain_end", "runner", self.worker, detail={"reason": reason})
+        if reason == "timeout":
+            log.warning(
+                "drain timed out after %.0f s; what is left is counted as left in the broker", run.drain_timeout_s
+            )
+        self.drained.set()
+        if not self.participants:  # everyone here had already left (e.g. a producer-only worker)
+            self.finished.set()
+
+    def participant_finished(self, participant: Participant) -> None:
+        while participant in self.participants:
+            self.participants.remove(participant)
+        if not self.participants and self.drained.is_set():
+            self.finished.set()
