@@ -7,11 +7,12 @@ See docs/scenarios.md (rate profiles, bursts, priority) and docs/replay.md (repl
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from loadgen.scenario.checks import Check, choice, known_keys, number, sub
+from loadgen.scenario.checks import Check, choice, mapping_fields, number, sub
 from loadgen.scenario.errors import Invalid, did_you_mean, show
+from loadgen.scenario.fields import yaml
 
 __all__ = [
     "Bursts",
@@ -32,15 +33,38 @@ REPLAY_ONLY_FIELDS = ("rate", "arrival", "size_bytes", "bursts", "priority")
 """Producer keys that a replay group takes from its file instead (an error when given)."""
 
 
+def _window(value: Any) -> tuple[float, float | None]:
+    wanted = "expected [start_s, end_s] in the source's seconds (end_s may be null: to the end)"
+    if not isinstance(value, list) or len(value) != 2:
+        raise Invalid(f"{wanted}, got {show(value)}")
+    start = number(0)(value[0]) if value[0] is not None else 0.0
+    if value[1] is None:
+        return start, None
+    end = number(0)(value[1])
+    if end <= start:
+        raise Invalid(f"{wanted}, with end_s > start_s, got {show(value)}")
+    return start, end
+
+
+def _loop(value: Any) -> bool | int:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int) and value >= 1:
+        return value
+    raise Invalid(
+        f"expected false (one pass), a number of passes >= 1, or true (until the run ends), got {show(value)}"
+    )
+
+
 @dataclass(frozen=True)
 class Bursts:
     """On/off modulation of a producer's rate: `rate` for `on_s`, then `off_rate` for `off_s`,
     repeating; cycles are aligned on `start_s` (an on period starts there)."""
 
-    on_s: float
-    off_s: float
-    off_rate: float = 0.0
-    start_s: float = 0.0
+    on_s: float = field(metadata=yaml(number(0, strict=True)))
+    off_s: float = field(metadata=yaml(number(0, strict=True)))
+    off_rate: float = field(default=0.0, metadata=yaml(number(0)))
+    start_s: float = field(default=0.0, metadata=yaml(number(0)))
 
 
 @dataclass(frozen=True)
@@ -53,12 +77,12 @@ class ReplaySpec:
     `split`: "key" (by routing key: order per key kept) or "round_robin". `routing`:
     "group" (the group's routing key) or "recorded" (each row's own)."""
 
-    path: str
-    speed: float = 1.0
-    window: tuple[float, float | None] = (0.0, None)
-    loop: bool | int = False
-    split: str = "key"
-    routing: str = "group"
+    path: str = field(metadata=yaml(None))  # the check needs the scenario's directory: replay()
+    speed: float = field(default=1.0, metadata=yaml(number(0, strict=True)))
+    window: tuple[float, float | None] = field(default=(0.0, None), metadata=yaml(_window, layout="[]"))
+    loop: bool | int = field(default=False, metadata=yaml(_loop))
+    split: str = field(default="key", metadata=yaml(choice("key", "round_robin")))
+    routing: str = field(default="group", metadata=yaml(choice("group", "recorded")))
 
 
 RatePoints = tuple[tuple[float, float], ...]
@@ -133,13 +157,7 @@ def bursts(value: Any) -> Bursts | None:
         return None
     if not isinstance(value, dict):
         raise Invalid(f"expected a mapping such as {BURSTS_EXAMPLE}, or null, got {show(value)}")
-    known_keys(value, "bursts", ("on_s", "off_s"))
-    return Bursts(
-        sub(value, "on_s", number(0, strict=True)),
-        sub(value, "off_s", number(0, strict=True)),
-        sub(value, "off_rate", number(0)) if "off_rate" in value else 0.0,
-        sub(value, "start_s", number(0)) if "start_s" in value else 0.0,
-    )
+    return Bursts(**mapping_fields(value, Bursts, "bursts"))
 
 
 def replay(scenario_dir: str) -> Check:
@@ -150,14 +168,7 @@ def replay(scenario_dir: str) -> Check:
             return None
         if not isinstance(value, dict):
             raise Invalid(f"expected a mapping such as {REPLAY_EXAMPLE}, or null, got {show(value)}")
-        known_keys(value, "replay", ("path",))
-        path = sub(value, "path", _path(scenario_dir))
-        speed = sub(value, "speed", number(0, strict=True)) if "speed" in value else 1.0
-        window = sub(value, "window", _window) if "window" in value else (0.0, None)
-        loop = sub(value, "loop", _loop) if "loop" in value else False
-        split = sub(value, "split", choice("key", "round_robin")) if "split" in value else "key"
-        routing = sub(value, "routing", choice("group", "recorded")) if "routing" in value else "group"
-        return ReplaySpec(path, speed, window, loop, split, routing)
+        return ReplaySpec(**mapping_fields(value, ReplaySpec, "replay", path=_path(scenario_dir)))
 
     return check
 
@@ -174,26 +185,3 @@ def _path(scenario_dir: str) -> Check:
         return resolved
 
     return check
-
-
-def _window(value: Any) -> tuple[float, float | None]:
-    wanted = "expected [start_s, end_s] in the source's seconds (end_s may be null: to the end)"
-    if not isinstance(value, list) or len(value) != 2:
-        raise Invalid(f"{wanted}, got {show(value)}")
-    start = number(0)(value[0]) if value[0] is not None else 0.0
-    if value[1] is None:
-        return start, None
-    end = number(0)(value[1])
-    if end <= start:
-        raise Invalid(f"{wanted}, with end_s > start_s, got {show(value)}")
-    return start, end
-
-
-def _loop(value: Any) -> bool | int:
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, int) and value >= 1:
-        return value
-    raise Invalid(
-        f"expected false (one pass), a number of passes >= 1, or true (until the run ends), got {show(value)}"
-    )

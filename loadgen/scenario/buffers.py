@@ -4,11 +4,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from loadgen.scenario.checks import boolean, integer, known_keys, number, sub
+from loadgen.scenario.checks import boolean, integer, mapping_fields, number
 from loadgen.scenario.errors import Invalid, show
+from loadgen.scenario.fields import yaml
 
 __all__ = ["CoDelSpec", "EgressSpec", "codel", "CODEL_EXAMPLE", "egress", "EGRESS_EXAMPLE"]
 
@@ -16,73 +17,16 @@ CODEL_EXAMPLE = "{target_ms: 5, interval_ms: 100}"
 EGRESS_EXAMPLE = "{max_depth_units: 20000, min_burst: 4, classes: {high: [5, 255], low: [0, 4]}}"
 _CLASSES_EXAMPLE = "{high: [5, 255], low: default}"
 _MAX_PRIORITY = 255
-
-
-@dataclass(frozen=True)
-class CoDelSpec:
-    """CoDel on a consumer group's client-side buffer: drop (or requeue) once messages have
-    waited longer than `target_ms` for at least `interval_ms`. See docs/codel.md."""
-
-    target_ms: float
-    interval_ms: float
-    requeue: bool
-
-
-@dataclass(frozen=True)
-class EgressSpec:
-    """The client buffer as Solace-style egress classes (loadgen/rules/egress.py, docs/discards.md): each
-    class holds at most `max_depth_units` work units of 2,048 bytes, the oldest discarded past that,
-    but `min_burst` messages are always admitted. The classes together cover AMQP priorities 0..255."""
-
-    max_depth_units: int = 20_000
-    min_burst: int = 4
-    classes: tuple[tuple[str, tuple[tuple[int, int], ...]], ...] = (("all", ((0, 255),)),)
-    """(name, its inclusive priority ranges) per class, in the order served (highest first)."""
-
-    def to_dict(self) -> dict[str, Any]:
-        """As YAML: a class of one range reads [lowest, highest], of several a list of ranges."""
-        return {
-            "max_depth_units": self.max_depth_units,
-            "min_burst": self.min_burst,
-            "classes": {
-                name: [list(r) for r in ranges] if len(ranges) > 1 else list(ranges[0]) for name, ranges in self.classes
-            },
-        }
-
-
-def codel(value: Any) -> CoDelSpec | None:
-    """A consumer group's `codel` value: a mapping, or null for CoDel off."""
-    if value is None:
-        return None
-    if not isinstance(value, dict):
-        raise Invalid(f"expected a mapping such as {CODEL_EXAMPLE}, or null for CoDel off, got {show(value)}")
-    known_keys(value, "codel", ("target_ms", "interval_ms"))
-    requeue = sub(value, "requeue", boolean) if "requeue" in value else True
-    return CoDelSpec(
-        sub(value, "target_ms", number(0, strict=True)), sub(value, "interval_ms", number(0, strict=True)), requeue
-    )
-
-
-def egress(value: Any) -> EgressSpec | None:
-    """A consumer group's `egress` value: a mapping (`{}` or true: the Solace defaults), or null for none."""
-    if value is None or value is False:
-        return None
-    if value is True:
-        value = {}
-    if not isinstance(value, dict):
-        raise Invalid(f"expected a mapping such as {EGRESS_EXAMPLE}, or null for none, got {show(value)}")
-    known_keys(value, "egress")
-    default = EgressSpec()
-    max_depth = sub(value, "max_depth_units", integer(1)) if "max_depth_units" in value else default.max_depth_units
-    min_burst = sub(value, "min_burst", integer(1)) if "min_burst" in value else default.min_burst
-    classes = sub(value, "classes", _egress_classes) if value.get("classes") is not None else default.classes
-    return EgressSpec(max_depth, min_burst, classes)
+_ALL: tuple[tuple[str, tuple[tuple[int, int], ...]], ...] = (("all", ((0, _MAX_PRIORITY),)),)
 
 
 def _egress_classes(value: Any) -> tuple[tuple[str, tuple[tuple[int, int], ...]], ...]:
     """`{name: [lowest, highest] | priority | [[lowest, highest], ...] | default}`, listed highest
     first: the order the classes are served in. No priority may be in two classes; `default` takes
-    every priority no other class names, and without it the classes must cover 0..255."""
+    every priority no other class names, and without it the classes must cover 0..255. Null: one
+    class of every priority."""
+    if value is None:
+        return _ALL
     if not isinstance(value, dict) or not value:
         raise Invalid(
             f"expected a mapping of class name to an inclusive priority range, listed highest "
@@ -166,3 +110,57 @@ def _runs(priorities: list[int]) -> list[tuple[int, int]]:
 
 def _spans(priorities: list[int]) -> str:
     return ", ".join(f"{low}" if low == high else f"{low}-{high}" for low, high in reversed(_runs(priorities)))
+
+
+@dataclass(frozen=True)
+class CoDelSpec:
+    """CoDel on a consumer group's client-side buffer: drop (or requeue) once messages have
+    waited longer than `target_ms` for at least `interval_ms`. See docs/codel.md."""
+
+    target_ms: float = field(metadata=yaml(number(0, strict=True)))
+    interval_ms: float = field(metadata=yaml(number(0, strict=True)))
+    requeue: bool = field(metadata=yaml(boolean, True))
+
+
+@dataclass(frozen=True)
+class EgressSpec:
+    """The client buffer as Solace-style egress classes (loadgen/egress.py, docs/discards.md): each
+    class holds at most `max_depth_units` work units of 2,048 bytes, the oldest discarded past that,
+    but `min_burst` messages are always admitted. The classes together cover AMQP priorities 0..255."""
+
+    max_depth_units: int = field(default=20_000, metadata=yaml(integer(1)))
+    min_burst: int = field(default=4, metadata=yaml(integer(1)))
+    classes: tuple[tuple[str, tuple[tuple[int, int], ...]], ...] = field(
+        default=_ALL, metadata=yaml(_egress_classes, layout="{}")
+    )
+    """(name, its inclusive priority ranges) per class, in the order served (highest first)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """As YAML: a class of one range reads [lowest, highest], of several a list of ranges."""
+        return {
+            "max_depth_units": self.max_depth_units,
+            "min_burst": self.min_burst,
+            "classes": {
+                name: [list(r) for r in ranges] if len(ranges) > 1 else list(ranges[0]) for name, ranges in self.classes
+            },
+        }
+
+
+def codel(value: Any) -> CoDelSpec | None:
+    """A consumer group's `codel` value: a mapping, or null for CoDel off."""
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise Invalid(f"expected a mapping such as {CODEL_EXAMPLE}, or null for CoDel off, got {show(value)}")
+    return CoDelSpec(**mapping_fields(value, CoDelSpec, "codel"))
+
+
+def egress(value: Any) -> EgressSpec | None:
+    """A consumer group's `egress` value: a mapping (`{}` or true: the Solace defaults), or null for none."""
+    if value is None or value is False:
+        return None
+    if value is True:
+        value = {}
+    if not isinstance(value, dict):
+        raise Invalid(f"expected a mapping such as {EGRESS_EXAMPLE}, or null for none, got {show(value)}")
+    return EgressSpec(**mapping_fields(value, EgressSpec, "egress"))

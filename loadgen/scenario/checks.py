@@ -12,7 +12,7 @@ from collections.abc import Callable, Collection, Mapping
 from typing import Any, NoReturn
 
 from loadgen.scenario.errors import Invalid, ScenarioError, did_you_mean, join_path, located, show
-from loadgen.scenario.fields import REQUIRED
+from loadgen.scenario.fields import REQUIRED, declared
 
 __all__ = [
     "Check",
@@ -31,6 +31,7 @@ __all__ = [
     "text",
     "sub",
     "known_keys",
+    "mapping_fields",
 ]
 
 Check = Callable[[Any], Any]
@@ -182,6 +183,19 @@ def known_keys(value: dict[str, Any], section: str, required: tuple[str, ...] = 
             raise Invalid("missing required key", None, key)
 
 
+def mapping_fields(value: dict[Any, Any], cls: type, section: str, **checks: Check) -> dict[str, Any]:
+    """The declared fields of `cls` (by attribute) from a mapping checked as one value: unknown keys
+    and missing required ones are refused first (known_keys), then each key is checked in field
+    order, an absent one taking its declared default. `checks` supplies a check by attribute where
+    the declaration leaves it to the parser (None)."""
+    specs = declared(cls)
+    known_keys(value, section, tuple(spec.key for _, spec in specs if spec.default is REQUIRED))
+    return {
+        attr: sub(value, spec.key, spec.check or checks[attr]) if spec.key in value else spec.default
+        for attr, spec in specs
+    }
+
+
 def scenario_layout() -> Mapping[str, Mapping[str, str]]:
     """The scenario's YAML_LAYOUT, looked up when a reader needs it: the model imports these
     checks to declare its fields, so this module can not import the model first."""
@@ -216,6 +230,17 @@ class Reader:
                 fail(self.source, path, None, "missing required key")
             return default
         return located(self.source, path, self.raw[key], check)
+
+    def field(self, cls: type, attr: str, *default: Any) -> Any:
+        """Declared field `attr` of `cls`, checked as declared; `default` replaces its declared one."""
+        spec = dict(declared(cls))[attr]
+        assert spec.check is not None  # a field read here has a check of its own
+        return self.get(spec.key, spec.check, *(default or (spec.default,)))
+
+    def fields(self, cls: type, **given: Any) -> dict[str, Any]:
+        """Every declared field of `cls` (by attribute), read in field order, except those `given`
+        (read already, or derived), which are taken as they are."""
+        return {attr: given[attr] if attr in given else self.field(cls, attr) for attr, _ in declared(cls)}
 
     def section(self, key: str, section: str, required: bool = False) -> Reader:
         if key not in self.raw and required:

@@ -9,10 +9,25 @@ import pytest
 import yaml
 
 from loadgen.scenario.fields import declared
-from loadgen.scenario.model import YAML_LAYOUT, ConsumerGroup, ProducerGroup
+from loadgen.scenario.model import (
+    YAML_LAYOUT,
+    Bursts,
+    CoDelSpec,
+    ConsumerGroup,
+    EgressSpec,
+    ProducerGroup,
+    ReplaySpec,
+)
 from tests.unit.scenario_files import load
 
-DECLARED = {"producer": ProducerGroup, "consumer": ConsumerGroup}
+DECLARED = {
+    "producer": ProducerGroup,
+    "consumer": ConsumerGroup,
+    "bursts": Bursts,
+    "replay": ReplaySpec,
+    "codel": CoDelSpec,
+    "egress": EgressSpec,
+}
 
 EVERY_KEY = """
 name: t
@@ -66,3 +81,43 @@ def test_a_declared_default_is_the_value_of_an_absent_key(tmp_path):
         if attr not in ("name", "rate", "routing_key"):  # given; routing_key None is the queue's name
             assert getattr(group, attr) == spec.default, attr
     assert group.routing_key == "q"
+
+
+# A mapping checked as one value (bursts, codel, egress) reads each declared key; absent, its default.
+NESTED = """
+name: t
+queue: {name: q}
+run: {duration_s: 10}
+producers:
+  - {name: p, rate: 5, bursts: {on_s: 1, off_s: 2, off_rate: 3, start_s: 4}}
+  - {name: d, rate: 5, bursts: {on_s: 1, off_s: 2}}
+consumers:
+  - {name: c, codel: {target_ms: 5, interval_ms: 100, requeue: false},
+     egress: {max_depth_units: 7, min_burst: 2, classes: {high: [5, 255], low: default}}}
+  - {name: d, codel: {target_ms: 5, interval_ms: 100}, egress: {classes: null}}
+"""
+
+
+def test_nested_values_read_and_write_every_declared_key_in_order(tmp_path):
+    scenario = load(tmp_path, NESTED)
+    every = scenario.to_dict()
+    given = yaml.safe_load(NESTED)
+    for section, kind, i in (("bursts", "producers", 0), ("codel", "consumers", 0), ("egress", "consumers", 0)):
+        assert list(every[kind][i][section]) == list(YAML_LAYOUT[section])
+        assert set(given[kind][i][section]) == set(YAML_LAYOUT[section])
+    assert scenario.producers[0].bursts == Bursts(1.0, 2.0, 3.0, 4.0)
+    assert scenario.consumers[0].codel == CoDelSpec(5.0, 100.0, False)
+    assert scenario.consumers[0].egress == EgressSpec(7, 2, (("high", ((5, 255),)), ("low", ((0, 4),))))
+
+
+def test_nested_defaults_are_the_declared_ones(tmp_path):
+    scenario = load(tmp_path, NESTED)
+    defaults = {attr: spec.default for attr, spec in declared(Bursts)}
+    assert scenario.producers[1].bursts == Bursts(**{**defaults, "on_s": 1.0, "off_s": 2.0})
+    assert scenario.consumers[1].codel.requeue is dict(declared(CoDelSpec))["requeue"].default is True
+    assert scenario.consumers[1].egress == EgressSpec()  # classes: null is the declared default too
+
+
+def test_the_replay_path_check_is_supplied_by_the_loader():
+    checks = {attr: spec.check for attr, spec in declared(ReplaySpec)}
+    assert checks.pop("path") is None and all(checks.values())
