@@ -247,8 +247,8 @@ def _build(tree: dict[str, Any], source: str, overrides: tuple[str, ...], url_is
     given = top.raw.get("run")
     replay_s = None if isinstance(given, dict) and "duration_s" in given else _replay_duration(source, producers)
     r = top.section("run", "run", required=replay_s is None)
-    duration = r.get("duration_s", _number(0, strict=True), *(() if replay_s is None else (replay_s,)))
-    warmup = r.get("warmup_s", _number(0), 0.0)
+    duration = r.field(RunSpec, "duration_s", *(() if replay_s is None else (replay_s,)))
+    warmup = r.field(RunSpec, "warmup_s")
     if warmup >= duration:
         _fail(
             source,
@@ -256,7 +256,7 @@ def _build(tree: dict[str, Any], source: str, overrides: tuple[str, ...], url_is
             warmup,
             f"expected a number >= 0 and < run.duration_s ({duration:g}), got {warmup:g}",
         )
-    run = RunSpec(duration, warmup, r.get("drain_timeout_s", _number(0), 30.0), r.get("beyond_limits", _boolean, False))
+    run = RunSpec(**r.fields(RunSpec, duration_s=duration, warmup_s=warmup))
     consumers = tuple(_groups(top, "consumers", "consumer", ConsumerGroup, queue.name))
     network = read_network(top)
     timeline = _timeline(top, run, producers, consumers, network is not None)

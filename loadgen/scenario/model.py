@@ -14,7 +14,16 @@ from loadgen.redact import mask_url
 from loadgen.scenario import arrivals
 from loadgen.scenario.arrivals import Bursts, RatePoints, ReplaySpec
 from loadgen.scenario.buffers import CoDelSpec, EgressSpec, codel, egress
-from loadgen.scenario.checks import MAX_SIZE_BYTES, amqp_name, boolean, choice, identifier, integer, optional_number
+from loadgen.scenario.checks import (
+    MAX_SIZE_BYTES,
+    amqp_name,
+    boolean,
+    choice,
+    identifier,
+    integer,
+    number,
+    optional_number,
+)
 from loadgen.scenario.fields import LEAF, layout, plain_dict, to_plain, yaml
 from loadgen.scenario.processing import PROCESSING_PARAMS, Processing, processing
 
@@ -142,10 +151,11 @@ class BindingSpec:
 
 @dataclass(frozen=True)
 class RunSpec:
-    duration_s: float
-    warmup_s: float
-    drain_timeout_s: float
-    beyond_limits: bool = False  # loadgen/scenario/limits.py: run values beyond LIMITS anyway
+    duration_s: float = field(metadata=yaml(number(0, strict=True)))  # a replay may supply it, see loader
+    warmup_s: float = field(metadata=yaml(number(0), 0.0))  # < duration_s, see loader
+    drain_timeout_s: float = field(metadata=yaml(number(0), 30.0))
+    beyond_limits: bool = field(default=False, metadata=yaml(boolean))
+    """loadgen/scenario/limits.py: run values beyond LIMITS anyway."""
 
 
 @dataclass(frozen=True)
@@ -216,9 +226,11 @@ class LinkSpec:
     """One direction of the delay-line proxy: a fixed delay, a uniform extra delay per chunk
     (order is kept) and a bandwidth cap in bytes per second (None: unlimited)."""
 
-    latency_ms: float
-    jitter_ms: float
-    bandwidth_bytes_per_s: float | None
+    latency_ms: float = field(metadata=yaml(number(0), 0.0))
+    jitter_ms: float = field(metadata=yaml(number(0), 0.0))
+    bandwidth_bytes_per_s: float | None = field(
+        metadata=yaml(optional_number(0, strict=True, null_means="unlimited"), None)
+    )
 
     @classmethod
     def unimpaired(cls) -> LinkSpec:
@@ -235,11 +247,11 @@ class NetworkSpec:
     proxy's job.
     """
 
-    listen_port: int
-    upstream: LinkSpec
-    downstream: LinkSpec
-    down: bool
-    reset_peer: bool
+    listen_port: int = field(metadata=yaml(integer(0, 65535), 0))
+    upstream: LinkSpec = field(metadata=yaml(None, layout="link"))  # a section: see sections.read_network
+    downstream: LinkSpec = field(metadata=yaml(None, layout="link"))
+    down: bool = field(metadata=yaml(boolean, False))
+    reset_peer: bool = field(metadata=yaml(boolean, False))
 
     def with_settings(self, settings: Mapping[str, Any]) -> NetworkSpec:
         """A copy with {path below `network.`: value} applied, e.g. {"upstream.latency_ms": 50}."""
@@ -417,12 +429,7 @@ class Scenario:
             },
             "exchanges": [to_plain(asdict(x)) for x in self.exchanges],
             "bindings": [to_plain(asdict(b)) for b in self.bindings],
-            "run": {
-                "duration_s": self.run.duration_s,
-                "warmup_s": self.run.warmup_s,
-                "drain_timeout_s": self.run.drain_timeout_s,
-                "beyond_limits": self.run.beyond_limits,
-            },
+            "run": plain_dict(self.run),
             "producers": [g.to_dict() for g in self.producers],
             "consumers": [g.to_dict() for g in self.consumers],
             "timeline": [
@@ -435,7 +442,7 @@ class Scenario:
                 for p in self.timeline
             ],
             "slo": list(self.slo),
-            "network": asdict(self.network) if self.network else None,
+            "network": plain_dict(self.network) if self.network else None,
         }
 
 
@@ -477,15 +484,15 @@ YAML_LAYOUT: dict[str, dict[str, str]] = {
         "delete_on_end": LEAF,
     },
     "binding": {"exchange": LEAF, "routing_key": LEAF, "arguments": "{}"},
-    "run": {"duration_s": LEAF, "warmup_s": LEAF, "drain_timeout_s": LEAF, "beyond_limits": LEAF},
+    "run": layout(RunSpec),
     "producer": layout(ProducerGroup),
     "bursts": layout(Bursts),
     "replay": layout(ReplaySpec),
     "consumer": layout(ConsumerGroup),
     "egress": layout(EgressSpec),
     "codel": layout(CoDelSpec),
-    "network": {"listen_port": LEAF, "upstream": "link", "downstream": "link", "down": LEAF, "reset_peer": LEAF},
-    "link": {"latency_ms": LEAF, "jitter_ms": LEAF, "bandwidth_bytes_per_s": LEAF},
+    "network": layout(NetworkSpec),
+    "link": layout(LinkSpec),
     "phase": {"name": LEAF, "start_s": LEAF, "end_s": LEAF, "set": "{set}"},
     "processing": {
         "distribution": LEAF,

@@ -15,8 +15,11 @@ from loadgen.scenario.model import (
     CoDelSpec,
     ConsumerGroup,
     EgressSpec,
+    LinkSpec,
+    NetworkSpec,
     ProducerGroup,
     ReplaySpec,
+    RunSpec,
 )
 from tests.unit.scenario_files import load
 
@@ -27,6 +30,9 @@ DECLARED = {
     "replay": ReplaySpec,
     "codel": CoDelSpec,
     "egress": EgressSpec,
+    "run": RunSpec,
+    "network": NetworkSpec,
+    "link": LinkSpec,
 }
 
 EVERY_KEY = """
@@ -121,3 +127,37 @@ def test_nested_defaults_are_the_declared_ones(tmp_path):
 def test_the_replay_path_check_is_supplied_by_the_loader():
     checks = {attr: spec.check for attr, spec in declared(ReplaySpec)}
     assert checks.pop("path") is None and all(checks.values())
+
+
+SECTIONS = """
+name: t
+queue: {name: q}
+run: {duration_s: 10, warmup_s: 1, drain_timeout_s: 2, beyond_limits: true}
+network:
+  listen_port: 5999
+  upstream: {latency_ms: 1, jitter_ms: 2, bandwidth_bytes_per_s: 3}
+  downstream: {latency_ms: 4}
+  down: true
+  reset_peer: true
+"""
+
+
+def test_run_and_network_read_and_write_every_declared_key_in_order(tmp_path):
+    scenario = load(tmp_path, SECTIONS)
+    every, given = scenario.to_dict(), yaml.safe_load(SECTIONS)
+    for section in ("run", "network"):
+        assert list(every[section]) == list(given[section]) == list(YAML_LAYOUT[section])
+    assert list(every["network"]["upstream"]) == list(given["network"]["upstream"]) == list(YAML_LAYOUT["link"])
+    assert scenario.run == RunSpec(10.0, 1.0, 2.0, True)
+    assert scenario.network == NetworkSpec(5999, LinkSpec(1.0, 2.0, 3.0), LinkSpec(4.0, 0.0, None), True, True)
+
+
+def test_run_and_network_defaults_are_the_declared_ones(tmp_path):
+    scenario = load(tmp_path, "name: t\nqueue: {name: q}\nrun: {duration_s: 10}\nnetwork: {}\n")
+    for cls, value in ((RunSpec, scenario.run), (NetworkSpec, scenario.network)):
+        for attr, spec in declared(cls):
+            if spec.layout == "link":
+                assert getattr(value, attr) == LinkSpec(*(s.default for _, s in declared(LinkSpec))), attr
+            elif attr != "duration_s":
+                assert getattr(value, attr) == spec.default, attr
+    assert scenario.network.upstream == LinkSpec.unimpaired()
