@@ -6,7 +6,7 @@ settings at elapsed time `t` (base plus the active phase's `set`). Nothing here 
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
 
@@ -26,6 +26,7 @@ from loadgen.scenario.checks import (
 )
 from loadgen.scenario.fields import LEAF, layout, plain_dict, to_plain, yaml
 from loadgen.scenario.processing import PROCESSING_PARAMS, Processing, processing
+from loadgen.scenario.topology import BindingSpec, ExchangeSpec, FrozenMapping, QueueSpec
 
 __all__ = [
     "BASE_PHASE",
@@ -60,30 +61,6 @@ BASE_PHASE = "base"
 GroupKind = Literal["producers", "consumers"]
 
 
-class FrozenMapping(Mapping[str, Any]):
-    """A read-only, hashable dict (queue arguments); `dict(m)` gives a plain copy."""
-
-    __slots__ = ("_data",)
-
-    def __init__(self, data: Mapping[str, Any] | None = None) -> None:
-        self._data = dict(data or {})
-
-    def __getitem__(self, key: str) -> Any:
-        return self._data[key]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._data)
-
-    def __len__(self) -> int:
-        return len(self._data)
-
-    def __hash__(self) -> int:
-        return hash(frozenset(self._data.items()))
-
-    def __repr__(self) -> str:
-        return f"FrozenMapping({self._data!r})"
-
-
 @dataclass(frozen=True)
 class ManagedSpec:
     """A private RabbitMQ node `sojourn run` starts for the run (docs/broker.md): its AMQP port,
@@ -104,49 +81,6 @@ class Broker:
     """Set: `url` is the private node's; `sojourn run` starts it (docs/broker.md)."""
     url_is_default: bool = field(default=False, compare=False)
     """No file, variable or --set gave the URL: `sojourn run` may start a private node instead."""
-
-
-@dataclass(frozen=True)
-class QueueSpec:
-    name: str
-    durable: bool
-    auto_delete: bool
-    arguments: FrozenMapping
-    purge_on_start: bool
-    delete_on_end: bool
-    type: str | None = None
-    """`queue.type` as given (classic or quorum), None when absent: shorthand for `x-queue-type`,
-    kept apart from `arguments` so the resolved scenario reads back as written."""
-
-    @property
-    def queue_type(self) -> str:
-        """The type the broker makes: `type`, else the `x-queue-type` argument, else classic."""
-        return self.type or str(self.arguments.get("x-queue-type", "classic"))
-
-    def declare_arguments(self) -> dict[str, Any]:
-        """The arguments of queue.declare: `arguments` plus `x-queue-type` when `type` is given."""
-        return {**self.arguments, "x-queue-type": self.type} if self.type else dict(self.arguments)
-
-
-@dataclass(frozen=True)
-class ExchangeSpec:
-    """An exchange the run declares before its queue (docs/scenarios.md, `exchanges`)."""
-
-    name: str
-    type: str
-    durable: bool = True
-    auto_delete: bool = False
-    arguments: FrozenMapping = field(default_factory=FrozenMapping)
-    delete_on_end: bool = False
-
-
-@dataclass(frozen=True)
-class BindingSpec:
-    """A binding of the scenario's queue to `exchange`, made after the queue is declared."""
-
-    exchange: str
-    routing_key: str = ""
-    arguments: FrozenMapping = field(default_factory=FrozenMapping)
 
 
 @dataclass(frozen=True)
@@ -427,8 +361,8 @@ class Scenario:
                 "delete_on_end": self.queue.delete_on_end,
                 "type": self.queue.type,
             },
-            "exchanges": [to_plain(asdict(x)) for x in self.exchanges],
-            "bindings": [to_plain(asdict(b)) for b in self.bindings],
+            "exchanges": [plain_dict(x) for x in self.exchanges],
+            "bindings": [plain_dict(b) for b in self.bindings],
             "run": plain_dict(self.run),
             "producers": [g.to_dict() for g in self.producers],
             "consumers": [g.to_dict() for g in self.consumers],
@@ -475,15 +409,8 @@ YAML_LAYOUT: dict[str, dict[str, str]] = {
         "purge_on_start": LEAF,
         "delete_on_end": LEAF,
     },
-    "exchange": {
-        "name": LEAF,
-        "type": LEAF,
-        "durable": LEAF,
-        "auto_delete": LEAF,
-        "arguments": "{}",
-        "delete_on_end": LEAF,
-    },
-    "binding": {"exchange": LEAF, "routing_key": LEAF, "arguments": "{}"},
+    "exchange": layout(ExchangeSpec),
+    "binding": layout(BindingSpec),
     "run": layout(RunSpec),
     "producer": layout(ProducerGroup),
     "bursts": layout(Bursts),

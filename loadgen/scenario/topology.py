@@ -5,13 +5,19 @@ without declaring them. Pure: the checks follow what RabbitMQ 3.10 accepts (docs
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
 from typing import Any, cast
 
 from loadgen.scenario.checks import Check, Reader, amqp_name, boolean, choice, fail, integer, sub
 from loadgen.scenario.errors import Invalid, show
-from loadgen.scenario.model import BindingSpec, ExchangeSpec, FrozenMapping, QueueSpec
+from loadgen.scenario.fields import yaml
 
 __all__ = [
+    "FrozenMapping",
+    "QueueSpec",
+    "ExchangeSpec",
+    "BindingSpec",
     "arguments",
     "read_queue",
     "read_exchanges",
@@ -26,6 +32,52 @@ EXCHANGE_TYPES = ("direct", "fanout", "topic", "headers")
 OVERFLOWS = ("drop-head", "reject-publish", "reject-publish-dlx")
 HEADERS_MATCH = ("all", "any", "all-with-x", "any-with-x")
 RESERVED_PREFIX = "amq."
+
+
+class FrozenMapping(Mapping[str, Any]):
+    """A read-only, hashable dict (queue arguments); `dict(m)` gives a plain copy."""
+
+    __slots__ = ("_data",)
+
+    def __init__(self, data: Mapping[str, Any] | None = None) -> None:
+        self._data = dict(data or {})
+
+    def __getitem__(self, key: str) -> Any:
+        return self._data[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._data)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def __hash__(self) -> int:
+        return hash(frozenset(self._data.items()))
+
+    def __repr__(self) -> str:
+        return f"FrozenMapping({self._data!r})"
+
+
+@dataclass(frozen=True)
+class QueueSpec:
+    name: str
+    durable: bool
+    auto_delete: bool
+    arguments: FrozenMapping
+    purge_on_start: bool
+    delete_on_end: bool
+    type: str | None = None
+    """`queue.type` as given (classic or quorum), None when absent: shorthand for `x-queue-type`,
+    kept apart from `arguments` so the resolved scenario reads back as written."""
+
+    @property
+    def queue_type(self) -> str:
+        """The type the broker makes: `type`, else the `x-queue-type` argument, else classic."""
+        return self.type or str(self.arguments.get("x-queue-type", "classic"))
+
+    def declare_arguments(self) -> dict[str, Any]:
+        """The arguments of queue.declare: `arguments` plus `x-queue-type` when `type` is given."""
+        return {**self.arguments, "x-queue-type": self.type} if self.type else dict(self.arguments)
 
 
 def _string(value: Any) -> str:
@@ -163,34 +215,6 @@ def _exchange_name(value: Any) -> str:
     return str(name)
 
 
-def read_exchanges(top: Reader) -> tuple[ExchangeSpec, ...]:
-    """The `exchanges` list, in declaration order; names are unique."""
-    out: list[ExchangeSpec] = []
-    seen: dict[str, int] = {}
-    for i, raw in enumerate(top.items("exchanges")):
-        x = Reader(top.source, raw, f"exchanges[{i}]", "exchange")
-        name = x.get("name", _exchange_name)
-        if name in seen:
-            fail(
-                top.source,
-                f"exchanges[{i}].name",
-                name,
-                f"duplicate name: exchanges[{seen[name]}] is also called {name!r}",
-            )
-        seen[name] = i
-        out.append(
-            ExchangeSpec(
-                name,
-                x.get("type", _exchange_type),
-                x.get("durable", boolean, True),
-                x.get("auto_delete", boolean, False),
-                x.get("arguments", arguments, FrozenMapping()),
-                x.get("delete_on_end", boolean, False),
-            )
-        )
-    return tuple(out)
-
-
 def _binding_exchange(value: Any) -> str:
     if value == "":
         raise Invalid(
@@ -200,6 +224,46 @@ def _binding_exchange(value: Any) -> str:
     return cast(str, amqp_name(nonempty=True)(value))
 
 
+@dataclass(frozen=True)
+class ExchangeSpec:
+    """An exchange the run declares before its queue (docs/scenarios.md, `exchanges`)."""
+
+    name: str = field(metadata=yaml(_exchange_name))
+    type: str = field(metadata=yaml(_exchange_type))
+    durable: bool = field(default=True, metadata=yaml(boolean))
+    auto_delete: bool = field(default=False, metadata=yaml(boolean))
+    arguments: FrozenMapping = field(default_factory=FrozenMapping, metadata=yaml(arguments, layout="{}"))
+    delete_on_end: bool = field(default=False, metadata=yaml(boolean))
+
+
+@dataclass(frozen=True)
+class BindingSpec:
+    """A binding of the scenario's queue to `exchange`, made after the queue is declared."""
+
+    exchange: str = field(metadata=yaml(_binding_exchange))
+    routing_key: str = field(default="", metadata=yaml(amqp_name()))
+    arguments: FrozenMapping = field(default_factory=FrozenMapping, metadata=yaml(arguments, layout="{}"))
+
+
+def read_exchanges(top: Reader) -> tuple[ExchangeSpec, ...]:
+    """The `exchanges` list, in declaration order; names are unique."""
+    out: list[ExchangeSpec] = []
+    seen: dict[str, int] = {}
+    for i, raw in enumerate(top.items("exchanges")):
+        x = Reader(top.source, raw, f"exchanges[{i}]", "exchange")
+        name = x.field(ExchangeSpec, "name")
+        if name in seen:
+            fail(
+                top.source,
+                f"exchanges[{i}].name",
+                name,
+                f"duplicate name: exchanges[{seen[name]}] is also called {name!r}",
+            )
+        seen[name] = i
+        out.append(ExchangeSpec(**x.fields(ExchangeSpec, name=name)))
+    return tuple(out)
+
+
 def read_bindings(top: Reader, exchanges: tuple[ExchangeSpec, ...]) -> tuple[BindingSpec, ...]:
     """The `bindings` list (the scenario's queue to each exchange); no binding twice."""
     declared = {x.name: x for x in exchanges}
@@ -207,11 +271,7 @@ def read_bindings(top: Reader, exchanges: tuple[ExchangeSpec, ...]) -> tuple[Bin
     seen: dict[BindingSpec, int] = {}
     for i, raw in enumerate(top.items("bindings")):
         b = Reader(top.source, raw, f"bindings[{i}]", "binding")
-        binding = BindingSpec(
-            b.get("exchange", _binding_exchange),
-            b.get("routing_key", amqp_name(), ""),
-            b.get("arguments", arguments, FrozenMapping()),
-        )
+        binding = BindingSpec(**b.fields(BindingSpec))
         target = declared.get(binding.exchange)
         if target is not None and target.type == "headers" and "x-match" in binding.arguments:
             b.get("arguments", lambda v: sub(v, "x-match", choice(*HEADERS_MATCH)))

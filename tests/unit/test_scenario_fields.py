@@ -11,10 +11,13 @@ import yaml
 from loadgen.scenario.fields import declared
 from loadgen.scenario.model import (
     YAML_LAYOUT,
+    BindingSpec,
     Bursts,
     CoDelSpec,
     ConsumerGroup,
     EgressSpec,
+    ExchangeSpec,
+    FrozenMapping,
     LinkSpec,
     NetworkSpec,
     ProducerGroup,
@@ -33,6 +36,8 @@ DECLARED = {
     "run": RunSpec,
     "network": NetworkSpec,
     "link": LinkSpec,
+    "exchange": ExchangeSpec,
+    "binding": BindingSpec,
 }
 
 EVERY_KEY = """
@@ -161,3 +166,29 @@ def test_run_and_network_defaults_are_the_declared_ones(tmp_path):
             elif attr != "duration_s":
                 assert getattr(value, attr) == spec.default, attr
     assert scenario.network.upstream == LinkSpec.unimpaired()
+
+
+TOPOLOGY = """
+name: t
+queue: {name: q}
+run: {duration_s: 10}
+exchanges:
+  - {name: x, type: headers, durable: false, auto_delete: true, arguments: {a: 1}, delete_on_end: true}
+  - {name: y, type: topic}
+bindings:
+  - {exchange: x, routing_key: k, arguments: {x-match: any}}
+  - {exchange: y}
+"""
+
+
+def test_exchanges_and_bindings_read_and_write_every_declared_key_in_order(tmp_path):
+    scenario = load(tmp_path, TOPOLOGY)
+    every, given = scenario.to_dict(), yaml.safe_load(TOPOLOGY)
+    for kind, section in (("exchanges", "exchange"), ("bindings", "binding")):
+        assert list(every[kind][0]) == list(given[kind][0]) == list(YAML_LAYOUT[section])
+    assert scenario.exchanges[0] == ExchangeSpec("x", "headers", False, True, FrozenMapping({"a": 1}), True)
+    assert scenario.bindings[0] == BindingSpec("x", "k", FrozenMapping({"x-match": "any"}))
+    for value, given_keys in ((scenario.exchanges[1], ("name", "type")), (scenario.bindings[1], ("exchange",))):
+        for attr, spec in declared(type(value)):
+            if attr not in given_keys:
+                assert getattr(value, attr) == spec.default, attr
