@@ -10,23 +10,19 @@ import math
 import os
 from collections.abc import Mapping, Sequence
 from typing import Any, cast
-from urllib.parse import urlsplit
 
 import yaml
 
 from analysis.slo import SloError, parse_slo
 from loadgen.scenario import arrivals
+from loadgen.scenario.broker import DEFAULT_URL, read_broker
 from loadgen.scenario.checks import (
     MAX_SIZE_BYTES,
     SHORT_STRING_BYTES,
     Reader as _Reader,
-    boolean as _boolean,
     fail as _fail,
     identifier as _name,
-    integer as _integer,
-    known_keys,
     number as _number,
-    sub as _sub,
     text as _text,
 )
 from loadgen.scenario.errors import (
@@ -35,7 +31,6 @@ from loadgen.scenario.errors import (
     did_you_mean,
     join_path as _join,
     located,
-    mask_passwords,
     show,
 )
 from loadgen.scenario.fields import declared
@@ -44,11 +39,8 @@ from loadgen.scenario.model import (
     BASE_PHASE,
     PHASE_SETTABLE,
     YAML_LAYOUT,
-    Broker,
     ConsumerGroup,
-    FrozenMapping,
     GroupKind,
-    ManagedSpec,
     Phase,
     ProducerGroup,
     RunSpec,
@@ -70,8 +62,6 @@ from loadgen.scenario.topology import read_bindings, read_exchanges, read_queue
 __all__ = ["load_scenario", "ENV_URL", "DEFAULT_URL", "MAX_SIZE_BYTES"]
 
 ENV_URL = "SOJOURN_AMQP_URL"
-DEFAULT_URL = "amqp://guest:guest@127.0.0.1:5672/"
-MANAGED_PORT = 5673  # loadgen.broker.DEFAULT_PORT, without importing the broker package here
 _PHASE_SET_ROOTS = ("producers", "consumers", "network")
 
 
@@ -145,50 +135,6 @@ class _StrictLoader(BoundedLoader):
         return super().construct_mapping(node, deep=deep)
 
 
-# ---- checks specific to one field; the generic ones live in checks.py
-
-
-def _url(value: Any) -> str:
-    wanted = "expected an amqp:// or amqps:// URL with a host, e.g. amqp://127.0.0.1:5672/"
-    if not isinstance(value, str):
-        raise Invalid(f"{wanted}, got {show(value)}")
-    masked = mask_passwords(value)  # not redact.mask_url: it raises on a malformed port
-    try:
-        parts = urlsplit(value)
-        parts.port  # noqa: B018 - raises ValueError on a port that is not a number in range
-    except ValueError as err:
-        raise Invalid(f"{wanted}, got {show(masked)} ({err})", masked) from None
-    if parts.scheme not in ("amqp", "amqps") or not parts.hostname:
-        raise Invalid(f"{wanted}, got {show(masked)}", masked)
-    return value
-
-
-def _managed(value: Any) -> ManagedSpec | None:
-    """`broker.managed`: true (defaults), false/null (none), or {port, settings, keep}."""
-    from loadgen.broker.config import BrokerSettingsError, effective_settings
-
-    if value is None or value is False:
-        return None
-    if value is True:
-        value = {}
-    if not isinstance(value, dict):
-        raise Invalid(
-            f"expected true or a mapping such as {{port: 5674, settings: "
-            f"{{vm_memory_high_watermark.absolute: 200MiB}}}}, got {show(value)}"
-        )
-    known_keys(value, "managed")
-    port = _sub(value, "port", _integer(1, 65535)) if "port" in value else MANAGED_PORT
-    settings = value.get("settings") or {}
-    if not isinstance(settings, dict):
-        raise Invalid(f"expected a mapping of rabbitmq.conf keys to values, got {show(settings)}", settings, "settings")
-    try:
-        effective_settings(settings)
-    except BrokerSettingsError as err:
-        raise Invalid(f"{err.reason}, got {show(err.value)}", err.value, f"settings.{err.key}") from None
-    keep = _sub(value, "keep", _boolean) if "keep" in value else False
-    return ManagedSpec(port, FrozenMapping({str(k): v for k, v in settings.items()}), keep)
-
-
 # ---- sections
 
 
@@ -222,24 +168,7 @@ def _build(tree: dict[str, Any], source: str, overrides: tuple[str, ...], url_is
     top = _Reader(source, tree, "", "scenario")
     name = top.get("name", _name)
     description = top.get("description", _text(nullable=True), "") or ""
-    b = top.section("broker", "broker")
-    managed = b.get("managed", _managed, None)
-    if managed is not None and "url" in b.raw:
-        _fail(
-            source,
-            "broker.url",
-            b.raw["url"],
-            "give broker.url or broker.managed, not both "
-            "(a managed node's URL is amqp://guest:guest@127.0.0.1:<port>/)",
-        )
-    url = f"amqp://guest:guest@127.0.0.1:{managed.port}/" if managed else b.get("url", _url, DEFAULT_URL)
-    broker = Broker(
-        url,
-        b.get("heartbeat_s", _integer(0, 65_535), 30),  # AMQP: a short
-        b.get("connect_timeout_s", _number(0, strict=True), 5.0),
-        managed,
-        url_is_default and managed is None,
-    )
+    broker = read_broker(top, url_is_default)
     queue = read_queue(top)
     exchanges = read_exchanges(top)
     bindings = read_bindings(top, exchanges)

@@ -7,12 +7,13 @@ settings at elapsed time `t` (base plus the active phase's `set`). Nothing here 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from loadgen.redact import mask_url
 from loadgen.scenario import arrivals
 from loadgen.scenario.arrivals import Bursts, RatePoints, ReplaySpec
+from loadgen.scenario.broker import Broker, ManagedSpec
 from loadgen.scenario.buffers import CoDelSpec, EgressSpec, codel, egress
 from loadgen.scenario.checks import (
     MAX_SIZE_BYTES,
@@ -59,28 +60,6 @@ BASE_PHASE = "base"
 """The name of the implicit phase: time not covered by any timeline phase."""
 
 GroupKind = Literal["producers", "consumers"]
-
-
-@dataclass(frozen=True)
-class ManagedSpec:
-    """A private RabbitMQ node `sojourn run` starts for the run (docs/broker.md): its AMQP port,
-    its rabbitmq.conf settings (e.g. vm_memory_high_watermark.absolute), and whether to leave it
-    running afterwards."""
-
-    port: int
-    settings: FrozenMapping
-    keep: bool = False
-
-
-@dataclass(frozen=True)
-class Broker:
-    url: str
-    heartbeat_s: int
-    connect_timeout_s: float
-    managed: ManagedSpec | None = None
-    """Set: `url` is the private node's; `sojourn run` starts it (docs/broker.md)."""
-    url_is_default: bool = field(default=False, compare=False)
-    """No file, variable or --set gave the URL: `sojourn run` may start a private node instead."""
 
 
 @dataclass(frozen=True)
@@ -346,12 +325,7 @@ class Scenario:
         return {
             "name": self.name,
             "description": self.description,
-            "broker": {
-                "url": url,
-                "heartbeat_s": self.broker.heartbeat_s,
-                "connect_timeout_s": self.broker.connect_timeout_s,
-                "managed": to_plain(asdict(self.broker.managed)) if self.broker.managed else None,
-            },
+            "broker": {**plain_dict(self.broker), "url": url},
             "queue": {
                 "name": self.queue.name,
                 "durable": self.queue.durable,
@@ -398,8 +372,8 @@ YAML_LAYOUT: dict[str, dict[str, str]] = {
         "exchanges": "[exchange]",
         "bindings": "[binding]",
     },
-    "broker": {"url": LEAF, "heartbeat_s": LEAF, "connect_timeout_s": LEAF, "managed": "managed"},
-    "managed": {"port": LEAF, "settings": "{}", "keep": LEAF},
+    "broker": layout(Broker),
+    "managed": layout(ManagedSpec),
     "queue": {
         "name": LEAF,
         "type": LEAF,
