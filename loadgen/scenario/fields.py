@@ -1,5 +1,6 @@
 """One declaration per scenario field: a dataclass field's metadata says its YAML key, how the loader
-checks its value, and its default when the key is absent. The YAML layout, the loader's reading and
+checks its value, and its default when the key is absent. The YAML layout, the loader's reading
+(checks.Reader.fields for a section, checks.mapping_fields for a mapping checked as one value) and
 `to_dict` are all derived from it (`dataclasses.fields()`), so a new field is a single edit:
 
     count: int = field(metadata=yaml(integer(0), default=1))  # YAML default 1; positional in Python

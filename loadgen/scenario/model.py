@@ -25,7 +25,7 @@ from loadgen.scenario.checks import (
     number,
     optional_number,
 )
-from loadgen.scenario.fields import LEAF, layout, plain_dict, to_plain, yaml
+from loadgen.scenario.fields import LEAF, declared, layout, plain_dict, to_plain, yaml
 from loadgen.scenario.processing import PROCESSING_PARAMS, Processing, processing
 from loadgen.scenario.topology import BindingSpec, ExchangeSpec, FrozenMapping, QueueSpec
 
@@ -357,6 +357,11 @@ class Scenario:
 # Which keys each YAML section allows and what lies below each key: LEAF (a value),
 # another section's name (a mapping), "[section]" (a list of named groups), "[]" (a list
 # of values), "{}" (a free mapping) or "{set}" (a phase's path -> value mapping).
+# `layout(cls)`: the keys declared on the fields of `cls` (fields.py). Written out by hand: the top
+# level (read in the order its dependencies set; to_dict writes exchanges and bindings after the
+# queue), `phase` (end_s resolved from the next phase, `set` a checked path mapping), `queue` (keys
+# listed in another order than its fields; durable's default follows the type) and `processing`
+# (its keys depend on the distribution).
 YAML_LAYOUT: dict[str, dict[str, str]] = {
     "scenario": {
         "name": LEAF,
@@ -406,16 +411,16 @@ YAML_LAYOUT: dict[str, dict[str, str]] = {
     },
 }
 
-# Every leaf of the network section, as a path below `network.`.
-NETWORK_PATHS: tuple[str, ...] = (
-    "listen_port",
-    *(f"{link}.{key}" for link in ("upstream", "downstream") for key in YAML_LAYOUT["link"]),
-    "down",
-    "reset_peer",
+# Every leaf of the network section, as a path below `network.`, in field order.
+NETWORK_PATHS: tuple[str, ...] = tuple(
+    path
+    for _, spec in declared(NetworkSpec)
+    for path in ([f"{spec.key}.{key}" for key in YAML_LAYOUT["link"]] if spec.layout == "link" else [spec.key])
 )
 
 # The only fields a timeline phase may change: per group kind (YAML names, below
-# `<kind>.<group>.`), and for the network (paths below `network.`).
+# `<kind>.<group>.`), and for the network (paths below `network.`). Listed here, not on the fields:
+# the order is not field order and shows in error messages ("a phase may set ...").
 PHASE_SETTABLE: dict[str, tuple[str, ...]] = {
     "producers": ("rate", "count", "size_bytes", "arrival"),
     "consumers": ("count", "processing_ms", "prefetch", "leave"),

@@ -217,3 +217,10 @@ def test_broker_defaults_are_the_declared_ones(tmp_path):
     for attr, spec in declared(Broker):
         assert getattr(broker, attr) == spec.default, attr
     assert broker.url_is_default
+
+
+def test_network_paths_are_the_declared_leaves_in_field_order():
+    from loadgen.scenario.model import NETWORK_PATHS
+
+    links = [f"{link}.{key}" for link in ("upstream", "downstream") for key in YAML_LAYOUT["link"]]
+    assert ("listen_port", *links, "down", "reset_peer") == NETWORK_PATHS
