@@ -11,7 +11,7 @@ from typing import Any
 
 from loadgen.replay.plan import expected_count, slot_of
 from loadgen.replay.source import ReplayFileError, ReplayTrace, load_trace
-from loadgen.scenario import ScenarioError
+from loadgen.scenario.errors import ScenarioError
 
 __all__ = ["load_sources", "trace_of", "describe", "plan_kwargs", "replay_warnings", "UNEVEN_SPLIT"]
 

@@ -6,16 +6,14 @@ warning whenever publishes leave late. A part of RunContext (loadgen.run.runtime
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
 import gevent
 from gevent.event import Event
 
 from loadgen.rules.lateness import Lateness
 from loadgen.rules.repeats import HeldBack
-
-if TYPE_CHECKING:
-    from loadgen.run.runtime import Participant
 
 __all__ = ["Drain", "DRAIN_POLL_S", "DRAIN_STABLE_CHECKS", "LATENESS_EVERY_S"]
 
@@ -26,6 +24,12 @@ DRAIN_STABLE_CHECKS = 3
 LATENESS_EVERY_S = 5.0
 
 
+class Idles(Protocol):
+    """What the drain asks of a participant (loadgen.run.runtime.Participant)."""
+
+    def idle(self) -> bool: ...
+
+
 class Drain:
     scenario: Any
     worker: str
@@ -33,7 +37,7 @@ class Drain:
     drained: Event
     finished: Event
     stopping: Event
-    participants: list[Participant]
+    participants: Sequence[Idles]
     lateness: Lateness
     _greenlets: list[gevent.Greenlet]
 
@@ -100,10 +104,4 @@ class Drain:
             )
         self.drained.set()
         if not self.participants:  # everyone here had already left (e.g. a producer-only worker)
-            self.finished.set()
-
-    def participant_finished(self, participant: Participant) -> None:
-        while participant in self.participants:
-            self.participants.remove(participant)
-        if not self.participants and self.drained.is_set():
             self.finished.set()

@@ -165,6 +165,12 @@ class RunContext(RunClock, BrokerSide, Drain):
             except Exception:
                 log.exception("trace flush failed")
 
+    def participant_finished(self, participant: Participant) -> None:
+        while participant in self.participants:
+            self.participants.remove(participant)
+        if not self.participants and self.drained.is_set():
+            self.finished.set()
+
     # -- teardown -----------------------------------------------------------
     def close(self) -> None:
         self.stopping.set()

@@ -157,7 +157,7 @@ def bursts(value: Any) -> Bursts | None:
         return None
     if not isinstance(value, dict):
         raise Invalid(f"expected a mapping such as {BURSTS_EXAMPLE}, or null, got {show(value)}")
-    return Bursts(**mapping_fields(value, Bursts, "bursts"))
+    return Bursts(**mapping_fields(value, Bursts))
 
 
 def replay(scenario_dir: str) -> Check:
@@ -168,7 +168,7 @@ def replay(scenario_dir: str) -> Check:
             return None
         if not isinstance(value, dict):
             raise Invalid(f"expected a mapping such as {REPLAY_EXAMPLE}, or null, got {show(value)}")
-        return ReplaySpec(**mapping_fields(value, ReplaySpec, "replay", path=_path(scenario_dir)))
+        return ReplaySpec(**mapping_fields(value, ReplaySpec, path=_path(scenario_dir)))
 
     return check
 

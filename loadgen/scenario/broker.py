@@ -72,7 +72,7 @@ def managed(value: Any) -> ManagedSpec | None:
             f"expected true or a mapping such as {{port: 5674, settings: "
             f"{{vm_memory_high_watermark.absolute: 200MiB}}}}, got {show(value)}"
         )
-    return ManagedSpec(**mapping_fields(value, ManagedSpec, "managed"))
+    return ManagedSpec(**mapping_fields(value, ManagedSpec))
 
 
 @dataclass(frozen=True)

@@ -152,7 +152,7 @@ def codel(value: Any) -> CoDelSpec | None:
         return None
     if not isinstance(value, dict):
         raise Invalid(f"expected a mapping such as {CODEL_EXAMPLE}, or null for CoDel off, got {show(value)}")
-    return CoDelSpec(**mapping_fields(value, CoDelSpec, "codel"))
+    return CoDelSpec(**mapping_fields(value, CoDelSpec))
 
 
 def egress(value: Any) -> EgressSpec | None:
@@ -163,4 +163,4 @@ def egress(value: Any) -> EgressSpec | None:
         value = {}
     if not isinstance(value, dict):
         raise Invalid(f"expected a mapping such as {EGRESS_EXAMPLE}, or null for none, got {show(value)}")
-    return EgressSpec(**mapping_fields(value, EgressSpec, "egress"))
+    return EgressSpec(**mapping_fields(value, EgressSpec))

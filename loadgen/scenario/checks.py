@@ -12,7 +12,7 @@ from collections.abc import Callable, Collection, Mapping
 from typing import Any, NoReturn
 
 from loadgen.scenario.errors import Invalid, ScenarioError, did_you_mean, join_path, located, show
-from loadgen.scenario.fields import REQUIRED, declared
+from loadgen.scenario.fields import REQUIRED, declared, layout
 
 __all__ = [
     "Check",
@@ -170,10 +170,9 @@ def sub(mapping: dict[Any, Any], key: Any, check: Check) -> Any:
         raise bad.within(key, mapping[key]) from None
 
 
-def known_keys(value: dict[str, Any], section: str, required: tuple[str, ...] = ()) -> None:
-    """Refuse a key the YAML layout's `section` does not allow (with a did-you-mean), and a missing
-    required one; for a mapping checked as one value (codel, egress, bursts, replay, managed)."""
-    allowed = scenario_layout()[section]
+def known_keys(value: dict[str, Any], allowed: Collection[str], required: tuple[str, ...] = ()) -> None:
+    """Refuse a key not in `allowed` (with a did-you-mean), and a missing required one; for a
+    mapping checked as one value (codel, egress, bursts, replay, managed)."""
     for key in value:
         if key not in allowed:
             hint = did_you_mean(key, allowed) or f" (expected one of: {', '.join(allowed)})"
@@ -183,40 +182,33 @@ def known_keys(value: dict[str, Any], section: str, required: tuple[str, ...] = 
             raise Invalid("missing required key", None, key)
 
 
-def mapping_fields(value: dict[Any, Any], cls: type, section: str, **checks: Check) -> dict[str, Any]:
+def mapping_fields(value: dict[Any, Any], cls: type, **checks: Check) -> dict[str, Any]:
     """The declared fields of `cls` (by attribute) from a mapping checked as one value: unknown keys
     and missing required ones are refused first (known_keys), then each key is checked in field
     order, an absent one taking its declared default. `checks` supplies a check by attribute where
     the declaration leaves it to the parser (None)."""
     specs = declared(cls)
-    known_keys(value, section, tuple(spec.key for _, spec in specs if spec.default is REQUIRED))
+    known_keys(value, layout(cls), tuple(spec.key for _, spec in specs if spec.default is REQUIRED))
     return {
         attr: sub(value, spec.key, spec.check or checks[attr]) if spec.key in value else spec.default
         for attr, spec in specs
     }
 
 
-def scenario_layout() -> Mapping[str, Mapping[str, str]]:
-    """The scenario's YAML_LAYOUT, looked up when a reader needs it: the model imports these
-    checks to declare its fields, so this module can not import the model first."""
-    from loadgen.scenario.model import YAML_LAYOUT
-
-    return YAML_LAYOUT
-
-
 class Reader:
     """One YAML mapping at a known path: rejects unknown keys, fetches checked fields.
 
-    LAYOUT maps a section name to its allowed keys (None: the scenario's YAML_LAYOUT); a reader
-    for another file kind (suites) subclasses with its own LAYOUT."""
+    LAYOUT maps a section name to its allowed keys: each file kind's reader subclasses with its own
+    (the scenario's YAML_LAYOUT in loader.py, a suite's in loadgen.suite.model); `at` reads a
+    mapping inside the same file with the same kind of reader."""
 
-    LAYOUT: Mapping[str, Collection[str]] | None = None
+    LAYOUT: Mapping[str, Collection[str]] = {}
 
     def __init__(self, source: str, raw: Any, yaml_path: str, section: str) -> None:
         self.source, self.yaml_path = source, yaml_path
         if not isinstance(raw, dict):
             fail(source, yaml_path, raw, f"expected a mapping, got {show(raw)}")
-        allowed = (scenario_layout() if self.LAYOUT is None else self.LAYOUT)[section]
+        allowed = self.LAYOUT[section]
         for key, value in raw.items():
             if key not in allowed:
                 hint = did_you_mean(key, allowed) or f" (expected one of: {', '.join(allowed)})"
@@ -246,7 +238,11 @@ class Reader:
         if key not in self.raw and required:
             fail(self.source, join_path(self.yaml_path, key), None, "missing required key")
         raw = self.raw.get(key)
-        return Reader(self.source, {} if raw is None and not required else raw, join_path(self.yaml_path, key), section)
+        return self.at({} if raw is None and not required else raw, join_path(self.yaml_path, key), section)
+
+    def at(self, raw: Any, yaml_path: str, section: str) -> Reader:
+        """A reader of the same kind for `raw`, at `yaml_path` in the same file."""
+        return type(self)(self.source, raw, yaml_path, section)
 
     def items(self, key: str) -> list[Any]:
         raw = self.raw.get(key)

@@ -19,7 +19,7 @@ from loadgen.scenario.broker import DEFAULT_URL, read_broker
 from loadgen.scenario.checks import (
     MAX_SIZE_BYTES,
     SHORT_STRING_BYTES,
-    Reader as _Reader,
+    Reader,
     fail as _fail,
     identifier as _name,
     number as _number,
@@ -164,6 +164,12 @@ def _replay_duration(source: str, producers: tuple[ProducerGroup, ...]) -> float
     return max(ends) if ends else None
 
 
+class _Reader(Reader):
+    """A reader of scenario files: their sections' keys are YAML_LAYOUT's."""
+
+    LAYOUT = YAML_LAYOUT
+
+
 def _build(tree: dict[str, Any], source: str, overrides: tuple[str, ...], url_is_default: bool = False) -> Scenario:
     top = _Reader(source, tree, "", "scenario")
     name = top.get("name", _name)
@@ -265,13 +271,13 @@ def _slo(value: Any) -> str:
     return cast(str, value)  # parse_slo takes only a string
 
 
-def _groups(top: _Reader, key: str, section: str, make: type[Any], queue_name: str) -> list[Any]:
+def _groups(top: Reader, key: str, section: str, make: type[Any], queue_name: str) -> list[Any]:
     """The `key` list of groups, each read into `make` field by field as its declaration says."""
     groups: list[Any] = []
     seen: dict[str, int] = {}
     checks = {"replay": arrivals.replay(os.path.dirname(os.path.abspath(top.source)))}
     for i, raw in enumerate(top.items(key)):
-        reader = _Reader(top.source, raw, f"{key}[{i}]", section)
+        reader = top.at(raw, f"{key}[{i}]", section)
         values: dict[str, Any] = {}
         for attr, spec in declared(make):
             values[attr] = reader.get(spec.key, spec.check or checks[spec.key], spec.default)
@@ -289,7 +295,7 @@ def _groups(top: _Reader, key: str, section: str, make: type[Any], queue_name: s
     return groups
 
 
-def _producer_source(reader: _Reader, values: dict[str, Any]) -> None:
+def _producer_source(reader: Reader, values: dict[str, Any]) -> None:
     """A producer has a rate (generated arrivals) or a replay file, not both."""
     if values["replay"] is None:
         if values["rate"] is None:
@@ -307,7 +313,7 @@ def _producer_source(reader: _Reader, values: dict[str, Any]) -> None:
 
 
 def _timeline(
-    top: _Reader,
+    top: Reader,
     run: RunSpec,
     producers: Sequence[ProducerGroup],
     consumers: Sequence[ConsumerGroup],
@@ -317,7 +323,7 @@ def _timeline(
     entries: list[Any] = []
     seen: dict[str, int] = {}
     for i, raw in enumerate(top.items("timeline")):
-        reader = _Reader(source, raw, f"timeline[{i}]", "phase")
+        reader = top.at(raw, f"timeline[{i}]", "phase")
         name = reader.get("name", _name)
         if name == BASE_PHASE:
             _fail(source, f"timeline[{i}].name", name, "'base' is reserved for the time outside every phase")
@@ -363,7 +369,7 @@ def _timeline(
 
 
 def _phase_set(
-    reader: _Reader,
+    reader: Reader,
     yaml_path: str,
     producers: Sequence[ProducerGroup],
     consumers: Sequence[ConsumerGroup],

@@ -250,7 +250,7 @@ def read_exchanges(top: Reader) -> tuple[ExchangeSpec, ...]:
     out: list[ExchangeSpec] = []
     seen: dict[str, int] = {}
     for i, raw in enumerate(top.items("exchanges")):
-        x = Reader(top.source, raw, f"exchanges[{i}]", "exchange")
+        x = top.at(raw, f"exchanges[{i}]", "exchange")
         name = x.field(ExchangeSpec, "name")
         if name in seen:
             fail(
@@ -270,7 +270,7 @@ def read_bindings(top: Reader, exchanges: tuple[ExchangeSpec, ...]) -> tuple[Bin
     out: list[BindingSpec] = []
     seen: dict[BindingSpec, int] = {}
     for i, raw in enumerate(top.items("bindings")):
-        b = Reader(top.source, raw, f"bindings[{i}]", "binding")
+        b = top.at(raw, f"bindings[{i}]", "binding")
         binding = BindingSpec(**b.fields(BindingSpec))
         target = declared.get(binding.exchange)
         if target is not None and target.type == "headers" and "x-match" in binding.arguments:
