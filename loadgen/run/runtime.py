@@ -57,8 +57,11 @@ def freeze_heap() -> None:
 class Participant:
     """Base of producers and consumers: who they are in the run, and what the drain asks."""
 
-    def __init__(self, ctx: RunContext, group: str, slot: int, report):
+    def __init__(self, ctx: RunContext, group: str, slot: int, report, clock_ns: Callable[[], int] = time.time_ns):
+        """`clock_ns`: the wall clock every stamp is read from (a seam for tests, as each
+        participant's AMQP link is)."""
         self.ctx = ctx
+        self._now_ns = clock_ns
         self.group = group
         self.slot = slot
         self.name = f"{group}/{ctx.worker}/{slot}"

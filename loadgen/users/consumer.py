@@ -124,11 +124,9 @@ class Consumer(Participant):
         open_link: OpenLink | None = None,
         clock_ns: Callable[[], int] = time.time_ns,
     ):
-        """`open_link` and `clock_ns` are the seams: the AMQP link (default: pika's over
-        ctx.connect) and the wall clock every stamp is read from."""
-        super().__init__(ctx, group, slot, report)
+        """`open_link`: the AMQP link (default: pika's over ctx.connect), a seam as `clock_ns` is."""
+        super().__init__(ctx, group, slot, report, clock_ns)
         self._open_link: OpenLink = open_link or (lambda *args: open_consumer_link(ctx.connect, *args))
-        self._now_ns = clock_ns
         base = ctx.scenario.consumer(group)
         spec = base.egress
         # With egress the buffer is an EgressBuffer: len(), truth and popleft() work as on the deque.

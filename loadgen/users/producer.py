@@ -61,11 +61,9 @@ class Producer(Participant):
         open_link: OpenLink | None = None,
         clock_ns: Callable[[], int] = time.time_ns,
     ):
-        """`open_link` and `clock_ns` are the seams: the AMQP link (default: pika's over
-        ctx.connect) and the wall clock every stamp is read from."""
-        super().__init__(ctx, group, slot, report)
+        """`open_link`: the AMQP link (default: pika's over ctx.connect), a seam as `clock_ns` is."""
+        super().__init__(ctx, group, slot, report, clock_ns)
         self._open_link: OpenLink = open_link or (lambda *a, **kw: open_producer_link(ctx.connect, *a, **kw))
-        self._now_ns = clock_ns
         self._id_prefix = f"{ctx.run_id}:{self.name}:"
         self._exchange = ctx.scenario.producer(group).exchange  # a phase can not change it
         self._seq = 0
