@@ -212,13 +212,17 @@ class Producer(Participant):
             blocked_ms = self._wait_unblocked(intended_s, settings.max_blocked_wait_s)
         elif intended_s < self._unblocked_at_s:  # due during the last block, sent after it: waited too
             blocked_ms = (self._unblocked_at_s - max(intended_s, self._blocked_since_s)) * 1000
-        link = self._link
-        assert link is not None  # joined before the first publish; set again by a reconnect
-        while settings.confirms and len(self._pending) >= settings.confirm_window and not self.ctx.stopping.is_set():
+        link = self._link  # None after a reconnect that failed: this publish fails too, and tries again
+        while (
+            link is not None
+            and settings.confirms
+            and len(self._pending) >= settings.confirm_window
+            and not self.ctx.stopping.is_set()
+        ):
             link.send_now()  # the publishes whose confirms open the window go first
             self._window_open.clear()
             self._window_open.wait(1.0)
-        while link.write_buffered() > WRITE_BUFFER_LIMIT:
+        while link is not None and link.write_buffered() > WRITE_BUFFER_LIMIT:
             gevent.sleep(0.0005)  # let the bytes leave before counting another publish
         seq = self._seq
         self._seq += 1
@@ -268,6 +272,8 @@ class Producer(Participant):
             )
             return
         try:
+            if link is None:
+                raise ConnectionError("no connection to the broker: the last reconnect failed")
             link.publish(settings.exchange, routing_key, body, props, mandatory=settings.mandatory)
         except Exception as exc:  # noqa: BLE001 - connection gone: record and carry on
             row[OUTCOME] = "failed"

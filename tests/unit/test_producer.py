@@ -131,3 +131,28 @@ def test_a_lost_connection_traces_what_it_left_unconfirmed(tmp_path):
     assert p.outcomes() == ["confirmed", "unconfirmed"]
     [lost] = [e for e in p.run.events if e[0] == "connection_lost"]
     assert lost[2] == {"reason": "the broker went away"}
+
+
+def test_a_reconnect_that_fails_fails_the_next_publish_and_is_tried_again(tmp_path):
+    p = Publishing(tmp_path, "rate: 10, arrival: constant, size_bytes: 64, confirms: false")
+    opened = p.producer._open_link
+    attempts = []
+
+    def flaky(name, **callbacks):  # the first reconnect finds the broker still gone
+        attempts.append(name)
+        if len(attempts) == 1:
+            raise ConnectionError("connection refused")
+        return opened(name, **callbacks)
+
+    p.producer._open_link = flaky
+
+    def broken(*_args, **_kwargs):  # the socket fails under the first publish
+        raise ConnectionError("connection reset by peer")
+
+    p.link.publish = broken
+    p.start()
+    p.finish()
+    assert p.greenlet.successful()  # no error escaped the publish loop
+    # the publish on the lost link failed, then the one after the failed reconnect; then it was back
+    assert p.outcomes() == ["failed", "failed"] + ["sent"] * 8
+    assert len(attempts) == 2 and len(p.links) == 2
