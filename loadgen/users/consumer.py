@@ -54,7 +54,7 @@ class Delivery(NamedTuple):
     prefetch: int
     buffer_len: int
     phase: str
-    channel: ConsumerLink  # the link it came on: settled there only while that link is open
+    link: ConsumerLink  # the link it came on: settled there only while that link is open
     recorded_us: int | None  # the `sojourn-proc-us` header of a replayed message
     priority: int | None  # the AMQP priority property
     read_ns: int  # when the callback ran (receive_ns is the kernel's stamp where there is one)
@@ -394,7 +394,7 @@ class Consumer(Participant):
             settle_ns, outcome = None, "unsettled"
             if self._auto_ack:
                 settle_ns, outcome = d.receive_ns, "egress_discard"
-            elif link is not None and d.channel is link and link.is_open:
+            elif link is not None and d.link is link and link.is_open:
                 link.ack(d.tag)
                 settle_ns, outcome = self._now_ns(), "egress_discard"
             self._trace(
@@ -458,10 +458,10 @@ class Consumer(Participant):
             end_ns = self._now_ns()
             if settings.ack_mode == "auto":
                 settle_ns, outcome = d.receive_ns, "auto_ack"
-            elif d.channel is self._link and d.channel.is_open:
+            elif d.link is self._link and d.link.is_open:
                 # Nothing more to ack soon: it goes now, and the trace is written while it travels.
-                now = not self._buffer and (not in_hub or not d.channel.reading())
-                d.channel.ack(d.tag, now=now)
+                now = not self._buffer and (not in_hub or not d.link.reading())
+                d.link.ack(d.tag, now=now)
                 settle_ns, outcome = self._now_ns(), "ack"
         finally:
             self._busy = False
@@ -485,8 +485,8 @@ class Consumer(Participant):
         written by the I/O loop; nothing here waits), trace it and report it to Locust."""
         settle_ns, outcome = None, "unsettled"
         try:
-            if d.channel is self._link and d.channel.is_open:
-                d.channel.nack(d.tag, multiple=False, requeue=requeue)
+            if d.link is self._link and d.link.is_open:
+                d.link.nack(d.tag, multiple=False, requeue=requeue)
                 settle_ns = self._now_ns()
                 outcome = "nack_requeue" if requeue else "nack_discard"
         finally:

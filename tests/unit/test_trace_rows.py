@@ -28,7 +28,7 @@ def test_a_delivery_row_puts_every_value_under_its_own_column():
         prefetch=20,
         buffer_len=3,
         phase="slow",
-        channel=object(),
+        link=object(),
         recorded_us=None,
         priority=4,
         read_ns=10_015,
