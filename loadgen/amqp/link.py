@@ -15,8 +15,9 @@ reply_text, exchange, routing_key)`, `on_blocked(reason)`, `on_unblocked()`, `on
 `PikaConsumerLink` and `PikaProducerLink` are the production implementations: pika's
 GeventConnection, publishes, acks and nacks as pre-built frames (loadgen.amqp.fastio), kernel
 receive stamps (loadgen.amqp.kstamp). Unit tests drive the consumer and the producer through
-in-memory fakes of the same protocols (tests/unit/fake_link.py); tests/consumer_checks.py runs the
-same consumer checks on pika's link against the broker (tests/integration/test_consumer_link.py).
+in-memory fakes of the same protocols (tests/unit/fake_link.py); tests/consumer_checks.py and
+tests/producer_checks.py run the same checks on pika's links against the broker
+(tests/integration/test_consumer_link.py).
 """
 
 from __future__ import annotations

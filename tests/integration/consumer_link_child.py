@@ -1,7 +1,7 @@
-"""`python -m tests.integration.consumer_link_child URL DIR`: tests/consumer_checks.py's checks on
-pika's adapter (loadgen.amqp.link) against the broker at URL, in this gevent-patched process as in
-a load generator; a queue of its own per check, deleted after it. Prints one line per check and
-exits 1 when any failed (tests/integration/test_consumer_link.py)."""
+"""`python -m tests.integration.consumer_link_child URL DIR`: tests/consumer_checks.py's and
+tests/producer_checks.py's checks on pika's adapters (loadgen.amqp.link) against the broker at URL,
+in this gevent-patched process as in a load generator; a queue of its own per check, deleted after
+it. Prints one line per check and exits 1 when any failed (tests/integration/test_consumer_link.py)."""
 
 from gevent import monkey
 
@@ -17,10 +17,11 @@ from typing import Any  # noqa: E402
 import pika  # noqa: E402
 
 from loadgen.amqp import connection as amqp  # noqa: E402
-from loadgen.amqp.link import PikaConsumerLink, open_consumer_link  # noqa: E402
+from loadgen.amqp.link import PikaConsumerLink, PikaProducerLink, open_consumer_link, open_producer_link  # noqa: E402
 from loadgen.amqp.topology import queue_counts  # noqa: E402
-from tests import consumer_checks  # noqa: E402
+from tests import consumer_checks, producer_checks  # noqa: E402
 from tests.consumer_checks import Running  # noqa: E402
+from tests.producer_checks import Publishing  # noqa: E402
 
 
 class Recording:
@@ -80,15 +81,48 @@ class Recording:
         return self.inner.crash(timeout_s)
 
 
+class RecordingProducer:
+    """A ProducerLink that records each publish and how many were unconfirmed as it went (as the
+    fake does), then asks pika's link."""
+
+    def __init__(self) -> None:
+        self.inner: PikaProducerLink | Any = None
+        self.published: list[dict] = []
+        self.outstanding: list[int] = []
+        self.confirmed: set[int] = set()
+
+    @property
+    def is_open(self) -> bool:
+        return self.inner.is_open
+
+    @property
+    def connection_open(self) -> bool:
+        return self.inner.connection_open
+
+    def publish(self, exchange: str, routing_key: str, body: bytes, properties: Any, mandatory: bool = False) -> None:
+        self.published.append({"routing_key": routing_key, "size": len(body), "id": properties.message_id})
+        self.outstanding.append(len(self.published) - len(self.confirmed))
+        self.inner.publish(exchange, routing_key, body, properties, mandatory)
+
+    def send_now(self) -> None:
+        self.inner.send_now()
+
+    def write_buffered(self) -> int:
+        return self.inner.write_buffered()
+
+    def close(self) -> None:
+        self.inner.close()
+
+
 def main(url: str, base: Path) -> int:
     control = amqp.connect(url, name="sojourn-consumer-link-checks")
     channel = amqp.open_channel(control)
 
-    def make_in(queue: str):
+    def consuming_in(queue: str):
         def open_link(name, on_close, on_message, on_crossed):
             rec = Recording()
             rec.inner = open_consumer_link(
-                lambda n, on_close: amqp.connect(url, name=n, on_close=on_close),
+                connect,
                 name,
                 on_close,
                 lambda _link, *delivery: on_message(rec, *delivery),
@@ -109,18 +143,57 @@ def main(url: str, base: Path) -> int:
 
         return make
 
-    checks = [
-        ("buffered", consumer_checks.check_buffered_deliveries_are_processed_in_order_and_acked, ()),
-        ("prefetch-consumer", consumer_checks.check_a_prefetch_change_resubscribes_per_consumer_scope, ("consumer",)),
-        ("prefetch-channel", consumer_checks.check_a_prefetch_change_resubscribes_per_consumer_scope, ("channel",)),
-        ("crash", consumer_checks.check_a_crash_settles_nothing_it_holds_and_the_broker_keeps_it, ()),
+    def connect(name, on_close):
+        return amqp.connect(url, name=name, on_close=on_close)
+
+    def producing_in(queue: str):
+        def open_link(name, **callbacks):
+            rec = RecordingProducer()
+            on_confirm = callbacks.get("on_confirm")
+            if on_confirm is not None:
+
+                def confirmed(acked: bool, tag: int, multiple: bool) -> None:
+                    rec.confirmed.update(range(1, tag + 1) if multiple else (tag,))
+                    on_confirm(acked, tag, multiple)
+
+                callbacks["on_confirm"] = confirmed
+            rec.inner = open_producer_link(connect, name, **callbacks)
+            return rec
+
+        def make(producer: str, duration_s: float = 1.0) -> Publishing:
+            return Publishing(base / f"{queue}.yaml", queue, producer, open_link, duration_s)
+
+        return make
+
+    producer, consumer = producer_checks, consumer_checks
+    checks = [  # (name, check, the harness for its queue, more arguments)
+        (
+            "confirm-window",
+            producer.check_the_confirm_window_bounds_what_is_unconfirmed_and_every_publish_is_confirmed,
+            producing_in,
+            (),
+        ),
+        ("buffered", consumer.check_buffered_deliveries_are_processed_in_order_and_acked, consuming_in, ()),
+        (
+            "prefetch-consumer",
+            consumer.check_a_prefetch_change_resubscribes_per_consumer_scope,
+            consuming_in,
+            ("consumer",),
+        ),
+        (
+            "prefetch-channel",
+            consumer.check_a_prefetch_change_resubscribes_per_consumer_scope,
+            consuming_in,
+            ("channel",),
+        ),
+        ("crash", consumer.check_a_crash_settles_nothing_it_holds_and_the_broker_keeps_it, consuming_in, ()),
     ]
     failed = 0
-    for name, check, args in checks:
+    for name, check, harness, args in checks:
         queue = f"sojourn.it.consumer-link.{name}.{uuid.uuid4().hex[:8]}"
         amqp.wait_for(lambda cb, q=queue: channel.queue_declare(q, callback=cb), "queue.declare", channel=channel)
         try:
-            check(make_in(queue), *args)
+            check(harness(queue), *args)
             print(f"ok {name}")
         except Exception:  # noqa: BLE001 - reported, and the exit status says so
             failed += 1

@@ -1,8 +1,9 @@
-"""The consumer checks of tests/consumer_checks.py (a buffer processed in order and acked, a
-prefetch change per scope, a crash that settles nothing and leaves the broker holding it) on
-pika's adapter against the broker, as tests/unit/test_consumer.py runs them on the in-memory
-link: the seam's one production implementation behaves as the fake the unit tests trust. They
-run in a gevent-patched child process, as in a load generator."""
+"""The checks of tests/consumer_checks.py (a buffer processed in order and acked, a prefetch change
+per scope, a crash that settles nothing and leaves the broker holding it) and of
+tests/producer_checks.py (the confirm window) on pika's adapters against the broker, as
+tests/unit/test_consumer.py and test_producer.py run them on the in-memory links: the seam's
+production implementations behave as the fakes the unit tests trust. They run in a
+gevent-patched child process, as in a load generator."""
 
 from __future__ import annotations
 
@@ -27,4 +28,10 @@ def test_the_consumer_checks_pass_on_pikas_link_against_the_broker(tmp_path):
         timeout=180,
     )
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-3000:]
-    assert done.stdout.split("\n")[:4] == ["ok buffered", "ok prefetch-consumer", "ok prefetch-channel", "ok crash"]
+    assert done.stdout.split("\n")[:5] == [
+        "ok confirm-window",
+        "ok buffered",
+        "ok prefetch-consumer",
+        "ok prefetch-channel",
+        "ok crash",
+    ]
