@@ -86,16 +86,24 @@ class ConsumerLink(Protocol):
 class PikaConsumerLink:
     """ConsumerLink over pika's GeventConnection (the module's text)."""
 
-    def __init__(self, conn: Any, channel: Any, stamps: kstamp.ReceiveStamps | str):
+    def __init__(
+        self,
+        conn: Any,
+        channel: Any,
+        stamps: kstamp.ReceiveStamps | str,
+        on_message: OnMessage,
+        on_crossed: OnMessage,
+    ):
         self._conn = conn
         self._channel = channel
         self.stamps = stamps if isinstance(stamps, kstamp.ReceiveStamps) else None
         self.receive_stamp = "kernel" if self.stamps is not None else f"read ({stamps})"
         self._consumer_tag: str | None = None
-        self._on_message: Callable[[Any, Any, Any, bytes], None] = _unset
+        self._on_message, self._on_crossed = on_message, on_crossed
         frames = fastio.FrameWriter(channel)
         self.ack = frames.ack  # bound methods: no extra call per settle
         self.nack = frames.nack
+        keep_deliveries_across_cancel(channel, self._deliver_crossed)  # not requeued unseen (amqp/cancel.py)
 
     @property
     def is_open(self) -> bool:
@@ -115,7 +123,7 @@ class PikaConsumerLink:
         )
 
     def consume(self, queue: str, auto_ack: bool) -> None:
-        self._consumer_tag = self._channel.basic_consume(queue, self._on_message, auto_ack=auto_ack)
+        self._consumer_tag = self._channel.basic_consume(queue, self._deliver, auto_ack=auto_ack)
 
     def cancel(self, timeout_s: float) -> None:
         channel, tag = self._channel, self._consumer_tag
@@ -136,6 +144,14 @@ class PikaConsumerLink:
         except Exception:  # noqa: BLE001 - leaving: a close that fails leaves nothing to do
             pass
 
+    def _deliver(self, _channel: Any, method: Any, props: Any, body: bytes) -> None:
+        """pika's callback for a delivery, in the hub: handed on as plain values."""
+        self._on_message(self, method.delivery_tag, method.redelivered, props.headers, props.priority, len(body))
+
+    def _deliver_crossed(self, _channel: Any, method: Any, props: Any, body: bytes) -> None:
+        """The same for a delivery that crossed a basic.cancel."""
+        self._on_crossed(self, method.delivery_tag, method.redelivered, props.headers, props.priority, len(body))
+
     def crash(self, timeout_s: float) -> bool:
         conn = self._conn
         amqp.flush_writes(conn)  # settles traced as sent must reach the broker ahead of the FIN
@@ -144,10 +160,6 @@ class PikaConsumerLink:
             return True
         amqp.sever(conn, abort=True)
         return False
-
-
-def _unset(*_args: Any) -> None:  # pragma: no cover - replaced in open_consumer_link
-    raise AssertionError("a delivery before the link was opened")
 
 
 def _wait_closed(conn: Any, timeout_s: float) -> bool:
@@ -166,17 +178,7 @@ def open_consumer_link(
     conn = connect(name, on_close=on_close)
     stamps = kstamp.enable(conn)
     channel = amqp.open_channel(conn)
-    link = PikaConsumerLink(conn, channel, stamps)
-
-    def deliver(_channel: Any, method: Any, props: Any, body: bytes) -> None:
-        on_message(link, method.delivery_tag, method.redelivered, props.headers, props.priority, len(body))
-
-    def crossed(_channel: Any, method: Any, props: Any, body: bytes) -> None:
-        on_crossed(link, method.delivery_tag, method.redelivered, props.headers, props.priority, len(body))
-
-    link._on_message = deliver
-    keep_deliveries_across_cancel(channel, crossed)  # not requeued unseen (amqp/cancel.py)
-    return link
+    return PikaConsumerLink(conn, channel, stamps, on_message, on_crossed)
 
 
 # -- the producer's link ---------------------------------------------------------
