@@ -47,6 +47,14 @@ consumers:
     return load_scenario(path)
 
 
+def wait_until(done: Callable[[], bool], timeout_s: float = 5.0) -> None:
+    """Let the greenlets run until `done()`; fail after `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    while not done():
+        assert time.monotonic() < deadline, "timed out"
+        gevent.sleep(0.001)
+
+
 class FakeRun:
     """What a Consumer or a Producer reads of its RunContext: the scenario, a clock the test sets
     (`t`, seconds since t0; a producer's precise sleep moves it to the time it waits for), the
@@ -141,10 +149,7 @@ class Running:
         return self._left(self)
 
     def until(self, done: Callable[[], bool], timeout_s: float = 5.0) -> None:
-        deadline = time.monotonic() + timeout_s
-        while not done():
-            assert time.monotonic() < deadline, "timed out"
-            gevent.sleep(0.001)
+        wait_until(done, timeout_s)
 
     def stop(self, drained: bool = True) -> None:
         (self.run.drained if drained else self.run.stopping).set()

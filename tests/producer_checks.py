@@ -10,7 +10,6 @@ Expected values come from the scenario text."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -19,7 +18,7 @@ import gevent
 
 from loadgen.users.producer import Producer
 from tests import consumer_checks
-from tests.consumer_checks import MS, Clock, FakeRun
+from tests.consumer_checks import MS, Clock, FakeRun, wait_until
 
 
 class Publishing:
@@ -48,10 +47,7 @@ class Publishing:
         self.greenlet = gevent.spawn(self.producer.run)
 
     def until(self, done: Callable[[], bool], timeout_s: float = 5.0) -> None:
-        deadline = time.monotonic() + timeout_s
-        while not done():
-            assert time.monotonic() < deadline, "timed out"
-            gevent.sleep(0.001)
+        wait_until(done, timeout_s)
 
     def finish(self) -> None:
         assert self.greenlet is not None
