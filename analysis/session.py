@@ -160,6 +160,9 @@ def sql_settings(trace_bytes: int, trace_rows: int, local: bool) -> dict[str, st
         settings["spark.sql.objectHashAggregate.sortBased.fallbackThreshold"] = "1000000"
     if small:  # a few thousand rows: one partition anywhere, a cluster included
         settings["spark.sql.shuffle.partitions"] = "1"
+        # Projections and predicates interpreted rather than compiled: compiling each query's
+        # generated classes cost more than evaluating a few thousand rows (docs/analysis.md).
+        settings["spark.sql.codegen.factoryMode"] = "NO_CODEGEN"
     elif local:
         settings["spark.sql.shuffle.partitions"] = str(max(4, -(-trace_bytes // _BYTES_PER_PARTITION)))
     if local:
