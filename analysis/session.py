@@ -140,10 +140,10 @@ def jvm_settings(trace_bytes: int, trace_rows: int, machine_bytes: int, archive:
 
 def sql_settings(trace_bytes: int, trace_rows: int, local: bool) -> dict[str, str]:
     """SQL settings for one analysis. Small traces: one shuffle partition and no adaptive
-    re-planning or whole-stage code generation (each action is a few ms of work; planning and
-    compiling are the cost), on a cluster too. Larger traces: locally a partition per 32 MiB of
-    Parquet (at least 4), on a cluster Spark's own count; adaptive execution coalesces what
-    turns out small."""
+    re-planning or code generation (each action is a few ms of work; planning and compiling are
+    the cost), on a cluster too. Larger traces: a partition per 32 MiB of Parquet (at least 4);
+    adaptive execution coalesces what turns out small. Every key is set for both, since one session
+    analyses runs of both sizes in turn (configure)."""
     small = trace_rows <= SMALL_TRACE_ROWS
     settings = {
         # The job's caches are built once and read a dozen times: compressing them cost twice the
@@ -151,20 +151,20 @@ def sql_settings(trace_bytes: int, trace_rows: int, local: bool) -> dict[str, st
         "spark.sql.inMemoryColumnarStorage.compressed": "false",
         "spark.sql.adaptive.enabled": "false" if small else "true",
         "spark.sql.codegen.wholeStage": "false" if small else "true",
+        # Small traces: projections and predicates interpreted rather than compiled, since compiling
+        # each query's generated classes cost more than evaluating a few thousand rows. Set both ways:
+        # a session analyses small and large runs in turn.
+        "spark.sql.codegen.factoryMode": "NO_CODEGEN" if small else "FALLBACK",
         # A broadcast is a job of its own; small traces join within the one job of their query.
         "spark.sql.autoBroadcastJoinThreshold": "-1" if small else "10MB",
     }
-    if not small:
-        # Percentile sketches per second of the run are aggregated by hashing; past 128 groups a task
-        # would sort its rows instead. Their memory is bounded by the rows, which the heap is sized for.
-        settings["spark.sql.objectHashAggregate.sortBased.fallbackThreshold"] = "1000000"
-    if small:  # a few thousand rows: one partition anywhere, a cluster included
-        settings["spark.sql.shuffle.partitions"] = "1"
-        # Projections and predicates interpreted rather than compiled: compiling each query's
-        # generated classes cost more than evaluating a few thousand rows (docs/analysis.md).
-        settings["spark.sql.codegen.factoryMode"] = "NO_CODEGEN"
-    elif local:
-        settings["spark.sql.shuffle.partitions"] = str(max(4, -(-trace_bytes // _BYTES_PER_PARTITION)))
+    # Percentile sketches per second of the run are aggregated by hashing; past 128 groups (Spark's
+    # default) a task would sort its rows instead. Their memory is bounded by the rows, which the heap
+    # is sized for.
+    settings["spark.sql.objectHashAggregate.sortBased.fallbackThreshold"] = "128" if small else "1000000"
+    # A few thousand rows: one partition; more: one per 32 MiB of Parquet (at least 4). On a cluster
+    # too: a session that analysed a small run must not keep one partition for a large one.
+    settings["spark.sql.shuffle.partitions"] = "1" if small else str(max(4, -(-trace_bytes // _BYTES_PER_PARTITION)))
     if local:
         # A run's part files are many and local: listing them is no job for a cluster of tasks.
         settings["spark.sql.sources.parallelPartitionDiscovery.threshold"] = "1000000"

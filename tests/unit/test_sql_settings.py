@@ -1,0 +1,30 @@
+"""One Spark session analyses small and large runs in turn (sweep, nightly, `sojourn analyze A B`):
+whatever a small run's settings change, a large run's settings must set back, or the large run is
+analysed with one shuffle partition and interpreted expressions."""
+
+import pytest
+
+from analysis.session import SMALL_TRACE_ROWS, sql_settings
+
+SMALL = (400_000, 12_000)  # Parquet bytes, rows: a quickstart run
+LARGE = (750_000_000, 20_000_000)  # a 10M-message run
+
+
+@pytest.mark.parametrize("local", [True, False], ids=["local", "cluster"])
+def test_a_large_run_sets_every_key_a_small_run_set(local):
+    small, large = sql_settings(*SMALL, local=local), sql_settings(*LARGE, local=local)
+    assert SMALL[1] <= SMALL_TRACE_ROWS < LARGE[1]
+    assert set(small) <= set(large)
+    assert set(large) <= set(small)
+
+
+@pytest.mark.parametrize("local", [True, False], ids=["local", "cluster"])
+def test_small_runs_are_interpreted_on_one_partition_and_large_ones_compiled_on_many(local):
+    small, large = sql_settings(*SMALL, local=local), sql_settings(*LARGE, local=local)
+    assert (small["spark.sql.codegen.factoryMode"], large["spark.sql.codegen.factoryMode"]) == (
+        "NO_CODEGEN",
+        "FALLBACK",
+    )
+    assert (small["spark.sql.codegen.wholeStage"], large["spark.sql.codegen.wholeStage"]) == ("false", "true")
+    assert small["spark.sql.shuffle.partitions"] == "1"
+    assert large["spark.sql.shuffle.partitions"] == str(-(-750_000_000 // (32 << 20)))  # 23: one per 32 MiB
