@@ -408,6 +408,7 @@ YAML_LAYOUT: dict[str, dict[str, str]] = {
         "sigma": LEAF,
         "min_ms": LEAF,
         "max_ms": LEAF,
+        "default_ms": LEAF,
     },
 }
 

@@ -124,6 +124,15 @@ def test_a_nested_mapping_can_be_edited_in_place(scenario_file):
     assert s.consumer("main").processing == Processing.lognormal(4, 0.5)
 
 
+def test_the_recorded_distributions_default_can_be_set_alone(scenario_file):
+    s = load(
+        scenario_file,
+        "consumers.main.processing_ms={distribution: recorded, default_ms: 2}",
+        "consumers.main.processing_ms.default_ms=5",
+    )
+    assert s.consumer("main").processing == Processing("recorded", (("default_ms", 5.0),))
+
+
 @pytest.mark.parametrize(
     "overrides, expected",
     [
