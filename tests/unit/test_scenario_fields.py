@@ -8,7 +8,7 @@ import dataclasses
 import pytest
 import yaml
 
-from loadgen.scenario.fields import declared
+from loadgen.scenario.fields import declared, written
 from loadgen.scenario.model import (
     YAML_LAYOUT,
     BindingSpec,
@@ -224,3 +224,18 @@ def test_network_paths_are_the_declared_leaves_in_field_order():
 
     links = [f"{link}.{key}" for link in ("upstream", "downstream") for key in YAML_LAYOUT["link"]]
     assert ("listen_port", *links, "down", "reset_peer") == NETWORK_PATHS
+
+
+def test_written_after_moves_a_key_in_to_dict_only():
+    from loadgen.scenario.fields import layout, plain_dict, yaml as declare
+
+    @dataclasses.dataclass(frozen=True)
+    class Section:
+        a: int = dataclasses.field(metadata=declare(None))
+        pairs: tuple = dataclasses.field(metadata=declare(None, layout="{}"))
+        c: int = dataclasses.field(metadata=declare(None, written_after="a"))
+
+    assert list(layout(Section)) == ["a", "pairs", "c"]
+    assert [spec.key for _, spec in written(Section)] == ["a", "c", "pairs"]
+    plain = plain_dict(Section(1, (("k", (2,)),), 3))
+    assert plain == {"a": 1, "c": 3, "pairs": {"k": [2]}} and list(plain) == ["a", "c", "pairs"]
