@@ -326,15 +326,7 @@ class Scenario:
             "name": self.name,
             "description": self.description,
             "broker": {**plain_dict(self.broker), "url": url},
-            "queue": {
-                "name": self.queue.name,
-                "durable": self.queue.durable,
-                "auto_delete": self.queue.auto_delete,
-                "arguments": dict(self.queue.arguments),
-                "purge_on_start": self.queue.purge_on_start,
-                "delete_on_end": self.queue.delete_on_end,
-                "type": self.queue.type,
-            },
+            "queue": plain_dict(self.queue),
             "exchanges": [plain_dict(x) for x in self.exchanges],
             "bindings": [plain_dict(b) for b in self.bindings],
             "run": plain_dict(self.run),
@@ -359,8 +351,7 @@ class Scenario:
 # of values), "{}" (a free mapping) or "{set}" (a phase's path -> value mapping).
 # `layout(cls)`: the keys declared on the fields of `cls` (fields.py). Written out by hand: the top
 # level (read in the order its dependencies set; to_dict writes exchanges and bindings after the
-# queue), `phase` (end_s resolved from the next phase, `set` a checked path mapping), `queue` (keys
-# listed in another order than its fields; durable's default follows the type) and `processing`
+# queue), `phase` (end_s resolved from the next phase, `set` a checked path mapping) and `processing`
 # (its keys depend on the distribution).
 YAML_LAYOUT: dict[str, dict[str, str]] = {
     "scenario": {
@@ -379,15 +370,7 @@ YAML_LAYOUT: dict[str, dict[str, str]] = {
     },
     "broker": layout(Broker),
     "managed": layout(ManagedSpec),
-    "queue": {
-        "name": LEAF,
-        "type": LEAF,
-        "durable": LEAF,
-        "auto_delete": LEAF,
-        "arguments": "{}",
-        "purge_on_start": LEAF,
-        "delete_on_end": LEAF,
-    },
+    "queue": layout(QueueSpec),
     "exchange": layout(ExchangeSpec),
     "binding": layout(BindingSpec),
     "run": layout(RunSpec),

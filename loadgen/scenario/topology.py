@@ -58,28 +58,6 @@ class FrozenMapping(Mapping[str, Any]):
         return f"FrozenMapping({self._data!r})"
 
 
-@dataclass(frozen=True)
-class QueueSpec:
-    name: str
-    durable: bool
-    auto_delete: bool
-    arguments: FrozenMapping
-    purge_on_start: bool
-    delete_on_end: bool
-    type: str | None = None
-    """`queue.type` as given (classic or quorum), None when absent: shorthand for `x-queue-type`,
-    kept apart from `arguments` so the resolved scenario reads back as written."""
-
-    @property
-    def queue_type(self) -> str:
-        """The type the broker makes: `type`, else the `x-queue-type` argument, else classic."""
-        return self.type or str(self.arguments.get("x-queue-type", "classic"))
-
-    def declare_arguments(self) -> dict[str, Any]:
-        """The arguments of queue.declare: `arguments` plus `x-queue-type` when `type` is given."""
-        return {**self.arguments, "x-queue-type": self.type} if self.type else dict(self.arguments)
-
-
 def _string(value: Any) -> str:
     if not isinstance(value, str):
         raise Invalid(f"expected a string, got {show(value)}")
@@ -134,13 +112,43 @@ def _queue_arguments(value: Any) -> FrozenMapping:
     return args
 
 
+def _queue_type(value: Any) -> str | None:
+    return None if value is None else cast(str, choice(*QUEUE_TYPES)(value))
+
+
+@dataclass(frozen=True)
+class QueueSpec:
+    """The scenario's queue; read by read_queue, which checks `type`, `durable`, `auto_delete` and
+    the arguments against each other."""
+
+    name: str = field(metadata=yaml(amqp_name(nonempty=True)))
+    type: str | None = field(default=None, kw_only=True, metadata=yaml(_queue_type, written_after="delete_on_end"))
+    """`queue.type` as given (classic or quorum), None when absent: shorthand for `x-queue-type`,
+    kept apart from `arguments` so the resolved scenario reads back as written. Listed second in
+    the YAML, written last by to_dict (where run.json has always had it); keyword-only."""
+    durable: bool = field(metadata=yaml(boolean, False))  # a quorum queue's default is true: see read_queue
+    auto_delete: bool = field(metadata=yaml(boolean, False))
+    arguments: FrozenMapping = field(metadata=yaml(_queue_arguments, FrozenMapping(), layout="{}"))
+    purge_on_start: bool = field(metadata=yaml(boolean, True))
+    delete_on_end: bool = field(metadata=yaml(boolean, False))
+
+    @property
+    def queue_type(self) -> str:
+        """The type the broker makes: `type`, else the `x-queue-type` argument, else classic."""
+        return self.type or str(self.arguments.get("x-queue-type", "classic"))
+
+    def declare_arguments(self) -> dict[str, Any]:
+        """The arguments of queue.declare: `arguments` plus `x-queue-type` when `type` is given."""
+        return {**self.arguments, "x-queue-type": self.type} if self.type else dict(self.arguments)
+
+
 def read_queue(top: Reader) -> QueueSpec:
     """The `queue` section; `type` and the arguments are checked against each other."""
     q = top.section("queue", "queue", required=True)
     source = top.source
-    name = q.get("name", amqp_name(nonempty=True))
-    args = q.get("arguments", _queue_arguments, FrozenMapping())
-    given = q.get("type", lambda v: None if v is None else choice(*QUEUE_TYPES)(v), None)
+    name = q.field(QueueSpec, "name")
+    args = q.field(QueueSpec, "arguments")
+    given = q.field(QueueSpec, "type")
     explicit = args.get("x-queue-type")
     if given is not None and explicit is not None and explicit != given:
         fail(
@@ -150,8 +158,8 @@ def read_queue(top: Reader) -> QueueSpec:
             f"conflicts with queue.arguments.x-queue-type ({explicit!r}); give the type once",
         )
     kind = given or explicit or "classic"
-    durable = q.get("durable", boolean, kind == "quorum")
-    auto_delete = q.get("auto_delete", boolean, False)
+    durable = q.field(QueueSpec, "durable", kind == "quorum")
+    auto_delete = q.field(QueueSpec, "auto_delete")
     if kind == "quorum":
         if not durable:
             fail(
@@ -186,13 +194,7 @@ def read_queue(top: Reader) -> QueueSpec:
             if key in args:
                 fail(source, f"queue.arguments.{key}", args[key], why)
     return QueueSpec(
-        name,
-        durable,
-        auto_delete,
-        args,
-        q.get("purge_on_start", boolean, True),
-        q.get("delete_on_end", boolean, False),
-        given,
+        **q.fields(QueueSpec, name=name, type=given, durable=durable, auto_delete=auto_delete, arguments=args)
     )
 
 

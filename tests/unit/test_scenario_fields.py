@@ -23,6 +23,7 @@ from loadgen.scenario.model import (
     ManagedSpec,
     NetworkSpec,
     ProducerGroup,
+    QueueSpec,
     ReplaySpec,
     RunSpec,
 )
@@ -42,6 +43,7 @@ DECLARED = {
     "binding": BindingSpec,
     "broker": Broker,
     "managed": ManagedSpec,
+    "queue": QueueSpec,
 }
 NOT_FROM_YAML = {"url_is_default"}  # Broker: whether anything gave the URL, set by the loader
 
@@ -239,3 +241,38 @@ def test_written_after_moves_a_key_in_to_dict_only():
     assert [spec.key for _, spec in written(Section)] == ["a", "c", "pairs"]
     plain = plain_dict(Section(1, (("k", (2,)),), 3))
     assert plain == {"a": 1, "c": 3, "pairs": {"k": [2]}} and list(plain) == ["a", "c", "pairs"]
+
+
+QUEUE = """
+name: t
+queue: {name: q, type: classic, durable: true, auto_delete: true, arguments: {x-max-length: 5},
+        purge_on_start: false, delete_on_end: true}
+run: {duration_s: 10}
+"""
+
+
+def test_the_queue_reads_and_writes_every_declared_key(tmp_path):
+    scenario = load(tmp_path, QUEUE)
+    every, given = scenario.to_dict()["queue"], yaml.safe_load(QUEUE)["queue"]
+    assert list(every) == [spec.key for _, spec in written(QueueSpec)]
+    assert set(every) == set(given) == set(YAML_LAYOUT["queue"])
+    assert scenario.queue == QueueSpec("q", True, True, FrozenMapping({"x-max-length": 5}), False, True, type="classic")
+
+
+def test_the_queue_keeps_the_orders_it_has_always_had():
+    """The layout (and its error messages) list `type` second; run.json has it last."""
+    assert list(YAML_LAYOUT["queue"]) == [
+        *("name", "type", "durable", "auto_delete", "arguments", "purge_on_start", "delete_on_end")
+    ]
+    assert [spec.key for _, spec in written(QueueSpec)] == [
+        *("name", "durable", "auto_delete", "arguments", "purge_on_start", "delete_on_end", "type")
+    ]
+
+
+def test_the_queue_defaults_are_the_declared_ones(tmp_path):
+    queue = load(tmp_path, "name: t\nqueue: {name: q}\nrun: {duration_s: 10}\n").queue
+    for attr, spec in declared(QueueSpec):
+        if attr != "name":
+            assert getattr(queue, attr) == spec.default, attr
+    quorum = load(tmp_path, "name: t\nqueue: {name: q, type: quorum}\nrun: {duration_s: 10}\n").queue
+    assert quorum.durable is True  # the declared default is a classic queue's: read_queue gives quorum's
