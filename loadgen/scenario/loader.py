@@ -9,11 +9,10 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Mapping, Sequence
-from typing import Any, cast
+from typing import Any
 
 import yaml
 
-from analysis.slo import SloError, parse_slo
 from loadgen.scenario import arrivals
 from loadgen.scenario.broker import DEFAULT_URL, read_broker
 from loadgen.scenario.checks import (
@@ -21,9 +20,7 @@ from loadgen.scenario.checks import (
     SHORT_STRING_BYTES,
     Reader,
     fail as _fail,
-    identifier as _name,
     number as _number,
-    text as _text,
 )
 from loadgen.scenario.errors import (
     Invalid,
@@ -172,8 +169,8 @@ class _Reader(Reader):
 
 def _build(tree: dict[str, Any], source: str, overrides: tuple[str, ...], url_is_default: bool = False) -> Scenario:
     top = _Reader(source, tree, "", "scenario")
-    name = top.get("name", _name)
-    description = top.get("description", _text(nullable=True), "") or ""
+    name = top.field(Scenario, "name")
+    description = top.field(Scenario, "description")
     broker = read_broker(top, url_is_default)
     queue = read_queue(top)
     exchanges = read_exchanges(top)
@@ -196,23 +193,25 @@ def _build(tree: dict[str, Any], source: str, overrides: tuple[str, ...], url_is
     network = read_network(top)
     timeline = _timeline(top, run, producers, consumers, network is not None)
     _crash_needs_manual_ack(source, consumers)
-    slo = tuple(located(source, f"slo[{i}]", expr, _slo) for i, expr in enumerate(top.items("slo")))
-    scenario = Scenario(
-        name,
-        description,
-        source,
-        overrides,
-        broker,
-        queue,
-        run,
-        producers,
-        consumers,
-        timeline,
-        slo,
-        network,
+    slo = top.field(Scenario, "slo")
+    # Every declared field is read above, in the order the dependencies set; top.fields would read a
+    # leaf left out here as declared (and asserts that no section, which has no check, is left out).
+    read = top.fields(
+        Scenario,
+        name=name,
+        description=description,
+        broker=broker,
+        queue=queue,
+        run=run,
+        producers=producers,
+        consumers=consumers,
+        timeline=timeline,
+        slo=slo,
+        network=network,
         exchanges=exchanges,
         bindings=bindings,
     )
+    scenario = Scenario(source_path=source, overrides=overrides, **read)
     _derived_names_fit(source, scenario)
     if not run.beyond_limits:
         for path, value, reason in over_limits(scenario):
@@ -261,14 +260,6 @@ _CRASH_NEEDS_MANUAL = (
     "a crash needs ack_mode: manual (with auto-ack the broker forgets a delivery once "
     "it is sent, so a crash would lose the buffer instead of requeueing it)"
 )
-
-
-def _slo(value: Any) -> str:
-    try:
-        parse_slo(value)
-    except SloError as err:
-        raise Invalid(str(err)) from None
-    return cast(str, value)  # parse_slo takes only a string
 
 
 def _groups(top: Reader, key: str, section: str, make: type[Any], queue_name: str) -> list[Any]:
@@ -324,7 +315,7 @@ def _timeline(
     seen: dict[str, int] = {}
     for i, raw in enumerate(top.items("timeline")):
         reader = top.at(raw, f"timeline[{i}]", "phase")
-        name = reader.get("name", _name)
+        name = reader.field(Phase, "name")
         if name == BASE_PHASE:
             _fail(source, f"timeline[{i}].name", name, "'base' is reserved for the time outside every phase")
         if name in seen:
@@ -332,7 +323,7 @@ def _timeline(
                 source, f"timeline[{i}].name", name, f"duplicate name: timeline[{seen[name]}] is also called {name!r}"
             )
         seen[name] = i
-        start = reader.get("start_s", _number(0))
+        start = reader.field(Phase, "start_s")
         if start >= duration:
             _fail(
                 source,
@@ -340,7 +331,7 @@ def _timeline(
                 start,
                 f"expected a number >= 0 and < run.duration_s ({duration:g}), got {start:g}",
             )
-        end = reader.get("end_s", lambda v: None if v is None else _number(0)(v), None)  # null: default
+        end = reader.field(Phase, "end_s")  # None: the next phase's start, else the run's end
         if end is not None and not start < end <= duration:
             _fail(
                 source,

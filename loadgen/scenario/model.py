@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
+from analysis.slo import SloError, parse_slo
 from loadgen.redact import mask_url
 from loadgen.scenario import arrivals
 from loadgen.scenario.arrivals import Bursts, RatePoints, ReplaySpec
@@ -24,8 +25,10 @@ from loadgen.scenario.checks import (
     integer,
     number,
     optional_number,
+    text,
 )
-from loadgen.scenario.fields import LEAF, declared, layout, plain_dict, to_plain, yaml
+from loadgen.scenario.errors import Invalid, show
+from loadgen.scenario.fields import LEAF, declared, layout, plain_dict, yaml
 from loadgen.scenario.processing import PROCESSING_PARAMS, Processing, processing
 from loadgen.scenario.topology import BindingSpec, ExchangeSpec, FrozenMapping, QueueSpec
 
@@ -181,6 +184,10 @@ class NetworkSpec:
         return replace(self, **top)
 
 
+def _phase_end(value: Any) -> float | None:
+    return None if value is None else number(0)(value)
+
+
 @dataclass(frozen=True)
 class Phase:
     """A window [start_s, end_s) whose `set` replaces base fields.
@@ -190,10 +197,29 @@ class Phase:
     or `network.<path>` with a path from PHASE_SETTABLE["network"] (`network.down`).
     """
 
-    name: str
-    start_s: float
-    end_s: float
-    set: tuple[tuple[str, Any], ...]
+    name: str = field(metadata=yaml(identifier))  # not "base", and unique: see loader
+    start_s: float = field(metadata=yaml(number(0)))  # < run.duration_s, and no overlap: see loader
+    end_s: float = field(metadata=yaml(_phase_end, None))
+    """The YAML's end_s; absent or null (None): the next phase's start, else the run's end (loader)."""
+    set: tuple[tuple[str, Any], ...] = field(metadata=yaml(None, (), layout="{set}"))
+    """Each path's check depends on the groups and the network: the loader's _phase_set."""
+
+
+def _description(value: Any) -> str:
+    return text(nullable=True)(value) or ""  # null: none
+
+
+def _slo(value: Any) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        raise Invalid(f"expected a list, got {show(value)}")
+    for i, expr in enumerate(value):
+        try:
+            parse_slo(expr)
+        except SloError as err:
+            raise Invalid(str(err), expr, f"[{i}]") from None
+    return tuple(value)
 
 
 @dataclass(frozen=True)
@@ -204,22 +230,30 @@ class Scenario:
     them (`loadgen.redact.mask_text`) before writing them anywhere.
     """
 
-    name: str
-    description: str
+    name: str = field(metadata=yaml(identifier))
+    description: str = field(metadata=yaml(_description, ""))
     source_path: str = field(compare=False)
     overrides: tuple[str, ...] = field(compare=False)
-    broker: Broker
-    queue: QueueSpec
-    run: RunSpec
-    producers: tuple[ProducerGroup, ...]
-    consumers: tuple[ConsumerGroup, ...]
-    timeline: tuple[Phase, ...]
-    slo: tuple[str, ...]
-    network: NetworkSpec | None = None
+    # The sections (check None) are read by the loader, each by its own reader, in the order their
+    # dependencies set (loader._build); their layout names what lies below each key. broker, queue
+    # and run declare no default: the loader says what their absence means (queue is required).
+    broker: Broker = field(metadata=yaml(None, layout="broker"))
+    queue: QueueSpec = field(metadata=yaml(None, layout="queue"))
+    run: RunSpec = field(metadata=yaml(None, layout="run"))
+    producers: tuple[ProducerGroup, ...] = field(metadata=yaml(None, (), layout="[producer]"))
+    consumers: tuple[ConsumerGroup, ...] = field(metadata=yaml(None, (), layout="[consumer]"))
+    timeline: tuple[Phase, ...] = field(metadata=yaml(None, (), layout="[phase]"))
+    slo: tuple[str, ...] = field(metadata=yaml(_slo, (), layout="[]"))
+    network: NetworkSpec | None = field(default=None, metadata=yaml(None, layout="network"))
     """None: workers talk to the broker directly, no delay-line proxy."""
-    exchanges: tuple[ExchangeSpec, ...] = ()
-    """Declared before the queue, in this order."""
-    bindings: tuple[BindingSpec, ...] = ()
+    exchanges: tuple[ExchangeSpec, ...] = field(
+        default=(), metadata=yaml(None, layout="[exchange]", written_after="queue")
+    )
+    """Declared before the queue, in this order. Listed last in the YAML layout, written after the
+    queue by to_dict (as run.json has always had them)."""
+    bindings: tuple[BindingSpec, ...] = field(
+        default=(), metadata=yaml(None, layout="[binding]", written_after="exchanges")
+    )
     """The queue's bindings, made after it is declared."""
 
     def __post_init__(self) -> None:
@@ -321,53 +355,19 @@ class Scenario:
 
     def to_dict(self, mask_password: bool = True) -> dict[str, Any]:
         """The resolved scenario as plain data in the YAML layout (loadable again)."""
-        url = mask_url(self.broker.url) if mask_password else self.broker.url
-        return {
-            "name": self.name,
-            "description": self.description,
-            "broker": {**plain_dict(self.broker), "url": url},
-            "queue": plain_dict(self.queue),
-            "exchanges": [plain_dict(x) for x in self.exchanges],
-            "bindings": [plain_dict(b) for b in self.bindings],
-            "run": plain_dict(self.run),
-            "producers": [g.to_dict() for g in self.producers],
-            "consumers": [g.to_dict() for g in self.consumers],
-            "timeline": [
-                {
-                    "name": p.name,
-                    "start_s": p.start_s,
-                    "end_s": p.end_s,
-                    "set": {path: to_plain(value) for path, value in p.set},
-                }
-                for p in self.timeline
-            ],
-            "slo": list(self.slo),
-            "network": plain_dict(self.network) if self.network else None,
-        }
+        out = plain_dict(self)
+        if mask_password:
+            out["broker"]["url"] = mask_url(self.broker.url)
+        return out
 
 
 # Which keys each YAML section allows and what lies below each key: LEAF (a value),
 # another section's name (a mapping), "[section]" (a list of named groups), "[]" (a list
 # of values), "{}" (a free mapping) or "{set}" (a phase's path -> value mapping).
-# `layout(cls)`: the keys declared on the fields of `cls` (fields.py). Written out by hand: the top
-# level (read in the order its dependencies set; to_dict writes exchanges and bindings after the
-# queue), `phase` (end_s resolved from the next phase, `set` a checked path mapping) and `processing`
-# (its keys depend on the distribution).
+# `layout(cls)`: the keys declared on the fields of `cls` (fields.py), in field order. Written out by
+# hand: `processing` (its keys depend on the distribution).
 YAML_LAYOUT: dict[str, dict[str, str]] = {
-    "scenario": {
-        "name": LEAF,
-        "description": LEAF,
-        "broker": "broker",
-        "queue": "queue",
-        "run": "run",
-        "producers": "[producer]",
-        "consumers": "[consumer]",
-        "timeline": "[phase]",
-        "slo": "[]",
-        "network": "network",
-        "exchanges": "[exchange]",
-        "bindings": "[binding]",
-    },
+    "scenario": layout(Scenario),
     "broker": layout(Broker),
     "managed": layout(ManagedSpec),
     "queue": layout(QueueSpec),
@@ -382,7 +382,7 @@ YAML_LAYOUT: dict[str, dict[str, str]] = {
     "codel": layout(CoDelSpec),
     "network": layout(NetworkSpec),
     "link": layout(LinkSpec),
-    "phase": {"name": LEAF, "start_s": LEAF, "end_s": LEAF, "set": "{set}"},
+    "phase": layout(Phase),
     "processing": {
         "distribution": LEAF,
         "ms": LEAF,

@@ -22,10 +22,12 @@ from loadgen.scenario.model import (
     LinkSpec,
     ManagedSpec,
     NetworkSpec,
+    Phase,
     ProducerGroup,
     QueueSpec,
     ReplaySpec,
     RunSpec,
+    Scenario,
 )
 from tests.unit.scenario_files import load
 
@@ -44,8 +46,11 @@ DECLARED = {
     "broker": Broker,
     "managed": ManagedSpec,
     "queue": QueueSpec,
+    "scenario": Scenario,
+    "phase": Phase,
 }
-NOT_FROM_YAML = {"url_is_default"}  # Broker: whether anything gave the URL, set by the loader
+# Broker: whether anything gave the URL, set by the loader; Scenario: where it came from
+NOT_FROM_YAML = {"url_is_default", "source_path", "overrides"}
 
 EVERY_KEY = """
 name: t
@@ -276,3 +281,61 @@ def test_the_queue_defaults_are_the_declared_ones(tmp_path):
             assert getattr(queue, attr) == spec.default, attr
     quorum = load(tmp_path, "name: t\nqueue: {name: q, type: quorum}\nrun: {duration_s: 10}\n").queue
     assert quorum.durable is True  # the declared default is a classic queue's: read_queue gives quorum's
+
+
+EVERY_SECTION = """
+name: t
+description: d
+broker: {url: "amqp://u:secret@h:5672/", heartbeat_s: 7, connect_timeout_s: 2}
+queue: {name: q}
+run: {duration_s: 10}
+producers: [{name: p, rate: 5}]
+consumers: [{name: c}]
+timeline:
+  - {name: a, start_s: 1, end_s: 2, set: {consumers.c.count: 2}}
+slo: ["sojourn_ms.p99 < 200"]
+network: {}
+exchanges: [{name: x, type: topic}]
+bindings: [{exchange: x}]
+"""
+
+
+def test_the_top_level_and_a_phase_read_and_write_every_declared_key(tmp_path):
+    scenario = load(tmp_path, EVERY_SECTION)
+    every, given = scenario.to_dict(), yaml.safe_load(EVERY_SECTION)
+    for section, cls, value, given_value in (
+        ("scenario", Scenario, every, given),
+        ("phase", Phase, every["timeline"][0], given["timeline"][0]),
+    ):
+        assert list(value) == [spec.key for _, spec in written(cls)], section
+        assert set(value) == set(given_value) == set(YAML_LAYOUT[section]), section
+    assert (scenario.name, scenario.description, scenario.slo) == ("t", "d", ("sojourn_ms.p99 < 200",))
+    assert scenario.timeline == (Phase("a", 1.0, 2.0, (("consumers.c.count", 2),)),)
+    assert every["timeline"][0]["set"] == {"consumers.c.count": 2}
+    assert every["broker"]["url"] == "amqp://u:****@h:5672/"
+    assert scenario.to_dict(mask_password=False)["broker"]["url"] == "amqp://u:secret@h:5672/"
+
+
+def test_the_top_level_keeps_the_orders_it_has_always_had():
+    """The layout (and its error messages) list exchanges and bindings last; run.json has them after
+    the queue."""
+    assert list(YAML_LAYOUT["scenario"]) == [
+        *("name", "description", "broker", "queue", "run", "producers", "consumers", "timeline", "slo"),
+        *("network", "exchanges", "bindings"),
+    ]
+    assert [spec.key for _, spec in written(Scenario)] == [
+        *("name", "description", "broker", "queue", "exchanges", "bindings", "run", "producers", "consumers"),
+        *("timeline", "slo", "network"),
+    ]
+
+
+def test_the_top_level_and_phase_defaults_are_the_declared_ones(tmp_path):
+    text = "name: t\nqueue: {name: q}\nrun: {duration_s: 10}\ntimeline: [{name: a, start_s: 1}]\n"
+    scenario = load(tmp_path, text)
+    for attr, spec in declared(Scenario):
+        if attr not in ("name", "queue", "run", "timeline", "broker"):  # given, or a section read whole
+            assert getattr(scenario, attr) == spec.default, attr
+    phase = dict(declared(Phase))
+    assert phase["end_s"].default is None and scenario.timeline[0].end_s == 10.0  # None: the run's end
+    assert scenario.timeline[0].set == phase["set"].default == ()
+    assert load(tmp_path, text + "description: null\nslo: null\n").to_dict()["description"] == ""
