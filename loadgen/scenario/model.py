@@ -29,7 +29,7 @@ from loadgen.scenario.checks import (
 )
 from loadgen.scenario.errors import Invalid, show
 from loadgen.scenario.fields import LEAF, declared, layout, plain_dict, yaml
-from loadgen.scenario.processing import PROCESSING_PARAMS, Processing, processing
+from loadgen.scenario.processing import PROCESSING_LAYOUT, PROCESSING_PARAMS, Processing, processing
 from loadgen.scenario.topology import BindingSpec, ExchangeSpec, FrozenMapping, QueueSpec
 
 __all__ = [
@@ -364,8 +364,9 @@ class Scenario:
 # Which keys each YAML section allows and what lies below each key: LEAF (a value),
 # another section's name (a mapping), "[section]" (a list of named groups), "[]" (a list
 # of values), "{}" (a free mapping) or "{set}" (a phase's path -> value mapping).
-# `layout(cls)`: the keys declared on the fields of `cls` (fields.py), in field order. Written out by
-# hand: `processing` (its keys depend on the distribution).
+# `layout(cls)`: the keys declared on the fields of `cls` (fields.py), in field order. `processing`
+# is not a dataclass of its keys (they depend on the distribution): its layout follows from
+# PROCESSING_PARAMS, as its parser and to_dict do.
 YAML_LAYOUT: dict[str, dict[str, str]] = {
     "scenario": layout(Scenario),
     "broker": layout(Broker),
@@ -383,16 +384,7 @@ YAML_LAYOUT: dict[str, dict[str, str]] = {
     "network": layout(NetworkSpec),
     "link": layout(LinkSpec),
     "phase": layout(Phase),
-    "processing": {
-        "distribution": LEAF,
-        "ms": LEAF,
-        "mean_ms": LEAF,
-        "median_ms": LEAF,
-        "sigma": LEAF,
-        "min_ms": LEAF,
-        "max_ms": LEAF,
-        "default_ms": LEAF,
-    },
+    "processing": PROCESSING_LAYOUT,
 }
 
 # Every leaf of the network section, as a path below `network.`, in field order.

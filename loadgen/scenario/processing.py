@@ -11,8 +11,9 @@ from typing import Any
 
 from loadgen.scenario.checks import choice, number, sub
 from loadgen.scenario.errors import Invalid, did_you_mean, show
+from loadgen.scenario.fields import LEAF
 
-__all__ = ["Processing", "PROCESSING_PARAMS", "processing"]
+__all__ = ["Processing", "PROCESSING_PARAMS", "PROCESSING_LAYOUT", "processing"]
 
 PROCESSING_PARAMS: dict[str, tuple[str, ...]] = {
     "fixed": ("ms",),
@@ -21,6 +22,15 @@ PROCESSING_PARAMS: dict[str, tuple[str, ...]] = {
     "uniform": ("min_ms", "max_ms"),
     "recorded": ("default_ms",),
 }
+"""Each distribution and its parameters: the one declaration of a `processing_ms` mapping's keys
+(the parser, to_dict and PROCESSING_LAYOUT follow from it)."""
+
+PROCESSING_LAYOUT: dict[str, str] = {
+    "distribution": LEAF,
+    **{key: LEAF for params in PROCESSING_PARAMS.values() for key in params},
+}
+"""The YAML_LAYOUT entry of a `processing_ms` mapping: `distribution` and every parameter of any
+distribution (which ones a distribution takes, the parser checks)."""
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,6 @@
 """Each scenario field is declared once, on its dataclass field (loadgen/scenario/fields.py): the YAML
-layout, the loader and to_dict all follow from that declaration and list no field of their own."""
+layout, the loader and to_dict all follow from that declaration and list no field of their own.
+A `processing_ms` mapping's keys depend on its distribution: PROCESSING_PARAMS declares them."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import yaml
 
 from loadgen.scenario.fields import declared, written
 from loadgen.scenario.model import (
+    PROCESSING_PARAMS,
     YAML_LAYOUT,
     BindingSpec,
     Broker,
@@ -339,3 +341,28 @@ def test_the_top_level_and_phase_defaults_are_the_declared_ones(tmp_path):
     assert phase["end_s"].default is None and scenario.timeline[0].end_s == 10.0  # None: the run's end
     assert scenario.timeline[0].set == phase["set"].default == ()
     assert load(tmp_path, text + "description: null\nslo: null\n").to_dict()["description"] == ""
+
+
+PROCESSING = """
+name: t
+queue: {name: q}
+run: {duration_s: 10}
+consumers:
+  - {name: fixed, processing_ms: {distribution: fixed, ms: 1}}
+  - {name: exponential, processing_ms: {distribution: exponential, mean_ms: 1}}
+  - {name: lognormal, processing_ms: {distribution: lognormal, median_ms: 1, sigma: 1}}
+  - {name: uniform, processing_ms: {distribution: uniform, min_ms: 1, max_ms: 1}}
+  - {name: recorded, processing_ms: {distribution: recorded, default_ms: 1}}
+"""
+
+
+def test_processing_layout_and_to_dict_follow_processing_params(tmp_path):
+    scenario = load(tmp_path, PROCESSING)
+    assert [g.name for g in scenario.consumers] == list(PROCESSING_PARAMS)  # one group per distribution
+    keys = set()
+    for distribution, params in PROCESSING_PARAMS.items():
+        written_keys = list(scenario.consumer(distribution).to_dict()["processing_ms"])
+        assert written_keys == ["distribution", *params]
+        keys.update(written_keys)
+    assert list(YAML_LAYOUT["processing"]) == ["distribution", *(k for ps in PROCESSING_PARAMS.values() for k in ps)]
+    assert set(YAML_LAYOUT["processing"]) == keys
