@@ -6,6 +6,7 @@ See docs/scenarios.md (rate profiles, bursts, priority) and docs/replay.md (repl
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass, field
 from typing import Any
@@ -89,48 +90,63 @@ RatePoints = tuple[tuple[float, float], ...]
 
 
 def rate(value: Any) -> float | RatePoints:
-    """A number of msg/s >= 0, or a profile: a list of {at_s, rate} sorted by at_s."""
+    """A number of msg/s >= 0, or a profile: a list of {at_s, rate} sorted by at_s. A point may also
+    be an [at_s, rate] pair, as the resolved scenario (run.json) writes it."""
     if not isinstance(value, list):
         return number(0)(value)
     if not value:
         raise Invalid(f"expected a number >= 0 or a list of points such as {RATE_EXAMPLE}, got []")
     points: list[tuple[float, float]] = []
     for i, point in enumerate(value):
-        if not isinstance(point, dict):
-            raise Invalid(f"expected a point such as {{at_s: 0, rate: 50}}, got {show(point)}", point, f"[{i}]")
-        unknown = [k for k in point if k not in ("at_s", "rate")]
-        if unknown:
-            raise Invalid(
-                f"unknown key{did_you_mean(unknown[0], ('at_s', 'rate')) or ' (expected at_s, rate)'}",
-                point[unknown[0]],
-                f"[{i}].{unknown[0]}",
-            )
-        for key in ("at_s", "rate"):
-            if key not in point:
-                raise Invalid("missing required key", None, f"[{i}].{key}")
-        try:
-            at_s, value_ = sub(point, "at_s", number(0)), sub(point, "rate", number(0))
-        except Invalid as bad:
-            raise bad.within(f"[{i}]", point) from None
+        at_s, value_, given_at, at_path = _point(point, i)
         points.append((at_s, value_))
         if i and at_s < points[i - 1][0]:
             raise Invalid(
-                f"expected points in time order: at_s {at_s:g} comes after {points[i - 1][0]:g}",
-                point["at_s"],
-                f"[{i}].at_s",
+                f"expected points in time order: at_s {at_s:g} comes after {points[i - 1][0]:g}", given_at, at_path
             )
         if i >= 2 and at_s == points[i - 1][0] == points[i - 2][0]:
             raise Invalid(
-                f"three points at {at_s:g} s: a step takes two (the rate before and after)",
-                point["at_s"],
-                f"[{i}].at_s",
+                f"three points at {at_s:g} s: a step takes two (the rate before and after)", given_at, at_path
             )
     return tuple(points)
 
 
+def _point(point: Any, i: int) -> tuple[float, float, Any, str]:
+    """Profile point `i`: its at_s and rate, at_s as given, and where at_s is."""
+    if isinstance(point, list) and len(point) == 2:
+        at_s, value = (_item(point, i, k, number(0)) for k in (0, 1))
+        return at_s, value, point[0], f"[{i}][0]"
+    if not isinstance(point, dict):
+        raise Invalid(f"expected a point such as {{at_s: 0, rate: 50}}, got {show(point)}", point, f"[{i}]")
+    unknown = [k for k in point if k not in ("at_s", "rate")]
+    if unknown:
+        raise Invalid(
+            f"unknown key{did_you_mean(unknown[0], ('at_s', 'rate')) or ' (expected at_s, rate)'}",
+            point[unknown[0]],
+            f"[{i}].{unknown[0]}",
+        )
+    for key in ("at_s", "rate"):
+        if key not in point:
+            raise Invalid("missing required key", None, f"[{i}].{key}")
+    try:
+        at_s, value = sub(point, "at_s", number(0)), sub(point, "rate", number(0))
+    except Invalid as bad:
+        raise bad.within(f"[{i}]", point) from None
+    return at_s, value, point["at_s"], f"[{i}].at_s"
+
+
+def _item(pair: list[Any], i: int, k: int, check: Check) -> Any:
+    """`check(pair[k])` for item `i` of a list of pairs, an error located at [i][k]."""
+    try:
+        return check(pair[k])
+    except Invalid as bad:
+        raise Invalid(bad.message, pair[k], f"[{i}][{k}]") from None
+
+
 def priority(value: Any) -> tuple[tuple[int, float], ...] | None:
     """null (no priority property), one priority 0-255, or a mix {priority: weight}: each publish
-    draws its priority with probability weight / sum of weights."""
+    draws its priority with probability weight / sum of weights. The mix may also be a list of
+    [priority, probability] pairs, as the resolved scenario (run.json) writes it."""
     if value is None:
         return None
     wanted = "expected null, a priority from 0 to 255, or a mix such as {1: 0.7, 5: 0.3}"
@@ -138,6 +154,8 @@ def priority(value: Any) -> tuple[tuple[int, float], ...] | None:
         if not 0 <= value <= 255:
             raise Invalid(f"{wanted}, got {show(value)}")
         return ((value, 1.0),)
+    if isinstance(value, list) and value:
+        return _priority_pairs(value)
     if not isinstance(value, dict) or not value:
         raise Invalid(f"{wanted}, got {show(value)}")
     total = 0.0
@@ -149,6 +167,28 @@ def priority(value: Any) -> tuple[tuple[int, float], ...] | None:
         mix.append((key, weight))
         total += weight
     return tuple((key, weight / total) for key, weight in sorted(mix))
+
+
+def _priority_pairs(value: list[Any]) -> tuple[tuple[int, float], ...]:
+    """[[priority, probability], ...] (Scenario.to_dict's form of a mix): probabilities that sum to 1
+    are taken as they are, so a resolved mix reads back unchanged; others as weights, normalised."""
+    mix: dict[int, float] = {}
+    for i, pair in enumerate(value):
+        if not isinstance(pair, list) or len(pair) != 2:
+            raise Invalid(f"expected a [priority, probability] pair such as [1, 0.7], got {show(pair)}", pair, f"[{i}]")
+        key = _item(pair, i, 0, _priority)
+        if key in mix:
+            raise Invalid(f"priority {key} is given twice", key, f"[{i}][0]")
+        mix[key] = _item(pair, i, 1, number(0, strict=True))
+    total = sum(mix.values())
+    scale = 1.0 if math.isclose(total, 1.0, rel_tol=0.0, abs_tol=1e-9) else total
+    return tuple((key, weight / scale) for key, weight in sorted(mix.items()))
+
+
+def _priority(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 255:
+        raise Invalid(f"expected a priority from 0 to 255, got {show(value)}")
+    return value
 
 
 def bursts(value: Any) -> Bursts | None:

@@ -43,6 +43,23 @@ def test_bad_rate_profiles_are_located_to_the_point(tmp_path, rate, expected):
     assert error(tmp_path, producer(f"rate: {rate}")).startswith(expected)
 
 
+def test_a_rate_profile_may_be_written_as_pairs_as_to_dict_writes_it(tmp_path):
+    pairs = load(tmp_path, producer("rate: [[0, 50], [30, 500], {at_s: 30, rate: 20}]")).producer("main")
+    assert pairs.rate == ((0.0, 50.0), (30.0, 500.0), (30.0, 20.0))
+
+
+@pytest.mark.parametrize(
+    "rate, expected",
+    [
+        ("[[0, -1]]", "producers[0].rate[0][1]: expected a number >= 0, got -1"),
+        ("[[5, 1], [2, 3]]", "producers[0].rate[1][0]: expected points in time order: at_s 2 comes after 5"),
+        ("[[0, 1, 2]]", "producers[0].rate[0]: expected a point such as {at_s: 0, rate: 50}, got [0, 1, 2]"),
+    ],
+)
+def test_bad_rate_pairs_are_located_to_the_item(tmp_path, rate, expected):
+    assert error(tmp_path, producer(f"rate: {rate}")).startswith(expected)
+
+
 def test_bursts_load_with_defaults_and_reject_bad_values(tmp_path):
     s = load(tmp_path, producer("rate: 100\nbursts: {on_s: 2, off_s: 8}"))
     assert s.producer("main").bursts == Bursts(2.0, 8.0, 0.0, 0.0)
@@ -114,3 +131,28 @@ def test_max_blocked_wait_is_a_positive_number_or_null(tmp_path):
     assert error(tmp_path, producer("rate: 10\nmax_blocked_wait_s: 0")) == (
         "producers[0].max_blocked_wait_s: expected a number > 0 or null (wait as long as it takes), got 0"
     )
+
+
+def test_a_priority_mix_may_be_written_as_pairs_as_to_dict_writes_it(tmp_path):
+    s = load(tmp_path, producer("rate: 10\npriority: [[5, 0.25], [1, 0.75]]"))
+    assert s.producer("main").priority == ((1, 0.75), (5, 0.25))
+    assert s.to_dict()["producers"][0]["priority"] == [[1, 0.75], [5, 0.25]]
+    weights = load(tmp_path, producer("rate: 10\npriority: [[5, 1], [1, 3]]")).producer("main").priority
+    assert weights == ((1, 0.75), (5, 0.25))  # not summing to 1: weights, as in a mapping
+    sevenths = tuple((p, 1 / 7) for p in range(1, 8))  # sums to 1 within a rounding error: taken as it is
+    text = "rate: 10\npriority: [" + ", ".join(f"[{p}, {w!r}]" for p, w in sevenths) + "]"
+    assert load(tmp_path, producer(text)).producer("main").priority == sevenths
+
+
+@pytest.mark.parametrize(
+    "value, expected",
+    [
+        ("[[1, 0.5], [256, 0.5]]", "producers[0].priority[1][0]: expected a priority from 0 to 255, got 256"),
+        ("[[1, 0]]", "producers[0].priority[0][1]: expected a number > 0, got 0"),
+        ("[[1, 0.5], [1, 0.5]]", "producers[0].priority[1][0]: priority 1 is given twice"),
+        ("[1, 2]", "producers[0].priority[0]: expected a [priority, probability] pair such as [1, 0.7], got 1"),
+        ("[]", "producers[0].priority: expected null, a priority from 0 to 255"),
+    ],
+)
+def test_bad_priority_pairs_are_located_to_the_item(tmp_path, value, expected):
+    assert error(tmp_path, producer(f"rate: 10\npriority: {value}")).startswith(expected)
