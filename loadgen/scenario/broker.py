@@ -13,7 +13,7 @@ from loadgen.scenario.errors import Invalid, mask_passwords, show
 from loadgen.scenario.fields import yaml
 from loadgen.scenario.topology import FrozenMapping
 
-__all__ = ["DEFAULT_URL", "MANAGED_PORT", "ManagedSpec", "Broker", "amqp_url", "managed", "read_broker"]
+__all__ = ["DEFAULT_URL", "MANAGED_PORT", "ManagedSpec", "Broker", "amqp_url", "managed", "managed_url", "read_broker"]
 
 DEFAULT_URL = "amqp://guest:guest@127.0.0.1:5672/"
 MANAGED_PORT = 5673  # loadgen.broker.DEFAULT_PORT, without importing the broker package here
@@ -86,11 +86,18 @@ class Broker:
     """No file, variable or --set gave the URL: `sojourn run` may start a private node instead."""
 
 
-def read_broker(top: Reader, url_is_default: bool) -> Broker:
-    """The `broker` section; `url_is_default`: no file, variable or --set gave the URL."""
+def managed_url(spec: ManagedSpec) -> str:
+    """The URL of the private node `spec` describes."""
+    return f"amqp://guest:guest@127.0.0.1:{spec.port}/"
+
+
+def read_broker(top: Reader, url_is_default: bool, resolved: bool = False) -> Broker:
+    """The `broker` section; `url_is_default`: no file, variable or --set gave the URL. `resolved`: a
+    resolved scenario (Scenario.to_dict), which gives a managed node's URL too: then it must be that."""
     b = top.section("broker", "broker")
     managed = b.field(Broker, "managed")  # first: it decides the URL
-    if managed is not None and "url" in b.raw:
+    node_url = managed_url(managed) if managed else None
+    if managed is not None and "url" in b.raw and not (resolved and b.raw["url"] == node_url):
         fail(
             b.source,
             "broker.url",
@@ -98,5 +105,5 @@ def read_broker(top: Reader, url_is_default: bool) -> Broker:
             "give broker.url or broker.managed, not both "
             "(a managed node's URL is amqp://guest:guest@127.0.0.1:<port>/)",
         )
-    url = f"amqp://guest:guest@127.0.0.1:{managed.port}/" if managed else b.field(Broker, "url")
+    url = node_url or b.field(Broker, "url")
     return Broker(**b.fields(Broker, url=url, managed=managed), url_is_default=url_is_default and managed is None)

@@ -11,7 +11,7 @@ from loadgen.scenario.checks import boolean, integer, mapping_fields, number
 from loadgen.scenario.errors import Invalid, show
 from loadgen.scenario.fields import yaml
 
-__all__ = ["CoDelSpec", "EgressSpec", "codel", "CODEL_EXAMPLE", "egress", "EGRESS_EXAMPLE"]
+__all__ = ["CoDelSpec", "EgressSpec", "codel", "CODEL_EXAMPLE", "egress", "resolved_egress", "EGRESS_EXAMPLE"]
 
 CODEL_EXAMPLE = "{target_ms: 5, interval_ms: 100}"
 EGRESS_EXAMPLE = "{max_depth_units: 20000, min_burst: 4, classes: {high: [5, 255], low: [0, 4]}}"
@@ -20,11 +20,13 @@ _MAX_PRIORITY = 255
 _ALL: tuple[tuple[str, tuple[tuple[int, int], ...]], ...] = (("all", ((0, _MAX_PRIORITY),)),)
 
 
-def _egress_classes(value: Any) -> tuple[tuple[str, tuple[tuple[int, int], ...]], ...]:
+def _egress_classes(value: Any, resolved: bool = False) -> tuple[tuple[str, tuple[tuple[int, int], ...]], ...]:
     """`{name: [lowest, highest] | priority | [[lowest, highest], ...] | default}`, listed highest
     first: the order the classes are served in. No priority may be in two classes; `default` takes
     every priority no other class names, and without it the classes must cover 0..255. Null: one
-    class of every priority."""
+    class of every priority. `resolved`: as EgressSpec.to_dict writes them, a default class's
+    priorities spelled out where it was listed, which may be above a later class's: the listing is
+    the order served, and the rule that catches a class written below the next does not apply."""
     if value is None:
         return _ALL
     if not isinstance(value, dict) or not value:
@@ -49,7 +51,7 @@ def _egress_classes(value: Any) -> tuple[tuple[str, tuple[tuple[int, int], ...]]
                 if p in owner:
                     raise Invalid(f"priority {p} is also in class {owner[p]!r}: classes may not overlap", raw, name)
                 owner[p] = name
-        if named and min(low for low, _ in ranges) > min(low for low, _ in named[-1][1]):
+        if not resolved and named and min(low for low, _ in ranges) > min(low for low, _ in named[-1][1]):
             raise Invalid(
                 f"{show(raw)} is above class {named[-1][0]!r}, listed before it: list the classes "
                 f"highest first (the order they are served in)",
@@ -164,3 +166,11 @@ def egress(value: Any) -> EgressSpec | None:
     if not isinstance(value, dict):
         raise Invalid(f"expected a mapping such as {EGRESS_EXAMPLE}, or null for none, got {show(value)}")
     return EgressSpec(**mapping_fields(value, EgressSpec))
+
+
+def resolved_egress(value: Any) -> EgressSpec | None:
+    """`egress` as a resolved scenario (Scenario.to_dict) gives it: see _egress_classes's `resolved`."""
+    if isinstance(value, dict):
+        classes = {"classes": lambda v: _egress_classes(v, resolved=True)}
+        return EgressSpec(**mapping_fields(value, EgressSpec, **classes))
+    return egress(value)

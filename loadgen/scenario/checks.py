@@ -186,11 +186,13 @@ def mapping_fields(value: dict[Any, Any], cls: type, **checks: Check) -> dict[st
     """The declared fields of `cls` (by attribute) from a mapping checked as one value: unknown keys
     and missing required ones are refused first (known_keys), then each key is checked in field
     order, an absent one taking its declared default. `checks` supplies a check by attribute where
-    the declaration leaves it to the parser (None)."""
+    the declaration leaves it to the parser (None), or replaces the declared one."""
     specs = declared(cls)
     known_keys(value, layout(cls), tuple(spec.key for _, spec in specs if spec.default is REQUIRED))
     return {
-        attr: sub(value, spec.key, spec.check or checks[attr]) if spec.key in value else spec.default
+        attr: sub(value, spec.key, checks.get(attr) or spec.check or checks[attr])
+        if spec.key in value
+        else spec.default
         for attr, spec in specs
     }
 

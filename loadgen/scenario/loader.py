@@ -1,4 +1,5 @@
-"""Read a scenario YAML file, apply `--set` overrides and the environment, validate, build the model.
+"""Read a scenario YAML file, apply `--set` overrides and the environment, validate, build the model;
+or read the resolved scenario a run recorded in its run.json (`load_resolved`), checked the same way.
 
 Every problem raises ScenarioError naming the file, the YAML path, the bad value and a close
 match; nothing here prints or exits. The schema is documented in docs/scenarios.md.
@@ -6,18 +7,23 @@ match; nothing here prints or exits. The schema is documented in docs/scenarios.
 
 from __future__ import annotations
 
+import copy
+import json
 import math
 import os
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 import yaml
 
 from loadgen.scenario import arrivals
 from loadgen.scenario.broker import DEFAULT_URL, read_broker
+from loadgen.scenario.buffers import resolved_egress
 from loadgen.scenario.checks import (
     MAX_SIZE_BYTES,
     SHORT_STRING_BYTES,
+    Check,
     Reader,
     fail as _fail,
     number as _number,
@@ -56,7 +62,7 @@ from loadgen.scenario.overrides import (
 from loadgen.scenario.sections import network_phase_check, read_network
 from loadgen.scenario.topology import read_bindings, read_exchanges, read_queue
 
-__all__ = ["load_scenario", "ENV_URL", "DEFAULT_URL", "MAX_SIZE_BYTES"]
+__all__ = ["load_scenario", "load_resolved", "from_resolved", "ENV_URL", "DEFAULT_URL", "MAX_SIZE_BYTES"]
 
 ENV_URL = "SOJOURN_AMQP_URL"
 _PHASE_SET_ROOTS = ("producers", "consumers", "network")
@@ -86,6 +92,52 @@ def load_scenario(
         if use_env and err.override is None and err.yaml_path == "broker.url":
             err = ScenarioError(err.path, err.yaml_path, err.value, f"{err.message} (from ${ENV_URL})")
         raise err from None
+
+
+def load_resolved(run_json: str | os.PathLike[str], url: str | None = None) -> Scenario:
+    """The resolved scenario a run recorded in RUN_DIR/run.json (its `scenario`, Scenario.to_dict's
+    output), checked as a scenario file is; an error names run.json and the field (`scenario.<path>`).
+    Its source_path and overrides are run.json's `scenario_path` and `overrides` (as recorded: a
+    password masked). run.json masks the broker's password too: `url` is the URL to use instead."""
+    source = os.fspath(run_json)
+    try:
+        with open(source, encoding="utf-8") as handle:
+            data = json.load(handle)
+    except FileNotFoundError:
+        raise ScenarioError(source, "", None, "no such file") from None
+    except (OSError, UnicodeDecodeError) as err:
+        reason = getattr(err, "strerror", None) or str(err)
+        raise ScenarioError(source, "", None, f"can not read the file: {reason}") from None
+    except json.JSONDecodeError as err:
+        raise ScenarioError(
+            source, "", None, f"line {err.lineno}, column {err.colno}: invalid JSON: {err.msg}"
+        ) from None
+    if not isinstance(data, dict):
+        raise ScenarioError(source, "", data, f"expected a mapping at the top level, got {show(data)}")
+    overrides = data.get("overrides") or []
+    if not isinstance(overrides, list) or not all(isinstance(o, str) for o in overrides):
+        raise ScenarioError(
+            source, "overrides", overrides, f"expected a list of PATH=VALUE texts, got {show(overrides)}"
+        )
+    scenario = from_resolved(data.get("scenario"), source, url)
+    return replace(scenario, source_path=str(data.get("scenario_path") or source), overrides=tuple(overrides))
+
+
+def from_resolved(tree: Any, source: str, url: str | None = None) -> Scenario:
+    """A Scenario from a resolved scenario (Scenario.to_dict's output, as in run.json's `scenario`),
+    checked as a scenario file is, with what a resolved scenario gives besides: a replay group's
+    rate, arrival, size_bytes, bursts and priority as resolved (0 and the defaults), and a managed
+    node's URL. Errors name `source` and `scenario.<path>`. `url`, when given, replaces broker.url
+    (the resolved scenario's password may be masked). No environment variable applies."""
+    if not isinstance(tree, dict):
+        raise ScenarioError(source, "scenario", tree, f"expected the resolved scenario (a mapping), got {show(tree)}")
+    tree = copy.deepcopy(tree)
+    if url is not None and isinstance(tree.get("broker"), dict):
+        tree["broker"]["url"] = url
+    try:
+        return _build(tree, source, (), resolved=True)
+    except ScenarioError as err:
+        raise ScenarioError(err.path, _join("scenario", err.yaml_path), err.value, err.message) from None
 
 
 def _read(source: str) -> dict[str, Any]:
@@ -167,15 +219,18 @@ class _Reader(Reader):
     LAYOUT = YAML_LAYOUT
 
 
-def _build(tree: dict[str, Any], source: str, overrides: tuple[str, ...], url_is_default: bool = False) -> Scenario:
+def _build(
+    tree: dict[str, Any], source: str, overrides: tuple[str, ...], url_is_default: bool = False, resolved: bool = False
+) -> Scenario:
+    """`resolved`: `tree` is a resolved scenario (from_resolved), not a scenario file's."""
     top = _Reader(source, tree, "", "scenario")
     name = top.field(Scenario, "name")
     description = top.field(Scenario, "description")
-    broker = read_broker(top, url_is_default)
+    broker = read_broker(top, url_is_default, resolved)
     queue = read_queue(top)
     exchanges = read_exchanges(top)
     bindings = read_bindings(top, exchanges)
-    producers = tuple(_groups(top, "producers", "producer", ProducerGroup, queue.name))
+    producers = tuple(_groups(top, "producers", "producer", ProducerGroup, queue.name, resolved))
     given = top.raw.get("run")
     replay_s = None if isinstance(given, dict) and "duration_s" in given else _replay_duration(source, producers)
     r = top.section("run", "run", required=replay_s is None)
@@ -189,7 +244,7 @@ def _build(tree: dict[str, Any], source: str, overrides: tuple[str, ...], url_is
             f"expected a number >= 0 and < run.duration_s ({duration:g}), got {warmup:g}",
         )
     run = RunSpec(**r.fields(RunSpec, duration_s=duration, warmup_s=warmup))
-    consumers = tuple(_groups(top, "consumers", "consumer", ConsumerGroup, queue.name))
+    consumers = tuple(_groups(top, "consumers", "consumer", ConsumerGroup, queue.name, resolved))
     network = read_network(top)
     timeline = _timeline(top, run, producers, consumers, network is not None)
     _crash_needs_manual_ack(source, consumers)
@@ -262,16 +317,18 @@ _CRASH_NEEDS_MANUAL = (
 )
 
 
-def _groups(top: Reader, key: str, section: str, make: type[Any], queue_name: str) -> list[Any]:
+def _groups(top: Reader, key: str, section: str, make: type[Any], queue_name: str, resolved: bool = False) -> list[Any]:
     """The `key` list of groups, each read into `make` field by field as its declaration says."""
     groups: list[Any] = []
     seen: dict[str, int] = {}
-    checks = {"replay": arrivals.replay(os.path.dirname(os.path.abspath(top.source)))}
+    checks: dict[str, Check] = {"replay": arrivals.replay(os.path.dirname(os.path.abspath(top.source)))}
+    if resolved:
+        checks["egress"] = resolved_egress
     for i, raw in enumerate(top.items(key)):
         reader = top.at(raw, f"{key}[{i}]", section)
         values: dict[str, Any] = {}
         for attr, spec in declared(make):
-            values[attr] = reader.get(spec.key, spec.check or checks[spec.key], spec.default)
+            values[attr] = reader.get(spec.key, checks.get(spec.key) or spec.check or checks[spec.key], spec.default)
             if attr == "name":  # the first field: a duplicate is reported before the others are read
                 name = values["name"]
                 if name in seen:
@@ -281,19 +338,21 @@ def _groups(top: Reader, key: str, section: str, make: type[Any], queue_name: st
         if "routing_key" in values and values["routing_key"] is None:
             values["routing_key"] = queue_name
         if key == "producers":
-            _producer_source(reader, values)
+            _producer_source(reader, values, resolved)
         groups.append(make(**values))
     return groups
 
 
-def _producer_source(reader: Reader, values: dict[str, Any]) -> None:
-    """A producer has a rate (generated arrivals) or a replay file, not both."""
+def _producer_source(reader: Reader, values: dict[str, Any], resolved: bool = False) -> None:
+    """A producer has a rate (generated arrivals) or a replay file, not both. A resolved replay group
+    (`resolved`) gives the fields its file decides too, as resolved: rate 0 and the others' defaults."""
     if values["replay"] is None:
         if values["rate"] is None:
             reader.get("rate", _number(0))  # raises: missing required key
         return
+    as_resolved = {**_REPLAY_DEFAULTS, "rate": 0.0} if resolved else {}
     for field in arrivals.REPLAY_ONLY_FIELDS:
-        if field in reader.raw:
+        if field in reader.raw and not (field in as_resolved and values[field] == as_resolved[field]):
             _fail(
                 reader.source,
                 _join(reader.yaml_path, field),
@@ -301,6 +360,9 @@ def _producer_source(reader: Reader, values: dict[str, Any]) -> None:
                 f"a replay group takes {field} from its file (remove it, or remove replay)",
             )
     values["rate"] = 0.0
+
+
+_REPLAY_DEFAULTS = {spec.key: spec.default for _, spec in declared(ProducerGroup)}
 
 
 def _timeline(

@@ -354,7 +354,8 @@ class Scenario:
         return self.at(self.in_run(t_s))
 
     def to_dict(self, mask_password: bool = True) -> dict[str, Any]:
-        """The resolved scenario as plain data in the YAML layout (loadable again)."""
+        """The resolved scenario as plain data in the YAML layout; loader.load_resolved reads it back
+        into an equal Scenario (tests/unit/test_resolved_scenario.py)."""
         out = plain_dict(self)
         if mask_password:
             out["broker"]["url"] = mask_url(self.broker.url)
