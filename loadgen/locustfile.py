@@ -1,5 +1,9 @@
 """Locust entry point: `locust -f loadgen/locustfile.py --scenario scenarios/quickstart.yaml`.
 
+Started by `sojourn run` (or sweep, nightly), it takes no --scenario: it reads the scenario the
+command resolved from the run directory's run.json, and the broker URL from the environment
+(loadgen.run.handoff).
+
 Each producer and consumer of the scenario is one Locust user that runs its own
 publish or consume loop (Locust schedules users, not messages); every message
 still reaches Locust's statistics through the `request` event. The scenario's
@@ -33,7 +37,7 @@ from loadgen.redact import mask_text  # noqa: E402
 from loadgen.replay.sources import load_sources  # noqa: E402
 from loadgen.rules.barrier import START_TIMEOUT_S  # noqa: E402
 from loadgen.rules.repeats import HeldBack  # noqa: E402
-from loadgen.run import locust_session  # noqa: E402
+from loadgen.run import handoff, locust_session  # noqa: E402
 from loadgen.scenario import ScenarioError, load_scenario  # noqa: E402
 from loadgen.users.consumer import Consumer  # noqa: E402
 from loadgen.users.producer import Producer  # noqa: E402
@@ -59,14 +63,16 @@ def _early_options(argv: list[str]) -> argparse.Namespace:
 _HELP = any(a in ("-h", "--help", "-V", "--version") for a in sys.argv[1:])
 _OPTS = _early_options(sys.argv[1:])
 SCENARIO = None
-if _OPTS.scenario:
-    try:
+try:
+    SCENARIO = handoff.take_over()  # the scenario `sojourn run` resolved for this run, if it started us
+    if SCENARIO is None and _OPTS.scenario:
         SCENARIO = load_scenario(_OPTS.scenario, _OPTS.overrides)
+    if SCENARIO is not None:
         load_sources(SCENARIO)  # a bad replay file is an input error now, not a worker failure later
-    except ScenarioError as exc:
-        sys.stderr.write(f"error: {exc}\n")
-        sys.exit(2)
-elif not _HELP:
+except ScenarioError as exc:
+    sys.stderr.write(f"error: {exc}\n")
+    sys.exit(2)
+if SCENARIO is None and not _HELP:
     sys.stderr.write(
         "error: --scenario FILE is required (or set SOJOURN_SCENARIO), "
         "e.g. locust -f loadgen/locustfile.py --scenario scenarios/quickstart.yaml\n"

@@ -9,6 +9,7 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from loadgen.broker_help import broker_help
 from loadgen.commands.stopping import stop_run_group
@@ -80,16 +81,17 @@ def print_warnings(scenario, capture: bool = True) -> None:
 
 
 @contextmanager
-def broker_for(scenario) -> Iterator[list[str]]:
+def broker_for(scenario) -> Iterator[Any]:
     """The broker a run of `scenario` uses, up for the duration (loadgen.broker.for_run): yields the
-    overrides to add to the run's (the private node's URL when one stands in for the default broker)."""
+    scenario the run uses, `scenario` or, when a private node stands in for the default broker, the
+    same on the node's URL (Scenario.with_broker_url)."""
     from loadgen.broker.for_run import broker_for_run
     from loadgen.broker.managed import BrokerError
     from loadgen.errors import BrokerUnreachable
 
     try:
         with broker_for_run(scenario, say) as url:
-            yield [] if url is None else [f"broker.url={url}"]
+            yield scenario if url is None else scenario.with_broker_url(url)
     except BrokerUnreachable as exc:
         raise CliError(f"{exc}\n{broker_help(exc)}", EXIT_BROKER) from None
     except BrokerError as exc:
@@ -186,12 +188,13 @@ def recover_traces(run_dir: str) -> None:
         say(f"converted {rows:,} trace rows a stopped trace writer had left unconverted")
 
 
-def run_locust(
-    scenario_path: str, overrides: list[str], run_dir: str, processes: int = 0, verbose: bool = False
-) -> bool:
-    """Run Locust headless in a child process; return True if it was interrupted. Locust's own
-    statistics tables reach the terminal only when `verbose`; otherwise they go to
+def run_locust(scenario, run_dir: str, processes: int = 0, verbose: bool = False) -> bool:
+    """Run Locust headless in a child process on `scenario`, as resolved for the run (the child
+    reads it from RUN_DIR/run.json, loadgen.run.handoff); return True if it was interrupted.
+    Locust's own statistics tables reach the terminal only when `verbose`; otherwise they go to
     RUN_DIR/locust_stats.json (with RUN_DIR/locust.html and the CSV files, always written)."""
+    from loadgen.run import handoff
+
     cmd = [
         sys.executable,
         "-m",
@@ -200,8 +203,6 @@ def run_locust(
         str(LOCUSTFILE),
         "--headless",
         "--only-summary",
-        "--scenario",
-        scenario_path,
         "--run-dir",
         run_dir,
         "--html",
@@ -215,8 +216,6 @@ def run_locust(
     ]
     if not verbose:  # Locust prints its tables at exit unless it saves them as JSON instead
         cmd += ["--json-file", os.path.join(run_dir, "locust_stats")]
-    for override in overrides:
-        cmd += ["--set", override]
     if processes:
         # Locust's master listens for its workers on 5557 by default, on every interface: a second
         # run with worker processes on the same machine then failed to start. A free loopback port
@@ -234,7 +233,8 @@ def run_locust(
             "--master-port",
             str(port),
         ]
-    say(f"running {scenario_path} -> {run_dir}")
+    say(f"running {scenario.source_path} -> {run_dir}")
+    handed_over = handoff.hand_over(run_dir, scenario)  # run.json, status starting; the URL in the environment
     # Every process of the run holds the write end of this pipe: Locust's master, and the worker
     # processes `--processes` forks from it. Locust's master does not wait for its workers when
     # it exits (at exit it takes "not exited yet" for "exited"), so a worker may still be writing
@@ -255,9 +255,12 @@ def run_locust(
                 stdout=log_file,
                 stderr=None,
                 pass_fds=(alive_w,),
-                env={**os.environ, ALIVE_FD_ENV: str(alive_w)},
+                env={**os.environ, ALIVE_FD_ENV: str(alive_w), **handed_over},
                 start_new_session=True,
             )
+        except BaseException:
+            handoff.withdraw(run_dir)
+            raise
         finally:
             os.close(alive_w)
         interrupted = False
@@ -281,6 +284,7 @@ def run_locust(
                 except KeyboardInterrupt:
                     stop_run_group(child, force=True)
     _wait_for_run_processes(alive_r)
+    handoff.withdraw(run_dir)  # the run never started: no run.json, as before the hand-over
     recover_traces(run_dir)
     from loadgen.run.memory import merge_into_run_json
 

@@ -42,8 +42,8 @@ def cmd_nightly(args) -> int:
     spark = None
 
     def run_load(entry, run_dir: str) -> bool:
-        with broker_for(scenario_of[id(entry)]) as extra:  # per entry: each scenario names its own broker
-            return run_locust(entry.scenario_path, [*entry.overrides, *extra], run_dir, verbose=args.verbose)
+        with broker_for(scenario_of[id(entry)]) as for_run:  # per entry: each scenario names its own broker
+            return run_locust(for_run, run_dir, verbose=args.verbose)
 
     def analyze_run(run_dir: str) -> dict:
         nonlocal spark

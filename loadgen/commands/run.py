@@ -37,11 +37,9 @@ def cmd_run(args) -> int:
     run_dir = args.out or default_run_dir(scenario.name)
     if os.path.exists(os.path.join(run_dir, "traces")):
         raise CliError(f"{run_dir}: already holds a run's traces; choose another --out", EXIT_INPUT)
-    with broker_for(scenario) as extra:
+    with broker_for(scenario) as for_run:
         os.makedirs(run_dir, exist_ok=True)
-        interrupted = run_locust(
-            args.scenario, [*args.overrides, *extra], run_dir, args.processes, verbose=args.verbose
-        )
+        interrupted = run_locust(for_run, run_dir, args.processes, verbose=args.verbose)
     census_error = _census_error(run_dir)
     if census_error:
         say(

@@ -44,11 +44,11 @@ def cmd_sweep(args) -> int:
         if os.path.exists(os.path.join(run_dir, "traces")):
             raise CliError(f"{run_dir}: already holds a run's traces; choose another --out", EXIT_INPUT)
     interrupted = False
-    for i, (scenario, (v, run_dir, overrides)) in enumerate(zip(scenarios, runs)):
+    for i, (scenario, (v, run_dir, _overrides)) in enumerate(zip(scenarios, runs)):
         say(f"sweep {path}={v}")
-        with broker_for(scenario) as extra:  # per run: the swept field may be a broker setting
+        with broker_for(scenario) as for_run:  # per run: the swept field may be a broker setting
             os.makedirs(run_dir, exist_ok=True)
-            interrupted = run_locust(args.scenario, [*overrides, *extra], run_dir, args.processes, verbose=args.verbose)
+            interrupted = run_locust(for_run, run_dir, args.processes, verbose=args.verbose)
         if interrupted:  # as `sojourn run` does: analyse what ran (this run's part too), then exit 130/143
             runs = [r for r in runs[: i + 1] if os.path.isfile(os.path.join(r[1], "run.json"))]
             say(

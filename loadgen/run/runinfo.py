@@ -13,7 +13,18 @@ from analysis.schema import SCHEMA_VERSION
 from loadgen import __version__
 from loadgen.redact import mask_text, mask_url
 
-__all__ = ["default_run_dir", "code_version", "write_run_json", "update_run_json", "read_run_json"]
+__all__ = [
+    "default_run_dir",
+    "code_version",
+    "write_run_json",
+    "write_starting_run_json",
+    "update_run_json",
+    "read_run_json",
+    "STARTING",
+]
+
+STARTING = "starting"
+"""run.json's status before the load generator starts the run: only the resolved scenario is in it."""
 
 
 def default_run_dir(scenario_name: str, root: str = "runs") -> str:
@@ -47,10 +58,7 @@ def write_run_json(
     data: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,  # run.json and traces share one contract version
         "run_id": run_id,
-        "scenario_path": scenario.source_path,
-        "overrides": [mask_text(o) for o in scenario.overrides],
-        "scenario": scenario.to_dict(mask_password=True),
-        "broker_url": mask_url(scenario.broker.url),
+        **_resolved(scenario),
         "code_version": code_version(),
         "t0_ns": t0_ns,
         "duration_s": scenario.run.duration_s,
@@ -67,6 +75,24 @@ def write_run_json(
     if receive_stamp:
         data["receive_stamp"] = receive_stamp
     _write(run_dir, data)
+
+
+def write_starting_run_json(run_dir: str, scenario) -> str:
+    """run.json before the run starts (status `starting`): the resolved scenario, as `sojourn run`
+    hands it to the load generator it starts (loadgen.run.handoff), which writes run.json in full
+    when the run starts. The path written."""
+    _write(run_dir, {"schema_version": SCHEMA_VERSION, **_resolved(scenario), "status": STARTING})
+    return os.path.join(run_dir, "run.json")
+
+
+def _resolved(scenario) -> dict[str, Any]:
+    """run.json's keys for the resolved scenario, passwords masked (loadgen.scenario.load_resolved reads them)."""
+    return {
+        "scenario_path": scenario.source_path,
+        "overrides": [mask_text(o) for o in scenario.overrides],
+        "scenario": scenario.to_dict(mask_password=True),
+        "broker_url": mask_url(scenario.broker.url),
+    }
 
 
 def read_run_json(run_dir: str) -> dict[str, Any]:

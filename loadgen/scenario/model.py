@@ -353,6 +353,12 @@ class Scenario:
         """The settings in force at elapsed time `t_s`, the drain included (at(in_run(t_s)))."""
         return self.at(self.in_run(t_s))
 
+    def with_broker_url(self, url: str) -> Scenario:
+        """This scenario on the broker at `url` (a private node standing in for an unreachable
+        default broker), as `--set broker.url=URL` would give it: the override is recorded too."""
+        broker = replace(self.broker, url=url, url_is_default=False)
+        return replace(self, broker=broker, overrides=(*self.overrides, f"broker.url={url}"))
+
     def to_dict(self, mask_password: bool = True) -> dict[str, Any]:
         """The resolved scenario as plain data in the YAML layout; loader.load_resolved reads it back
         into an equal Scenario (tests/unit/test_resolved_scenario.py)."""

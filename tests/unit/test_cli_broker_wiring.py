@@ -1,5 +1,6 @@
 """sweep and nightly give each run the broker `sojourn run` would: a private node standing in for an
-unreachable default broker reaches the run as a broker.url override (loadgen.commands.common.broker_for)."""
+unreachable default broker is the URL of the scenario the run gets (loadgen.commands.common.broker_for),
+recorded among its overrides as `broker.url=URL`, as run.json has always shown it."""
 
 from __future__ import annotations
 
@@ -29,8 +30,9 @@ def wiring(monkeypatch):
         seen["brokers"].append(scenario.name)
         yield PRIVATE
 
-    def fake_run_locust(scenario_path, overrides, run_dir, processes=0, verbose=False):
-        seen["runs"].append((Path(scenario_path).name, list(overrides)))
+    def fake_run_locust(scenario, run_dir, processes=0, verbose=False):
+        assert scenario.broker.url == PRIVATE
+        seen["runs"].append((Path(scenario.source_path).name, list(scenario.overrides)))
         return True
 
     monkeypatch.setattr(for_run, "broker_for_run", fake_broker_for_run)

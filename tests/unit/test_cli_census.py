@@ -20,12 +20,12 @@ def a_run_ending(monkeypatch):
     """Locust replaced by one that writes run.json as a run ending `status` with `census_error`."""
     ending = {}
 
-    def fake_run_locust(scenario_path, overrides, run_dir, processes=0, verbose=False):
+    def fake_run_locust(scenario, run_dir, processes=0, verbose=False):
         Path(run_dir, "run.json").write_text(json.dumps({"status": ending["status"], **ending["run_json"]}))
         return ending["status"] == "interrupted"
 
     monkeypatch.setattr(run, "run_locust", fake_run_locust)
-    monkeypatch.setattr(run, "broker_for", lambda scenario: nullcontext([]))
+    monkeypatch.setattr(run, "broker_for", lambda scenario: nullcontext(scenario))
     return ending
 
 

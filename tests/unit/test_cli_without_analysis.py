@@ -58,7 +58,7 @@ def test_a_run_told_not_to_analyse_needs_no_analysis(no_pyspark, tmp_path, monke
 
     import loadgen.commands.run as run
 
-    monkeypatch.setattr(run, "broker_for", lambda scenario: nullcontext([]))
+    monkeypatch.setattr(run, "broker_for", lambda scenario: nullcontext(scenario))
     assert main(["run", QUICKSTART, "--no-analyze", "--out", str(tmp_path / "out")]) == 0
     assert len(no_pyspark) == 1
 
