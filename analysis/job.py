@@ -292,6 +292,13 @@ def load_run_json(run_dir: Path) -> dict:
         raise RunFileError(f"{path}: not readable as JSON: {exc}", path=path) from exc
     if not isinstance(run, dict):
         raise RunFileError(f"{path}: expected a JSON object, got {type(run).__name__}", path=path)
+    if run.get("status") == "starting":  # loadgen.run.runinfo.STARTING: the analysis does not import the load side
+        raise RunFileError(
+            f"{path}: the run never started (status starting: its command stopped before Locust began the run); "
+            "there is nothing to analyse",
+            path=path,
+            key="status",
+        )
     for key, types in (("t0_ns", (int,)), ("duration_s", (int, float))):
         value = run.get(key)
         if isinstance(value, bool) or not isinstance(value, types):

@@ -260,6 +260,13 @@ def test_a_directory_without_run_json_is_refused(tmp_path, spark):
         analyze(tmp_path, spark=spark)
 
 
+def test_a_run_that_never_started_is_refused_as_such(tmp_path, spark):
+    # What `sojourn run` hands its Locust (loadgen.run.handoff) and leaves only if it was killed first.
+    (tmp_path / "run.json").write_text(json.dumps({"schema_version": SCHEMA_VERSION, "status": "starting"}))
+    with pytest.raises(RunFileError, match=r"run\.json: the run never started"):
+        analyze(tmp_path, spark=spark)
+
+
 def test_a_phase_without_an_end_in_run_json_is_refused(tmp_path, spark):
     _run_json(tmp_path, phases=[{"name": "slow", "start_s": 2.0}])
     with pytest.raises(RunFileError, match=r"phases\[0\]"):
