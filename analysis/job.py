@@ -214,6 +214,8 @@ def spark_for(
     if SparkSession.getActiveSession() is not None:
         yield cast(SparkSession, SparkSession.getActiveSession())  # not None: checked just above
         return
+    for run_dir in run_dirs:  # a bad or unfinished run.json is the first thing to say, before the traces
+        load_run_json(Path(run_dir))
     sizes = [trace_files.scan(run_dir) for run_dir in run_dirs]
     size = max((trace_files.total_bytes(k) for k in sizes), default=0)
     rows = max((trace_files.total_rows(k) for k in sizes), default=0)
