@@ -35,16 +35,15 @@ def cmd_sweep(args) -> int:
 
     require_analysis("run each variant with sojourn run --no-analyze and analyze them on a machine that has it")
     path, values = _vary(args.vary)
-    variants = [(v, [*args.overrides, f"{path}={v}"]) for v in values]
-    scenarios = [load(args.scenario, overrides) for _v, overrides in variants]  # all valid before any run
+    scenarios = [load(args.scenario, [*args.overrides, f"{path}={v}"]) for v in values]  # all valid before any run
     out = args.out or default_run_dir(scenarios[0].name) + "-sweep"
     label = path.rsplit(".", 1)[-1]
-    runs = [(v, os.path.join(out, f"{label}-{v}"), overrides) for v, overrides in variants]
-    for _v, run_dir, _o in runs:
+    runs = [(v, os.path.join(out, f"{label}-{v}")) for v in values]
+    for _v, run_dir in runs:
         if os.path.exists(os.path.join(run_dir, "traces")):
             raise CliError(f"{run_dir}: already holds a run's traces; choose another --out", EXIT_INPUT)
     interrupted = False
-    for i, (scenario, (v, run_dir, _overrides)) in enumerate(zip(scenarios, runs)):
+    for i, (scenario, (v, run_dir)) in enumerate(zip(scenarios, runs)):
         say(f"sweep {path}={v}")
         with broker_for(scenario) as for_run:  # per run: the swept field may be a broker setting
             os.makedirs(run_dir, exist_ok=True)
@@ -64,8 +63,8 @@ def cmd_sweep(args) -> int:
     say(f"analyzing {len(runs)} runs with Spark")
     summaries = []
     log = os.path.join(out, "spark.log")
-    with analysis_failures(log), spark_for([r for _v, r, _o in runs], args.spark_master, log_path=log) as spark:
-        for v, run_dir, _o in runs:
+    with analysis_failures(log), spark_for([r for _v, r in runs], args.spark_master, log_path=log) as spark:
+        for v, run_dir in runs:
             summaries.append((v, run_dir, analyze(run_dir, spark=spark)))
     rows = sweep_rows(summaries)
     table = sweep_table(path, rows)
