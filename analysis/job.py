@@ -68,9 +68,7 @@ from analysis.transforms import (
 from analysis.transforms._common import seconds_to_ns
 from analysis.transforms.model import (
     COMPONENTS,
-    QUANTILES,
     ack_to_delivery,
-    consumer_sojourn_quantiles,
     model_inputs,
     window_components,
 )
@@ -449,12 +447,6 @@ def summarize(
 
         with stage("computing per-consumer statistics and the queueing-model check"):
             consumers = [consumer_row(r) for r in deliveries.transform(consumer_summary).collect()]
-            quantiles = {
-                r["consumer"]: r["sojourn_quantiles_ms"]
-                for r in deliveries.transform(consumer_sojourn_quantiles).collect()
-            }
-            for c in consumers:  # additive: docs/summary.md, the `model` block
-                c["sojourn_quantiles_ms"] = {"q": list(QUANTILES), "ms": quantiles.get(c["consumer"])}
             model_rows = (  # the block is shaped below, once queue_depth gives the regimes their backlog
                 deliveries.transform(model_inputs(t0)).collect(),
                 deliveries.transform(model_inputs(t0, ("consumer", "phase"))).collect(),

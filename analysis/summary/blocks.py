@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from analysis.transforms.accounting import DISCARD_CLASSES
+from analysis.transforms.stats import QUANTILES
 from analysis.transforms.windows import WINDOW_LATENCY_FIELDS, WINDOW_SOJOURN_FIELDS
 
 from ._stats import stats_block
@@ -70,6 +71,8 @@ def consumer_row(r) -> dict:
         "utilisation": r["utilisation"],
         "sojourn_ms": stats_block(r["sojourn_ms"]),
         "latency_ms": {"end_to_end": stats_block(r["end_to_end_ms"])},
+        # additive: docs/summary.md, the `model` block
+        "sojourn_quantiles_ms": {"q": list(QUANTILES), "ms": r["sojourn_ms"]["quantiles"]},
     }
 
 

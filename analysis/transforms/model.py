@@ -5,10 +5,10 @@ and the regime rule are analysis.summary.model's.
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame, functions as F
+from pyspark.sql import Column, DataFrame, functions as F
 
 from ._common import NS_PER_MS, NS_PER_S, Transform
-from .stats import percentiles
+from .stats import QUANTILES, percentiles
 from .utilisation import busy_ns, wall_ns
 from .windows import second_since
 
@@ -16,13 +16,9 @@ __all__ = [
     "model_inputs",
     "ack_to_delivery",
     "window_components",
-    "consumer_sojourn_quantiles",
     "QUANTILES",
     "COMPONENTS",
 ]
-
-QUANTILES = tuple(round(0.05 * i, 2) for i in range(1, 21))
-"""Per-consumer sojourn quantiles: 0.05, 0.10, ..., 1.00 (the last is the max)."""
 
 COMPONENTS = {
     "broker_network": "broker_network_ms",
@@ -57,19 +53,16 @@ def model_inputs(t0_ns: int, keys: tuple[str, ...] = ("consumer",)) -> Transform
             .groupBy(*k)
             .agg(F.percentile("_min_bn", 0.95).alias("transit_p95_ms"))
         )  # a row a second: exact
-        both = F.col("processing_ms").isNotNull() & F.col("processing_ms_actual").isNotNull()
-        stats = measured.groupBy(*k).agg(
-            F.avg("processing_ms_actual").alias("processing_mean_ms"),
-            percentiles(F.col("processing_ms_actual"), [0.99])[0].alias("processing_p99_ms"),
-            F.min("broker_network_ms").alias("transit_min_ms"),
-            F.avg("sojourn_ms").alias("sojourn_mean_ms"),
-            F.count(F.lit(1)).alias("measured_deliveries"),
-            F.avg((F.col("buffer_len") == 0).cast("double")).alias("buffer_empty_share"),
-            F.avg(F.when(both, F.col("processing_ms"))).alias("processing_drawn_ms"),
-            F.avg(F.when(both, F.col("processing_ms_actual"))).alias("processing_achieved_ms"),
-            F.count_if(both).alias("processing_count"),
-        )
-        overall = (
+        # One grouping of all deliveries: the inputs over measured ones only are conditional aggregates
+        # (null where a group has no measured delivery, as a join of a grouping of those would leave them).
+        m = F.col("measured")
+        n_measured = F.count_if(m)
+
+        def over_measured(value: Column) -> Column:
+            return F.when(m, value)
+
+        both = m & F.col("processing_ms").isNotNull() & F.col("processing_ms_actual").isNotNull()
+        return (
             deliveries.groupBy(*k)
             .agg(
                 F.min("prefetch").alias("prefetch_min"),
@@ -80,6 +73,15 @@ def model_inputs(t0_ns: int, keys: tuple[str, ...] = ("consumer",)) -> Transform
                 wall_ns().alias("_wall_all_ns"),
                 F.min("receive_ns").alias("_first_ns"),
                 F.bool_or(F.col("outcome") == "auto_ack").alias("auto_ack"),
+                F.avg(over_measured(F.col("processing_ms_actual"))).alias("processing_mean_ms"),
+                percentiles(over_measured(F.col("processing_ms_actual")), [0.99])[0].alias("processing_p99_ms"),
+                F.min(over_measured(F.col("broker_network_ms"))).alias("transit_min_ms"),
+                F.avg(over_measured(F.col("sojourn_ms"))).alias("sojourn_mean_ms"),
+                F.when(n_measured > 0, n_measured).alias("measured_deliveries"),
+                F.avg(over_measured((F.col("buffer_len") == 0).cast("double"))).alias("buffer_empty_share"),
+                F.avg(F.when(both, F.col("processing_ms"))).alias("processing_drawn_ms"),
+                F.avg(F.when(both, F.col("processing_ms_actual"))).alias("processing_achieved_ms"),
+                F.when(n_measured > 0, F.count_if(both)).alias("processing_count"),
             )
             .select(
                 *k,
@@ -96,9 +98,19 @@ def model_inputs(t0_ns: int, keys: tuple[str, ...] = ("consumer",)) -> Transform
                 F.when(F.col("_wall_all_ns") > 0, F.coalesce("_busy_ns", F.lit(0)) / F.col("_wall_all_ns")).alias(
                     "utilisation"
                 ),
+                "processing_mean_ms",
+                "processing_p99_ms",
+                "transit_min_ms",
+                "sojourn_mean_ms",
+                "measured_deliveries",
+                "buffer_empty_share",
+                "processing_drawn_ms",
+                "processing_achieved_ms",
+                "processing_count",
             )
+            .join(per_second, k, "left")
+            .orderBy(*k)
         )
-        return overall.join(stats, k, "left").join(per_second, k, "left").orderBy(*k)
 
     return _inputs
 
@@ -180,14 +192,3 @@ def window_components(t0_ns: int) -> Transform:
         )
 
     return _components
-
-
-def consumer_sojourn_quantiles(deliveries: DataFrame) -> DataFrame:
-    """Per consumer: sojourn quantiles (stats.percentiles) at QUANTILES over measured deliveries
-    (column `sojourn_quantiles_ms`, an array; null when it has none)."""
-    return (
-        deliveries.where(F.col("measured") & F.col("sojourn_ms").isNotNull())
-        .groupBy("consumer")
-        .agg(percentiles(F.col("sojourn_ms"), QUANTILES).alias("sojourn_quantiles_ms"))
-        .orderBy("consumer")
-    )

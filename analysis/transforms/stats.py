@@ -22,6 +22,7 @@ from ._common import Transform
 __all__ = [
     "STAT_FIELDS",
     "PERCENTILES",
+    "QUANTILES",
     "PercentilePolicy",
     "EXACT",
     "percentile_policy",
@@ -32,6 +33,8 @@ __all__ = [
 
 PERCENTILES = {"p50": 0.5, "p95": 0.95, "p99": 0.99}
 STAT_FIELDS = ("count", "mean", *PERCENTILES, "max")
+QUANTILES = tuple(round(0.05 * i, 2) for i in range(1, 21))
+"""Per-consumer sojourn quantiles: 0.05, 0.10, ..., 1.00 (the last is the max)."""
 
 
 class PercentilePolicy(NamedTuple):
@@ -71,10 +74,16 @@ MetricSpec = Mapping[str, "str | Column"]
 """Output struct name -> value column (a name or an expression; nulls skipped)."""
 
 
-def stats_struct(value: str | Column, fields: Sequence[str] = STAT_FIELDS) -> Column:
-    """An aggregate struct column with the requested stats fields of `value`."""
+def stats_struct(value: str | Column, fields: Sequence[str] = STAT_FIELDS, quantiles: Sequence[float] = ()) -> Column:
+    """An aggregate struct column with the requested stats fields of `value`.
+
+    With `quantiles`, the field `quantiles` is the array of those percentiles (null when the group
+    has no value), taken from the same aggregate as p50, p95 and p99: one sketch (or one sorted
+    set of values, exact) per group, not two."""
     col = F.col(value) if isinstance(value, str) else value
-    pcts = percentiles(col, list(PERCENTILES.values()))
+    fractions = list(PERCENTILES.values())
+    fractions += [q for q in quantiles if q not in fractions]
+    pcts = percentiles(col, fractions)
     exprs = {
         "count": F.count(col),
         "mean": F.avg(col),
@@ -82,6 +91,8 @@ def stats_struct(value: str | Column, fields: Sequence[str] = STAT_FIELDS) -> Co
         "max": F.max(col),
         "min": F.min(col),  # not in a summary block; the histogram needs it
     }
+    if quantiles:
+        exprs["quantiles"] = F.when(pcts.isNotNull(), F.array(*[pcts[fractions.index(q)] for q in quantiles]))
     unknown = [f for f in fields if f not in exprs]
     if unknown:
         raise ValueError(f"unknown stats fields {unknown}; known: {', '.join(exprs)}")

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from pyspark.sql import Column, DataFrame, functions as F
 
 from ._common import Transform, is_acked
-from .stats import stats_struct
+from .stats import QUANTILES, STAT_FIELDS, stats_struct
 
 __all__ = ["busy_ns", "wall_ns", "utilisation_by", "consumer_summary"]
 
@@ -48,8 +48,9 @@ def utilisation_by(keys: Sequence[str]) -> Transform:
 
 def consumer_summary(deliveries: DataFrame) -> DataFrame:
     """One row per consumer: delivered, acked, utilisation, and (over `measured`
-    deliveries only) sojourn and end-to-end stats structs. Needs the columns added
-    by latency.with_delivery_latencies and warmup.mark_measured."""
+    deliveries only) sojourn and end-to-end stats structs; the sojourn struct also holds the
+    sojourn `quantiles` at stats.QUANTILES. Needs the columns added by
+    latency.with_delivery_latencies and warmup.mark_measured."""
     measured = F.col("measured")
     return (
         # A consumer's group is fixed (its name starts with it): grouping by both keeps every
@@ -59,7 +60,10 @@ def consumer_summary(deliveries: DataFrame) -> DataFrame:
             F.count(F.lit(1)).alias("delivered"),
             F.count_if(is_acked()).alias("acked"),
             _utilisation(busy_ns(), wall_ns()).alias("utilisation"),
-            stats_struct(F.when(measured, F.col("sojourn_ms"))).alias("sojourn_ms"),
+            # with the per-consumer sojourn quantiles (docs/summary.md, the `model` block) from the same sketch
+            stats_struct(F.when(measured, F.col("sojourn_ms")), (*STAT_FIELDS, "quantiles"), QUANTILES).alias(
+                "sojourn_ms"
+            ),
             stats_struct(F.when(measured, F.col("end_to_end_ms"))).alias("end_to_end_ms"),
         )
         .orderBy("consumer")

@@ -7,11 +7,10 @@ from __future__ import annotations
 import pytest
 
 from analysis.summary.model import model_block, model_row
-from analysis.transforms import mark_measured, with_delivery_latencies
+from analysis.transforms import consumer_summary, mark_measured, with_delivery_latencies
 from analysis.transforms.model import (
     QUANTILES,
     ack_to_delivery,
-    consumer_sojourn_quantiles,
     model_inputs,
     window_components,
 )
@@ -97,11 +96,23 @@ def test_window_components_are_means_by_processing_end(frame):
 
 
 def test_sojourn_quantiles_per_consumer(frame):
-    rows = _deliveries(frame).transform(consumer_sojourn_quantiles).collect()
+    rows = _deliveries(frame).transform(consumer_summary).collect()
     assert [r.consumer for r in rows] == ["A"]
-    q = rows[0].sojourn_quantiles_ms
+    q = rows[0].sojourn_ms.quantiles
     assert len(q) == len(QUANTILES) == 20
     assert q[0] == pytest.approx(0.5) and q[9] == pytest.approx(5.0) and q[-1] == 10.0
+
+
+def test_sojourn_quantiles_are_null_for_a_consumer_without_measured_deliveries(frame):
+    rows = (
+        _deliveries(frame)
+        .transform(lambda d: d.drop("measured"))
+        .transform(mark_measured(10_000 * MS, "receive_ns"))  # both deliveries in the warm-up
+        .transform(consumer_summary)
+        .collect()
+    )
+    got = [(r.consumer, r.delivered, r.sojourn_ms["count"], r.sojourn_ms.quantiles) for r in rows]
+    assert got == [("A", 2, 0, None)]
 
 
 def test_model_inputs_per_consumer_and_phase(frame):
