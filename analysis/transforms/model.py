@@ -8,7 +8,7 @@ from __future__ import annotations
 from pyspark.sql import DataFrame, functions as F
 
 from ._common import NS_PER_MS, NS_PER_S, Transform
-from .stats import QUANTILES, percentiles
+from .stats import percentiles
 from .utilisation import busy_ns, wall_ns
 from .windows import second_since
 
@@ -16,7 +16,6 @@ __all__ = [
     "model_inputs",
     "ack_to_delivery",
     "window_components",
-    "QUANTILES",
     "COMPONENTS",
 ]
 

@@ -77,9 +77,9 @@ MetricSpec = Mapping[str, "str | Column"]
 def stats_struct(value: str | Column, fields: Sequence[str] = STAT_FIELDS, quantiles: Sequence[float] = ()) -> Column:
     """An aggregate struct column with the requested stats fields of `value`.
 
-    With `quantiles`, the field `quantiles` is the array of those percentiles (null when the group
-    has no value), taken from the same aggregate as p50, p95 and p99: one sketch (or one sorted
-    set of values, exact) per group, not two."""
+    With `quantiles`, the struct also has the field `quantiles`: the array of those percentiles
+    (null when the group has no value), taken from the same aggregate as p50, p95 and p99: one
+    sketch (or one sorted set of values, exact) per group, not two."""
     col = F.col(value) if isinstance(value, str) else value
     fractions = list(PERCENTILES.values())
     fractions += [q for q in quantiles if q not in fractions]
@@ -93,6 +93,7 @@ def stats_struct(value: str | Column, fields: Sequence[str] = STAT_FIELDS, quant
     }
     if quantiles:
         exprs["quantiles"] = F.when(pcts.isNotNull(), F.array(*[pcts[fractions.index(q)] for q in quantiles]))
+        fields = (*fields, "quantiles")
     unknown = [f for f in fields if f not in exprs]
     if unknown:
         raise ValueError(f"unknown stats fields {unknown}; known: {', '.join(exprs)}")

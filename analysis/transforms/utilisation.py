@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from pyspark.sql import Column, DataFrame, functions as F
 
 from ._common import Transform, is_acked
-from .stats import QUANTILES, STAT_FIELDS, stats_struct
+from .stats import QUANTILES, stats_struct
 
 __all__ = ["busy_ns", "wall_ns", "utilisation_by", "consumer_summary"]
 
@@ -61,9 +61,7 @@ def consumer_summary(deliveries: DataFrame) -> DataFrame:
             F.count_if(is_acked()).alias("acked"),
             _utilisation(busy_ns(), wall_ns()).alias("utilisation"),
             # with the per-consumer sojourn quantiles (docs/summary.md, the `model` block) from the same sketch
-            stats_struct(F.when(measured, F.col("sojourn_ms")), (*STAT_FIELDS, "quantiles"), QUANTILES).alias(
-                "sojourn_ms"
-            ),
+            stats_struct(F.when(measured, F.col("sojourn_ms")), quantiles=QUANTILES).alias("sojourn_ms"),
             stats_struct(F.when(measured, F.col("end_to_end_ms"))).alias("end_to_end_ms"),
         )
         .orderBy("consumer")

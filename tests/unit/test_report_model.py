@@ -200,7 +200,7 @@ def test_processing_10_ms_drawn_11_achieved_is_a_10_percent_overshoot():
 # --- the report -------------------------------------------------------------------------
 
 from analysis.report import render_report  # noqa: E402
-from analysis.transforms.model import QUANTILES  # noqa: E402
+from analysis.transforms.stats import QUANTILES  # noqa: E402
 from tests.unit.test_report import figure, make_summary, section_text  # noqa: E402
 
 
