@@ -18,6 +18,7 @@ __all__ = [
     "MIB",
     "Settings",
     "effective_settings",
+    "node_url",
     "parse_setting",
     "render_config",
     "tls_ports",
@@ -67,6 +68,11 @@ def parse_setting(text: str) -> tuple[str, str]:
     if not sep:
         raise BrokerSettingsError(text, "", "expected key=value, e.g. vm_memory_high_watermark.relative=0.2")
     return key.strip(), value.strip()
+
+
+def node_url(port: int) -> str:
+    """The AMQP URL of the private node on `port`: loopback, the node's default guest user."""
+    return f"amqp://guest:guest@127.0.0.1:{port}/"
 
 
 def validate_port(port: object, what: str = "port") -> int:

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
-from loadgen.broker.config import MIB, Settings, effective_settings, render_config, tls_ports, validate_port
+from loadgen.broker.config import MIB, Settings, effective_settings, node_url, render_config, tls_ports, validate_port
 from loadgen.errors import LoadgenError
 
 __all__ = [
@@ -184,7 +184,7 @@ class ManagedBroker:
 
     @property
     def url(self) -> str:
-        return f"amqp://guest:guest@127.0.0.1:{self.port}/"
+        return node_url(self.port)
 
     @property
     def management_url(self) -> str | None:

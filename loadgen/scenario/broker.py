@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+from loadgen.broker.config import node_url
 from loadgen.scenario.checks import Reader, boolean, fail, integer, mapping_fields, number
 from loadgen.scenario.errors import Invalid, mask_passwords, show
 from loadgen.scenario.fields import yaml
@@ -88,7 +89,7 @@ class Broker:
 
 def managed_url(spec: ManagedSpec) -> str:
     """The URL of the private node `spec` describes."""
-    return f"amqp://guest:guest@127.0.0.1:{spec.port}/"
+    return node_url(spec.port)
 
 
 def read_broker(top: Reader, url_is_default: bool, resolved: bool = False) -> Broker:
