@@ -20,7 +20,7 @@ import statistics
 from pathlib import Path
 
 from tests.integration.conftest import sojourn, write_scenario
-from tests.integration.queueing import round_trip_arithmetic
+from tests.integration.queueing import achieved_round_trip, round_trip_arithmetic
 from tests.integration.traces import read_rows
 
 S = 1_000_000_000
@@ -69,17 +69,6 @@ consumers:
 )
 
 
-def _ack_to_delivery_ms(deliveries: list[dict], by_tag: dict, prefetch: int) -> list[float]:
-    """For each delivery whose message was published by the time the ack of the delivery `prefetch`
-    tags before it (same consumer) was sent: the time from that ack to this delivery's receipt."""
-    gaps = []
-    for d in deliveries:
-        ack = by_tag.get((d["consumer"], d["delivery_tag"] - prefetch))
-        if ack is not None and ack["settle_ns"] and d["publish_ns"] <= ack["settle_ns"] <= d["receive_ns"]:
-            gaps.append((d["receive_ns"] - ack["settle_ns"]) / 1e6)
-    return gaps
-
-
 def test_prefetch_1_r_over_p_and_2r_over_p_follow_the_queueing_arithmetic_within_5_percent(
     tmp_path: Path, analyze_in_process
 ):
@@ -89,14 +78,12 @@ def test_prefetch_1_r_over_p_and_2r_over_p_follow_the_queueing_arithmetic_within
     t0 = json.loads((run_dir / "run.json").read_text())["t0_ns"]
     deliveries = read_rows(run_dir, "delivery")
     acked = [d for d in deliveries if d["outcome"] == "ack"]
-    by_tag = {(d["consumer"], d["delivery_tag"]): d for d in deliveries}
 
     table = []
     for name, start, end, prefetch in PHASES:
         lo, hi = t0 + int((start + SETTLE_S) * S), t0 + end * S
         in_phase = [d for d in acked if lo <= d["start_ns"] < hi]
-        p_ms = statistics.fmean((d["end_ns"] - d["start_ns"]) / 1e6 for d in in_phase)
-        r_ms = p_ms + statistics.fmean(_ack_to_delivery_ms(in_phase, by_tag, prefetch))
+        p_ms, r_ms = achieved_round_trip(in_phase, deliveries, prefetch)
         # The delay line was in force: the round trip is the configured one, give or take the hosts.
         assert abs(r_ms - (2 * ONE_WAY_MS + p_ms)) <= 0.1 * R_MS, (name, r_ms, p_ms)
         rate, wait = round_trip_arithmetic(r_ms, p_ms, prefetch)  # with the achieved p and R
