@@ -22,7 +22,7 @@ import pytest
 
 from tests.integration.browser import chromium_path
 from tests.integration.conftest import REPO, free_port, write_scenario
-from tests.integration.traces import read_rows
+from tests.integration.traces import published_on_schedule, read_rows
 
 pytestmark = [
     pytest.mark.integration,
@@ -179,7 +179,7 @@ def test_start_runs_the_scenario_and_its_end_is_stamped_when_the_shape_ends(fini
 def test_the_traces_are_converted_while_locust_runs_on(finished, web_ui):
     run_dir = web_ui["run_dir"]
     assert [p.name for p in (run_dir / "traces").rglob("*.raw")] == []
-    assert len(read_rows(run_dir, "publish")) == RATE * DURATION_S
+    published_on_schedule(read_rows(run_dir, "publish"), RATE, DURATION_S)
     assert "publish:(default):sojourn.it.web-ui" in (run_dir / "locust.html").read_text(encoding="utf-8")
     assert "consume:sojourn.it.web-ui" in (run_dir / "locust_stats.csv").read_text(encoding="utf-8")
 

@@ -19,13 +19,16 @@ from pathlib import Path
 import pytest
 
 from tests.integration.conftest import sojourn, write_scenario
-from tests.integration.traces import read_rows
+from tests.integration.traces import published_on_schedule, read_rows
 
 S = 1_000_000_000
 PROXY_DELAY_S = 4.0
 RATE = 40  # msg/s per producer, constant gaps
 PRODUCERS = 2
 DURATION_S, WARMUP_S = 8, 2
+# Before the barrier the first publishes left PROXY_DELAY_S late, in one burst; a loaded host of two
+# cores (a master, two workers and their proxies in the two-process case) stalls a timer by tens of ms.
+ON_TIME_MS = 0.05 * PROXY_DELAY_S * 1000
 
 SCENARIO = f"""
 name: it-start-barrier
@@ -83,15 +86,18 @@ def test_behind_a_slow_starting_proxy_the_first_publish_is_on_time_and_no_second
     late_ms = sorted((p["publish_ns"] - p["intended_ns"]) / 1e6 for p in publishes)
     first = min(publishes, key=lambda p: p["intended_ns"])
     # The first scheduled publish left on time (not the proxy's delay late), and no burst followed.
-    assert (first["publish_ns"] - first["intended_ns"]) / 1e6 < 50, first
-    assert late_ms[int(0.99 * (len(late_ms) - 1))] < 50, late_ms[-10:]
+    assert (first["publish_ns"] - first["intended_ns"]) / 1e6 < ON_TIME_MS, first
+    assert late_ms[int(0.99 * (len(late_ms) - 1))] < ON_TIME_MS, late_ms[-10:]
+    published_on_schedule(publishes, RATE, DURATION_S)  # nothing scheduled is missing
 
-    # No dead second: every whole second of the measured window published and acked its share.
+    # No dead second and no burst: every whole second of the measured window published and acked
+    # about its share (a stall at a second's edge moves a few messages into the next one).
     per_second = Counter((p["publish_ns"] - t0) // S for p in publishes)
     acked = Counter((d["settle_ns"] - t0) // S for d in deliveries if d["outcome"] == "ack")
+    share = PRODUCERS * RATE
     for second in range(WARMUP_S, DURATION_S):
-        assert abs(per_second[second] - PRODUCERS * RATE) <= 2 * PRODUCERS, (second, per_second)
-        assert acked[second] >= PRODUCERS * RATE - 4 * PRODUCERS, (second, acked)
+        assert 0.75 * share <= per_second[second] <= 1.25 * share, (second, per_second)
+        assert acked[second] >= 0.75 * share, (second, acked)
 
     # The headline throughput is the rate sent, not diluted by start-up.
     summary = json.loads((run_dir / "summary.json").read_text())
