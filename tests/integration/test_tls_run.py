@@ -150,10 +150,10 @@ def tls_node(tmp_path_factory):
             str(port),
             "--dir",
             str(directory),
-            "--timeout",
-            "60",
+            "--timeout",  # catches a hang; a start takes 10-25 s on a loaded machine of two cores
+            "120",
             *[a for key, value in settings.items() for a in ("--setting", f"{key}={value}")],
-            timeout=90,
+            timeout=180,
         )
         if up.returncode != 0:
             # sojourn refusing the settings is a failure; the node failing on its TLS setup
