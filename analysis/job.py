@@ -1,9 +1,9 @@
 """The analysis job: read one run directory, compose the transforms, write summary.json.
 
-It reads `RUN_DIR/run.json`, has `analysis.traces` check and read the Parquet traces
-(each kind once, with the explicit schema), builds the enriched per-message frames once
-(docs/analysis.md, "The plan"), has `analysis.summary` collect and shape the blocks, and
-writes `RUN_DIR/summary.json` and `report.html`.
+It has `analysis.run_file` read and check `RUN_DIR/run.json` and `analysis.traces` check and
+read the Parquet traces (each kind once, with the explicit schema), builds the enriched
+per-message frames once (docs/analysis.md, "The plan"), has `analysis.summary` collect and
+shape the blocks, and writes `RUN_DIR/summary.json` and `report.html`.
 """
 
 from __future__ import annotations
@@ -21,9 +21,9 @@ from typing import Any, cast
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession, functions as F
 
-from analysis import schema, traces as trace_files
-from analysis.errors import RunFileError, SchemaVersionError
-from analysis.slo import SloError, evaluate_slos, parse_slo
+from analysis import traces as trace_files
+from analysis.run_file import load_run_json, slo_expressions
+from analysis.slo import evaluate_slos
 from analysis.summary import (
     churn_block,
     codel_block,
@@ -78,7 +78,6 @@ from analysis.transforms.stats import EXACT, STAT_FIELDS, PercentilePolicy, perc
 __all__ = [
     "analyze",
     "spark_for",
-    "load_run_json",
     "read_traces",
     "summarize",
     "percentile_policy_for",
@@ -170,7 +169,7 @@ def analyze(
     say: Progress = progress or (lambda _message: None)
     run_dir = Path(run_dir)
     run = load_run_json(run_dir)
-    slo_exprs = _slo_expressions(run, run_dir)
+    slo_exprs = slo_expressions(run, run_dir)
     kinds = trace_files.scan(run_dir)
     rows, size = trace_files.total_rows(kinds), trace_files.total_bytes(kinds)
     policy = percentile_policy_for(percentiles, kinds["delivery"].rows, kinds["publish"].rows)
@@ -280,74 +279,6 @@ def _tasks(spark: SparkSession | None) -> str:
 
 
 # --- reading ------------------------------------------------------------------
-
-
-def load_run_json(run_dir: Path) -> dict:
-    path = Path(run_dir) / "run.json"
-    if not path.is_file():
-        raise RunFileError(f"{path}: run.json not found; is {run_dir} a sojourn run directory?", path=path)
-    try:
-        run = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise RunFileError(f"{path}: not readable as JSON: {exc}", path=path) from exc
-    if not isinstance(run, dict):
-        raise RunFileError(f"{path}: expected a JSON object, got {type(run).__name__}", path=path)
-    if run.get("status") == "starting":  # loadgen.run.runinfo.STARTING: the analysis does not import the load side
-        raise RunFileError(
-            f"{path}: the run never started (status starting: its command stopped before Locust began the run); "
-            "there is nothing to analyse",
-            path=path,
-            key="status",
-        )
-    for key, types in (("t0_ns", (int,)), ("duration_s", (int, float))):
-        value = run.get(key)
-        if isinstance(value, bool) or not isinstance(value, types):
-            raise RunFileError(f"{path}: {key} must be a number, got {value!r}", path=path, key=key)
-    _check_phases(run.get("phases"), path)
-    version = run.get("schema_version", schema.SCHEMA_VERSION)
-    if version not in schema.READABLE_VERSIONS:
-        raise SchemaVersionError(
-            f"{path}: schema_version {version!r}, but this analysis reads version "
-            f"{schema.READABLE_VERSIONS_TEXT}; analyse it with the sojourn version that recorded it",
-            path=path,
-            found=version,
-            expected=schema.SCHEMA_VERSION,
-        )
-    return run
-
-
-def _check_phases(phases: Any, path: Path) -> None:
-    if phases is None:
-        return
-    if not isinstance(phases, list):
-        raise RunFileError(f"{path}: phases must be a list, got {phases!r}", path=path, key="phases")
-    for i, phase in enumerate(phases):
-        ok = (
-            isinstance(phase, dict)
-            and isinstance(phase.get("name"), str)
-            and all(
-                isinstance(phase.get(k), (int, float)) and not isinstance(phase.get(k), bool)
-                for k in ("start_s", "end_s")
-            )
-        )
-        if not ok:
-            raise RunFileError(
-                f"{path}: phases[{i}] must be {{name, start_s, end_s}}, got {phase!r}", path=path, key=f"phases[{i}]"
-            )
-
-
-def _slo_expressions(run: dict, run_dir: Path) -> list:
-    scenario = run.get("scenario") or {}
-    exprs = scenario.get("slo", []) if isinstance(scenario, dict) else []
-    path = run_dir / "run.json"
-    if not isinstance(exprs, list):
-        raise RunFileError(f"{path}: scenario.slo must be a list, got {exprs!r}", path=path, key="scenario.slo")
-    for i, expr in enumerate(exprs):
-        try:
-            parse_slo(expr)
-        except SloError as exc:
-            raise RunFileError(f"{path}: scenario.slo[{i}]: {exc}", path=path, key=f"scenario.slo[{i}]") from exc
-    return exprs
 
 
 def read_traces(spark: SparkSession, run_dir: str | Path) -> dict[str, DataFrame]:
