@@ -21,10 +21,8 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import signal
-import socket
 import subprocess
 import time
 from collections.abc import Callable, Mapping
@@ -33,6 +31,15 @@ from pathlib import Path
 from typing import Any, cast
 
 from loadgen.broker.config import MIB, Settings, effective_settings, node_url, render_config, tls_ports, validate_port
+from loadgen.broker.local import (
+    amqp_answers,
+    free_loopback_port,
+    is_node_process,
+    port_free,
+    port_owner,
+    send_signal,
+    wait_gone,
+)
 from loadgen.errors import LoadgenError
 
 __all__ = [
@@ -46,7 +53,6 @@ __all__ = [
     "StartResult",
     "default_dir",
     "find_rabbitmq",
-    "free_loopback_port",
 ]
 
 DEFAULT_PORT = 5673
@@ -218,7 +224,7 @@ class ManagedBroker:
             pid = int(self.pid_file.read_text().strip())
         except (OSError, ValueError):
             return None
-        return pid if _is_node_process(pid, self.node) else None
+        return pid if is_node_process(pid, self.node) else None
 
     def is_running(self) -> bool:
         return self.pid() is not None
@@ -277,7 +283,7 @@ class ManagedBroker:
                 raise BrokerStartFailed(
                     self.node, f"rabbitmq-server exited (status {code}) before answering AMQP", self._log_tails()
                 )
-            if _amqp_answers(self.port):
+            if amqp_answers(self.port):
                 return StartResult(False, time.monotonic() - began, self.pid())
             now = time.monotonic()
             if now >= deadline:
@@ -304,11 +310,11 @@ class ManagedBroker:
                 self.ctl("stop", timeout=timeout)
             except (subprocess.TimeoutExpired, BrokerError):
                 pass
-            if not _wait_gone(pid, self.node, timeout):
-                _signal(pid, signal.SIGTERM)
-                if not _wait_gone(pid, self.node, 20):
-                    _signal(pid, signal.SIGKILL)
-                    _wait_gone(pid, self.node, 5)
+            if not wait_gone(pid, self.node, timeout):
+                send_signal(pid, signal.SIGTERM)
+                if not wait_gone(pid, self.node, 20):
+                    send_signal(pid, signal.SIGKILL)
+                    wait_gone(pid, self.node, 5)
         if self._process is not None:
             try:
                 self._process.wait(timeout=10)  # reap the shell that ran the node
@@ -361,7 +367,7 @@ class ManagedBroker:
     # -- helpers ----------------------------------------------------------------------------
     def _dist_port(self) -> int:
         preferred = self.port + DIST_PORT_OFFSET
-        if preferred <= 65535 and _port_free(preferred):
+        if preferred <= 65535 and port_free(preferred):
             return preferred
         return free_loopback_port()
 
@@ -446,91 +452,9 @@ class ManagedBroker:
 
 
 # -- module helpers ---------------------------------------------------------------------------
-def _is_node_process(pid: int, node: str) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        if stat.rsplit(")", 1)[1].split()[0] == "Z":
-            return False
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-        environ = Path(f"/proc/{pid}/environ").read_bytes()
-    except (OSError, IndexError):
-        return False
-    # RabbitMQ 3.10 names the node at run time (no -sname on beam's command line), so look for the
-    # RABBITMQ_NODENAME we started it with: a reused pid will not have it.
-    return b"beam" in cmdline and f"RABBITMQ_NODENAME={node}\0".encode() in environ
-
-
-def _wait_gone(pid: int, node: str, seconds: float) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if not _is_node_process(pid, node):
-            return True
-        time.sleep(0.2)
-    return not _is_node_process(pid, node)
-
-
-def _signal(pid: int, sig: int) -> None:
-    try:
-        os.kill(pid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
-def free_loopback_port() -> int:
-    """A port on 127.0.0.1 that nothing listens on now (the kernel's pick)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _port_free(port: int) -> bool:
-    with socket.socket() as s:
-        # SO_REUSEADDR as the node sets it: lingering TIME_WAIT sockets do not count as "in use".
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
-
-
 def _check_free(port: int, what: str, advice: str = "choose another --port") -> None:
-    if not _port_free(port):
-        raise BrokerPortInUse(port, what, _port_owner(port), advice)
-
-
-def _port_owner(port: int) -> str | None:
-    """Best effort `name (pid N)` of the listener, from `ss`."""
-    try:
-        out = subprocess.run(["ss", "-Hltnp", f"sport = :{port}"], capture_output=True, text=True, timeout=5).stdout
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    found = re.search(r'users:\(\("([^"]+)",pid=(\d+)', out)
-    return f"{found.group(1)} (pid {found.group(2)})" if found else None
-
-
-def _amqp_answers(port: int) -> bool:
-    """A full AMQP handshake as guest, not just an open port: the listener opens before the
-    node is ready to accept logins."""
-    try:
-        socket.create_connection(("127.0.0.1", port), timeout=1).close()
-    except OSError:
-        return False
-    import pika
-
-    params = pika.ConnectionParameters(
-        "127.0.0.1",
-        port,
-        credentials=pika.PlainCredentials("guest", "guest"),
-        connection_attempts=1,
-        socket_timeout=2,
-        blocked_connection_timeout=None,
-    )
-    try:
-        pika.BlockingConnection(params).close()
-    except Exception:  # noqa: BLE001 - any failure here means "not ready yet"
-        return False
-    return True
+    if not port_free(port):
+        raise BrokerPortInUse(port, what, port_owner(port), advice)
 
 
 def _tail(path: Path, lines: int) -> str:

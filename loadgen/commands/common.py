@@ -220,7 +220,7 @@ def run_locust(scenario, run_dir: str, processes: int = 0, verbose: bool = False
         # Locust's master listens for its workers on 5557 by default, on every interface: a second
         # run with worker processes on the same machine then failed to start. A free loopback port
         # each, which the forked workers connect to.
-        from loadgen.broker.managed import free_loopback_port
+        from loadgen.broker.local import free_loopback_port
 
         port = free_loopback_port()
         cmd += [
