@@ -14,6 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from loadgen.broker.local import free_loopback_port, port_free
+from loadgen.broker.managed import DIST_PORT_OFFSET
+
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 
@@ -45,17 +48,10 @@ def free_port(avoid: frozenset[int] | set[int] = frozenset()) -> int:
     """A free loopback port, not in `avoid`, whose Erlang distribution port (+20000) is free too,
     so a private node (`sojourn broker up --port`) uses the convention."""
     for _ in range(50):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        if port in avoid or port + 20000 > 65535:
-            continue
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port + 20000))
-            except OSError:
-                continue
-        return port
+        port = free_loopback_port()
+        dist = port + DIST_PORT_OFFSET
+        if port not in avoid and dist <= 65535 and port_free(dist):
+            return port
     pytest.skip("no free port pair found")
 
 
