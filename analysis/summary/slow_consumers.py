@@ -8,7 +8,8 @@ from typing import Any
 
 from pyspark.sql import DataFrame, functions as F
 
-from analysis.transforms.slow_consumers import consumer_spans, queue_samples, slow_consumer_samples
+from analysis.transforms._common import local_rows
+from analysis.transforms.slow_consumers import SPANS_SCHEMA, consumer_spans, queue_samples, slow_consumer_samples
 
 __all__ = ["slow_consumers_block"]
 
@@ -29,8 +30,10 @@ def slow_consumers_block(deliveries: DataFrame, events: DataFrame, t0_ns: int) -
     assert info is not None  # an aggregate without grouping: exactly one row
     if not info["n"]:
         return {}
+    spans = consumer_spans(deliveries, events).orderBy("consumer").collect()  # a row per consumer
+    spans_frame = local_rows(deliveries.sparkSession, [tuple(r) for r in spans], SPANS_SCHEMA)
     minutes = (
-        slow_consumer_samples(deliveries, events, t0_ns)
+        slow_consumer_samples(deliveries, events, t0_ns, spans_frame)
         .groupBy("consumer", "group", "minute")
         .agg(F.count(F.lit(1)).alias("sampled"), F.count_if(F.col("slow")).alias("slow"))
         .orderBy("consumer", "minute")
@@ -66,7 +69,8 @@ def slow_consumers_block(deliveries: DataFrame, events: DataFrame, t0_ns: int) -
     listed.sort(key=lambda c: (-c["worst_minute"]["share"], -c["share"], c["consumer"]))
     excluded = [
         {"consumer": r["consumer"], "group": r["group"], "reason": r["excluded"]}
-        for r in consumer_spans(deliveries, events).where(F.col("excluded").isNotNull()).orderBy("consumer").collect()
+        for r in spans
+        if r["excluded"] is not None
     ]
     return {
         "samples": int(info["n"]),

@@ -101,7 +101,12 @@ def codel_by_consumer(handoffs: DataFrame) -> Transform:
             .groupBy("consumer")
             .agg(F.sum("_dropping_ns").alias("_dropping_ns"))
         )
-        rows = deliveries.join(few(consumers.select("consumer", "first_drop_ns")), "consumer", "left")
+        # Only the consumers the result keeps are aggregated (a run whose consumers nacked without
+        # CoDel keeps none): their names, a few rows, go to every task.
+        kept = consumers.where("codel_on").select("consumer").unionByName(taken_over.select("consumer")).distinct()
+        rows = deliveries.join(few(kept), "consumer", "left_semi").join(
+            few(consumers.select("consumer", "first_drop_ns")), "consumer", "left"
+        )
         measured = F.col("measured") & left_buffer
         before = F.col("first_drop_ns").isNull() | (F.col("start_ns") < F.col("first_drop_ns"))
         nacks = F.count_if(nacked())
