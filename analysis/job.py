@@ -25,6 +25,7 @@ from analysis import traces as trace_files
 from analysis.run_file import load_run_json, slo_expressions
 from analysis.slo import evaluate_slos
 from analysis.summary import (
+    carries_priorities,
     churn_block,
     codel_block,
     consumer_row,
@@ -44,13 +45,12 @@ from analysis.summary import (
 from analysis.summary.accounting import connection_losses
 from analysis.transforms import (
     DISCARD_CLASSES,
-    accounting_totals,
     attach_measured,
-    classify,
     consumer_summary,
-    duplicate_count,
     histogram_counts,
     histogram_edges,
+    ledger,
+    ledger_totals,
     mark_measured,
     measurement_window_ns,
     message_facts,
@@ -335,9 +335,21 @@ def summarize(
 
         with stage("computing accounting"):
             losses, restart_ns = connection_losses(events)
+            # One grouping by message id, of which only the ids some block looks up are kept; the rest
+            # were published once and acked, and are counted (docs/analysis.md, "The plan").
             with _bypassing_partial_aggregation(spark):  # the plan is made as the frame is cached
                 facts = keep(
-                    traces["publish"].transform(message_facts(traces["delivery"], leftovers, dead_letters, losses)),
+                    traces["publish"]
+                    .transform(message_facts(traces["delivery"], leftovers, dead_letters, losses))
+                    .transform(
+                        ledger(
+                            warmup_end,
+                            events,
+                            rejects_at_publish(run.get("scenario")),
+                            restart_ns,
+                            every_id=carries_priorities(traces["publish"]),
+                        )
+                    ),
                     deep=True,
                 )
             # The latencies are derived from the cached times as each block reads them: a cached column
@@ -346,10 +358,9 @@ def summarize(
                 traces["delivery"].drop(*_UNREAD_DELIVERY_COLUMNS).transform(attach_measured(facts, warmup_end)),
                 deep=True,
             ).transform(with_delivery_latencies)
-            classified = facts.transform(classify(events, rejects_at_publish(run.get("scenario")), restart_ns))
+            classified = facts.where(F.col("account").isNotNull())  # the published ids
             totals = (
-                accounting_totals(classified)
-                .crossJoin(duplicate_count(facts))
+                facts.transform(ledger_totals(traces["publish"]))
                 .crossJoin(deliveries.agg(F.count_if(F.col("redelivered")).alias("redelivered")))
                 .first()
             )

@@ -15,9 +15,14 @@ from analysis.transforms.stats import stats_by
 
 from ._stats import stats_block
 
-__all__ = ["priority_rows"]
+__all__ = ["carries_priorities", "priority_rows"]
 
 _LATENCIES = {"sojourn_ms": "sojourn_ms", "end_to_end_ms": "end_to_end_ms"}
+
+
+def carries_priorities(publishes: DataFrame) -> bool:
+    """Whether some publish carried a priority: the runs that get the block."""
+    return publishes.where(F.col("priority").isNotNull()).limit(1).count() > 0
 
 
 def priority_rows(
@@ -30,7 +35,7 @@ def priority_rows(
     counts as discarded when its class is in `discard_classes`. Latencies are over acked
     deliveries after the warm-up (`measured`), like the run's overall statistics.
     """
-    if publishes.where(F.col("priority").isNotNull()).limit(1).count() == 0:
+    if not carries_priorities(publishes):
         return []
     classes = classified.select("message_id", "priority")
     counts = {

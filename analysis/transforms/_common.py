@@ -14,6 +14,9 @@ Transform = Callable[[DataFrame], DataFrame]
 ACKED_OUTCOMES = ("ack", "auto_ack")
 """Delivery outcomes that mean the message was processed and settled for good."""
 
+HELD_OUTCOMES = ("crashed", "unsettled")
+"""Delivery outcomes of a crashed or unsettled consumer: the broker requeued what it held."""
+
 NS_PER_MS = 1e6
 NS_PER_S = 1_000_000_000
 

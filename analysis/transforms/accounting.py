@@ -13,7 +13,7 @@ from collections.abc import Mapping
 
 from pyspark.sql import Column, DataFrame, functions as F
 
-from ._common import Transform, is_acked
+from ._common import HELD_OUTCOMES, Transform, is_acked
 
 __all__ = [
     "ACCOUNT_CLASSES",
@@ -22,8 +22,9 @@ __all__ = [
     "connection_loss_times",
     "message_facts",
     "classify",
+    "ledger",
+    "ledger_totals",
     "accounting_totals",
-    "duplicate_count",
     "delivery_counts",
     "unaccounted_ids",
     "rejects_at_publish",
@@ -112,13 +113,15 @@ def message_facts(
     delivered, left in the broker or dead-lettered), from one grouping by message id over the
     union of the four kinds (one shuffle, where a join per kind would take four).
 
-    Columns: message_id; from its publish rows `_publishes` (how many), `confirmed`, the outcome
+    Columns: message_id; from its publish rows `_publishes` (how many), `_confirms` (how many were
+    confirmed), `confirmed`, the outcome
     flags `_nacked`, `_failed`, `_blocked`, `_returned`, `_reached`, `_unconfirmed_ns` (latest
     publish that was sent but never confirmed), `_lost_ns` (the last connection loss its
     producer traced: `losses`, collected from connection_loss_times), `priority` (first non-null),
     `_pub_intended_ns` / `_pub_publish_ns` (earliest); from its deliveries `_acked`,
-    `_nack_discard`, `_egress_discard`, `_acks` (acked deliveries) and `_processed` (deliveries
-    whose processing ended); `_left` (a leftover row)
+    `_nack_discard`, `_egress_discard`, `_acks` (acked deliveries), `_processed` (deliveries
+    whose processing ended), `_headless` (a delivery without the publish-time header) and `_held`
+    (a delivery a crashed or unsettled consumer held: HELD_OUTCOMES); `_left` (a leftover row)
     and `_dead_code` (the DEAD_LETTER_CLASSES index of the reason of its earliest dead-letter
     capture; an unknown reason is -1). Rows without an id are left out. Every aggregate keeps
     a fixed-width buffer (numbers and flags, no strings), so Spark groups by hashing instead
@@ -144,7 +147,10 @@ def message_facts(
         for i, name in reversed(list(enumerate(DEAD_LETTER_CLASSES))):
             dead_code = F.when(reason == name, F.lit(i)).otherwise(dead_code)
         union = rows(publishes, _PUBLISH, "outcome", "publish_ns", "intended_ns", lost.alias("_lost_ns"), "priority")
-        union = union.unionByName(rows(deliveries, _DELIVERY, "outcome", "end_ns"), allowMissingColumns=True)
+        union = union.unionByName(
+            rows(deliveries, _DELIVERY, "outcome", "end_ns", F.col("publish_ns").isNull().alias("_no_header")),
+            allowMissingColumns=True,
+        )
         union = union.unionByName(rows(leftovers, _LEFTOVER), allowMissingColumns=True)
         if dead_letters is not None:
             union = union.unionByName(
@@ -155,6 +161,7 @@ def message_facts(
         published, delivered = src == _PUBLISH, src == _DELIVERY
         return union.groupBy("message_id").agg(
             F.count_if(published).alias("_publishes"),
+            F.count_if(published & (outcome == "confirmed")).alias("_confirms"),
             _flag(published & (outcome == "confirmed")).alias("confirmed"),
             _flag(published & (outcome == "nacked")).alias("_nacked"),
             _flag(published & (outcome == "failed")).alias("_failed"),
@@ -171,6 +178,8 @@ def message_facts(
             _flag(delivered & (outcome == "egress_discard")).alias("_egress_discard"),
             F.count_if(delivered & is_acked()).alias("_acks"),
             F.count_if(delivered & F.col("end_ns").isNotNull()).alias("_processed"),
+            _flag(delivered & F.col("_no_header")).alias("_headless"),
+            _flag(delivered & outcome.isin(*HELD_OUTCOMES)).alias("_held"),
             _flag(src == _LEFTOVER).alias("_left"),
             F.min_by(F.when(src == _DEAD, F.col("_dead_code")), F.when(src == _DEAD, F.col("received_ns"))).alias(
                 "_dead_code"
@@ -219,7 +228,19 @@ def classify(
     """
 
     def _classify(facts: DataFrame) -> DataFrame:
-        j = facts.where(F.col("_publishes") > 0)
+        return (
+            facts.where(F.col("_publishes") > 0)
+            .transform(_with_account(events, publish_rejects, restart_ns))
+            .select("message_id", "account", "confirmed", "priority")
+        )
+
+    return _classify
+
+
+def _with_account(events: DataFrame | None, publish_rejects: bool, restart_ns: int | None) -> Transform:
+    """Add `account` (classify's rules) to message_facts rows of published ids."""
+
+    def _account(j: DataFrame) -> DataFrame:
         if events is not None:
             # With confirms off a returned mandatory publish stays `sent`; its event names the id.
             returned = (
@@ -255,9 +276,91 @@ def classify(
                 flag("_reached") & (F.col("_pub_publish_ns") <= F.lit(restart_ns)), "lost_with_queue"
             )
         account = account.otherwise("unaccounted")
-        return j.select("message_id", account.alias("account"), "confirmed", "priority")
+        return j.withColumn("account", account).drop("_returned_event")
 
-    return _classify
+    return _account
+
+
+_LEDGER_FACTS = ("_publishes", "_confirms", "_pub_intended_ns", "_pub_publish_ns", "_headless", "_acks", "_processed")
+"""The facts the blocks after the accounting read by message id (warmup.attach_measured, churn) and
+ledger_totals counts."""
+
+
+def ledger(
+    warmup_end_ns: int,
+    events: DataFrame | None = None,
+    publish_rejects: bool = False,
+    restart_ns: int | None = None,
+    every_id: bool = False,
+) -> Transform:
+    """Applied to message_facts: the rows of the *notable* message ids, a few thousand whatever the
+    run's size: message_id, `account` (classify's; null for an id that was never published),
+    confirmed, priority and the facts of _LEDGER_FACTS.
+
+    Notable: not acked (every other class, unaccounted included), never or more than once
+    published, acked or processed more than once, a delivery without the publish-time header,
+    a delivery a crashed or unsettled consumer held, or publish times on both sides of the
+    warm-up's end (`warmup_end_ns`): every id some block looks up (warmup.attach_measured's
+    lookups, the unaccounted ids, churn's repeats and held messages). Every other id was
+    published once and acked: ledger_totals counts those from the publish trace. `every_id`
+    keeps every id (the priority block joins each delivery to its publish's priority).
+
+    Where the facts of a 10M-message run were cached whole (a gigabyte, 7 s to build) and scanned
+    by each block, this is a filter of the pass that groups them by id."""
+    end = F.lit(warmup_end_ns)
+    straddles = ~(F.col("_pub_intended_ns") >= end).eqNullSafe(F.col("_pub_publish_ns") >= end)
+
+    def _ledger(facts: DataFrame) -> DataFrame:
+        published = F.col("_publishes") > 0
+        notable = (
+            F.lit(every_id)
+            | ~published
+            | (F.col("_publishes") > 1)
+            | (F.col("account") != "acked")
+            | (F.col("_acks") > 1)
+            | (F.col("_processed") > 1)
+            | F.col("_headless")
+            | F.col("_held")
+            | straddles
+        )
+        return (
+            facts.transform(_with_account(events, publish_rejects, restart_ns))
+            .withColumn("account", F.when(published, F.col("account")))
+            .where(F.coalesce(notable, F.lit(True)))
+            .select("message_id", "account", "confirmed", "priority", *_LEDGER_FACTS)
+        )
+
+    return _ledger
+
+
+def ledger_totals(publishes: DataFrame) -> Transform:
+    """Applied to ledger: one row with accounting_totals' columns and `duplicates` (ids acked more
+    than once). The ids not in the ledger were each published once and acked: as many as the
+    publish rows (with an id) the ledger's ids do not account for, and confirmed as many as
+    their confirmed publish rows."""
+    account = F.col("account")
+    on_file = publishes.where(F.col("message_id").isNotNull()).agg(
+        F.count(F.lit(1)).alias("_rows"), F.count_if(F.col("outcome") == "confirmed").alias("_confirmed_rows")
+    )
+
+    def _totals(ledger_rows: DataFrame) -> DataFrame:
+        notable = ledger_rows.agg(
+            F.count_if(account.isNotNull()).alias("_published"),
+            F.count_if(account.isNotNull() & F.col("confirmed")).alias("_confirmed"),
+            F.coalesce(F.sum(F.when(account.isNotNull(), F.col("_publishes"))), F.lit(0)).alias("_their_rows"),
+            F.coalesce(F.sum(F.when(account.isNotNull(), F.col("_confirms"))), F.lit(0)).alias("_their_confirmed"),
+            *[F.count_if(account == c).alias(c) for c in ACCOUNT_CLASSES],
+            F.count_if(F.col("_acks") > 1).alias("duplicates"),
+        )
+        plain = F.col("_rows") - F.col("_their_rows")
+        return notable.crossJoin(on_file).select(
+            (F.col("_published") + plain).alias("published"),
+            (F.col("_confirmed") + F.col("_confirmed_rows") - F.col("_their_confirmed")).alias("confirmed"),
+            *[((F.col(c) + plain) if c == "acked" else F.col(c)).alias(c) for c in ACCOUNT_CLASSES],
+            "duplicates",
+        )
+
+    return _totals
 
 
 def accounting_totals(classified: DataFrame) -> DataFrame:
@@ -279,11 +382,6 @@ def delivery_counts(deliveries: DataFrame) -> DataFrame:
         .agg(F.count_if(F.col("acks") > 1).alias("duplicates"))
     )
     return redelivered.crossJoin(duplicates)
-
-
-def duplicate_count(facts: DataFrame) -> DataFrame:
-    """Applied to message_facts: one row, `duplicates` (ids acked more than once)."""
-    return facts.agg(F.count_if(F.col("_acks") > 1).alias("duplicates"))
 
 
 def unaccounted_ids(limit: int = 100) -> Transform:

@@ -11,11 +11,10 @@ from __future__ import annotations
 
 from pyspark.sql import Column, DataFrame, functions as F
 
-from ._common import few
+from ._common import HELD_OUTCOMES, few
 
 __all__ = ["HELD_OUTCOMES", "event_counts", "requeue_counts", "repeats", "held_messages"]
 
-HELD_OUTCOMES = ("crashed", "unsettled")
 """Delivery outcomes the broker requeues because the consumer's connection went away."""
 
 

@@ -58,24 +58,17 @@ def attach_measured(by_id: DataFrame, warmup_end_ns: int) -> Transform:
     times up: a list small enough to send to every task (a broadcast join), where joining every
     delivery to its publish shuffled the whole delivery trace.
 
-    `by_id` is accounting.message_facts (one row per id, `_publishes` and the earliest publish
-    times); it holds no `intended_ns` column: the warm-up is decided here.
+    `by_id` is accounting.message_facts or its ledger (one row per id looked up, `_publishes`, the
+    earliest publish times and `_headless`: a delivery of the id came without the header); it holds
+    no `intended_ns` column: the warm-up is decided here.
     """
     end = F.lit(warmup_end_ns)
     published = by_id.where(F.col("_publishes") > 0)
     straddles = ~(F.col("_pub_intended_ns") >= end).eqNullSafe(F.col("_pub_publish_ns") >= end)
 
     def _attach(deliveries: DataFrame) -> DataFrame:
-        headless = (
-            deliveries.where(F.col("publish_ns").isNull() & F.col("message_id").isNotNull())
-            .select("message_id")
-            .distinct()
-            .withColumn("_headless", F.lit(True))
-        )
-        lookups = (
-            published.join(few(headless), "message_id", "left")
-            .where((F.col("_publishes") > 1) | straddles | F.col("_headless").isNotNull())
-            .select("message_id", "_pub_intended_ns", "_pub_publish_ns")
+        lookups = published.where((F.col("_publishes") > 1) | straddles | F.coalesce("_headless", F.lit(False))).select(
+            "message_id", "_pub_intended_ns", "_pub_publish_ns"
         )
         intended = F.coalesce("_pub_intended_ns", "publish_ns", "receive_ns")
         return (

@@ -350,3 +350,64 @@ def test_returned_and_blocked_publishes_are_discards_with_their_own_reasons(fram
         "blocked": "publish_failed_blocked",
         "blocked_then_sent": "unaccounted",  # a later attempt reached the broker and then vanished
     }
+
+
+def test_the_ledger_keeps_the_notable_ids_and_its_totals_count_the_rest(frame):
+    """The job's small form of the facts: a row only for the ids some block looks up; its totals
+    count the plain acked messages from the publish trace, the same totals as classify's."""
+    from analysis.transforms import ledger, ledger_totals, message_facts
+
+    publishes = frame(
+        "publish",
+        *[_publish(f"a{i}") for i in range(6)],  # plain: published once, acked once
+        _publish("m02"),
+        _publish("m03"),
+        _publish("m04", "nacked"),
+        _publish("m05"),
+        _publish("m05"),  # published twice
+        dict(message_id="m06", intended_ns=0, publish_ns=10, outcome="confirmed"),  # straddles the end 5
+        _publish("m07"),
+        _publish("m08"),
+    )
+
+    def _delivery(m, outcome, redelivered=False):  # with the publish-time header
+        return dict(message_id=m, publish_ns=0, receive_ns=0, outcome=outcome, redelivered=redelivered)
+
+    deliveries = frame(
+        "delivery",
+        *[_delivery(f"a{i}", "ack") for i in range(6)],
+        _delivery("m02", "ack"),
+        _delivery("m02", "ack", redelivered=True),  # acked twice
+        _delivery("m03", "nack_discard"),
+        _delivery("m05", "ack"),
+        _delivery("m06", "ack"),
+        _delivery("m07", "crashed"),  # held by a crashed consumer, then acked
+        _delivery("m07", "ack", redelivered=True),
+        _delivery("zz", "ack"),  # never published
+        dict(message_id="m08", receive_ns=0, outcome="ack"),  # no header
+    )
+    leftovers = frame("leftover", dict(message_id="m99"))
+    facts = publishes.transform(message_facts(deliveries, leftovers))
+    rows = facts.transform(ledger(5)).collect()
+    kept = {r.message_id: r.account for r in rows if r.message_id is not None}
+    assert kept == {
+        "m02": "acked",
+        "m03": "consumer_nack_discard",
+        "m04": "publish_nacked",
+        "m05": "acked",
+        "m06": "acked",
+        "m07": "acked",
+        "m08": "acked",
+        "zz": None,
+        "m99": None,
+    }
+    assert all(r.message_id is not None for r in rows)
+    totals = facts.transform(ledger(5)).transform(ledger_totals(publishes)).first().asDict()
+    by_id = classify_messages(deliveries, leftovers)(publishes)
+    expected = accounting_totals(by_id).first().asDict()
+    assert expected["published"] == 14 - 1  # m05's two publishes are one message
+    assert (expected["acked"], expected["consumer_nack_discard"], expected["publish_nacked"]) == (11, 1, 1)
+    assert {k: v for k, v in totals.items() if k != "duplicates"} == expected
+    assert totals["duplicates"] == 1  # m02
+    every = facts.transform(ledger(5, every_id=True)).collect()
+    assert sorted(r.message_id for r in every) == sorted([*(f"a{i}" for i in range(6)), *kept])
