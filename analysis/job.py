@@ -298,15 +298,16 @@ def summarize(
 ) -> dict:
     """Compose the transforms over the trace frames into the summary dict (no `slo` yet).
 
-    `truncate_plans`: the two deep frames (the facts, the deliveries) are checkpointed locally
+    `truncate_plans`: the two deep frames (the ledger, the deliveries) are checkpointed locally
     instead of cached, so that every later query plans over their rows rather than the plan that
     made them (the job picks it for traces of up to TRUNCATE_PLAN_ROWS rows).
 
     The plan (docs/analysis.md): the small kinds (events, leftovers, dead-letters) are cached
-    as read; one grouping by message id over every kind gives the per-message facts; the
-    deliveries, joined to those facts once for their publish times, and the classified messages
-    are cached; every block below aggregates those cached frames or re-reads the publish
-    columns it needs. Percentiles follow `policy`.
+    as read; one grouping by message id over every kind gives the per-message facts, of which the
+    ledger (the ids some block looks up, with their account class) is cached; the deliveries,
+    which look the few ids that need it up in the ledger for their publish times, are cached;
+    every block below aggregates those cached frames or re-reads the publish columns it needs.
+    Percentiles follow `policy`.
     """
     say: Progress = progress or (lambda _message: None)
     spark = traces["publish"].sparkSession

@@ -41,7 +41,7 @@ def churn_block(
     leaves, crashes, lost connections, requeued and redelivered deliveries, messages processed or
     acked twice, and the messages requeued deliveries held by the class they ended in.
     `churn` is false when no consumer rejoined, crashed, lost a connection or had a redelivery.
-    `facts` (accounting.message_facts, when the job has it) names the ids with more than one
+    `facts` (accounting.message_facts or its ledger, when the job has it) names the ids with more than one
     processed or acked delivery, so that only theirs are grouped by id."""
     consumers = (
         deliveries.select("consumer")

@@ -17,6 +17,7 @@ from analysis.transforms.fidelity import (
     gap_ks_distance,
     inter_arrival,
     lateness_by_group,
+    replay_distinct,
     replay_per_second,
 )
 
@@ -101,10 +102,9 @@ def _gaps(struct: Any) -> dict[str, Any]:
 
 
 def _replay_entry(
-    plan: Mapping[str, Any], lateness_row: Any, series_rows: list, gaps_row: Any, ks: float | None
+    plan: Mapping[str, Any], lateness_row: Any, distinct: int, series_rows: list, gaps_row: Any, ks: float | None
 ) -> dict:
     published = int(lateness_row["replay_published"]) if lateness_row is not None else 0
-    distinct = int(lateness_row["replay_distinct"]) if lateness_row is not None else 0
     expected = _count(plan.get("expected"))
     series = _series(series_rows)
     diffs = [abs(i - p) for i, p in zip(series["intended"], series["published"])]
@@ -140,7 +140,11 @@ def fidelity_block(publishes: DataFrame, t0_ns: int, replay: Any = None) -> dict
     per_second: dict[str, list] = {g: [] for g in replayed}
     gaps: dict[str, Any] = {}
     ks: dict[str, float] = {}
+    distinct: dict[str, int] = {}
     if any(rows.get(g) is not None and rows[g]["replay_published"] > 0 for g in replayed):
+        distinct = {
+            r["producer_group"]: int(r["replay_distinct"]) for r in publishes.transform(replay_distinct).collect()
+        }
         for r in publishes.transform(replay_per_second(int(t0_ns))).collect():
             per_second.setdefault(r["producer_group"], []).append(r)
         gaps = {r["producer_group"]: r for r in publishes.transform(inter_arrival).collect()}
@@ -159,7 +163,14 @@ def fidelity_block(publishes: DataFrame, t0_ns: int, replay: Any = None) -> dict
             },
             "behind": is_behind(lateness),
             "replay": (
-                _replay_entry(plans.get(group, {}), row, per_second.get(group, []), gaps.get(group), ks.get(group))
+                _replay_entry(
+                    plans.get(group, {}),
+                    row,
+                    distinct.get(group, 0),
+                    per_second.get(group, []),
+                    gaps.get(group),
+                    ks.get(group),
+                )
                 if group in replayed
                 else None
             ),

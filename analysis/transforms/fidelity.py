@@ -23,6 +23,7 @@ __all__ = [
     "LATENESS",
     "LATENESS_P999",
     "lateness_by_group",
+    "replay_distinct",
     "replay_per_second",
     "inter_arrival",
     "gap_ks_distance",
@@ -48,8 +49,7 @@ def _replayed() -> Column:
 def lateness_by_group(publishes: DataFrame) -> DataFrame:
     """One row per producer group: `lateness_ms` (a stats struct of the lateness, see above),
     `late_over_<n>_ms` (the share of publishes later than n ms, for LATE_THRESHOLDS_MS),
-    and for replayed rows `replay_published` (rows) and `replay_distinct` (distinct
-    (replay_index, replay_loop) pairs)."""
+    and `replay_published` (replayed rows; their distinct count is replay_distinct's)."""
     late = F.when(
         F.col("outcome") != "blocked_timeout",
         ms_between("publish_ns", "intended_ns") - F.coalesce(F.col("blocked_ms"), F.lit(0.0)),
@@ -66,9 +66,20 @@ def lateness_by_group(publishes: DataFrame) -> DataFrame:
             percentiles(late, [0.999])[0].alias(LATENESS_P999),
             *shares,
             F.count_if(_replayed()).alias("replay_published"),
-            F.count_distinct(F.when(_replayed(), F.struct("replay_index", "replay_loop"))).alias("replay_distinct"),
         )
         .orderBy("producer_group")
+    )
+
+
+def replay_distinct(publishes: DataFrame) -> DataFrame:
+    """One row per producer group with replayed rows: `replay_distinct`, its distinct
+    (replay_index, replay_loop) pairs. Apart from lateness_by_group: a distinct count in the same
+    aggregation makes Spark group every row by the counted value as well, a lateness sketch per
+    replayed index."""
+    return (
+        publishes.where(_replayed())
+        .groupBy("producer_group")
+        .agg(F.count_distinct(F.struct("replay_index", "replay_loop")).alias("replay_distinct"))
     )
 
 
