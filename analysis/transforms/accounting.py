@@ -293,9 +293,10 @@ def ledger(
     restart_ns: int | None = None,
     every_id: bool = False,
 ) -> Transform:
-    """Applied to message_facts: the rows of the *notable* message ids, a few thousand whatever the
-    run's size: message_id, `account` (classify's; null for an id that was never published),
-    confirmed, priority and the facts of _LEDGER_FACTS.
+    """Applied to message_facts: the rows of the *notable* message ids (35,093 of a 10M-message
+    synthetic run: its discards, leftovers, redeliveries and duplicates): message_id, `account`
+    (classify's; null for an id that was never published), confirmed, priority and the facts of
+    _LEDGER_FACTS.
 
     Notable: not acked (every other class, unaccounted included), never or more than once
     published, acked or processed more than once, a delivery without the publish-time header,
