@@ -101,8 +101,8 @@ def codel_by_consumer(handoffs: DataFrame) -> Transform:
             .groupBy("consumer")
             .agg(F.sum("_dropping_ns").alias("_dropping_ns"))
         )
-        # Only the consumers the result keeps are aggregated (a run whose consumers nacked without
-        # CoDel keeps none): their names, a few rows, go to every task.
+        # Only the consumers the result keeps are aggregated (none when no consumer had CoDel on and
+        # none acked a message another requeued): their names, a few rows, go to every task.
         kept = consumers.where("codel_on").select("consumer").unionByName(taken_over.select("consumer")).distinct()
         rows = deliveries.join(few(kept), "consumer", "left_semi").join(
             few(consumers.select("consumer", "first_drop_ns")), "consumer", "left"
