@@ -338,8 +338,9 @@ def summarize(
             losses, restart_ns = connection_losses(events)
             # One grouping by message id, of which only the ids some block looks up are kept; the rest
             # were published once and acked, and are counted (docs/analysis.md, "The plan").
+            with_priorities = carries_priorities(traces["publish"])
             with _bypassing_partial_aggregation(spark):  # the plan is made as the frame is cached
-                facts = keep(
+                ledger_rows = keep(
                     traces["publish"]
                     .transform(message_facts(traces["delivery"], leftovers, dead_letters, losses))
                     .transform(
@@ -348,7 +349,7 @@ def summarize(
                             events,
                             rejects_at_publish(run.get("scenario")),
                             restart_ns,
-                            every_id=carries_priorities(traces["publish"]),
+                            every_id=with_priorities,
                         )
                     ),
                     deep=True,
@@ -356,12 +357,12 @@ def summarize(
             # The latencies are derived from the cached times as each block reads them: a cached column
             # costs its build by the byte (10M messages: 11 s for the 2 GB of these columns).
             deliveries = keep(
-                traces["delivery"].drop(*_UNREAD_DELIVERY_COLUMNS).transform(attach_measured(facts, warmup_end)),
+                traces["delivery"].drop(*_UNREAD_DELIVERY_COLUMNS).transform(attach_measured(ledger_rows, warmup_end)),
                 deep=True,
             ).transform(with_delivery_latencies)
-            classified = facts.where(F.col("account").isNotNull())  # the published ids
+            classified = ledger_rows.where(F.col("account").isNotNull())  # the published ids
             totals = (
-                facts.transform(ledger_totals(traces["publish"]))
+                ledger_rows.transform(ledger_totals(traces["publish"]))
                 .crossJoin(deliveries.agg(F.count_if(F.col("redelivered")).alias("redelivered")))
                 .first()
             )
@@ -401,9 +402,11 @@ def summarize(
             fidelity = fidelity_block(publishes, t0, run.get("replay"))  # per producer group: docs/summary.md
         with stage("computing producer flow control and priority classes"):
             flow_control = flow_control_block(publishes, events, int(run.get("ended_ns") or window_end))
-            priorities = priority_rows(publishes, deliveries, classified, DISCARD_CLASSES)  # docs/summary.md
+            priorities = (  # docs/summary.md; the check was made above
+                priority_rows(publishes, deliveries, classified, DISCARD_CLASSES) if with_priorities else []
+            )
         with stage("computing consumer churn"):
-            churn = churn_block(deliveries, events, classified, facts)  # crashes, requeues: docs/summary.md
+            churn = churn_block(deliveries, events, classified, ledger_rows)  # crashes, requeues: docs/summary.md
         with stage("computing slow consumers"):  # docs/slow-consumers.md
             slow_consumers = slow_consumers_block(deliveries, events, t0)
             queue_depth = [r.asDict() for r in queue_depth_series(queue_samples(events), t0).collect()]

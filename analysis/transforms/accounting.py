@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from pyspark.sql import Column, DataFrame, functions as F
 
 from ._common import HELD_OUTCOMES, Transform, is_acked
+from .warmup import looks_up
 
 __all__ = [
     "ACCOUNT_CLASSES",
@@ -308,21 +309,17 @@ def ledger(
 
     Where the facts of a 10M-message run were cached whole (a gigabyte, 7 s to build) and scanned
     by each block, this is a filter of the pass that groups them by id."""
-    end = F.lit(warmup_end_ns)
-    straddles = ~(F.col("_pub_intended_ns") >= end).eqNullSafe(F.col("_pub_publish_ns") >= end)
 
     def _ledger(facts: DataFrame) -> DataFrame:
         published = F.col("_publishes") > 0
         notable = (
             F.lit(every_id)
             | ~published
-            | (F.col("_publishes") > 1)
             | (F.col("account") != "acked")
             | (F.col("_acks") > 1)
             | (F.col("_processed") > 1)
-            | F.col("_headless")
             | F.col("_held")
-            | straddles
+            | looks_up(warmup_end_ns)  # attach_measured's lookups
         )
         return (
             facts.transform(_with_account(events, publish_rejects, restart_ns))

@@ -15,8 +15,6 @@ from ._common import HELD_OUTCOMES, few
 
 __all__ = ["HELD_OUTCOMES", "event_counts", "requeue_counts", "repeats", "held_messages"]
 
-"""Delivery outcomes the broker requeues because the consumer's connection went away."""
-
 
 def _group_of(column: str) -> Column:
     """`group/worker/slot` -> `group` (group names can not hold a '/')."""

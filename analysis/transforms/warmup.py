@@ -6,11 +6,11 @@ publish trace by message id.
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame, functions as F
+from pyspark.sql import Column, DataFrame, functions as F
 
 from ._common import Transform, few
 
-__all__ = ["attach_intended_ns", "attach_publish_times", "attach_measured", "mark_measured"]
+__all__ = ["attach_intended_ns", "attach_publish_times", "attach_measured", "looks_up", "mark_measured"]
 
 
 def attach_intended_ns(publishes: DataFrame) -> Transform:
@@ -46,6 +46,15 @@ def attach_publish_times(by_id: DataFrame) -> Transform:
     return _attach
 
 
+def looks_up(warmup_end_ns: int) -> Column:
+    """True for a message_facts row whose deliveries attach_measured sends to its publish times:
+    published more than once, intended and published on both sides of the warm-up's end, or
+    delivered without the publish-time header (`_headless`)."""
+    end = F.lit(warmup_end_ns)
+    straddles = ~(F.col("_pub_intended_ns") >= end).eqNullSafe(F.col("_pub_publish_ns") >= end)
+    return (F.col("_publishes") > 1) | straddles | F.coalesce("_headless", F.lit(False))
+
+
 def attach_measured(by_id: DataFrame, warmup_end_ns: int) -> Transform:
     """attach_publish_times(by_id) then mark_measured(warmup_end_ns), the result the same, without
     moving every delivery to its publish: `publish_ns` filled from the publish trace where the
@@ -63,13 +72,11 @@ def attach_measured(by_id: DataFrame, warmup_end_ns: int) -> Transform:
     no `intended_ns` column: the warm-up is decided here.
     """
     end = F.lit(warmup_end_ns)
-    published = by_id.where(F.col("_publishes") > 0)
-    straddles = ~(F.col("_pub_intended_ns") >= end).eqNullSafe(F.col("_pub_publish_ns") >= end)
+    lookups = by_id.where((F.col("_publishes") > 0) & looks_up(warmup_end_ns)).select(
+        "message_id", "_pub_intended_ns", "_pub_publish_ns"
+    )
 
     def _attach(deliveries: DataFrame) -> DataFrame:
-        lookups = published.where((F.col("_publishes") > 1) | straddles | F.coalesce("_headless", F.lit(False))).select(
-            "message_id", "_pub_intended_ns", "_pub_publish_ns"
-        )
         intended = F.coalesce("_pub_intended_ns", "publish_ns", "receive_ns")
         return (
             deliveries.join(few(lookups), "message_id", "left")
