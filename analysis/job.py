@@ -406,7 +406,9 @@ def summarize(
                 priority_rows(publishes, deliveries, classified, DISCARD_CLASSES) if with_priorities else []
             )
         with stage("computing consumer churn"):
-            churn = churn_block(deliveries, events, classified, ledger_rows)  # crashes, requeues: docs/summary.md
+            churn = churn_block(  # crashes, requeues: docs/summary.md
+                deliveries, events, classified, ledger_rows, consumers=[c["consumer"] for c in consumers]
+            )
         with stage("computing slow consumers"):  # docs/slow-consumers.md
             slow_consumers = slow_consumers_block(deliveries, events, t0)
             queue_depth = [r.asDict() for r in queue_depth_series(queue_samples(events), t0).collect()]

@@ -5,11 +5,12 @@ and the check that nothing a crashed or unsettled delivery held was lost (docs/s
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from typing import Any
 
 from pyspark.sql import DataFrame, functions as F
 
-from analysis.transforms._common import is_acked
+from analysis.transforms._common import is_acked, local_rows
 from analysis.transforms.churn import event_counts, held_messages, repeats, requeue_counts
 
 __all__ = ["CHURN_FIELDS", "churn_block"]
@@ -35,23 +36,31 @@ def _held_counts(held: DataFrame, by: list[str]) -> list:
 
 
 def churn_block(
-    deliveries: DataFrame, events: DataFrame, classified: DataFrame, facts: DataFrame | None = None
+    deliveries: DataFrame,
+    events: DataFrame,
+    classified: DataFrame,
+    facts: DataFrame | None = None,
+    consumers: Sequence[str] | None = None,
 ) -> dict[str, Any]:
     """summary.json's `consumers_churn` (docs/summary.md): per consumer group and in total, joins and
     leaves, crashes, lost connections, requeued and redelivered deliveries, messages processed or
     acked twice, and the messages requeued deliveries held by the class they ended in.
     `churn` is false when no consumer rejoined, crashed, lost a connection or had a redelivery.
     `facts` (accounting.message_facts or its ledger, when the job has it) names the ids with more than one
-    processed or acked delivery, so that only theirs are grouped by id."""
-    consumers = (
-        deliveries.select("consumer")
-        .unionByName(events.where(F.col("kind") == "consumer_join").select(F.col("source").alias("consumer")))
-        .distinct()
+    processed or acked delivery, so that only theirs are grouped by id. `consumers`: the names of the
+    consumers with deliveries, when the caller has them (the job: from the consumer rows it collected),
+    so that they are not found again by a grouping of every delivery."""
+    named = (
+        local_rows(deliveries.sparkSession, [(c,) for c in consumers], "consumer string")
+        if consumers is not None
+        else deliveries.select("consumer")
     )
+    joined = events.where(F.col("kind") == "consumer_join").select(F.col("source").alias("consumer"))
+    every_consumer = named.unionByName(joined).distinct()
     processed = F.col("end_ns").isNotNull()
     twice = (None, None) if facts is None else (facts.where(F.col("_processed") > 1), facts.where(F.col("_acks") > 1))
     frames = [
-        event_counts(events, consumers),
+        event_counts(events, every_consumer),
         requeue_counts(deliveries),
         repeats(deliveries, processed, "end_ns", "processed_twice", twice[0]),
         repeats(deliveries, is_acked(), "settle_ns", "acked_twice", twice[1]),

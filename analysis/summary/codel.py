@@ -6,7 +6,7 @@ from typing import Any
 
 from pyspark.sql import DataFrame, functions as F
 
-from analysis.transforms.codel import codel_by_consumer, codel_totals, nacked, requeue_handoffs
+from analysis.transforms.codel import codel_by_consumer, codel_state, codel_totals, nacked, requeue_handoffs
 
 from ._stats import stats_block
 
@@ -47,8 +47,9 @@ def codel_block(deliveries: DataFrame) -> dict[str, Any]:
     touched = deliveries.where(F.col("codel_dropping").isNotNull() | nacked())
     if not touched.limit(1).collect():
         return {"consumers": [], "totals": dict(_EMPTY_TOTALS)}
+    state = [tuple(r) for r in deliveries.transform(codel_state).collect()]  # a row per consumer
     handoffs = deliveries.transform(requeue_handoffs).cache()
-    by_consumer = deliveries.transform(codel_by_consumer(handoffs)).cache()
+    by_consumer = deliveries.transform(codel_by_consumer(handoffs, state)).cache()
     try:
         consumers = []
         for r in by_consumer.collect():

@@ -19,7 +19,7 @@ from .accounting import (
     rejects_at_publish,
     unaccounted_ids,
 )
-from .codel import NACK_OUTCOMES, codel_by_consumer, codel_totals, requeue_handoffs
+from .codel import NACK_OUTCOMES, codel_by_consumer, codel_state, codel_totals, requeue_handoffs
 from .events import timeline_events
 from .histogram import histogram_counts, histogram_edges
 from .latency import with_confirm_latency, with_delivery_latencies
@@ -48,6 +48,7 @@ __all__ = [
     "unaccounted_ids",
     "NACK_OUTCOMES",
     "codel_by_consumer",
+    "codel_state",
     "codel_totals",
     "requeue_handoffs",
     "timeline_events",

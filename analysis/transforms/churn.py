@@ -9,7 +9,7 @@ deliveries held ended in; analysis.summary.churn checks that none is `unaccounte
 
 from __future__ import annotations
 
-from pyspark.sql import Column, DataFrame, functions as F
+from pyspark.sql import Column, DataFrame, Window, functions as F
 
 from ._common import HELD_OUTCOMES, few
 
@@ -66,18 +66,16 @@ def repeats(deliveries: DataFrame, done: Column, at: str, name: str, candidates:
 
     `candidates`: message ids among which every repeated one is (e.g. the ids the per-message
     facts count more than one acked or processed delivery for); a small frame, sent to every task,
-    so that only their deliveries are grouped instead of every delivery by id."""
+    so that only their deliveries are shuffled and sorted by id, in one pass over the deliveries.
+    Without it every delivery is."""
     rows = deliveries.where(done & F.col("message_id").isNotNull())
     if candidates is not None:
         rows = rows.join(few(candidates.select("message_id")), "message_id", "left_semi")
-    # Counted by hashing on numbers alone (a string in an aggregate's buffer makes Spark sort every
-    # row); the few repeated ids then find the group of their earliest delivery.
-    repeated = (
-        rows.groupBy("message_id").agg(F.count(F.lit(1)).alias("_n"), F.min(at).alias("_first")).where(F.col("_n") > 1)
-    )
-    first = rows.select("message_id", F.col(at).alias("_first"), F.col("consumer_group").alias("group"))
+    by_id = Window.partitionBy("message_id")
     return (
-        repeated.join(first, ["message_id", "_first"])
+        rows.select("message_id", F.col(at).alias("_at"), F.col("consumer_group").alias("group"))
+        .withColumns({"_n": F.count(F.lit(1)).over(by_id), "_first": F.min("_at").over(by_id)})
+        .where((F.col("_n") > 1) & (F.col("_at") == F.col("_first")))
         .groupBy("message_id")
         .agg(F.min("group").alias("group"))
         .groupBy("group")

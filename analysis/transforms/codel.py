@@ -9,12 +9,23 @@ delivery left the buffer.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 from pyspark.sql import Column, DataFrame, Window, WindowSpec, functions as F
 
-from ._common import NS_PER_S, Transform, few, is_acked
+from ._common import NS_PER_S, Transform, few, is_acked, local_rows
 from .stats import stats_struct
 
-__all__ = ["NACK_OUTCOMES", "nacked", "requeue_handoffs", "codel_by_consumer", "codel_totals"]
+__all__ = [
+    "NACK_OUTCOMES",
+    "CODEL_STATE_SCHEMA",
+    "nacked",
+    "requeue_handoffs",
+    "codel_state",
+    "codel_by_consumer",
+    "codel_totals",
+]
 
 NACK_OUTCOMES = ("nack_requeue", "nack_discard")
 
@@ -60,9 +71,25 @@ def _consumer_order() -> WindowSpec:
     return Window.partitionBy("consumer").orderBy("start_ns", "receive_ns", "delivery_tag")
 
 
-def codel_by_consumer(handoffs: DataFrame) -> Transform:
+CODEL_STATE_SCHEMA = "consumer string, first_drop_ns long, codel_on boolean"
+"""codel_state's columns."""
+
+
+def codel_state(deliveries: DataFrame) -> DataFrame:
+    """One row per consumer: `first_drop_ns` (the start_ns of its first nack; null if it nacked none)
+    and `codel_on` (its delivery rows carry controller state)."""
+    return deliveries.groupBy("consumer").agg(
+        F.min(F.when(nacked(), F.col("start_ns"))).alias("first_drop_ns"),
+        (F.count_if(F.col("codel_dropping").isNotNull()) > 0).alias("codel_on"),
+    )
+
+
+def codel_by_consumer(handoffs: DataFrame, state: Sequence[Sequence[Any]] | None = None) -> Transform:
     """Applied to deliveries, with `handoffs` = deliveries.transform(requeue_handoffs): one row
-    per consumer that had CoDel on or acked a message another consumer requeued.
+    per consumer that had CoDel on or acked a message another consumer requeued. `state`: the
+    collected rows of the deliveries' codel_state, when the caller has them: sent as literal rows,
+    they spare the query an aggregation of every delivery, and the ordered pass over the rows of
+    the consumers with CoDel on when there are none.
 
     Columns: consumer, group, codel_on, decided (deliveries that left its buffer),
     nacks, requeued, discarded, nack_share (nacks / decided), dropping_s (null with
@@ -84,14 +111,16 @@ def codel_by_consumer(handoffs: DataFrame) -> Transform:
     def _by_consumer(deliveries: DataFrame) -> DataFrame:
         left_buffer = F.col("start_ns").isNotNull()
         # Per consumer (a few rows, sent to every task): its first drop, and whether it had CoDel on.
-        consumers = deliveries.groupBy("consumer").agg(
-            F.min(F.when(nacked(), F.col("start_ns"))).alias("first_drop_ns"),
-            (F.count_if(F.col("codel_dropping").isNotNull()) > 0).alias("codel_on"),
-        )
+        if state is None:
+            consumers = deliveries.transform(codel_state)
+            codel_rows = deliveries.join(few(consumers.where("codel_on").select("consumer")), "consumer", "left_semi")
+        else:
+            consumers = local_rows(deliveries.sparkSession, state, CODEL_STATE_SCHEMA)
+            on = [row[0] for row in state if row[2]]
+            codel_rows = deliveries.where(F.col("consumer").isin(*on) if on else F.lit(False))  # none: no pass
         # Time dropping needs each decision's successor: ordered rows of the consumers with CoDel on only.
         dropping = (
-            deliveries.join(few(consumers.where("codel_on").select("consumer")), "consumer", "left_semi")
-            .withColumn(
+            codel_rows.withColumn(
                 "_dropping_ns",
                 F.when(
                     left_buffer & F.col("codel_dropping"),

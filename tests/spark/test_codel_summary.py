@@ -7,6 +7,7 @@ import pytest
 from analysis.summary import codel_block
 from analysis.transforms import (
     codel_by_consumer,
+    codel_state,
     codel_totals,
     mark_measured,
     requeue_handoffs,
@@ -66,8 +67,17 @@ def _deliveries(frame, warmup_end_ns=0):
     )
 
 
-def by_consumer(deliveries):
-    return deliveries.transform(codel_by_consumer(deliveries.transform(requeue_handoffs)))
+@pytest.fixture(params=["state computed", "state collected"])
+def by_consumer(request):
+    """codel_by_consumer as the tests call it (the consumers' CoDel state found by the query) and as
+    the block does (the state collected first and passed as rows): the same answers either way."""
+
+    def run(deliveries):
+        collected = request.param == "state collected"
+        state = [tuple(r) for r in deliveries.transform(codel_state).collect()] if collected else None
+        return deliveries.transform(codel_by_consumer(deliveries.transform(requeue_handoffs), state))
+
+    return run
 
 
 def test_handoffs_name_the_acker_and_the_consumer_that_last_requeued_the_message(frame):
@@ -97,7 +107,7 @@ def test_a_requeue_sent_after_the_ack_was_received_has_no_requeuer(frame):
     assert (row.acker, row.last_requeuer) == (FAST, None)
 
 
-def test_per_consumer_counts_nacks_and_their_share_of_what_left_the_buffer(frame):
+def test_per_consumer_counts_nacks_and_their_share_of_what_left_the_buffer(frame, by_consumer):
     got = {
         r.consumer: (r.codel_on, r.decided, r.nacks, r.requeued, r.discarded, r.nack_share)
         for r in by_consumer(_deliveries(frame)).collect()
@@ -109,7 +119,7 @@ def test_per_consumer_counts_nacks_and_their_share_of_what_left_the_buffer(frame
     }  # OTHER: CoDel off and no requeued message: absent
 
 
-def test_dropping_time_sums_the_gaps_after_each_decision_taken_while_dropping(frame):
+def test_dropping_time_sums_the_gaps_after_each_decision_taken_while_dropping(frame, by_consumer):
     got = {r.consumer: r.dropping_s for r in by_consumer(_deliveries(frame)).collect()}
     # slow: dropping after the decisions at 50, 60, 100, 110 ms; next decisions at 60, 100, 110, 120:
     #       10 + 40 + 10 + 10 = 70 ms
@@ -119,7 +129,7 @@ def test_dropping_time_sums_the_gaps_after_each_decision_taken_while_dropping(fr
     assert got[PLAIN] is None  # CoDel off: no dropping state to measure
 
 
-def test_sojourn_is_split_at_the_consumers_first_drop(frame):
+def test_sojourn_is_split_at_the_consumers_first_drop(frame, by_consumer):
     rows = {r.consumer: r for r in by_consumer(_deliveries(frame)).collect()}
     slow = rows[SLOW]
     # before the first drop (50 ms): m1 waited 10 - 0 = 10 ms
@@ -132,7 +142,7 @@ def test_sojourn_is_split_at_the_consumers_first_drop(frame):
     assert (rows[PLAIN].sojourn_before_ms["count"], rows[PLAIN].sojourn_after_ms["count"]) == (1, 0)
 
 
-def test_sojourn_stats_leave_out_the_warm_up(frame):
+def test_sojourn_stats_leave_out_the_warm_up(frame, by_consumer):
     rows = {r.consumer: r for r in by_consumer(_deliveries(frame, warmup_end_ns=15 * MS)).collect()}
     # received before 15 ms: m1, m2 (slow); so before = none, after = m3 m4 m5 m6
     assert rows[SLOW].sojourn_before_ms["count"] == 0
@@ -140,7 +150,7 @@ def test_sojourn_stats_leave_out_the_warm_up(frame):
     assert rows[SLOW].nacks == 3  # counts still include the warm-up
 
 
-def test_handoffs_are_counted_for_the_consumer_that_acked(frame):
+def test_handoffs_are_counted_for_the_consumer_that_acked(frame, by_consumer):
     got = {r.consumer: r.acked_requeued_from_others for r in by_consumer(_deliveries(frame)).collect()}
     assert got == {SLOW: 0, FAST: 1, PLAIN: 1}  # fast's ack of its own m8 is not a handoff
 
@@ -172,6 +182,25 @@ def test_the_block_is_empty_when_codel_was_off(frame):
     )
     assert block["consumers"] == []
     assert block["totals"]["nacks"] == 0 and block["totals"]["nack_share"] is None
+
+
+def test_with_codel_off_everywhere_a_requeue_lists_its_acker_with_no_dropping_time(frame):
+    deliveries = (
+        frame(
+            "delivery",
+            d(OTHER, "m1", 0, 1, "nack_requeue", None, settle_ms=2, tag=1),
+            d(PLAIN, "m1", 3, 4, "ack", None, redelivered=True, tag=1),
+        )
+        .transform(with_delivery_latencies)
+        .transform(mark_measured(0, "receive_ns"))
+    )
+    block = codel_block(deliveries)
+    # the consumer that acked what another requeued is listed, CoDel off: no dropping state to time
+    assert [
+        (c["consumer"], c["codel_on"], c["dropping_s"], c["acked_requeued_from_others"]) for c in block["consumers"]
+    ] == [(PLAIN, False, None, 1)]
+    assert (block["totals"]["requeued_messages"], block["totals"]["requeued_acked_by_other"]) == (1, 1)
+    assert block["totals"]["nacks"] == 0  # the totals cover the consumers with CoDel on: none
 
 
 def test_the_block_holds_plain_values_and_stats_blocks(frame):
