@@ -5,7 +5,10 @@ and the regime rule are analysis.summary.model's.
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame, functions as F
+import functools
+from collections.abc import Sequence
+
+from pyspark.sql import DataFrame, GroupedData, functions as F
 
 from ._common import NS_PER_MS, NS_PER_S, Transform
 from .stats import percentiles
@@ -28,7 +31,7 @@ COMPONENTS = {
 }
 
 
-def model_inputs(t0_ns: int, keys: tuple[str, ...] = ("consumer",)) -> Transform:
+def model_inputs(t0_ns: int, sets: Sequence[Sequence[str]] = (("consumer",),)) -> Transform:
     """One row per consumer with the measured inputs and outcomes of the model check.
 
     Over measured deliveries (warm-up excluded): p (mean processing), p99 processing,
@@ -38,24 +41,37 @@ def model_inputs(t0_ns: int, keys: tuple[str, ...] = ("consumer",)) -> Transform
     `processing_count`); over all deliveries: min/max prefetch, whether the consumer acked
     automatically, throughput = acked per second of wall time (first receive to last settle),
     utilisation, and that span in seconds since t0 (`span_start_s`, `span_end_s`). Needs
-    with_delivery_latencies and mark_measured. `keys` groups further, e.g. ("consumer", "phase")
-    with the trace's phase column.
+    with_delivery_latencies and mark_measured.
+
+    `sets`: the keys to group by, one grouping per set in the same pass over the deliveries, e.g.
+    [("consumer",), ("consumer", "phase")] with the trace's phase column: every row has a column
+    per key of any set, null for the keys its own set leaves out (the whole run's rows have a null
+    phase; a delivery's phase is never null).
     """
-    k = list(keys)
+    keys = list(dict.fromkeys(k for keyset in sets for k in keyset))
+
+    def by(frame: DataFrame, *more: str) -> GroupedData:
+        return frame.groupingSets([[*keyset, *more] for keyset in sets], *keys, *more)
+
+    which = F.concat_ws(",", *[F.grouping(k).cast("string") for k in keys]).alias("_set")  # the row's set
 
     def _inputs(deliveries: DataFrame) -> DataFrame:
         measured = deliveries.where(F.col("measured"))
         per_second = (
-            measured.where(F.col("broker_network_ms").isNotNull())
-            .groupBy(*k, second_since(t0_ns, "receive_ns").alias("t_s"))
-            .agg(F.min("broker_network_ms").alias("_min_bn"))
-            .groupBy(*k)
+            by(
+                measured.where(F.col("broker_network_ms").isNotNull()).withColumn(
+                    "_t_s", second_since(t0_ns, "receive_ns")
+                ),
+                "_t_s",
+            )
+            .agg(F.min("broker_network_ms").alias("_min_bn"), which)
+            .groupBy(*keys, "_set")
             .agg(F.percentile("_min_bn", 0.95).alias("transit_p95_ms"))
         )  # a row a second: exact
         both = F.col("processing_ms").isNotNull() & F.col("processing_ms_actual").isNotNull()
-        # Two groupings joined, not one with conditional aggregates: the percentile would make every
-        # aggregate of one grouping an object-hash aggregate (10M messages: slower, tried twice).
-        stats = measured.groupBy(*k).agg(
+        # Apart from the grouping over every delivery: the percentile would make every aggregate of one
+        # grouping an object-hash aggregate (10M messages: slower, tried twice).
+        stats = by(measured).agg(
             F.avg("processing_ms_actual").alias("processing_mean_ms"),
             percentiles(F.col("processing_ms_actual"), [0.99])[0].alias("processing_p99_ms"),
             F.min("broker_network_ms").alias("transit_min_ms"),
@@ -65,9 +81,10 @@ def model_inputs(t0_ns: int, keys: tuple[str, ...] = ("consumer",)) -> Transform
             F.avg(F.when(both, F.col("processing_ms"))).alias("processing_drawn_ms"),
             F.avg(F.when(both, F.col("processing_ms_actual"))).alias("processing_achieved_ms"),
             F.count_if(both).alias("processing_count"),
+            which,
         )
         overall = (
-            deliveries.groupBy(*k)
+            by(deliveries)
             .agg(
                 F.min("prefetch").alias("prefetch_min"),
                 F.max("prefetch").alias("prefetch_max"),
@@ -77,9 +94,11 @@ def model_inputs(t0_ns: int, keys: tuple[str, ...] = ("consumer",)) -> Transform
                 wall_ns().alias("_wall_all_ns"),
                 F.min("receive_ns").alias("_first_ns"),
                 F.bool_or(F.col("outcome") == "auto_ack").alias("auto_ack"),
+                which,
             )
             .select(
-                *k,
+                *keys,
+                "_set",
                 "prefetch_min",
                 "prefetch_max",
                 "auto_ack",
@@ -95,7 +114,18 @@ def model_inputs(t0_ns: int, keys: tuple[str, ...] = ("consumer",)) -> Transform
                 ),
             )
         )
-        return overall.join(stats, k, "left").join(per_second, k, "left").orderBy(*k)
+        # The three groupings' rows, a few per consumer, put side by side per group: a union grouped
+        # rather than joins, which would need null-safe keys for the keys a set leaves out. Every group
+        # of the other two is one of `overall`'s (they see a subset of its rows).
+        parts = [overall, stats, per_second]
+        values = [c for part in parts for c in part.columns if c not in (*keys, "_set")]
+        return (
+            functools.reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), parts)
+            .groupBy(*keys, "_set")
+            .agg(*[F.first(c, ignorenulls=True).alias(c) for c in values])
+            .drop("_set")
+            .orderBy(*keys)
+        )
 
     return _inputs
 

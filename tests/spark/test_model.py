@@ -143,7 +143,7 @@ def test_model_inputs_per_consumer_and_phase(frame):
         .transform(mark_measured(0, "receive_ns"))
     )
     rows = {
-        r.phase: model_row(r.asDict()) for r in deliveries.transform(model_inputs(0, ("consumer", "phase"))).collect()
+        r.phase: model_row(r.asDict()) for r in deliveries.transform(model_inputs(0, [("consumer", "phase")])).collect()
     }
     # base: p 4, R 104, prefetch 1 -> 4/104 busy; slow: p 40, R 140 -> 40/140, saturation ceil(3.5) = 4
     assert rows["base"]["predicted"]["utilisation"] == pytest.approx(4 / 104)
@@ -154,6 +154,66 @@ def test_model_inputs_per_consumer_and_phase(frame):
     assert rows["base"]["measured"]["utilisation"] == pytest.approx(4 / 5)  # 4 ms busy over 50..55
 
 
+def test_both_groupings_in_one_pass_give_each_groupings_own_rows(frame):
+    deliveries = _prepared(
+        frame,
+        dict(
+            consumer="A",
+            phase="base",
+            message_id="a1",
+            prefetch=1,
+            publish_ns=0,
+            receive_ns=50 * MS,
+            start_ns=50 * MS,
+            end_ns=54 * MS,
+            settle_ns=55 * MS,
+            buffer_len=0,
+        ),
+        dict(
+            consumer="A",
+            phase="slow",
+            message_id="a2",
+            prefetch=2,
+            publish_ns=1000 * MS,
+            receive_ns=1050 * MS,
+            start_ns=1050 * MS,
+            end_ns=1090 * MS,
+            settle_ns=1091 * MS,
+            buffer_len=1,
+        ),
+        dict(
+            consumer="B",
+            phase="slow",
+            message_id="b1",
+            prefetch=1,
+            publish_ns=1000 * MS,
+            receive_ns=1020 * MS,
+            start_ns=1030 * MS,
+            end_ns=1031 * MS,
+            settle_ns=1032 * MS,
+            buffer_len=3,
+        ),
+    )
+    together = [
+        r.asDict() for r in deliveries.transform(model_inputs(0, [("consumer",), ("consumer", "phase")])).collect()
+    ]
+    apart = [{**r.asDict(), "phase": None} for r in deliveries.transform(model_inputs(0)).collect()] + [
+        r.asDict() for r in deliveries.transform(model_inputs(0, [("consumer", "phase")])).collect()
+    ]
+    key = lambda r: (r["consumer"], r["phase"] or "")  # noqa: E731
+    assert sorted(together, key=key) == sorted(apart, key=key)
+    assert [(r["consumer"], r["phase"]) for r in together] == [
+        ("A", None),
+        ("A", "base"),
+        ("A", "slow"),
+        ("B", None),
+        ("B", "slow"),
+    ]
+    # A over the whole run: prefetch 1 and 2, mean processing (4 + 40) / 2 ms
+    whole_a = next(r for r in together if r["consumer"] == "A" and r["phase"] is None)
+    assert (whole_a["prefetch_min"], whole_a["prefetch_max"], whole_a["processing_mean_ms"]) == (1, 2, 22.0)
+
+
 def _prepared(frame, *rows):
     return frame("delivery", *rows).transform(with_delivery_latencies).transform(mark_measured(0, "receive_ns"))
 
@@ -161,7 +221,7 @@ def _prepared(frame, *rows):
 def _block(deliveries, samples=(), segments=()):
     """The job's model block from these deliveries (utilisation as the consumers block has it)."""
     rows = deliveries.transform(model_inputs(0)).collect()
-    phase_rows = deliveries.transform(model_inputs(0, ("consumer", "phase"))).collect()
+    phase_rows = deliveries.transform(model_inputs(0, [("consumer", "phase")])).collect()
     consumers = [{"consumer": r["consumer"], "utilisation": r["utilisation"]} for r in rows]
     drawn = deliveries.transform(ack_to_delivery).collect()
     return model_block(rows, phase_rows, consumers, drawn, list(samples), list(segments))
