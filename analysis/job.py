@@ -58,10 +58,11 @@ from analysis.transforms import (
     phase_summary,
     rejects_at_publish,
     stats_by,
-    throughput,
     timeline_events,
     timeline_segments,
     unaccounted_ids,
+    window_counts,
+    window_rates,
     with_confirm_latency,
     with_delivery_latencies,
 )
@@ -374,16 +375,22 @@ def summarize(
 
         with stage("computing latency statistics and throughput"):
             measured = F.col("measured")
+            published, delivered = window_counts(window_start, window_end)  # throughput, in the same passes
             overall = (
                 deliveries.transform(
                     stats_by(
                         [],
                         {name: F.when(measured, F.col(col)) for name, col in _DELIVERY_METRICS.items()},
                         fields=(*STAT_FIELDS, "min"),
+                        also=delivered,
                     )
                 )
-                .crossJoin(publishes.transform(stats_by([], {"confirm": F.when(measured, F.col("confirm_ms"))})))
-                .crossJoin(deliveries.transform(throughput(window_start, window_end, publishes)))
+                .crossJoin(
+                    publishes.transform(
+                        stats_by([], {"confirm": F.when(measured, F.col("confirm_ms"))}, also=published)
+                    )
+                )
+                .select("*", *window_rates(window_start, window_end))
                 .first()
             )
             assert overall is not None  # aggregates without grouping, cross-joined: exactly one row

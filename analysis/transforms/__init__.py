@@ -26,7 +26,7 @@ from .latency import with_confirm_latency, with_delivery_latencies
 from .network import impairment_periods, proxy_measurements
 from .phases import BASE, Segment, assign_phase, phase_summary, timeline_segments
 from .stats import STAT_FIELDS, stats_by, stats_struct
-from .throughput import in_window, measurement_window_ns, throughput
+from .throughput import in_window, measurement_window_ns, throughput, window_counts, window_rates
 from .utilisation import consumer_summary, utilisation_by
 from .warmup import attach_intended_ns, attach_measured, attach_publish_times, mark_measured
 from .windows import per_second_windows, second_since
@@ -69,6 +69,8 @@ __all__ = [
     "in_window",
     "measurement_window_ns",
     "throughput",
+    "window_counts",
+    "window_rates",
     "consumer_summary",
     "utilisation_by",
     "attach_intended_ns",

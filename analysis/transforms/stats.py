@@ -100,11 +100,14 @@ def stats_struct(value: str | Column, fields: Sequence[str] = STAT_FIELDS, quant
     return F.struct(*[exprs[f].alias(f) for f in fields])
 
 
-def stats_by(keys: Sequence[str], metrics: MetricSpec, fields: Sequence[str] = STAT_FIELDS) -> Transform:
-    """Group by `keys` (none = one row) and add one stats struct per metric."""
+def stats_by(
+    keys: Sequence[str], metrics: MetricSpec, fields: Sequence[str] = STAT_FIELDS, also: Sequence[Column] = ()
+) -> Transform:
+    """Group by `keys` (none = one row) and add one stats struct per metric, and the aggregate
+    columns `also` (computed in the same pass)."""
 
     def _stats(df: DataFrame) -> DataFrame:
         aggs = [stats_struct(value, fields).alias(name) for name, value in metrics.items()]
-        return df.groupBy(*keys).agg(*aggs)
+        return df.groupBy(*keys).agg(*aggs, *also)
 
     return _stats

@@ -34,3 +34,9 @@ def test_a_conditional_metric_only_counts_the_rows_it_selects(spark):
     ).first()
     assert stats_block(row.kept, ("count", "max")) == {"count": 2, "max": 3.0}
     assert stats_block(row["all"], ("count", "max")) == {"count": 3, "max": 100.0}
+
+
+def test_other_aggregates_come_from_the_same_grouping(spark):
+    df = spark.createDataFrame([("a", 1.0), ("a", 7.0), ("b", 2.0)], "k string, v double")
+    rows = df.transform(stats_by(["k"], {"v": "v"}, fields=("count",), also=[F.sum("v").alias("total")])).collect()
+    assert {r.k: (r.v["count"], r.total) for r in rows} == {"a": (2, 8.0), "b": (1, 2.0)}
