@@ -155,44 +155,17 @@ def test_model_inputs_per_consumer_and_phase(frame):
 
 
 def test_both_groupings_in_one_pass_give_each_groupings_own_rows(frame):
+    def row(consumer, phase, message_id, prefetch, published, received, started, ended, buffer_len):
+        times = dict(publish_ns=published, receive_ns=received, start_ns=started, end_ns=ended, settle_ns=ended + MS)
+        return dict(
+            consumer=consumer, phase=phase, message_id=message_id, prefetch=prefetch, buffer_len=buffer_len, **times
+        )
+
     deliveries = _prepared(
         frame,
-        dict(
-            consumer="A",
-            phase="base",
-            message_id="a1",
-            prefetch=1,
-            publish_ns=0,
-            receive_ns=50 * MS,
-            start_ns=50 * MS,
-            end_ns=54 * MS,
-            settle_ns=55 * MS,
-            buffer_len=0,
-        ),
-        dict(
-            consumer="A",
-            phase="slow",
-            message_id="a2",
-            prefetch=2,
-            publish_ns=1000 * MS,
-            receive_ns=1050 * MS,
-            start_ns=1050 * MS,
-            end_ns=1090 * MS,
-            settle_ns=1091 * MS,
-            buffer_len=1,
-        ),
-        dict(
-            consumer="B",
-            phase="slow",
-            message_id="b1",
-            prefetch=1,
-            publish_ns=1000 * MS,
-            receive_ns=1020 * MS,
-            start_ns=1030 * MS,
-            end_ns=1031 * MS,
-            settle_ns=1032 * MS,
-            buffer_len=3,
-        ),
+        row("A", "base", "a1", 1, 0, 50 * MS, 50 * MS, 54 * MS, 0),
+        row("A", "slow", "a2", 2, 1000 * MS, 1050 * MS, 1050 * MS, 1090 * MS, 1),
+        row("B", "slow", "b1", 1, 1000 * MS, 1020 * MS, 1030 * MS, 1031 * MS, 3),
     )
     together = [
         r.asDict() for r in deliveries.transform(model_inputs(0, [("consumer",), ("consumer", "phase")])).collect()
