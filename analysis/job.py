@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from pyspark import StorageLevel
-from pyspark.sql import DataFrame, Row, SparkSession, functions as F
+from pyspark.sql import DataFrame, SparkSession, functions as F
 
 from analysis import traces as trace_files
 from analysis.run_file import load_run_json, slo_expressions
@@ -400,7 +400,7 @@ def summarize(
             # per consumer (phase null) and per consumer and phase, in one pass
             inputs = deliveries.transform(model_inputs(t0, [("consumer",), ("consumer", "phase")])).collect()
             model_rows = (  # the block is shaped below, once queue_depth gives the regimes their backlog
-                [Row(**{k: v for k, v in r.asDict().items() if k != "phase"}) for r in inputs if r["phase"] is None],
+                [r for r in inputs if r["phase"] is None],
                 [r for r in inputs if r["phase"] is not None],
                 consumers,
                 deliveries.transform(ack_to_delivery).collect(),

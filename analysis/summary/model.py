@@ -246,7 +246,7 @@ def model_row(inputs: Mapping[str, Any]) -> dict:
     return {
         "consumer": inputs.get("consumer"),
         "group": inputs.get("group"),
-        **({"phase": inputs["phase"]} if "phase" in inputs else {}),
+        **({"phase": inputs["phase"]} if inputs.get("phase") is not None else {}),  # none: the whole run
         "prefetch": prefetch,
         "prefetch_min": inputs.get("prefetch_min"),
         "processing_ms": p,

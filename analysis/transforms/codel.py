@@ -84,12 +84,12 @@ def codel_state(deliveries: DataFrame) -> DataFrame:
     )
 
 
-def codel_by_consumer(handoffs: DataFrame, state: Sequence[Sequence[Any]] | None = None) -> Transform:
-    """Applied to deliveries, with `handoffs` = deliveries.transform(requeue_handoffs): one row
-    per consumer that had CoDel on or acked a message another consumer requeued. `state`: the
-    collected rows of the deliveries' codel_state, when the caller has them: sent as literal rows,
-    they spare the query an aggregation of every delivery, and the ordered pass over the rows of
-    the consumers with CoDel on when there are none.
+def codel_by_consumer(handoffs: DataFrame, state: Sequence[Sequence[Any]]) -> Transform:
+    """Applied to deliveries, with `handoffs` = deliveries.transform(requeue_handoffs) and `state`
+    the collected rows of deliveries.transform(codel_state): one row per consumer that had CoDel on
+    or acked a message another consumer requeued. The state goes in as literal rows, so the query
+    aggregates no delivery for it, and with no consumer on CoDel it skips the ordered pass over
+    their rows.
 
     Columns: consumer, group, codel_on, decided (deliveries that left its buffer),
     nacks, requeued, discarded, nack_share (nacks / decided), dropping_s (null with
@@ -111,13 +111,9 @@ def codel_by_consumer(handoffs: DataFrame, state: Sequence[Sequence[Any]] | None
     def _by_consumer(deliveries: DataFrame) -> DataFrame:
         left_buffer = F.col("start_ns").isNotNull()
         # Per consumer (a few rows, sent to every task): its first drop, and whether it had CoDel on.
-        if state is None:
-            consumers = deliveries.transform(codel_state)
-            codel_rows = deliveries.join(few(consumers.where("codel_on").select("consumer")), "consumer", "left_semi")
-        else:
-            consumers = local_rows(deliveries.sparkSession, state, CODEL_STATE_SCHEMA)
-            on = [row[0] for row in state if row[2]]
-            codel_rows = deliveries.where(F.col("consumer").isin(*on) if on else F.lit(False))  # none: no pass
+        consumers = local_rows(deliveries.sparkSession, state, CODEL_STATE_SCHEMA)
+        on = [row[0] for row in state if row[2]]
+        codel_rows = deliveries.where(F.col("consumer").isin(*on) if on else F.lit(False))  # none: no pass
         # Time dropping needs each decision's successor: ordered rows of the consumers with CoDel on only.
         dropping = (
             codel_rows.withColumn(

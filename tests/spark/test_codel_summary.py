@@ -67,17 +67,13 @@ def _deliveries(frame, warmup_end_ns=0):
     )
 
 
-@pytest.fixture(params=["state computed", "state collected"])
-def by_consumer(request):
-    """codel_by_consumer as the tests call it (the consumers' CoDel state found by the query) and as
-    the block does (the state collected first and passed as rows): the same answers either way."""
+def codel_state_rows(deliveries):
+    """What codel_block hands codel_by_consumer: each consumer's CoDel state, collected."""
+    return [tuple(r) for r in deliveries.transform(codel_state).collect()]
 
-    def run(deliveries):
-        collected = request.param == "state collected"
-        state = [tuple(r) for r in deliveries.transform(codel_state).collect()] if collected else None
-        return deliveries.transform(codel_by_consumer(deliveries.transform(requeue_handoffs), state))
 
-    return run
+def by_consumer(deliveries):
+    return deliveries.transform(codel_by_consumer(deliveries.transform(requeue_handoffs), codel_state_rows(deliveries)))
 
 
 def test_handoffs_name_the_acker_and_the_consumer_that_last_requeued_the_message(frame):
@@ -107,7 +103,7 @@ def test_a_requeue_sent_after_the_ack_was_received_has_no_requeuer(frame):
     assert (row.acker, row.last_requeuer) == (FAST, None)
 
 
-def test_per_consumer_counts_nacks_and_their_share_of_what_left_the_buffer(frame, by_consumer):
+def test_per_consumer_counts_nacks_and_their_share_of_what_left_the_buffer(frame):
     got = {
         r.consumer: (r.codel_on, r.decided, r.nacks, r.requeued, r.discarded, r.nack_share)
         for r in by_consumer(_deliveries(frame)).collect()
@@ -119,7 +115,7 @@ def test_per_consumer_counts_nacks_and_their_share_of_what_left_the_buffer(frame
     }  # OTHER: CoDel off and no requeued message: absent
 
 
-def test_dropping_time_sums_the_gaps_after_each_decision_taken_while_dropping(frame, by_consumer):
+def test_dropping_time_sums_the_gaps_after_each_decision_taken_while_dropping(frame):
     got = {r.consumer: r.dropping_s for r in by_consumer(_deliveries(frame)).collect()}
     # slow: dropping after the decisions at 50, 60, 100, 110 ms; next decisions at 60, 100, 110, 120:
     #       10 + 40 + 10 + 10 = 70 ms
@@ -129,7 +125,7 @@ def test_dropping_time_sums_the_gaps_after_each_decision_taken_while_dropping(fr
     assert got[PLAIN] is None  # CoDel off: no dropping state to measure
 
 
-def test_sojourn_is_split_at_the_consumers_first_drop(frame, by_consumer):
+def test_sojourn_is_split_at_the_consumers_first_drop(frame):
     rows = {r.consumer: r for r in by_consumer(_deliveries(frame)).collect()}
     slow = rows[SLOW]
     # before the first drop (50 ms): m1 waited 10 - 0 = 10 ms
@@ -142,7 +138,7 @@ def test_sojourn_is_split_at_the_consumers_first_drop(frame, by_consumer):
     assert (rows[PLAIN].sojourn_before_ms["count"], rows[PLAIN].sojourn_after_ms["count"]) == (1, 0)
 
 
-def test_sojourn_stats_leave_out_the_warm_up(frame, by_consumer):
+def test_sojourn_stats_leave_out_the_warm_up(frame):
     rows = {r.consumer: r for r in by_consumer(_deliveries(frame, warmup_end_ns=15 * MS)).collect()}
     # received before 15 ms: m1, m2 (slow); so before = none, after = m3 m4 m5 m6
     assert rows[SLOW].sojourn_before_ms["count"] == 0
@@ -150,7 +146,7 @@ def test_sojourn_stats_leave_out_the_warm_up(frame, by_consumer):
     assert rows[SLOW].nacks == 3  # counts still include the warm-up
 
 
-def test_handoffs_are_counted_for_the_consumer_that_acked(frame, by_consumer):
+def test_handoffs_are_counted_for_the_consumer_that_acked(frame):
     got = {r.consumer: r.acked_requeued_from_others for r in by_consumer(_deliveries(frame)).collect()}
     assert got == {SLOW: 0, FAST: 1, PLAIN: 1}  # fast's ack of its own m8 is not a handoff
 
@@ -158,7 +154,8 @@ def test_handoffs_are_counted_for_the_consumer_that_acked(frame, by_consumer):
 def test_totals_cover_the_codel_consumers_and_follow_every_requeued_message(frame):
     deliveries = _deliveries(frame)
     handoffs = deliveries.transform(requeue_handoffs)
-    t = deliveries.transform(codel_by_consumer(handoffs)).transform(codel_totals(handoffs)).first().asDict()
+    by = codel_by_consumer(handoffs, codel_state_rows(deliveries))
+    t = deliveries.transform(by).transform(codel_totals(handoffs)).first().asDict()
     # nacks 3 + 2, decisions 6 + 4; dropping 70 + 40 ms
     # requeued ids m2 m4 m8 m10: m2, m4 acked elsewhere, m8 by its requeuer, m10 never
     assert t == {
