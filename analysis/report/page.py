@@ -81,7 +81,9 @@ def _percentiles(block: Any) -> str | None:
         return "exact"
     error = as_number(block.get("relative_rank_error"))
     if block.get("method") == "approximate" and error is not None:
-        return f"approximate: rank within {error * 100:g} % of the exact one's"
+        confidence = as_number(block.get("confidence"))
+        sure = f" ({confidence * 100:g} % confidence)" if confidence is not None else ""
+        return f"approximate: rank within {error * 100:g} % of the exact one's{sure}"
     return str(block.get("method"))
 
 

@@ -2,16 +2,26 @@
 
 Percentiles follow the policy in force (`percentile_policy`, set by the job from the size of
 the traces). Exact: Spark's `percentile` aggregate, which interpolates linearly between ranks
-like numpy's default, and keeps every distinct value of a group in memory. Approximate:
-`percentile_approx` with `accuracy` A, a value of the group whose rank is within n/A of the
-exact rank (relative rank error 1/A), in memory bounded by A whatever n. Nulls are ignored, so
-a metric can be restricted to some rows with `F.when(condition, value)`.
+like numpy's default, and keeps every distinct value of a group in memory. Approximate: a value
+of the group whose rank is within the policy's relative rank error of the exact rank, in memory
+bounded whatever n, from one of two sketches:
+
+- a KLL sketch (Apache DataSketches, `kll_sketch_agg_double`) with `kll_k` K: rank error at most
+  2.296 / K^0.9723 with 99 % confidence (DataSketches' bound; 9.3e-5 for K = 32,768). It takes a
+  value in less than half of `percentile_approx`'s time (six metrics over 10M deliveries, one
+  group: 3.2-4.1 against 8.0-10.3 s), but it allocates K values per group, whatever its size;
+- `percentile_approx` with `accuracy` A, rank error at most 1/A (deterministic), where a grouping
+  has many small groups (`many_groups`: a row per second), which the KLL sketch's allocation
+  makes slower (two metrics over 10M deliveries by second: 6.7-8.6 against 4.9-6.4 s).
+
+Nulls are ignored, so a metric can be restricted to some rows with `F.when(condition, value)`.
 """
 
 from __future__ import annotations
 
 import contextlib
 import contextvars
+import math
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, NamedTuple
 
@@ -37,15 +47,37 @@ QUANTILES = tuple(round(0.05 * i, 2) for i in range(1, 21))
 """Per-consumer sojourn quantiles: 0.05, 0.10, ..., 1.00 (the last is the max)."""
 
 
+KLL_CONFIDENCE = 0.99
+"""The probability with which DataSketches states a KLL sketch's rank error bound."""
+
+
+def kll_rank_error(k: int) -> float:
+    """DataSketches' bound on a KLL sketch's normalized rank error for one quantile, at
+    KLL_CONFIDENCE (KllSketch.getNormalizedRankError(k, false), fitted empirically there)."""
+    return 2.296 / math.pow(k, 0.9723)
+
+
 class PercentilePolicy(NamedTuple):
     exact: bool
     accuracy: int = 10_000
+    kll_k: int = 32_768
+
+    @property
+    def relative_rank_error(self) -> float:
+        """The bound every approximate percentile keeps: the larger of the two sketches'."""
+        return max(1.0 / self.accuracy, kll_rank_error(self.kll_k))
 
     def describe(self) -> dict[str, Any]:
         """summary.json's `percentiles` block (docs/summary.md)."""
         if self.exact:
             return {"method": "exact", "interpolation": "linear"}
-        return {"method": "approximate", "accuracy": self.accuracy, "relative_rank_error": 1.0 / self.accuracy}
+        return {
+            "method": "approximate",
+            "accuracy": self.accuracy,
+            "relative_rank_error": self.relative_rank_error,
+            "kll_k": self.kll_k,
+            "confidence": KLL_CONFIDENCE,
+        }
 
 
 EXACT = PercentilePolicy(exact=True)
@@ -62,28 +94,41 @@ def percentile_policy(policy: PercentilePolicy) -> Iterator[PercentilePolicy]:
         _POLICY.reset(token)
 
 
-def percentiles(value: Column, fractions: Sequence[float]) -> Column:
-    """An aggregate array column: the `fractions` percentiles of `value`, by the policy in force."""
+def percentiles(value: Column, fractions: Sequence[float], many_groups: bool = False) -> Column:
+    """An aggregate array column: the `fractions` percentiles of `value`, by the policy in force
+    (null when the group has no value). `many_groups`: the grouping has many small groups (a row
+    per second), for which an approximate percentile comes from `percentile_approx` rather than a
+    KLL sketch (see the module's docstring)."""
     policy = _POLICY.get()
     if policy.exact:
         return F.percentile(value, list(fractions))
-    return F.percentile_approx(value, list(fractions), policy.accuracy)
+    if many_groups:
+        return F.percentile_approx(value, list(fractions), policy.accuracy)
+    sketch = F.kll_sketch_agg_double(value.cast("double"), policy.kll_k)
+    # an empty sketch has no quantiles (Spark raises); the two uses are one aggregate
+    quantiles = F.kll_sketch_get_quantile_double(sketch, F.array(*[F.lit(float(q)) for q in fractions]))
+    return F.when(F.kll_sketch_get_n_double(sketch) > 0, quantiles)
 
 
 MetricSpec = Mapping[str, "str | Column"]
 """Output struct name -> value column (a name or an expression; nulls skipped)."""
 
 
-def stats_struct(value: str | Column, fields: Sequence[str] = STAT_FIELDS, quantiles: Sequence[float] = ()) -> Column:
+def stats_struct(
+    value: str | Column,
+    fields: Sequence[str] = STAT_FIELDS,
+    quantiles: Sequence[float] = (),
+    many_groups: bool = False,
+) -> Column:
     """An aggregate struct column with the requested stats fields of `value`.
 
     With `quantiles`, the struct also has the field `quantiles`: the array of those percentiles
     (null when the group has no value), taken from the same aggregate as p50, p95 and p99: one
-    sketch (or one sorted set of values, exact) per group, not two."""
+    sketch (or one sorted set of values, exact) per group, not two. `many_groups`: see percentiles."""
     col = F.col(value) if isinstance(value, str) else value
     fractions = list(PERCENTILES.values())
     fractions += [q for q in quantiles if q not in fractions]
-    pcts = percentiles(col, fractions)
+    pcts = percentiles(col, fractions, many_groups)
     exprs = {
         "count": F.count(col),
         "mean": F.avg(col),

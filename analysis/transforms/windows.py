@@ -43,8 +43,16 @@ def per_second_windows(t0_ns: int, publishes: DataFrame) -> Transform:
             per_second(publishes, "publish_ns", F.count(F.lit(1)).alias("published")),
             per_second(deliveries, "receive_ns", F.count(F.lit(1)).alias("delivered")),
             per_second(deliveries.where(is_acked()), "settle_ns", F.count(F.lit(1)).alias("acked")),
-            per_second(deliveries, "start_ns", stats_struct("sojourn_ms", WINDOW_SOJOURN_FIELDS).alias("sojourn_ms")),
-            per_second(deliveries, "end_ns", stats_struct("end_to_end_ms", WINDOW_LATENCY_FIELDS).alias("latency_ms")),
+            per_second(
+                deliveries,
+                "start_ns",
+                stats_struct("sojourn_ms", WINDOW_SOJOURN_FIELDS, many_groups=True).alias("sojourn_ms"),
+            ),
+            per_second(
+                deliveries,
+                "end_ns",
+                stats_struct("end_to_end_ms", WINDOW_LATENCY_FIELDS, many_groups=True).alias("latency_ms"),
+            ),
         ]
         by_second = functools.reduce(lambda a, b: a.join(b, "t_s", "full"), kinds)
         all_seconds = by_second.agg(F.min("t_s").alias("first"), F.max("t_s").alias("last")).select(

@@ -189,6 +189,16 @@ def test_header_names_the_scenario_run_status_and_utc_start(page):
             {"method": "approximate", "accuracy": 10000, "relative_rank_error": 0.0001},
             "percentiles approximate: rank within 0.01 % of the exact one's",
         ),
+        (
+            {
+                "method": "approximate",
+                "accuracy": 10000,
+                "relative_rank_error": 0.0001,
+                "kll_k": 32768,
+                "confidence": 0.99,
+            },
+            "percentiles approximate: rank within 0.01 % of the exact one's (99 % confidence)",
+        ),
     ],
 )
 def test_the_header_says_how_the_percentiles_were_computed(block, shown):
