@@ -24,14 +24,17 @@ __all__ = ["KindFiles", "scan", "read", "total_rows", "total_bytes"]
 
 
 class KindFiles(NamedTuple):
-    """One trace kind's part files, their rows and bytes on disk, and the files whose footers
-    could not vouch for the `schema_version` column (no statistics): those get one Spark scan."""
+    """One trace kind's part files, their rows and bytes on disk, the files whose footers
+    could not vouch for the `schema_version` column (no statistics): those get one Spark scan,
+    and the columns null in every row of every file (`null_columns`: by the footers' statistics,
+    or absent from an older trace)."""
 
     kind: str
     files: tuple[Path, ...]
     rows: int
     bytes: int
     unverified: tuple[Path, ...]
+    null_columns: frozenset[str] = frozenset()
 
 
 def total_rows(kinds: dict[str, KindFiles]) -> int:
@@ -69,7 +72,8 @@ def _same_type(found, expected) -> bool:
 
 def _check_footer(path: Path, kind: str):
     """Compare a part file's footer with the schema: columns, types, schema version. Returns
-    (rows, whether the schema_version column's statistics vouch for every row)."""
+    (rows, whether the schema_version column's statistics vouch for every row, the columns null
+    in every row)."""
     import pyarrow.parquet as pq
 
     try:
@@ -98,7 +102,28 @@ def _check_footer(path: Path, kind: str):
     ]
     if missing or wrong:
         raise TraceColumnsError(path=path, kind=kind, missing=missing, present=present, wrong_types=wrong)
-    return metadata.num_rows, _version_stats_ok(metadata, present.index("schema_version"), path, kind)
+    vouched = _version_stats_ok(metadata, present.index("schema_version"), path, kind)
+    return metadata.num_rows, vouched, _null_columns(metadata, present, expected.names)
+
+
+def _null_columns(metadata, present: list[str], names: list[str]) -> set[str]:
+    """The columns of `names` null in every row of the file: absent from it, or null in every row
+    of every row group by its statistics (a group without a null count says nothing)."""
+    nulls = set()
+    for name in names:
+        if name not in present:
+            nulls.add(name)
+            continue
+        column = present.index(name)  # the trace schemas are flat: a field is a leaf column
+        groups = (metadata.row_group(i) for i in range(metadata.num_row_groups))
+        if all(_null_in_every_row(group, column) for group in groups):
+            nulls.add(name)
+    return nulls
+
+
+def _null_in_every_row(group, column: int) -> bool:
+    stats = group.column(column).statistics
+    return stats is not None and stats.has_null_count and stats.null_count == group.num_rows
 
 
 def _version_stats_ok(metadata, column: int, path: Path, kind: str) -> bool:
@@ -142,13 +167,15 @@ def scan(run_dir: str | Path) -> dict[str, KindFiles]:
     kinds = {}
     for kind in schema.KINDS:
         files = _part_files(Path(run_dir) / "traces" / kind)
-        rows, unverified = 0, []
+        rows, unverified, nulls = 0, [], None
         for path in files:
-            n, vouched = _check_footer(path, kind)
+            n, vouched, null_here = _check_footer(path, kind)
             rows += n
             if not vouched:
                 unverified.append(path)
-        kinds[kind] = KindFiles(kind, tuple(files), rows, sum(p.stat().st_size for p in files), tuple(unverified))
+            nulls = null_here if nulls is None else nulls & null_here
+        size = sum(p.stat().st_size for p in files)
+        kinds[kind] = KindFiles(kind, tuple(files), rows, size, tuple(unverified), frozenset(nulls or ()))
     return kinds
 
 

@@ -6,8 +6,10 @@ import pyarrow.parquet as pq
 import pytest
 from pytest import approx
 
+from analysis import traces as trace_files
 from analysis.errors import AnalysisError, MissingTracesError, RunFileError, SchemaVersionError, TraceColumnsError
-from analysis.job import analyze
+from analysis.job import analyze, read_traces, summarize
+from analysis.run_file import load_run_json
 from analysis.schema import KINDS, SCHEMA_VERSION, arrow_schema
 
 T0 = 1_763_733_600_000_000_000
@@ -309,3 +311,35 @@ def test_a_version_5_trace_without_read_ns_is_refused(tmp_path, spark, write_tra
     with pytest.raises(TraceColumnsError, match="read_ns") as err:
         analyze(tmp_path, spark=spark)
     assert err.value.path == str(path)
+
+
+def test_the_columns_null_in_every_row_are_read_from_the_footers(tmp_path, write_trace):
+    write_trace(
+        tmp_path,
+        "delivery",
+        [dict(message_id="a", receive_ns=T0, priority=3), dict(message_id="b", receive_ns=T0, start_ns=T0)],
+    )
+    write_trace(tmp_path, "delivery", [dict(message_id="c", receive_ns=T0)], name="part-1.parquet")
+    write_trace(
+        tmp_path, "delivery", [dict(message_id="d", receive_ns=T0)], name="part-2.parquet", schema=_without_read_ns(4)
+    )
+    nulls = trace_files.scan(tmp_path)["delivery"].null_columns
+    assert {"codel_dropping", "egress_class", "read_ns", "end_ns"} <= nulls  # read_ns: absent from part-2
+    assert "priority" not in nulls and "start_ns" not in nulls  # each set in one row of one file
+    assert "message_id" not in nulls and "consumer" not in nulls
+
+
+def test_a_file_without_statistics_vouches_for_no_null_column(tmp_path, write_trace):
+    path = write_trace(tmp_path, "delivery", [dict(message_id="a", receive_ns=T0)])
+    pq.write_table(pq.read_table(path), path, write_statistics=False)
+    assert trace_files.scan(tmp_path)["delivery"].null_columns == set()
+
+
+def test_columns_null_in_every_row_give_the_summary_they_give_cached(analysed, spark):
+    """The job caches the deliveries without the columns null in every row and puts them back as
+    null literals: the same summary as caching them."""
+    run_dir, summary, _ = analysed
+    nulls = trace_files.scan(run_dir)["delivery"].null_columns
+    assert {"codel_dropping", "priority", "egress_class", "read_ns"} <= nulls  # read by some block
+    cached = summarize(read_traces(spark, run_dir), load_run_json(run_dir), delivery_nulls=())
+    assert json.loads(json.dumps({**cached, "slo": summary["slo"]}, allow_nan=False)) == summary
