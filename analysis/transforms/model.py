@@ -12,7 +12,7 @@ from pyspark.sql import DataFrame, GroupedData, functions as F
 
 from ._common import NS_PER_MS, NS_PER_S, Transform
 from .stats import percentiles
-from .utilisation import busy_ns, wall_ns
+from .utilisation import busy_ns
 from .windows import second_since
 
 __all__ = [
@@ -57,14 +57,16 @@ def model_inputs(t0_ns: int, sets: Sequence[Sequence[str]] = (("consumer",),)) -
 
     def _inputs(deliveries: DataFrame) -> DataFrame:
         measured = deliveries.where(F.col("measured"))
+        # A row per key and second (the finest grain, a few per consumer and second), then each set's
+        # minima from those rows: the grouping sets copy partial rows, not every delivery.
+        seconds = (
+            measured.where(F.col("broker_network_ms").isNotNull())
+            .groupBy(*keys, second_since(t0_ns, "receive_ns").alias("_t_s"))
+            .agg(F.min("broker_network_ms").alias("_min_bn"))
+        )
         per_second = (
-            by(
-                measured.where(F.col("broker_network_ms").isNotNull()).withColumn(
-                    "_t_s", second_since(t0_ns, "receive_ns")
-                ),
-                "_t_s",
-            )
-            .agg(F.min("broker_network_ms").alias("_min_bn"), which)
+            by(seconds, "_t_s")
+            .agg(F.min("_min_bn").alias("_min_bn"), which)
             .groupBy(*keys, "_set")
             .agg(F.percentile("_min_bn", 0.95).alias("transit_p95_ms"))
         )  # a row a second: exact
@@ -83,18 +85,40 @@ def model_inputs(t0_ns: int, sets: Sequence[Sequence[str]] = (("consumer",),)) -
             F.count_if(both).alias("processing_count"),
             which,
         )
+        # Per key of the finest grain, then per set from those rows, as the per-second minima.
+        partial = deliveries.groupBy(*keys).agg(
+            F.min("prefetch").alias("prefetch_min"),
+            F.max("prefetch").alias("prefetch_max"),
+            F.count_if(F.col("outcome").isin("ack", "auto_ack")).alias("_acked"),
+            F.max("settle_ns").alias("_last_settle_ns"),
+            F.max("end_ns").alias("_last_end_ns"),
+            F.max(F.greatest("receive_ns", "start_ns", "end_ns")).alias("_last_seen_ns"),
+            F.min("receive_ns").alias("_first_ns"),
+            busy_ns().alias("_busy_ns"),
+            F.bool_or(F.col("outcome") == "auto_ack").alias("auto_ack"),
+        )
+        # wall: first receive to last settle (to the last time recorded for one that settled nothing);
+        # throughput's: to the last settle or processing end
+        wall_all = F.coalesce("_last_settle_ns", "_last_seen_ns") - F.col("_first_ns")
         overall = (
-            by(deliveries)
+            by(partial)
             .agg(
-                F.min("prefetch").alias("prefetch_min"),
-                F.max("prefetch").alias("prefetch_max"),
-                F.count_if(F.col("outcome").isin("ack", "auto_ack")).alias("_acked"),
-                (F.coalesce(F.max("settle_ns"), F.max("end_ns")) - F.min("receive_ns")).alias("_wall_ns"),
-                busy_ns().alias("_busy_ns"),
-                wall_ns().alias("_wall_all_ns"),
-                F.min("receive_ns").alias("_first_ns"),
-                F.bool_or(F.col("outcome") == "auto_ack").alias("auto_ack"),
+                F.min("prefetch_min").alias("prefetch_min"),
+                F.max("prefetch_max").alias("prefetch_max"),
+                F.sum("_acked").alias("_acked"),
+                F.max("_last_settle_ns").alias("_last_settle_ns"),
+                F.max("_last_end_ns").alias("_last_end_ns"),
+                F.max("_last_seen_ns").alias("_last_seen_ns"),
+                F.min("_first_ns").alias("_first_ns"),
+                F.sum("_busy_ns").alias("_busy_ns"),
+                F.bool_or("auto_ack").alias("auto_ack"),
                 which,
+            )
+            .withColumns(
+                {
+                    "_wall_ns": F.coalesce("_last_settle_ns", "_last_end_ns") - F.col("_first_ns"),
+                    "_wall_all_ns": wall_all,
+                }
             )
             .select(
                 *keys,
