@@ -6,7 +6,7 @@ import pyarrow.parquet as pq
 import pytest
 from pytest import approx
 
-from analysis import traces as trace_files
+from analysis import job, traces as trace_files
 from analysis.errors import AnalysisError, MissingTracesError, RunFileError, SchemaVersionError, TraceColumnsError
 from analysis.job import analyze, read_traces, summarize
 from analysis.run_file import load_run_json
@@ -335,11 +335,26 @@ def test_a_file_without_statistics_vouches_for_no_null_column(tmp_path, write_tr
     assert trace_files.scan(tmp_path)["delivery"].null_columns == set()
 
 
-def test_columns_null_in_every_row_give_the_summary_they_give_cached(analysed, spark):
+def test_columns_null_in_every_row_give_the_summary_they_give_cached(analysed, spark, monkeypatch):
     """The job caches the deliveries without the columns null in every row and puts them back as
-    null literals: the same summary as caching them."""
+    null literals: the same summary as caching them, on either kind of cache."""
     run_dir, summary, _ = analysed
     nulls = trace_files.scan(run_dir)["delivery"].null_columns
     assert {"codel_dropping", "priority", "egress_class", "read_ns"} <= nulls  # read by some block
-    cached = summarize(read_traces(spark, run_dir), load_run_json(run_dir), delivery_nulls=())
-    assert json.loads(json.dumps({**cached, "slo": summary["slo"]}, allow_nan=False)) == summary
+    given = []
+    monkeypatch.setattr(job, "summarize", lambda *a, **kw: given.append(kw["delivery_nulls"]) or summarize(*a, **kw))
+    assert json.loads(json.dumps(analyze(run_dir, spark=spark))) == summary
+    assert given == [nulls]  # the job passes what the footers say
+    frames, run = read_traces(spark, run_dir), load_run_json(run_dir)
+    for checkpointed in (True, False):
+        cached = summarize(frames, run, delivery_nulls=(), truncate_plans=checkpointed)
+        assert json.loads(json.dumps({**cached, "slo": summary["slo"]}, allow_nan=False)) == summary
+
+
+def test_a_column_given_as_null_in_every_row_is_read_as_null(analysed, spark):
+    """delivery_nulls is what the job believes: a column named there is not read (here wrongly
+    named, so the sojourn, from start_ns, has nothing to count)."""
+    run_dir, summary, _ = analysed
+    assert summary["sojourn_ms"]["count"] == 2  # b and c; a is in the warm-up
+    wrong = summarize(read_traces(spark, run_dir), load_run_json(run_dir), delivery_nulls={"start_ns"})
+    assert wrong["sojourn_ms"]["count"] == 0

@@ -10,7 +10,15 @@ import pytest
 from pyspark.sql import functions as F
 
 from analysis.job import APPROXIMATE, EXACT_PERCENTILE_ROWS, percentile_policy_for
-from analysis.transforms.stats import EXACT, PERCENTILES, kll_rank_error, percentile_policy, stats_by, stats_struct
+from analysis.transforms.stats import (
+    EXACT,
+    PERCENTILES,
+    kll_rank_error,
+    percentile_policy,
+    percentiles,
+    stats_by,
+    stats_struct,
+)
 
 N = 50_000
 LARGE = 150_000
@@ -74,6 +82,13 @@ def test_the_stated_rank_error_bounds_both_sketches():
     assert described["kll_k"] == APPROXIMATE.kll_k and described["confidence"] == 0.99
     assert described["relative_rank_error"] == max(1 / APPROXIMATE.accuracy, kll_rank_error(APPROXIMATE.kll_k))
     assert described["relative_rank_error"] == pytest.approx(1e-4)  # the bound summary.json has always stated
+
+
+def test_the_approximate_percentiles_come_from_the_sketch_the_summary_names():
+    with percentile_policy(APPROXIMATE):
+        few, many = str(percentiles(F.col("v"), [0.5])), str(percentiles(F.col("v"), [0.5], many_groups=True))
+    assert "kll_sketch_agg_double(CAST(v AS DOUBLE), 32768)" in few and "percentile_approx" not in few
+    assert "percentile_approx(v" in many and "kll" not in many
 
 
 def test_approximate_percentiles_are_within_the_stated_rank_error(large):
