@@ -12,7 +12,7 @@ from pyspark.sql import DataFrame, GroupedData, functions as F
 
 from ._common import NS_PER_MS, NS_PER_S, Transform
 from .stats import percentiles
-from .utilisation import busy_ns
+from .utilisation import busy_ns, last_seen_ns, utilisation, wall_between
 from .windows import second_since
 
 __all__ = [
@@ -92,14 +92,11 @@ def model_inputs(t0_ns: int, sets: Sequence[Sequence[str]] = (("consumer",),)) -
             F.count_if(F.col("outcome").isin("ack", "auto_ack")).alias("_acked"),
             F.max("settle_ns").alias("_last_settle_ns"),
             F.max("end_ns").alias("_last_end_ns"),
-            F.max(F.greatest("receive_ns", "start_ns", "end_ns")).alias("_last_seen_ns"),
+            last_seen_ns().alias("_last_seen_ns"),
             F.min("receive_ns").alias("_first_ns"),
             busy_ns().alias("_busy_ns"),
             F.bool_or(F.col("outcome") == "auto_ack").alias("auto_ack"),
         )
-        # wall: first receive to last settle (to the last time recorded for one that settled nothing);
-        # throughput's: to the last settle or processing end
-        wall_all = F.coalesce("_last_settle_ns", "_last_seen_ns") - F.col("_first_ns")
         overall = (
             by(partial)
             .agg(
@@ -116,8 +113,9 @@ def model_inputs(t0_ns: int, sets: Sequence[Sequence[str]] = (("consumer",),)) -
             )
             .withColumns(
                 {
+                    # throughput's wall: to the last settle or processing end
                     "_wall_ns": F.coalesce("_last_settle_ns", "_last_end_ns") - F.col("_first_ns"),
-                    "_wall_all_ns": wall_all,
+                    "_wall_all_ns": wall_between(F.col("_last_settle_ns"), F.col("_last_seen_ns"), F.col("_first_ns")),
                 }
             )
             .select(
@@ -133,9 +131,7 @@ def model_inputs(t0_ns: int, sets: Sequence[Sequence[str]] = (("consumer",),)) -
                 F.when(F.col("_wall_ns") > 0, F.col("_acked") / (F.col("_wall_ns") / F.lit(1e9))).alias(
                     "throughput_per_s"
                 ),
-                F.when(F.col("_wall_all_ns") > 0, F.coalesce("_busy_ns", F.lit(0)) / F.col("_wall_all_ns")).alias(
-                    "utilisation"
-                ),
+                utilisation(F.col("_busy_ns"), F.col("_wall_all_ns")).alias("utilisation"),
             )
         )
         # The three groupings' rows, a few per consumer, put side by side per group: a union grouped

@@ -9,7 +9,7 @@ from pyspark.sql import Column, DataFrame, functions as F
 from ._common import Transform, is_acked
 from .stats import QUANTILES, stats_struct
 
-__all__ = ["busy_ns", "wall_ns", "utilisation_by", "consumer_summary"]
+__all__ = ["busy_ns", "last_seen_ns", "wall_between", "wall_ns", "utilisation", "utilisation_by", "consumer_summary"]
 
 
 def busy_ns() -> Column:
@@ -17,14 +17,25 @@ def busy_ns() -> Column:
     return F.sum(F.col("end_ns") - F.col("start_ns"))
 
 
+def last_seen_ns() -> Column:
+    """Aggregate: the last time the group's deliveries recorded at all (receive, start or end)."""
+    return F.max(F.greatest("receive_ns", "start_ns", "end_ns"))
+
+
+def wall_between(last_settle: Column, last_seen: Column, first_receive: Column) -> Column:
+    """First receive to last settle; a consumer that never settled anything (it died first) is
+    measured up to the last time it recorded at all. Its arguments are the group's max(settle_ns),
+    last_seen_ns() and min(receive_ns), or their roll-ups from partial groups."""
+    return F.coalesce(last_settle, last_seen) - first_receive
+
+
 def wall_ns() -> Column:
-    """Aggregate: first receive to last settle. A consumer that never settled anything
-    (it died first) is measured up to the last time it recorded at all."""
-    last = F.coalesce(F.max("settle_ns"), F.max(F.greatest("receive_ns", "start_ns", "end_ns")))
-    return last - F.min("receive_ns")
+    """Aggregate: wall_between over the group's deliveries."""
+    return wall_between(F.max("settle_ns"), last_seen_ns(), F.min("receive_ns"))
 
 
-def _utilisation(busy: Column, wall: Column) -> Column:
+def utilisation(busy: Column, wall: Column) -> Column:
+    """Busy over wall time; null for a zero wall time, 0 for no processing."""
     return F.when(wall > 0, F.coalesce(busy, F.lit(0)) / wall)
 
 
@@ -39,7 +50,7 @@ def utilisation_by(keys: Sequence[str]) -> Transform:
                 *keys,
                 (F.coalesce("_busy", F.lit(0)) / F.lit(1e6)).alias("busy_ms"),
                 (F.col("_wall") / F.lit(1e6)).alias("wall_ms"),
-                _utilisation(F.col("_busy"), F.col("_wall")).alias("utilisation"),
+                utilisation(F.col("_busy"), F.col("_wall")).alias("utilisation"),
             )
         )
 
@@ -59,7 +70,7 @@ def consumer_summary(deliveries: DataFrame) -> DataFrame:
         .agg(
             F.count(F.lit(1)).alias("delivered"),
             F.count_if(is_acked()).alias("acked"),
-            _utilisation(busy_ns(), wall_ns()).alias("utilisation"),
+            utilisation(busy_ns(), wall_ns()).alias("utilisation"),
             # with the per-consumer sojourn quantiles (docs/summary.md, the `model` block) from the same sketch
             stats_struct(F.when(measured, F.col("sojourn_ms")), quantiles=QUANTILES).alias("sojourn_ms"),
             stats_struct(F.when(measured, F.col("end_to_end_ms"))).alias("end_to_end_ms"),
