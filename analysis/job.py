@@ -12,9 +12,7 @@ import contextlib
 import json
 import math
 import os
-import threading
-import time
-from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, cast
 
@@ -22,6 +20,7 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession, functions as F
 
 from analysis import traces as trace_files
+from analysis.progress import Progress, stage
 from analysis.run_file import load_run_json, slo_expressions
 from analysis.slo import evaluate_slos
 from analysis.summary import (
@@ -113,10 +112,6 @@ CACHE_LEVEL = StorageLevel.MEMORY_AND_DISK_DESER
 memory runs short): serializing them cost more than the aggregations that read them (a
 million-message facts frame: 3.5 s more than computing it, against 0.9 s deserialized)."""
 
-HEARTBEAT_S = 10.0
-"""A stage that runs longer than this reports its progress every HEARTBEAT_S seconds."""
-
-Progress = Callable[[str], None]
 Traces = Mapping[str, DataFrame]
 
 _UNREAD_DELIVERY_COLUMNS = (
@@ -177,11 +172,11 @@ def analyze(
     say(f"traces: {rows:,} rows, {size / 1e6:,.1f} MB of Parquet; percentiles {policy.describe()['method']}")
     own_session = spark is None and SparkSession.getActiveSession() is None
     if spark is None:
-        with _stage(say, "starting Spark"):
+        with stage(say, "starting Spark"):
             spark = get_spark(master, trace_bytes=size, trace_rows=rows, log_path=run_dir / LOG_NAME)
     configure(spark, size, rows)
     try:
-        with _stage(say, "reading traces"):
+        with stage(say, "reading traces"):
             frames = trace_files.read(spark, kinds)
         summary = summarize(
             frames,
@@ -196,7 +191,7 @@ def analyze(
             stop_spark(spark)
     summary["slo"] = evaluate_slos(summary, slo_exprs)
 
-    with _stage(say, "writing summary.json and report.html"):
+    with stage(say, "writing summary.json and report.html"):
         summary = _json_safe(summary)  # what is returned is exactly what the file holds
         text = json.dumps(summary, indent=2, allow_nan=False) + "\n"
         _write_atomically(run_dir / "summary.json", text)
@@ -224,7 +219,7 @@ def spark_for(
     sizes = [trace_files.scan(run_dir) for run_dir in run_dirs]
     size = max((trace_files.total_bytes(k) for k in sizes), default=0)
     rows = max((trace_files.total_rows(k) for k in sizes), default=0)
-    with _stage(progress or (lambda _message: None), "starting Spark"):
+    with stage(progress or (lambda _message: None), "starting Spark"):
         spark = get_spark(master, trace_bytes=size, trace_rows=rows, log_path=log_path)
     try:
         yield spark
@@ -247,43 +242,6 @@ def _bypassing_partial_aggregation(spark: SparkSession) -> Iterator[None]:
             spark.conf.unset(key)
         else:
             spark.conf.set(key, before)
-
-
-# --- progress -----------------------------------------------------------------
-
-
-@contextlib.contextmanager
-def _stage(say: Progress, name: str, spark: SparkSession | None = None) -> Iterator[None]:
-    """Report `name` with its time when it ends; while it runs longer than HEARTBEAT_S, report
-    every HEARTBEAT_S how long so far and (with `spark`) the tasks of the stages running."""
-    started = time.monotonic()
-    done = threading.Event()
-
-    def heartbeat() -> None:
-        while not done.wait(HEARTBEAT_S):
-            say(f"{name}: {time.monotonic() - started:,.0f} s so far{_tasks(spark)}")
-
-    thread = threading.Thread(target=heartbeat, name="sojourn-progress", daemon=True)
-    thread.start()
-    try:
-        yield
-    finally:
-        done.set()
-        thread.join()
-    say(f"{name}: {time.monotonic() - started:,.1f} s")
-
-
-def _tasks(spark: SparkSession | None) -> str:
-    if spark is None:
-        return ""
-    try:
-        tracker = spark.sparkContext.statusTracker()
-        infos = [tracker.getStageInfo(i) for i in tracker.getActiveStageIds()]
-        done = sum(i.numCompletedTasks for i in infos if i is not None)
-        total = sum(i.numTasks for i in infos if i is not None)
-    except Exception:  # noqa: BLE001 - progress is best effort: a closing session says nothing
-        return ""
-    return f" ({done:,} of {total:,} tasks of the running Spark stages done)" if total else ""
 
 
 # --- reading ------------------------------------------------------------------
@@ -325,7 +283,7 @@ def summarize(
     """
     say: Progress = progress or (lambda _message: None)
     spark = traces["publish"].sparkSession
-    stage = lambda name: _stage(say, name, spark)  # noqa: E731
+    step = lambda name: stage(say, name, spark)  # noqa: E731
     t0 = int(run["t0_ns"])
     duration_s = float(run["duration_s"])
     warmup_s = float(run.get("warmup_s") or 0)
@@ -348,7 +306,7 @@ def summarize(
         dead_letters = keep(traces["deadletter"])
         publishes = traces["publish"].transform(with_confirm_latency).transform(mark_measured(warmup_end))
 
-        with stage("computing accounting"):
+        with step("computing accounting"):
             losses, restart_ns = connection_losses(events)
             # One grouping by message id, of which only the ids some block looks up are kept; the rest
             # were published once and acked, and are counted (docs/analysis.md, "The plan").
@@ -397,7 +355,7 @@ def summarize(
                 finished=run.get("status") != "running",
             )
 
-        with stage("computing latency statistics and throughput"):
+        with step("computing latency statistics and throughput"):
             measured = F.col("measured")
             published, delivered = window_counts(window_start, window_end)  # throughput, in the same passes
             overall = (
@@ -419,7 +377,7 @@ def summarize(
             )
             assert overall is not None  # aggregates without grouping, cross-joined: exactly one row
 
-        with stage("computing per-consumer statistics and the queueing-model check"):
+        with step("computing per-consumer statistics and the queueing-model check"):
             consumers = [consumer_row(r) for r in deliveries.transform(consumer_summary).collect()]
             # per consumer (phase null) and per consumer and phase, in one pass
             inputs = deliveries.transform(model_inputs(t0, [("consumer",), ("consumer", "phase")])).collect()
@@ -431,29 +389,29 @@ def summarize(
             )
             codel = codel_block(deliveries)  # CoDel per consumer (empty when it was off): docs/summary.md
             egress = egress_block(deliveries, run.get("scenario"))  # egress per group ({} when off): docs/summary.md
-        with stage("computing publish lateness and replay fidelity"):
+        with step("computing publish lateness and replay fidelity"):
             fidelity = fidelity_block(publishes, t0, run.get("replay"))  # per producer group: docs/summary.md
-        with stage("computing producer flow control and priority classes"):
+        with step("computing producer flow control and priority classes"):
             flow_control = flow_control_block(publishes, events, int(run.get("ended_ns") or window_end))
             priorities = (  # docs/summary.md; the check was made above
                 priority_rows(publishes, deliveries, classified, DISCARD_CLASSES) if with_priorities else []
             )
-        with stage("computing consumer churn"):
+        with step("computing consumer churn"):
             churn = churn_block(  # crashes, requeues: docs/summary.md
                 deliveries, events, classified, ledger_rows, consumers=[c["consumer"] for c in consumers]
             )
-        with stage("computing slow consumers"):  # docs/slow-consumers.md
+        with step("computing slow consumers"):  # docs/slow-consumers.md
             slow_consumers = slow_consumers_block(deliveries, events, t0)
             queue_depth = [r.asDict() for r in queue_depth_series(queue_samples(events), t0).collect()]
             model = model_block(*model_rows, queue_depth, segments)  # docs/summary.md
-        with stage("computing phases and per-second windows"):
+        with step("computing phases and per-second windows"):
             phases = [phase_row(r) for r in deliveries.transform(phase_summary(segments, t0, publishes)).collect()]
             windows = [window_row(r) for r in deliveries.transform(per_second_windows(t0, publishes)).collect()]
             components = {r["t_s"]: r for r in deliveries.transform(window_components(t0)).collect()}
             for w in windows:  # additive: per-second means of the end-to-end components
                 r = components.get(w["t_s"])
                 w["components_ms"] = {name: (r[name] if r is not None else None) for name in COMPONENTS}
-        with stage("computing the sojourn histogram and the events"):
+        with step("computing the sojourn histogram and the events"):
             sojourn = overall["sojourn_ms"]
             edges = histogram_edges(sojourn["min"], sojourn["max"])
             counts = [0] * (len(edges) - 1)
