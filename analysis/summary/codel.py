@@ -6,7 +6,14 @@ from typing import Any
 
 from pyspark.sql import DataFrame, functions as F
 
-from analysis.transforms.codel import codel_by_consumer, codel_state, codel_totals, nacked, requeue_handoffs
+from analysis.transforms.codel import (
+    codel_by_consumer,
+    codel_state,
+    codel_totals,
+    nacked,
+    requeue_handoffs,
+    requeue_takers,
+)
 
 from ._stats import stats_block
 
@@ -49,7 +56,8 @@ def codel_block(deliveries: DataFrame) -> dict[str, Any]:
         return {"consumers": [], "totals": dict(_EMPTY_TOTALS)}
     state = [tuple(r) for r in deliveries.transform(codel_state).collect()]  # a row per consumer
     handoffs = deliveries.transform(requeue_handoffs).cache()
-    by_consumer = deliveries.transform(codel_by_consumer(handoffs, state)).cache()
+    takers = [tuple(r) for r in handoffs.transform(requeue_takers).collect()]  # a row per consumer at most
+    by_consumer = deliveries.transform(codel_by_consumer(state, takers)).cache()
     try:
         consumers = []
         for r in by_consumer.collect():

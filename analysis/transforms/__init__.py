@@ -19,7 +19,7 @@ from .accounting import (
     rejects_at_publish,
     unaccounted_ids,
 )
-from .codel import NACK_OUTCOMES, codel_by_consumer, codel_state, codel_totals, requeue_handoffs
+from .codel import NACK_OUTCOMES, codel_by_consumer, codel_state, codel_totals, requeue_handoffs, requeue_takers
 from .events import timeline_events
 from .histogram import histogram_counts, histogram_edges
 from .latency import with_confirm_latency, with_delivery_latencies
@@ -51,6 +51,7 @@ __all__ = [
     "codel_state",
     "codel_totals",
     "requeue_handoffs",
+    "requeue_takers",
     "timeline_events",
     "histogram_counts",
     "histogram_edges",

@@ -11,6 +11,7 @@ from analysis.transforms import (
     codel_totals,
     mark_measured,
     requeue_handoffs,
+    requeue_takers,
     with_delivery_latencies,
 )
 
@@ -67,13 +68,15 @@ def _deliveries(frame, warmup_end_ns=0):
     )
 
 
-def codel_state_rows(deliveries):
-    """What codel_block hands codel_by_consumer: each consumer's CoDel state, collected."""
-    return [tuple(r) for r in deliveries.transform(codel_state).collect()]
+def collected(deliveries, handoffs):
+    """What codel_block hands codel_by_consumer: each consumer's CoDel state and the consumers that
+    acked what another requeued, collected."""
+    state = [tuple(r) for r in deliveries.transform(codel_state).collect()]
+    return codel_by_consumer(state, [tuple(r) for r in handoffs.transform(requeue_takers).collect()])
 
 
 def by_consumer(deliveries):
-    return deliveries.transform(codel_by_consumer(deliveries.transform(requeue_handoffs), codel_state_rows(deliveries)))
+    return deliveries.transform(collected(deliveries, deliveries.transform(requeue_handoffs)))
 
 
 def test_handoffs_name_the_acker_and_the_consumer_that_last_requeued_the_message(frame):
@@ -154,7 +157,7 @@ def test_handoffs_are_counted_for_the_consumer_that_acked(frame):
 def test_totals_cover_the_codel_consumers_and_follow_every_requeued_message(frame):
     deliveries = _deliveries(frame)
     handoffs = deliveries.transform(requeue_handoffs)
-    by = codel_by_consumer(handoffs, codel_state_rows(deliveries))
+    by = collected(deliveries, handoffs)
     t = deliveries.transform(by).transform(codel_totals(handoffs)).first().asDict()
     # nacks 3 + 2, decisions 6 + 4; dropping 70 + 40 ms
     # requeued ids m2 m4 m8 m10: m2, m4 acked elsewhere, m8 by its requeuer, m10 never
