@@ -23,8 +23,7 @@ Progress = Callable[[str], None]
 @contextlib.contextmanager
 def stage(say: Progress, name: str, spark: SparkSession | None = None, every: float = HEARTBEAT_S) -> Iterator[None]:
     """Report `name` with its time when it ends; while it runs longer than `every` seconds, report
-    every `every` seconds how long so far and (with `spark`) the tasks of the
-    stages running."""
+    every `every` seconds how long so far and (with `spark`) the tasks of the stages running."""
     started = time.monotonic()
     done = threading.Event()
 
