@@ -117,6 +117,10 @@ def codel_by_consumer(state: Sequence[Sequence[Any]], takers: Sequence[Sequence[
     kept = sorted(set(on) | set(taken))
     first_drops = {str(row[0]): int(row[1]) for row in state if row[1] is not None}
 
+    def among(names: Sequence[str]) -> Column:
+        """True for a row of one of the consumers `names` (none: a literal false, which prunes a pass)."""
+        return F.col("consumer").isin(*names) if names else F.lit(False)
+
     def by_name(values: dict[str, int], otherwise: int | None) -> Column:
         """The row's consumer's value in `values` (a literal map), a long; `otherwise` for one not in it."""
         pairs = [c for name in sorted(values) for c in (F.lit(name), F.lit(values[name]).cast("long"))]
@@ -126,7 +130,7 @@ def codel_by_consumer(state: Sequence[Sequence[Any]], takers: Sequence[Sequence[
     def _by_consumer(deliveries: DataFrame) -> DataFrame:
         left_buffer = F.col("start_ns").isNotNull()
         # Time dropping needs each decision's successor: ordered rows of the consumers with CoDel on only.
-        codel_rows = deliveries.where(F.col("consumer").isin(*on) if on else F.lit(False))  # none: no pass
+        codel_rows = deliveries.where(among(on))  # none: no pass
         dropping = (
             codel_rows.withColumn(
                 "_dropping_ns",
@@ -138,9 +142,7 @@ def codel_by_consumer(state: Sequence[Sequence[Any]], takers: Sequence[Sequence[
             .groupBy("consumer")
             .agg(F.sum("_dropping_ns").alias("_dropping_ns"))
         )
-        rows = deliveries.where(F.col("consumer").isin(*kept) if kept else F.lit(False)).withColumn(
-            "first_drop_ns", by_name(first_drops, None)
-        )
+        rows = deliveries.where(among(kept)).withColumn("first_drop_ns", by_name(first_drops, None))
         measured = F.col("measured") & left_buffer
         before = F.col("first_drop_ns").isNull() | (F.col("start_ns") < F.col("first_drop_ns"))
         nacks = F.count_if(nacked())
@@ -155,7 +157,7 @@ def codel_by_consumer(state: Sequence[Sequence[Any]], takers: Sequence[Sequence[
             stats_struct(F.when(measured & before, F.col("sojourn_ms"))).alias("sojourn_before_ms"),
             stats_struct(F.when(measured & ~before, F.col("sojourn_ms"))).alias("sojourn_after_ms"),
         )
-        codel_on = F.col("consumer").isin(*on) if on else F.lit(False)
+        codel_on = among(on)
         return (
             per_consumer.join(dropping, "consumer", "left")
             .withColumns(

@@ -154,6 +154,16 @@ def test_handoffs_are_counted_for_the_consumer_that_acked(frame):
     assert got == {SLOW: 0, FAST: 1, PLAIN: 1}  # fast's ack of its own m8 is not a handoff
 
 
+def test_a_delivery_without_a_consumer_puts_no_consumer_on_codel(frame):
+    """A delivery row without a consumer (its CoDel state grouped under null) is no one's: not even
+    a consumer whose name reads "None"."""
+    named_none = "None"
+    rows = [dict(d(SLOW, "m1", 0, 5, "nack_discard", True, settle_ms=6), consumer=None, consumer_group=None)]
+    rows.append(d(named_none, "m2", 0, 1, "ack", None))  # CoDel off, nothing requeued: not listed
+    deliveries = frame("delivery", *rows).transform(with_delivery_latencies).transform(mark_measured(0, "receive_ns"))
+    assert by_consumer(deliveries).collect() == []
+
+
 def test_totals_cover_the_codel_consumers_and_follow_every_requeued_message(frame):
     deliveries = _deliveries(frame)
     handoffs = deliveries.transform(requeue_handoffs)
