@@ -77,12 +77,33 @@ _UNCONFIRMED = ("unconfirmed", "sent")
 
 _REACHED_BROKER = ("confirmed", "sent", "unconfirmed")
 
-# message_facts: which trace kind a row of the union came from.
-_PUBLISH, _DELIVERY, _LEFTOVER, _DEAD = 0, 1, 2, 3
+# message_facts: what a row of the union says of its message, as bits of one int (`_bits`). The
+# grouping by id ORs them, so the outcome strings stay out of the shuffle.
+_PUBLISHED, _CONFIRMED, _NACKED, _FAILED, _BLOCKED, _RETURNED, _REACHED = (1 << i for i in range(7))
+_ACKED, _NACK_DISCARD, _EGRESS_DISCARD, _PROCESSED, _HEADLESS, _HELD, _LEFT = (1 << i for i in range(7, 14))
+_PUBLISH_FLAGS = (
+    ("_nacked", _NACKED),
+    ("_failed", _FAILED),
+    ("_blocked", _BLOCKED),
+    ("_returned", _RETURNED),
+    ("_reached", _REACHED),
+)
+_DELIVERY_FLAGS = (
+    ("_acked", _ACKED),
+    ("_nack_discard", _NACK_DISCARD),
+    ("_egress_discard", _EGRESS_DISCARD),
+    ("_headless", _HEADLESS),
+    ("_held", _HELD),
+    ("_left", _LEFT),
+)
 
 
-def _flag(condition: Column) -> Column:
-    return F.coalesce(F.bool_or(condition), F.lit(False))
+def _bits(always: int, *conditions: tuple[Column, int]) -> Column:
+    """`always` with the bit of each condition that holds (a null condition sets no bit)."""
+    flags = F.lit(always)
+    for condition, bit in conditions:
+        flags = flags.bitwiseOR(F.when(condition, F.lit(bit)).otherwise(F.lit(0)))
+    return flags
 
 
 def rejects_at_publish(scenario: object) -> bool:
@@ -124,19 +145,18 @@ def message_facts(
     whose processing ended), `_headless` (a delivery without the publish-time header) and `_held`
     (a delivery a crashed or unsettled consumer held: HELD_OUTCOMES); `_left` (a leftover row)
     and `_dead_code` (the DEAD_LETTER_CLASSES index of the reason of its earliest dead-letter
-    capture; an unknown reason is -1). Rows without an id are left out. Every aggregate keeps
-    a fixed-width buffer (numbers and flags, no strings), so Spark groups by hashing instead
+    capture; an unknown reason is -1). Rows without an id are left out. Each row of the union carries
+    what it says of its message as bits of one int and only its own kind's times: the flags
+    are one `bit_or` per id and the counts count bits (11 aggregates, no outcome string in the
+    shuffle). Every aggregate keeps a fixed-width buffer, so Spark groups by hashing instead
     of sorting the rows.
     """
 
     def _facts(publishes: DataFrame) -> DataFrame:
         outcome = F.col("outcome")
-        src = F.col("_src")
 
-        def rows(frame: DataFrame, kind: int, *columns: Column | str) -> DataFrame:
-            return frame.where(F.col("message_id").isNotNull()).select(
-                "message_id", F.lit(kind).alias("_src"), *columns
-            )
+        def rows(frame: DataFrame, flags: Column, *columns: Column | str) -> DataFrame:
+            return frame.where(F.col("message_id").isNotNull()).select("message_id", flags.alias("_bits"), *columns)
 
         lost = (
             F.create_map(*[F.lit(x) for item in sorted(losses.items()) for x in item])[F.col("producer")]
@@ -147,44 +167,78 @@ def message_facts(
         dead_code = F.lit(-1)
         for i, name in reversed(list(enumerate(DEAD_LETTER_CLASSES))):
             dead_code = F.when(reason == name, F.lit(i)).otherwise(dead_code)
-        union = rows(publishes, _PUBLISH, "outcome", "publish_ns", "intended_ns", lost.alias("_lost_ns"), "priority")
-        union = union.unionByName(
-            rows(deliveries, _DELIVERY, "outcome", "end_ns", F.col("publish_ns").isNull().alias("_no_header")),
-            allowMissingColumns=True,
+        publish_bits = _bits(
+            _PUBLISHED,
+            (outcome == "confirmed", _CONFIRMED),
+            (outcome == "nacked", _NACKED),
+            (outcome == "failed", _FAILED),
+            (outcome == "blocked_timeout", _BLOCKED),
+            (outcome == "returned", _RETURNED),
+            (outcome.isin(*_REACHED_BROKER), _REACHED),
         )
-        union = union.unionByName(rows(leftovers, _LEFTOVER), allowMissingColumns=True)
+        delivery_bits = _bits(
+            0,
+            (is_acked(), _ACKED),
+            (outcome == "nack_discard", _NACK_DISCARD),
+            (outcome == "egress_discard", _EGRESS_DISCARD),
+            (F.col("end_ns").isNotNull(), _PROCESSED),
+            (F.col("publish_ns").isNull(), _HEADLESS),
+            (outcome.isin(*HELD_OUTCOMES), _HELD),
+        )
+        union = rows(
+            publishes,
+            publish_bits,
+            F.when(outcome.isin(*_UNCONFIRMED), F.col("publish_ns")).alias("_unconfirmed_ns"),
+            lost.alias("_lost_ns"),
+            "priority",
+            "intended_ns",
+            "publish_ns",
+        )
+        union = union.unionByName(rows(deliveries, delivery_bits), allowMissingColumns=True)
+        union = union.unionByName(rows(leftovers, F.lit(_LEFT)), allowMissingColumns=True)
         if dead_letters is not None:
             union = union.unionByName(
-                rows(dead_letters, _DEAD, dead_code.alias("_dead_code"), "received_ns"), allowMissingColumns=True
+                rows(dead_letters, F.lit(0), dead_code.alias("_dead_code"), "received_ns"), allowMissingColumns=True
             )
         else:
             union = union.withColumns({"_dead_code": F.lit(None).cast("int"), "received_ns": F.lit(None).cast("long")})
-        published, delivered = src == _PUBLISH, src == _DELIVERY
-        return union.groupBy("message_id").agg(
-            F.count_if(published).alias("_publishes"),
-            F.count_if(published & (outcome == "confirmed")).alias("_confirms"),
-            _flag(published & (outcome == "confirmed")).alias("confirmed"),
-            _flag(published & (outcome == "nacked")).alias("_nacked"),
-            _flag(published & (outcome == "failed")).alias("_failed"),
-            _flag(published & (outcome == "blocked_timeout")).alias("_blocked"),
-            _flag(published & (outcome == "returned")).alias("_returned"),
-            _flag(published & outcome.isin(*_REACHED_BROKER)).alias("_reached"),
-            F.max(F.when(published & outcome.isin(*_UNCONFIRMED), F.col("publish_ns"))).alias("_unconfirmed_ns"),
-            F.max(F.when(published, F.col("_lost_ns"))).alias("_lost_ns"),
-            F.first(F.when(published, F.col("priority")), ignorenulls=True).alias("priority"),
-            F.min(F.when(published, F.col("intended_ns"))).alias("_pub_intended_ns"),
-            F.min(F.when(published, F.col("publish_ns"))).alias("_pub_publish_ns"),
-            _flag(delivered & is_acked()).alias("_acked"),
-            _flag(delivered & (outcome == "nack_discard")).alias("_nack_discard"),
-            _flag(delivered & (outcome == "egress_discard")).alias("_egress_discard"),
-            F.count_if(delivered & is_acked()).alias("_acks"),
-            F.count_if(delivered & F.col("end_ns").isNotNull()).alias("_processed"),
-            _flag(delivered & F.col("_no_header")).alias("_headless"),
-            _flag(delivered & outcome.isin(*HELD_OUTCOMES)).alias("_held"),
-            _flag(src == _LEFTOVER).alias("_left"),
-            F.min_by(F.when(src == _DEAD, F.col("_dead_code")), F.when(src == _DEAD, F.col("received_ns"))).alias(
-                "_dead_code"
-            ),
+        bits = F.col("_bits")
+
+        def counted(bit: int) -> Column:
+            return F.count_if(bits.bitwiseAND(bit) != 0)
+
+        def has(bit: int) -> Column:
+            return F.col("_flags").bitwiseAND(bit) != 0
+
+        grouped = union.groupBy("message_id").agg(
+            F.bit_or(bits).alias("_flags"),
+            counted(_PUBLISHED).alias("_publishes"),
+            counted(_CONFIRMED).alias("_confirms"),
+            counted(_ACKED).alias("_acks"),
+            counted(_PROCESSED).alias("_processed"),
+            F.max("_unconfirmed_ns").alias("_unconfirmed_ns"),
+            F.max("_lost_ns").alias("_lost_ns"),
+            F.first("priority", ignorenulls=True).alias("priority"),
+            F.min("intended_ns").alias("_pub_intended_ns"),
+            F.min("publish_ns").alias("_pub_publish_ns"),
+            F.min_by("_dead_code", "received_ns").alias("_dead_code"),
+        )
+        return grouped.select(
+            "message_id",
+            "_publishes",
+            "_confirms",
+            has(_CONFIRMED).alias("confirmed"),
+            *[has(bit).alias(name) for name, bit in _PUBLISH_FLAGS],
+            "_unconfirmed_ns",
+            "_lost_ns",
+            "priority",
+            "_pub_intended_ns",
+            "_pub_publish_ns",
+            *[has(bit).alias(name) for name, bit in _DELIVERY_FLAGS[:3]],
+            "_acks",
+            "_processed",
+            *[has(bit).alias(name) for name, bit in _DELIVERY_FLAGS[3:]],
+            "_dead_code",
         )
 
     return _facts
