@@ -66,12 +66,7 @@ from analysis.transforms import (
     with_delivery_latencies,
 )
 from analysis.transforms._common import seconds_to_ns
-from analysis.transforms.model import (
-    COMPONENTS,
-    ack_to_delivery,
-    model_inputs,
-    window_components,
-)
+from analysis.transforms.model import ack_to_delivery, model_inputs
 from analysis.transforms.slow_consumers import queue_depth_series, queue_samples
 from analysis.transforms.stats import EXACT, STAT_FIELDS, PercentilePolicy, percentile_policy
 
@@ -407,10 +402,6 @@ def summarize(
         with step("computing phases and per-second windows"):
             phases = [phase_row(r) for r in deliveries.transform(phase_summary(segments, t0, publishes)).collect()]
             windows = [window_row(r) for r in deliveries.transform(per_second_windows(t0, publishes)).collect()]
-            components = {r["t_s"]: r for r in deliveries.transform(window_components(t0)).collect()}
-            for w in windows:  # additive: per-second means of the end-to-end components
-                r = components.get(w["t_s"])
-                w["components_ms"] = {name: (r[name] if r is not None else None) for name in COMPONENTS}
         with step("computing the sojourn histogram and the events"):
             sojourn = overall["sojourn_ms"]
             edges = histogram_edges(sojourn["min"], sojourn["max"])

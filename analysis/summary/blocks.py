@@ -10,7 +10,7 @@ from typing import Any
 
 from analysis.transforms.accounting import DISCARD_CLASSES
 from analysis.transforms.stats import QUANTILES
-from analysis.transforms.windows import WINDOW_LATENCY_FIELDS, WINDOW_SOJOURN_FIELDS
+from analysis.transforms.windows import COMPONENTS, WINDOW_LATENCY_FIELDS, WINDOW_SOJOURN_FIELDS
 
 from ._stats import stats_block
 
@@ -92,6 +92,7 @@ def phase_row(r) -> dict:
 
 def window_row(r) -> dict:
     """A `windows[]` entry from a collected transforms.windows.per_second_windows row."""
+    components = r["components_ms"]  # null in a second in which no delivery ended
     return {
         "t_s": r["t_s"],
         "published": r["published"],
@@ -99,4 +100,5 @@ def window_row(r) -> dict:
         "acked": r["acked"],
         "sojourn_ms": stats_block(r["sojourn_ms"], WINDOW_SOJOURN_FIELDS),
         "latency_ms": stats_block(r["latency_ms"], WINDOW_LATENCY_FIELDS),
+        "components_ms": {name: (components[name] if components is not None else None) for name in COMPONENTS},
     }

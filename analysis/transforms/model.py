@@ -1,5 +1,5 @@
 """The queueing-model check's inputs measured from the traces (DOMAIN.md §2), and the per-consumer
-and per-window breakdowns beside it. The arithmetic on them, the definitions of p, R and R_p95,
+breakdowns beside it. The arithmetic on them, the definitions of p, R and R_p95,
 and the regime rule are analysis.summary.model's.
 """
 
@@ -18,17 +18,7 @@ from .windows import second_since
 __all__ = [
     "model_inputs",
     "ack_to_delivery",
-    "window_components",
-    "COMPONENTS",
 ]
-
-COMPONENTS = {
-    "broker_network": "broker_network_ms",
-    "sojourn": "sojourn_ms",
-    "socket_wait": "socket_wait_ms",  # a part of the sojourn (the report stacks it apart)
-    "processing": "processing_ms_actual",
-    "ack_delay": "ack_delay_ms",
-}
 
 
 def model_inputs(t0_ns: int, sets: Sequence[Sequence[str]] = (("consumer",),)) -> Transform:
@@ -211,19 +201,3 @@ def ack_to_delivery(deliveries: DataFrame) -> DataFrame:
             "ack_to_delivery_p95_ms",
         )  # unordered: the summary looks rows up by (consumer, phase), and a sort is one more Spark job
     )
-
-
-def window_components(t0_ns: int) -> Transform:
-    """Per second (by processing end, like the windows' latency): the mean of each
-    end-to-end component of the deliveries that ended in it. Columns t_s and one
-    `<component>` mean per COMPONENTS key."""
-
-    def _components(deliveries: DataFrame) -> DataFrame:
-        return (
-            deliveries.where(F.col("end_ns").isNotNull())
-            .groupBy(second_since(t0_ns, "end_ns").alias("t_s"))
-            .agg(*[F.avg(col).alias(name) for name, col in COMPONENTS.items()])
-            .orderBy("t_s")
-        )
-
-    return _components

@@ -13,10 +13,18 @@ from pyspark.sql import Column, DataFrame, functions as F
 from ._common import NS_PER_S, Transform, is_acked
 from .stats import stats_struct
 
-__all__ = ["second_since", "per_second_windows", "WINDOW_SOJOURN_FIELDS", "WINDOW_LATENCY_FIELDS"]
+__all__ = ["second_since", "per_second_windows", "WINDOW_SOJOURN_FIELDS", "WINDOW_LATENCY_FIELDS", "COMPONENTS"]
 
 WINDOW_SOJOURN_FIELDS = ("p50", "p95", "p99", "max")
 WINDOW_LATENCY_FIELDS = ("p50", "p99")
+COMPONENTS = {
+    "broker_network": "broker_network_ms",
+    "sojourn": "sojourn_ms",
+    "socket_wait": "socket_wait_ms",  # a part of the sojourn (the report stacks it apart)
+    "processing": "processing_ms_actual",
+    "ack_delay": "ack_delay_ms",
+}
+"""The end-to-end components whose per-second means a window carries (`components_ms`)."""
 
 
 def second_since(t0_ns: int, time_col: str) -> Column:
@@ -29,7 +37,10 @@ def per_second_windows(t0_ns: int, publishes: DataFrame) -> Transform:
 
     published counts publishes by `publish_ns`, delivered deliveries by
     `receive_ns`, acked acks by `settle_ns`; `sojourn_ms` uses the deliveries that
-    started processing in the second, `latency_ms` (end to end) those that ended in it.
+    started processing in the second, `latency_ms` (end to end) those that ended in it, and
+    so does `components_ms`: a struct with the mean of each COMPONENTS column (null in a second
+    in which no delivery ended). The means ride on the end-to-end grouping, where a grouping of
+    their own would scan and shuffle the deliveries once more.
     """
 
     def _windows(deliveries: DataFrame) -> DataFrame:
@@ -52,6 +63,7 @@ def per_second_windows(t0_ns: int, publishes: DataFrame) -> Transform:
                 deliveries,
                 "end_ns",
                 stats_struct("end_to_end_ms", WINDOW_LATENCY_FIELDS, many_groups=True).alias("latency_ms"),
+                F.struct(*[F.avg(col).alias(name) for name, col in COMPONENTS.items()]).alias("components_ms"),
             ),
         ]
         by_second = functools.reduce(lambda a, b: a.join(b, "t_s", "full"), kinds)

@@ -1,4 +1,7 @@
+import pytest
+
 from analysis.summary import stats_block
+from analysis.summary.blocks import window_row
 from analysis.transforms import per_second_windows, with_delivery_latencies
 from analysis.transforms.windows import WINDOW_LATENCY_FIELDS, WINDOW_SOJOURN_FIELDS
 
@@ -66,6 +69,15 @@ def test_one_window_per_second_with_counts_and_percentiles_and_gaps_filled(frame
         (3, 0, 0, 0, None, None),  # no activity: filled with zeros
         (4, 0, 1, 0, 50.0, 2000.0),  # c: 4.05 - 4.0; end 4.1 - publish 2.1; never acked
     ]
+    # the means of the end-to-end components of the deliveries that ended in the second
+    components = [window_row(r)["components_ms"] for r in rows]
+    nothing_ended = dict.fromkeys(("broker_network", "sojourn", "socket_wait", "processing", "ack_delay"))
+    assert components[0] == components[3] == nothing_ended
+    # a: receive 0.5 - publish 0.2, start 0.9 - receive 0.5, no read time, end 1.1 - start 0.9, settle 1.2 - end 1.1
+    assert components[1] == pytest.approx(
+        {"broker_network": 300.0, "sojourn": 400.0, "socket_wait": None, "processing": 200.0, "ack_delay": 100.0}
+    )
+    assert components[4]["ack_delay"] is None  # c was never settled
 
 
 def test_no_activity_gives_no_windows(frame):
