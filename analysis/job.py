@@ -68,7 +68,9 @@ from analysis.transforms import (
 from analysis.transforms._common import seconds_to_ns
 from analysis.transforms.model import ack_to_delivery, model_inputs
 from analysis.transforms.slow_consumers import queue_depth_series, queue_samples
-from analysis.transforms.stats import EXACT, STAT_FIELDS, PercentilePolicy, percentile_policy
+from analysis.transforms.stats import EXACT, STAT_FIELDS, PercentilePolicy, merged_by, percentile_policy
+from analysis.transforms.throughput import DELIVERY_COUNTS
+from analysis.transforms.utilisation import consumer_partials, consumer_summary_of
 
 __all__ = [
     "analyze",
@@ -353,16 +355,17 @@ def summarize(
         with step("computing latency statistics and throughput"):
             measured = F.col("measured")
             published, delivered = window_counts(window_start, window_end)  # throughput, in the same passes
+            metrics = {name: F.when(measured, F.col(col)) for name, col in _DELIVERY_METRICS.items()}
+            fields = (*STAT_FIELDS, "min")
+            if policy.exact:  # exact percentiles need every value again in each grouping
+                by_run = deliveries.transform(stats_by([], metrics, fields, also=delivered))
+                by_consumer = deliveries.transform(consumer_summary)
+            else:  # one pass per consumer and phase, its sketches merged (docs/analysis.md, "The plan")
+                partials = keep(deliveries.transform(consumer_partials(metrics, also=delivered)))
+                by_run = partials.transform(merged_by([], list(metrics), fields, sums=DELIVERY_COUNTS))
+                by_consumer = partials.transform(consumer_summary_of("sojourn_ms", "end_to_end"))
             overall = (
-                deliveries.transform(
-                    stats_by(
-                        [],
-                        {name: F.when(measured, F.col(col)) for name, col in _DELIVERY_METRICS.items()},
-                        fields=(*STAT_FIELDS, "min"),
-                        also=delivered,
-                    )
-                )
-                .crossJoin(
+                by_run.crossJoin(
                     publishes.transform(
                         stats_by([], {"confirm": F.when(measured, F.col("confirm_ms"))}, also=published)
                     )
@@ -373,7 +376,7 @@ def summarize(
             assert overall is not None  # aggregates without grouping, cross-joined: exactly one row
 
         with step("computing per-consumer statistics and the queueing-model check"):
-            consumers = [consumer_row(r) for r in deliveries.transform(consumer_summary).collect()]
+            consumers = [consumer_row(r) for r in by_consumer.collect()]
             # per consumer (phase null) and per consumer and phase, in one pass
             inputs = deliveries.transform(model_inputs(t0, [("consumer",), ("consumer", "phase")])).collect()
             model_rows = (  # the block is shaped below, once queue_depth gives the regimes their backlog

@@ -39,6 +39,9 @@ __all__ = [
     "percentiles",
     "stats_struct",
     "stats_by",
+    "mergeable_stats",
+    "merged_stats",
+    "merged_by",
 ]
 
 PERCENTILES = {"p50": 0.5, "p95": 0.95, "p99": 0.99}
@@ -104,8 +107,12 @@ def percentiles(value: Column, fractions: Sequence[float], many_groups: bool = F
         return F.percentile(value, list(fractions))
     if many_groups:
         return F.percentile_approx(value, list(fractions), policy.accuracy)
-    sketch = F.kll_sketch_agg_double(value.cast("double"), policy.kll_k)
-    # an empty sketch has no quantiles (Spark raises); the two uses are one aggregate
+    return _sketch_quantiles(F.kll_sketch_agg_double(value.cast("double"), policy.kll_k), fractions)
+
+
+def _sketch_quantiles(sketch: Column, fractions: Sequence[float]) -> Column:
+    """The `fractions` quantiles of a KLL sketch aggregate, null for an empty sketch (Spark raises
+    on one); the two uses of `sketch` are one aggregate."""
     quantiles = F.kll_sketch_get_quantile_double(sketch, F.array(*[F.lit(float(q)) for q in fractions]))
     return F.when(F.kll_sketch_get_n_double(sketch) > 0, quantiles)
 
@@ -126,15 +133,63 @@ def stats_struct(
     (null when the group has no value), taken from the same aggregate as p50, p95 and p99: one
     sketch (or one sorted set of values, exact) per group, not two. `many_groups`: see percentiles."""
     col = F.col(value) if isinstance(value, str) else value
-    fractions = list(PERCENTILES.values())
-    fractions += [q for q in quantiles if q not in fractions]
+    fractions = _fractions(quantiles)
     pcts = percentiles(col, fractions, many_groups)
+    return _struct(F.count(col), F.avg(col), pcts, F.max(col), F.min(col), fields, quantiles)
+
+
+def mergeable_stats(value: str | Column) -> Column:
+    """An aggregate struct of `value` (count, sum, min, max and a KLL sketch) that merged_stats rolls
+    up over several groups' rows: one pass over the rows at the finest grain serves every coarser
+    grouping. Approximate percentiles only: a KLL sketch merges with its rank error bound intact
+    (same K), where an exact percentile would need every value again."""
+    policy = _POLICY.get()
+    if policy.exact:
+        raise ValueError("exact percentiles do not merge: mergeable_stats needs an approximate policy")
+    col = F.col(value) if isinstance(value, str) else value
+    return F.struct(
+        F.count(col).alias("count"),
+        F.sum(col).alias("sum"),
+        F.min(col).alias("min"),
+        F.max(col).alias("max"),
+        F.kll_sketch_agg_double(col.cast("double"), policy.kll_k).alias("sketch"),
+    )
+
+
+def merged_stats(partial: str, fields: Sequence[str] = STAT_FIELDS, quantiles: Sequence[float] = ()) -> Column:
+    """An aggregate over rows that each hold a mergeable_stats struct in column `partial`: the
+    stats_struct of all the values behind them (a group of no values: count 0, the rest null)."""
+    p = F.col(partial)
+    count = F.coalesce(F.sum(p["count"]), F.lit(0))
+    mean = F.when(count > 0, F.sum(p["sum"]) / count)
+    fractions = _fractions(quantiles)
+    pcts = _sketch_quantiles(F.kll_merge_agg_double(p["sketch"]), fractions)
+    return _struct(count, mean, pcts, F.max(p["max"]), F.min(p["min"]), fields, quantiles)
+
+
+def _fractions(quantiles: Sequence[float]) -> list[float]:
+    """PERCENTILES' fractions, then those of `quantiles` not among them."""
+    fractions = list(PERCENTILES.values())
+    return fractions + [q for q in quantiles if q not in fractions]
+
+
+def _struct(
+    count: Column,
+    mean: Column,
+    pcts: Column,
+    max_: Column,
+    min_: Column,
+    fields: Sequence[str],
+    quantiles: Sequence[float],
+) -> Column:
+    """The stats struct of `fields` from its aggregates; `pcts` holds _fractions(quantiles)."""
+    fractions = _fractions(quantiles)
     exprs = {
-        "count": F.count(col),
-        "mean": F.avg(col),
+        "count": count,
+        "mean": mean,
         **{name: pcts[i] for i, name in enumerate(PERCENTILES)},
-        "max": F.max(col),
-        "min": F.min(col),  # not in a summary block; the histogram needs it
+        "max": max_,
+        "min": min_,  # not in a summary block; the histogram needs it
     }
     if quantiles:
         exprs["quantiles"] = F.when(pcts.isNotNull(), F.array(*[pcts[fractions.index(q)] for q in quantiles]))
@@ -156,3 +211,18 @@ def stats_by(
         return df.groupBy(*keys).agg(*aggs, *also)
 
     return _stats
+
+
+def merged_by(
+    keys: Sequence[str], metrics: Sequence[str], fields: Sequence[str] = STAT_FIELDS, sums: Sequence[str] = ()
+) -> Transform:
+    """stats_by over partial rows: group rows holding a mergeable_stats struct per name in
+    `metrics` by `keys` (none = one row), roll each up into its stats struct (merged_stats), and
+    sum the count columns `sums`."""
+
+    def _merged(partials: DataFrame) -> DataFrame:
+        return partials.groupBy(*keys).agg(
+            *[merged_stats(name, fields).alias(name) for name in metrics], *[F.sum(c).alias(c) for c in sums]
+        )
+
+    return _merged

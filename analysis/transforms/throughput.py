@@ -6,7 +6,10 @@ from pyspark.sql import Column, DataFrame, functions as F
 
 from ._common import NS_PER_S, Transform, is_acked, seconds_to_ns
 
-__all__ = ["measurement_window_ns", "in_window", "window_counts", "window_rates", "throughput"]
+__all__ = ["measurement_window_ns", "in_window", "window_counts", "window_rates", "throughput", "DELIVERY_COUNTS"]
+
+DELIVERY_COUNTS = ("delivered", "acked")
+"""The names of window_counts' delivery columns: counts, which partial groups' rows sum up."""
 
 
 def measurement_window_ns(
@@ -31,9 +34,10 @@ def window_counts(start_ns: int, end_ns: int) -> tuple[list[Column], list[Column
     (`published`, by publish_ns) and over the deliveries (`delivered` by receive_ns, `acked`:
     acked deliveries by settle_ns), to add to an aggregation that reads those rows anyway."""
     published = [F.count_if(in_window("publish_ns", start_ns, end_ns)).alias("published")]
+    received, acked = DELIVERY_COUNTS
     delivered = [
-        F.count_if(in_window("receive_ns", start_ns, end_ns)).alias("delivered"),
-        F.count_if(is_acked() & in_window("settle_ns", start_ns, end_ns)).alias("acked"),
+        F.count_if(in_window("receive_ns", start_ns, end_ns)).alias(received),
+        F.count_if(is_acked() & in_window("settle_ns", start_ns, end_ns)).alias(acked),
     ]
     return published, delivered
 

@@ -7,9 +7,19 @@ from collections.abc import Sequence
 from pyspark.sql import Column, DataFrame, functions as F
 
 from ._common import Transform, is_acked
-from .stats import QUANTILES, stats_struct
+from .stats import QUANTILES, MetricSpec, mergeable_stats, merged_stats, stats_struct
 
-__all__ = ["busy_ns", "last_seen_ns", "wall_between", "wall_ns", "utilisation", "utilisation_by", "consumer_summary"]
+__all__ = [
+    "busy_ns",
+    "last_seen_ns",
+    "wall_between",
+    "wall_ns",
+    "utilisation",
+    "utilisation_by",
+    "consumer_summary",
+    "consumer_partials",
+    "consumer_summary_of",
+]
 
 
 def busy_ns() -> Column:
@@ -77,3 +87,46 @@ def consumer_summary(deliveries: DataFrame) -> DataFrame:
         )
         .orderBy("consumer")
     )
+
+
+def consumer_partials(metrics: MetricSpec, also: Sequence[Column] = ()) -> Transform:
+    """Applied to deliveries: one row per consumer and phase (consumer, group, phase), with a
+    stats.mergeable_stats struct per metric, the parts of consumer_summary's counts and
+    utilisation, and the aggregate columns `also`. One pass over the deliveries that
+    consumer_summary_of and stats.merged_by roll up, where each would aggregate (and sketch)
+    every delivery again. Approximate percentiles only (mergeable_stats)."""
+
+    def _partials(deliveries: DataFrame) -> DataFrame:
+        return deliveries.groupBy("consumer", F.col("consumer_group").alias("group"), "phase").agg(
+            F.count(F.lit(1)).alias("_delivered"),
+            F.count_if(is_acked()).alias("_acked"),
+            busy_ns().alias("_busy_ns"),
+            F.max("settle_ns").alias("_last_settle_ns"),
+            last_seen_ns().alias("_last_seen_ns"),
+            F.min("receive_ns").alias("_first_ns"),
+            *[mergeable_stats(value).alias(name) for name, value in metrics.items()],
+            *also,
+        )
+
+    return _partials
+
+
+def consumer_summary_of(sojourn: str, end_to_end: str) -> Transform:
+    """Applied to consumer_partials whose metrics `sojourn` and `end_to_end` are the sojourn and
+    end-to-end times of measured deliveries: consumer_summary's rows."""
+
+    def _summary(partials: DataFrame) -> DataFrame:
+        wall = wall_between(F.max("_last_settle_ns"), F.max("_last_seen_ns"), F.min("_first_ns"))
+        return (
+            partials.groupBy("consumer", "group")
+            .agg(
+                F.sum("_delivered").alias("delivered"),
+                F.sum("_acked").alias("acked"),
+                utilisation(F.sum("_busy_ns"), wall).alias("utilisation"),
+                merged_stats(sojourn, quantiles=QUANTILES).alias("sojourn_ms"),
+                merged_stats(end_to_end).alias("end_to_end_ms"),
+            )
+            .orderBy("consumer")
+        )
+
+    return _summary

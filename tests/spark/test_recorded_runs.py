@@ -37,3 +37,35 @@ def test_the_summary_keeps_its_numbers(scenario, spark, tmp_path):
     after = analyze(run_dir, spark=spark)
     assert set(after) - set(before) <= ADDED_KEYS
     assert differences(before, after) == []
+
+
+def test_approximate_percentiles_keep_every_count_mean_and_extreme(spark, tmp_path):
+    """With approximate percentiles the overall and per-consumer statistics are rolled up from one
+    sketch per consumer and phase (transforms.utilisation.consumer_partials): everything but the
+    percentiles is the exact analysis's, and each consumer's sojourn percentiles lie between the
+    exact quantiles next to them."""
+    run_dir = tmp_path / "quickstart"
+    shutil.copytree(RUNS / "quickstart", run_dir)
+    exact = json.loads((run_dir / "summary.before.json").read_text())
+    approx = analyze(run_dir, spark=spark, percentiles="approximate")
+    assert approx["percentiles"]["method"] == "approximate"
+    assert approx["throughput"] == exact["throughput"]
+
+    def same_but_percentiles(a, e):
+        assert (a["count"], a["max"]) == (e["count"], e["max"]) and a["count"] > 0
+        assert a["mean"] == pytest.approx(e["mean"], rel=1e-12)
+        assert a["p50"] <= a["p95"] <= a["p99"] <= a["max"]
+
+    same_but_percentiles(approx["sojourn_ms"], exact["sojourn_ms"])
+    for name in ("end_to_end", "broker_network", "processing", "ack_delay"):
+        same_but_percentiles(approx["latency_ms"][name], exact["latency_ms"][name])
+    assert [c["consumer"] for c in approx["consumers"]] == [c["consumer"] for c in exact["consumers"]]
+    for a, e in zip(approx["consumers"], exact["consumers"], strict=True):
+        assert (a["group"], a["delivered"], a["acked"]) == (e["group"], e["delivered"], e["acked"])
+        assert a["utilisation"] == pytest.approx(e["utilisation"], rel=1e-12)
+        same_but_percentiles(a["sojourn_ms"], e["sojourn_ms"])
+        same_but_percentiles(a["latency_ms"]["end_to_end"], e["latency_ms"]["end_to_end"])
+        q = dict(zip(e["sojourn_quantiles_ms"]["q"], e["sojourn_quantiles_ms"]["ms"], strict=True))
+        assert q[0.45] <= a["sojourn_ms"]["p50"] <= q[0.55]
+        assert q[0.9] <= a["sojourn_ms"]["p95"] <= q[1.0] and q[0.95] <= a["sojourn_ms"]["p99"] <= q[1.0]
+        assert a["sojourn_quantiles_ms"]["ms"][-1] == e["sojourn_ms"]["max"]
