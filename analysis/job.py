@@ -66,7 +66,7 @@ from analysis.transforms import (
     with_delivery_latencies,
 )
 from analysis.transforms._common import seconds_to_ns
-from analysis.transforms.model import ack_to_delivery, model_inputs
+from analysis.transforms.model import ack_to_delivery, model_inputs, model_parts
 from analysis.transforms.slow_consumers import queue_depth_series, queue_samples
 from analysis.transforms.stats import EXACT, STAT_FIELDS, PercentilePolicy, merged_by, percentile_policy
 from analysis.transforms.throughput import DELIVERY_COUNTS
@@ -357,11 +357,12 @@ def summarize(
             published, delivered = window_counts(window_start, window_end)  # throughput, in the same passes
             metrics = {name: F.when(measured, F.col(col)) for name, col in _DELIVERY_METRICS.items()}
             fields = (*STAT_FIELDS, "min")
+            partials = None
             if policy.exact:  # exact percentiles need every value again in each grouping
                 by_run = deliveries.transform(stats_by([], metrics, fields, also=delivered))
                 by_consumer = deliveries.transform(consumer_summary)
             else:  # one pass per consumer and phase, its sketches merged (docs/analysis.md, "The plan")
-                partials = keep(deliveries.transform(consumer_partials(metrics, also=delivered)))
+                partials = keep(deliveries.transform(consumer_partials(metrics, also=[*delivered, *model_parts()])))
                 by_run = partials.transform(merged_by([], list(metrics), fields, sums=DELIVERY_COUNTS))
                 by_consumer = partials.transform(consumer_summary_of("sojourn_ms", "end_to_end"))
             overall = (
@@ -377,8 +378,9 @@ def summarize(
 
         with step("computing per-consumer statistics and the queueing-model check"):
             consumers = [consumer_row(r) for r in by_consumer.collect()]
-            # per consumer (phase null) and per consumer and phase, in one pass
-            inputs = deliveries.transform(model_inputs(t0, [("consumer",), ("consumer", "phase")])).collect()
+            # per consumer (phase null) and per consumer and phase, in one pass (or rolled up from the partials)
+            sets = [("consumer",), ("consumer", "phase")]
+            inputs = deliveries.transform(model_inputs(t0, sets, partials)).collect()
             model_rows = (  # the block is shaped below, once queue_depth gives the regimes their backlog
                 [r for r in inputs if r["phase"] is None],
                 [r for r in inputs if r["phase"] is not None],

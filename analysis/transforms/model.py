@@ -8,20 +8,46 @@ from __future__ import annotations
 import functools
 from collections.abc import Sequence
 
-from pyspark.sql import DataFrame, GroupedData, functions as F
+from pyspark.sql import Column, DataFrame, GroupedData, functions as F
 
 from ._common import NS_PER_MS, NS_PER_S, Transform
-from .stats import percentiles
-from .utilisation import busy_ns, last_seen_ns, utilisation, wall_between
+from .stats import merged_stats, percentiles
+from .utilisation import span_parts, utilisation, wall_between
 from .windows import second_since
 
 __all__ = [
     "model_inputs",
+    "model_parts",
     "ack_to_delivery",
 ]
 
 
-def model_inputs(t0_ns: int, sets: Sequence[Sequence[str]] = (("consumer",),)) -> Transform:
+def model_parts() -> list[Column]:
+    """Aggregates of a group's deliveries that model_inputs rolls up over coarser groupings, besides
+    utilisation.span_parts: the prefetch range, the last processing end, whether it acked
+    automatically, and the counts and sums behind the means over measured deliveries."""
+    measured = F.col("measured")
+    both = measured & F.col("processing_ms").isNotNull() & F.col("processing_ms_actual").isNotNull()
+    return [
+        F.min("prefetch").alias("prefetch_min"),
+        F.max("prefetch").alias("prefetch_max"),
+        F.max("end_ns").alias("_last_end_ns"),
+        F.bool_or(F.col("outcome") == "auto_ack").alias("auto_ack"),
+        F.count_if(measured).alias("_measured"),
+        F.count_if(measured & (F.col("buffer_len") == 0)).alias("_empty"),
+        F.count_if(measured & F.col("buffer_len").isNotNull()).alias("_with_buffer_len"),
+        F.count_if(both).alias("_both"),
+        F.sum(F.when(both, F.col("processing_ms"))).alias("_drawn_sum"),
+        F.sum(F.when(both, F.col("processing_ms_actual"))).alias("_achieved_sum"),
+    ]
+
+
+def model_inputs(
+    t0_ns: int,
+    sets: Sequence[Sequence[str]] = (("consumer",),),
+    partials: DataFrame | None = None,
+    metrics: tuple[str, str, str] = ("processing", "broker_network", "sojourn_ms"),
+) -> Transform:
     """One row per consumer with the measured inputs and outcomes of the model check.
 
     Over measured deliveries (warm-up excluded): p (mean processing), p99 processing,
@@ -37,6 +63,11 @@ def model_inputs(t0_ns: int, sets: Sequence[Sequence[str]] = (("consumer",),)) -
     [("consumer",), ("consumer", "phase")] with the trace's phase column: every row has a column
     per key of any set, null for the keys its own set leaves out (the whole run's rows have a null
     phase; a delivery's phase is never null).
+
+    `partials`: utilisation.consumer_partials of these deliveries with model_parts among its
+    aggregates and, as its `metrics`, the processing time, broker_network and sojourn of measured
+    deliveries (approximate percentiles only: their sketches merge). The sets are then rolled up
+    from its rows, a few per consumer, and only the per-second minima read the deliveries again.
     """
     keys = list(dict.fromkeys(k for keyset in sets for k in keyset))
 
@@ -60,33 +91,26 @@ def model_inputs(t0_ns: int, sets: Sequence[Sequence[str]] = (("consumer",),)) -
             .groupBy(*keys, "_set")
             .agg(F.percentile("_min_bn", 0.95).alias("transit_p95_ms"))
         )  # a row a second: exact
-        both = F.col("processing_ms").isNotNull() & F.col("processing_ms_actual").isNotNull()
-        # Apart from the grouping over every delivery: the percentile would make every aggregate of one
-        # grouping an object-hash aggregate (10M messages: slower, tried twice).
-        stats = by(measured).agg(
-            F.avg("processing_ms_actual").alias("processing_mean_ms"),
-            percentiles(F.col("processing_ms_actual"), [0.99])[0].alias("processing_p99_ms"),
-            F.min("broker_network_ms").alias("transit_min_ms"),
-            F.avg("sojourn_ms").alias("sojourn_mean_ms"),
-            F.count(F.lit(1)).alias("measured_deliveries"),
-            F.avg((F.col("buffer_len") == 0).cast("double")).alias("buffer_empty_share"),
-            F.avg(F.when(both, F.col("processing_ms"))).alias("processing_drawn_ms"),
-            F.avg(F.when(both, F.col("processing_ms_actual"))).alias("processing_achieved_ms"),
-            F.count_if(both).alias("processing_count"),
-            which,
-        )
-        # Per key of the finest grain, then per set from those rows, as the per-second minima.
-        partial = deliveries.groupBy(*keys).agg(
-            F.min("prefetch").alias("prefetch_min"),
-            F.max("prefetch").alias("prefetch_max"),
-            F.count_if(F.col("outcome").isin("ack", "auto_ack")).alias("_acked"),
-            F.max("settle_ns").alias("_last_settle_ns"),
-            F.max("end_ns").alias("_last_end_ns"),
-            last_seen_ns().alias("_last_seen_ns"),
-            F.min("receive_ns").alias("_first_ns"),
-            busy_ns().alias("_busy_ns"),
-            F.bool_or(F.col("outcome") == "auto_ack").alias("auto_ack"),
-        )
+        if partials is None:
+            both = F.col("processing_ms").isNotNull() & F.col("processing_ms_actual").isNotNull()
+            # Apart from the grouping over every delivery: the percentile would make every aggregate of one
+            # grouping an object-hash aggregate (10M messages: slower, tried twice).
+            stats = by(measured).agg(
+                F.avg("processing_ms_actual").alias("processing_mean_ms"),
+                percentiles(F.col("processing_ms_actual"), [0.99])[0].alias("processing_p99_ms"),
+                F.min("broker_network_ms").alias("transit_min_ms"),
+                F.avg("sojourn_ms").alias("sojourn_mean_ms"),
+                F.count(F.lit(1)).alias("measured_deliveries"),
+                F.avg((F.col("buffer_len") == 0).cast("double")).alias("buffer_empty_share"),
+                F.avg(F.when(both, F.col("processing_ms"))).alias("processing_drawn_ms"),
+                F.avg(F.when(both, F.col("processing_ms_actual"))).alias("processing_achieved_ms"),
+                F.count_if(both).alias("processing_count"),
+                which,
+            )
+            # Per key of the finest grain, then per set from those rows, as the per-second minima.
+            partial = deliveries.groupBy(*keys).agg(*span_parts(), *model_parts())
+        else:
+            stats, partial = _rolled_up_stats(by(partials), keys, which, *metrics), partials
         overall = (
             by(partial)
             .agg(
@@ -138,6 +162,43 @@ def model_inputs(t0_ns: int, sets: Sequence[Sequence[str]] = (("consumer",),)) -
         )
 
     return _inputs
+
+
+def _rolled_up_stats(
+    grouped: GroupedData, keys: Sequence[str], which: Column, processing: str, transit: str, sojourn: str
+) -> DataFrame:
+    """model_inputs' statistics over measured deliveries, from partial rows (consumer_partials with
+    model_parts) grouped by the sets: the same columns as from the deliveries, null where a group
+    had no measured delivery (the deliveries' grouping would have had no row for it)."""
+    measured = F.sum("_measured")
+
+    def ratio(part: str, whole: str) -> Column:
+        return F.when(F.sum(whole) > 0, F.sum(part) / F.sum(whole))
+
+    processing_stats, sojourn_stats = F.col("_processing"), F.col("_sojourn")
+    return grouped.agg(
+        merged_stats(processing, ("mean", "p99")).alias("_processing"),
+        merged_stats(sojourn, ("mean",)).alias("_sojourn"),
+        F.min(F.col(transit)["min"]).alias("transit_min_ms"),
+        F.when(measured > 0, measured).alias("measured_deliveries"),
+        ratio("_empty", "_with_buffer_len").alias("buffer_empty_share"),
+        ratio("_drawn_sum", "_both").alias("processing_drawn_ms"),
+        ratio("_achieved_sum", "_both").alias("processing_achieved_ms"),
+        F.when(measured > 0, F.sum("_both")).alias("processing_count"),
+        which,
+    ).select(  # in the order of the deliveries' grouping
+        *keys,
+        processing_stats["mean"].alias("processing_mean_ms"),
+        processing_stats["p99"].alias("processing_p99_ms"),
+        "transit_min_ms",
+        sojourn_stats["mean"].alias("sojourn_mean_ms"),
+        "measured_deliveries",
+        "buffer_empty_share",
+        "processing_drawn_ms",
+        "processing_achieved_ms",
+        "processing_count",
+        "_set",
+    )
 
 
 def ack_to_delivery(deliveries: DataFrame) -> DataFrame:

@@ -17,6 +17,7 @@ __all__ = [
     "utilisation",
     "utilisation_by",
     "consumer_summary",
+    "span_parts",
     "consumer_partials",
     "consumer_summary_of",
 ]
@@ -89,21 +90,30 @@ def consumer_summary(deliveries: DataFrame) -> DataFrame:
     )
 
 
+def span_parts() -> list[Column]:
+    """Aggregates of a group's deliveries that roll up (by sum, max or min) into the acks, span
+    and utilisation of any coarser grouping: `_acked`, `_busy_ns`, `_last_settle_ns`,
+    `_last_seen_ns`, `_first_ns` (wall_between of the last three)."""
+    return [
+        F.count_if(is_acked()).alias("_acked"),
+        busy_ns().alias("_busy_ns"),
+        F.max("settle_ns").alias("_last_settle_ns"),
+        last_seen_ns().alias("_last_seen_ns"),
+        F.min("receive_ns").alias("_first_ns"),
+    ]
+
+
 def consumer_partials(metrics: MetricSpec, also: Sequence[Column] = ()) -> Transform:
     """Applied to deliveries: one row per consumer and phase (consumer, group, phase), with a
-    stats.mergeable_stats struct per metric, the parts of consumer_summary's counts and
-    utilisation, and the aggregate columns `also`. One pass over the deliveries that
+    stats.mergeable_stats struct per metric, `_delivered` and span_parts (consumer_summary's counts
+    and utilisation), and the aggregate columns `also`. One pass over the deliveries that
     consumer_summary_of and stats.merged_by roll up, where each would aggregate (and sketch)
     every delivery again. Approximate percentiles only (mergeable_stats)."""
 
     def _partials(deliveries: DataFrame) -> DataFrame:
         return deliveries.groupBy("consumer", F.col("consumer_group").alias("group"), "phase").agg(
             F.count(F.lit(1)).alias("_delivered"),
-            F.count_if(is_acked()).alias("_acked"),
-            busy_ns().alias("_busy_ns"),
-            F.max("settle_ns").alias("_last_settle_ns"),
-            last_seen_ns().alias("_last_seen_ns"),
-            F.min("receive_ns").alias("_first_ns"),
+            *span_parts(),
             *[mergeable_stats(value).alias(name) for name, value in metrics.items()],
             *also,
         )

@@ -39,33 +39,45 @@ def test_the_summary_keeps_its_numbers(scenario, spark, tmp_path):
     assert differences(before, after) == []
 
 
-def test_approximate_percentiles_keep_every_count_mean_and_extreme(spark, tmp_path):
-    """With approximate percentiles the overall and per-consumer statistics are rolled up from one
-    sketch per consumer and phase (transforms.utilisation.consumer_partials): everything but the
-    percentiles is the exact analysis's, and each consumer's sojourn percentiles lie between the
-    exact quantiles next to them."""
-    run_dir = tmp_path / "quickstart"
-    shutil.copytree(RUNS / "quickstart", run_dir)
-    exact = json.loads((run_dir / "summary.before.json").read_text())
-    approx = analyze(run_dir, spark=spark, percentiles="approximate")
+PERCENTILE_KEYS = {"p50", "p95", "p99", "processing_p99_ms", "codel_interval_ms", "codel_interval_why", "ms"}
+"""Summary keys whose values come from percentiles (`ms`: a consumer's sojourn quantiles)."""
+
+
+def _apart_from_percentiles(exact, approx, path=""):
+    """The paths at which `approx` differs from `exact` other than in PERCENTILE_KEYS (floats: beyond
+    a relative 1e-12, a mean summed in another order)."""
+    if isinstance(exact, dict):
+        return [
+            d
+            for k, v in exact.items()
+            if k not in PERCENTILE_KEYS
+            for d in _apart_from_percentiles(v, approx.get(k), f"{path}.{k}")
+        ]
+    if isinstance(exact, list) and isinstance(approx, list) and len(exact) == len(approx):
+        return [d for i, (e, a) in enumerate(zip(exact, approx)) for d in _apart_from_percentiles(e, a, f"{path}[{i}]")]
+    if isinstance(exact, float) and isinstance(approx, float) and approx == pytest.approx(exact, rel=1e-12):
+        return []
+    return [] if exact == approx else [f"{path}: {exact!r} != {approx!r}"]
+
+
+def test_approximate_percentiles_keep_every_other_number(spark, tmp_path):
+    """With approximate percentiles the overall, per-consumer and queueing-model statistics are rolled
+    up from one sketch per consumer and phase (transforms.utilisation.consumer_partials): every number
+    but the percentiles is the exact analysis's, and each consumer's sojourn percentiles lie between
+    the exact quantiles next to them."""
+    for how in ("exact", "approximate"):
+        shutil.copytree(RUNS / "quickstart", tmp_path / how)
+    exact = analyze(tmp_path / "exact", spark=spark, percentiles="exact")
+    approx = analyze(tmp_path / "approximate", spark=spark, percentiles="approximate")
     assert approx["percentiles"]["method"] == "approximate"
-    assert approx["throughput"] == exact["throughput"]
-
-    def same_but_percentiles(a, e):
-        assert (a["count"], a["max"]) == (e["count"], e["max"]) and a["count"] > 0
-        assert a["mean"] == pytest.approx(e["mean"], rel=1e-12)
-        assert a["p50"] <= a["p95"] <= a["p99"] <= a["max"]
-
-    same_but_percentiles(approx["sojourn_ms"], exact["sojourn_ms"])
-    for name in ("end_to_end", "broker_network", "processing", "ack_delay"):
-        same_but_percentiles(approx["latency_ms"][name], exact["latency_ms"][name])
-    assert [c["consumer"] for c in approx["consumers"]] == [c["consumer"] for c in exact["consumers"]]
+    blocks = ("throughput", "sojourn_ms", "latency_ms", "consumers", "model")
+    assert _apart_from_percentiles({b: exact[b] for b in blocks}, {b: approx[b] for b in blocks}) == []
+    assert len(approx["consumers"]) == 2 and len(approx["model"]["phases"]) == 4
     for a, e in zip(approx["consumers"], exact["consumers"], strict=True):
-        assert (a["group"], a["delivered"], a["acked"]) == (e["group"], e["delivered"], e["acked"])
-        assert a["utilisation"] == pytest.approx(e["utilisation"], rel=1e-12)
-        same_but_percentiles(a["sojourn_ms"], e["sojourn_ms"])
-        same_but_percentiles(a["latency_ms"]["end_to_end"], e["latency_ms"]["end_to_end"])
         q = dict(zip(e["sojourn_quantiles_ms"]["q"], e["sojourn_quantiles_ms"]["ms"], strict=True))
         assert q[0.45] <= a["sojourn_ms"]["p50"] <= q[0.55]
         assert q[0.9] <= a["sojourn_ms"]["p95"] <= q[1.0] and q[0.95] <= a["sojourn_ms"]["p99"] <= q[1.0]
         assert a["sojourn_quantiles_ms"]["ms"][-1] == e["sojourn_ms"]["max"]
+    for a, e in zip(approx["model"]["phases"], exact["model"]["phases"], strict=True):
+        # a value of the group's own within the rank error: a rank or so from the interpolated one here
+        assert a["processing_p99_ms"] == pytest.approx(e["processing_p99_ms"], rel=0.02)
