@@ -225,13 +225,11 @@ def spark_for(
 
 
 @contextlib.contextmanager
-def _bypassing_partial_aggregation(spark: SparkSession) -> Iterator[None]:
-    """Groupings planned inside skip their partial aggregation before the shuffle: grouping by
-    message id, each id has a publish row and a delivery row in different files, so a partial
-    aggregate reduces nothing and costs a hash table of every row (10M messages: 38 -> 32 s)."""
-    key = "spark.sql.execution.bypassPartialAggregation"
+def _planned_with(spark: SparkSession, key: str, value: str) -> Iterator[None]:
+    """Queries planned inside (a frame is planned as it is cached) have the SQL setting `key` at
+    `value`; the session's own value is put back after."""
     before = spark.conf.get(key, None)
-    spark.conf.set(key, "true")
+    spark.conf.set(key, value)
     try:
         yield
     finally:
@@ -239,6 +237,19 @@ def _bypassing_partial_aggregation(spark: SparkSession) -> Iterator[None]:
             spark.conf.unset(key)
         else:
             spark.conf.set(key, before)
+
+
+def _bypassing_partial_aggregation(spark: SparkSession) -> contextlib.AbstractContextManager[None]:
+    """Groupings planned inside skip their partial aggregation before the shuffle: grouping by
+    message id, each id has a publish row and a delivery row in different files, so a partial
+    aggregate reduces nothing and costs a hash table of every row (10M messages: 38 -> 32 s)."""
+    return _planned_with(spark, "spark.sql.execution.bypassPartialAggregation", "true")
+
+
+PARTIAL_SKETCH_GROUPS = 128
+"""Past this many consumer-and-phase groups in a task, the partials' grouping sorts its rows rather
+than keep every group's sketches at once (Spark's own default for sketch aggregates): each group
+holds six KLL sketches of 256 KiB."""
 
 
 # --- reading ------------------------------------------------------------------
@@ -362,7 +373,9 @@ def summarize(
                 by_run = deliveries.transform(stats_by([], metrics, fields, also=delivered))
                 by_consumer = deliveries.transform(consumer_summary)
             else:  # one pass per consumer and phase, its sketches merged (docs/analysis.md, "The plan")
-                partials = keep(deliveries.transform(consumer_partials(metrics, also=[*delivered, *model_parts()])))
+                threshold = "spark.sql.objectHashAggregate.sortBased.fallbackThreshold"
+                with _planned_with(spark, threshold, str(PARTIAL_SKETCH_GROUPS)):
+                    partials = keep(deliveries.transform(consumer_partials(metrics, also=[*delivered, *model_parts()])))
                 by_run = partials.transform(merged_by([], list(metrics), fields, sums=DELIVERY_COUNTS))
                 by_consumer = partials.transform(consumer_summary_of("sojourn_ms", "end_to_end"))
             overall = (

@@ -110,6 +110,9 @@ def model_inputs(
             # Per key of the finest grain, then per set from those rows, as the per-second minima.
             partial = deliveries.groupBy(*keys).agg(*span_parts(), *model_parts())
         else:
+            missing = sorted({"prefetch_min", "_measured", "_both", *metrics} - set(partials.columns))
+            if missing:  # a caller's mistake, not the traces': say what the partials lack
+                raise ValueError(f"partials without {missing}: consumer_partials needs model_parts() and {metrics}")
             stats, partial = _rolled_up_stats(by(partials), keys, which, *metrics), partials
         overall = (
             by(partial)

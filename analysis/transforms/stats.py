@@ -218,11 +218,10 @@ def merged_by(
 ) -> Transform:
     """stats_by over partial rows: group rows holding a mergeable_stats struct per name in
     `metrics` by `keys` (none = one row), roll each up into its stats struct (merged_stats), and
-    sum the count columns `sums`."""
+    sum the count columns `sums` (0 over no rows, as a count is)."""
 
     def _merged(partials: DataFrame) -> DataFrame:
-        return partials.groupBy(*keys).agg(
-            *[merged_stats(name, fields).alias(name) for name in metrics], *[F.sum(c).alias(c) for c in sums]
-        )
+        totals = [F.coalesce(F.sum(c), F.lit(0)).alias(c) for c in sums]
+        return partials.groupBy(*keys).agg(*[merged_stats(name, fields).alias(name) for name in metrics], *totals)
 
     return _merged

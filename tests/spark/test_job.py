@@ -181,13 +181,17 @@ def test_phases_windows_histogram_consumers_events_and_slos(analysed):
     ]
 
 
-def test_a_run_without_traces_gives_empty_blocks_not_an_error(tmp_path, spark):
+@pytest.mark.parametrize("percentiles", ["exact", "approximate"])
+def test_a_run_without_traces_gives_empty_blocks_not_an_error(tmp_path, spark, percentiles):
     _run_json(tmp_path, phases=[])
     for kind in KINDS:  # as the trace writer leaves them when the run ended before a row was written
         (tmp_path / "traces" / kind).mkdir(parents=True)
-    summary = analyze(tmp_path, spark=spark)
+    summary = analyze(tmp_path, spark=spark, percentiles=percentiles)
     assert summary["messages"]["published"] == 0
     assert summary["sojourn_ms"] == {"count": 0, "mean": None, "p50": None, "p95": None, "p99": None, "max": None}
+    # nothing in a window of 3 s: rates of 0, not unknown
+    assert summary["throughput"] == {"publish_per_s": 0.0, "deliver_per_s": 0.0, "ack_per_s": 0.0}
+    assert summary["consumers"] == [] and summary["model"]["consumers"] == []
     assert summary["windows"] == [] and summary["sojourn_histogram"]["counts"] == [0]
     assert "NaN" not in (tmp_path / "summary.json").read_text()
 

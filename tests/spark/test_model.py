@@ -364,3 +364,9 @@ def test_processing_drawn_10_ms_achieved_11_ms_is_a_10_percent_overshoot(frame):
     assert {r["phase"]: r["processing"]["overshoot"] for r in block["phases"]} == pytest.approx(
         {"base": 0.10, "slow": 0.10}
     )
+
+
+def test_model_inputs_say_what_the_partials_lack(frame):
+    deliveries = _deliveries(frame)
+    with pytest.raises(ValueError, match=r"partials without \['_both', '_measured', 'broker_network', 'prefetch_min'"):
+        deliveries.transform(model_inputs(0, partials=deliveries))

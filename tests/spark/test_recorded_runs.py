@@ -46,7 +46,11 @@ PERCENTILE_KEYS = {"p50", "p95", "p99", "processing_p99_ms", "codel_interval_ms"
 def _apart_from_percentiles(exact, approx, path=""):
     """The paths at which `approx` differs from `exact` other than in PERCENTILE_KEYS (floats: beyond
     a relative 1e-12, a mean summed in another order)."""
+    if type(exact) is not type(approx):
+        return [f"{path}: {exact!r} ({type(exact).__name__}) != {approx!r} ({type(approx).__name__})"]
     if isinstance(exact, dict):
+        if set(exact) != set(approx):
+            return [f"{path}: keys {sorted(set(exact) ^ set(approx))} in one only"]
         return [
             d
             for k, v in exact.items()
