@@ -225,9 +225,9 @@ def spark_for(
 
 
 @contextlib.contextmanager
-def _planned_with(spark: SparkSession, key: str, value: str) -> Iterator[None]:
-    """Queries planned inside (a frame is planned as it is cached) have the SQL setting `key` at
-    `value`; the session's own value is put back after."""
+def _setting(spark: SparkSession, key: str, value: str) -> Iterator[None]:
+    """Queries planned or run inside have the SQL setting `key` at `value` (a frame is planned as it
+    is cached, and run at its first action); the session's own value is put back after."""
     before = spark.conf.get(key, None)
     spark.conf.set(key, value)
     try:
@@ -243,7 +243,7 @@ def _bypassing_partial_aggregation(spark: SparkSession) -> contextlib.AbstractCo
     """Groupings planned inside skip their partial aggregation before the shuffle: grouping by
     message id, each id has a publish row and a delivery row in different files, so a partial
     aggregate reduces nothing and costs a hash table of every row (10M messages: 38 -> 32 s)."""
-    return _planned_with(spark, "spark.sql.execution.bypassPartialAggregation", "true")
+    return _setting(spark, "spark.sql.execution.bypassPartialAggregation", "true")
 
 
 PARTIAL_SKETCH_GROUPS = 128
@@ -374,8 +374,9 @@ def summarize(
                 by_consumer = deliveries.transform(consumer_summary)
             else:  # one pass per consumer and phase, its sketches merged (docs/analysis.md, "The plan")
                 threshold = "spark.sql.objectHashAggregate.sortBased.fallbackThreshold"
-                with _planned_with(spark, threshold, str(PARTIAL_SKETCH_GROUPS)):
+                with _setting(spark, threshold, str(PARTIAL_SKETCH_GROUPS)):  # read as the grouping runs:
                     partials = keep(deliveries.transform(consumer_partials(metrics, also=[*delivered, *model_parts()])))
+                    partials.count()  # so the cache is built here
                 by_run = partials.transform(merged_by([], list(metrics), fields, sums=DELIVERY_COUNTS))
                 by_consumer = partials.transform(consumer_summary_of("sojourn_ms", "end_to_end"))
             overall = (
