@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import functools
 
-from pyspark.sql import Column, DataFrame, functions as F
+from pyspark.sql import Column, DataFrame, Window, functions as F
 
 from ._common import NS_PER_S, Transform, is_acked
 from .stats import stats_struct
@@ -67,11 +67,17 @@ def per_second_windows(t0_ns: int, publishes: DataFrame) -> Transform:
             ),
         ]
         by_second = functools.reduce(lambda a, b: a.join(b, "t_s", "full"), kinds)
-        all_seconds = by_second.agg(F.min("t_s").alias("first"), F.max("t_s").alias("last")).select(
-            F.explode(F.sequence("first", "last")).alias("t_s")
-        )
+        # Each second with activity also stands for the quiet seconds up to the next one (a window
+        # over its few thousand rows in one partition), so the groupings above run once: a join of
+        # every second to them ran them twice (10M messages: 12.1-13.2 s against 8.2-10.6 s).
+        upto = F.coalesce(F.lead("t_s").over(Window.orderBy("t_s")) - 1, F.col("t_s"))
+        spans = by_second.withColumn("_upto", upto).select(F.explode(F.sequence("t_s", "_upto")).alias("_second"), "*")
+        active = F.col("_second") == F.col("t_s")
         return (
-            all_seconds.join(by_second, on="t_s", how="left")
+            spans.select(
+                F.col("_second").alias("t_s"),
+                *[F.when(active, F.col(c)).alias(c) for c in by_second.columns if c != "t_s"],
+            )
             .fillna(0, subset=["published", "delivered", "acked"])
             .orderBy("t_s")
         )
