@@ -20,6 +20,7 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession, functions as F
 
 from analysis import traces as trace_files
+from analysis.concurrent import side_by_side
 from analysis.progress import Progress, stage
 from analysis.run_file import load_run_json, slo_expressions
 from analysis.slo import evaluate_slos
@@ -246,6 +247,9 @@ def _bypassing_partial_aggregation(spark: SparkSession) -> contextlib.AbstractCo
     return _setting(spark, "spark.sql.execution.bypassPartialAggregation", "true")
 
 
+PARALLEL_BLOCKS = 2
+"""How many of the blocks after the overall statistics run their queries at once (concurrent.side_by_side)."""
+
 PARTIAL_SKETCH_GROUPS = 128
 """Past this many consumer-and-phase groups in a task, the partials' grouping sorts its rows rather
 than keep every group's sketches at once (Spark's own default for sketch aggregates): each group
@@ -390,54 +394,83 @@ def summarize(
             )
             assert overall is not None  # aggregates without grouping, cross-joined: exactly one row
 
-        with step("computing per-consumer statistics and the queueing-model check"):
+        with step("computing per-consumer statistics"):
             consumers = [consumer_row(r) for r in by_consumer.collect()]
+
+        def model_inputs_rows() -> tuple[list, list, list]:
             # per consumer (phase null) and per consumer and phase, in one pass (or rolled up from the partials)
             sets = [("consumer",), ("consumer", "phase")]
             inputs = deliveries.transform(model_inputs(t0, sets, partials)).collect()
-            model_rows = (  # the block is shaped below, once queue_depth gives the regimes their backlog
+            return (  # the block is shaped below, once queue_depth gives the regimes their backlog
                 [r for r in inputs if r["phase"] is None],
                 [r for r in inputs if r["phase"] is not None],
-                consumers,
                 deliveries.transform(ack_to_delivery).collect(),
             )
-            codel = codel_block(deliveries)  # CoDel per consumer (empty when it was off): docs/summary.md
-            egress = egress_block(deliveries, run.get("scenario"))  # egress per group ({} when off): docs/summary.md
-        with step("computing publish lateness and replay fidelity"):
-            fidelity = fidelity_block(publishes, t0, run.get("replay"))  # per producer group: docs/summary.md
-        with step("computing producer flow control and priority classes"):
-            flow_control = flow_control_block(publishes, events, int(run.get("ended_ns") or window_end))
-            priorities = (  # docs/summary.md; the check was made above
-                priority_rows(publishes, deliveries, classified, DISCARD_CLASSES) if with_priorities else []
-            )
-        with step("computing consumer churn"):
-            churn = churn_block(  # crashes, requeues: docs/summary.md
-                deliveries, events, classified, ledger_rows, consumers=[c["consumer"] for c in consumers]
-            )
-        with step("computing slow consumers"):  # docs/slow-consumers.md
-            slow_consumers = slow_consumers_block(deliveries, events, t0)
-            queue_depth = [r.asDict() for r in queue_depth_series(queue_samples(events), t0).collect()]
-            model = model_block(*model_rows, queue_depth, segments)  # docs/summary.md
-        with step("computing phases and per-second windows"):
-            phases = [phase_row(r) for r in deliveries.transform(phase_summary(segments, t0, publishes)).collect()]
-            windows = [window_row(r) for r in deliveries.transform(per_second_windows(t0, publishes)).collect()]
-        with step("computing the sojourn histogram and the events"):
+
+        def slow_consumers_and_depth() -> tuple[dict, list[dict]]:  # docs/slow-consumers.md
+            depth = [r.asDict() for r in queue_depth_series(queue_samples(events), t0).collect()]
+            return slow_consumers_block(deliveries, events, t0), depth
+
+        def histogram() -> tuple[list[float], list[int]]:
             sojourn = overall["sojourn_ms"]
             edges = histogram_edges(sojourn["min"], sojourn["max"])
             counts = [0] * (len(edges) - 1)
             for r in deliveries.transform(histogram_counts(edges, F.when(measured, F.col("sojourn_ms")))).collect():
                 counts[r["bin"]] = r["count"]
-            event_rows = [
+            return edges, counts
+
+        def timeline() -> list[dict]:
+            rows = [
                 r.asDict()
                 for r in events.where(F.col("kind") != "queue_sample")  # in queue_depth instead
                 .transform(timeline_events(t0))
                 .limit(MAX_EVENTS + 1)
                 .collect()
             ]
-            if len(event_rows) > MAX_EVENTS:
+            if len(rows) > MAX_EVENTS:
                 say(f"events: keeping the first {MAX_EVENTS} of more")
-                event_rows = event_rows[:MAX_EVENTS]
-            network = network_summary(events, t0, duration_s, run.get("ended_ns"))  # docs/network.md
+            return rows[:MAX_EVENTS]
+
+        # The blocks below read the cached frames and nothing of each other: their queries run side by
+        # side, the longest (at 10M messages) first. Each is described in docs/summary.md.
+        blocks = side_by_side(
+            say,
+            spark,
+            {
+                "computing the queueing-model inputs": model_inputs_rows,
+                "computing CoDel": lambda: codel_block(deliveries),  # per consumer; empty when it was off
+                "computing slow consumers": slow_consumers_and_depth,
+                "computing per-second windows": lambda: [
+                    window_row(r) for r in deliveries.transform(per_second_windows(t0, publishes)).collect()
+                ],
+                "computing consumer churn": lambda: churn_block(  # crashes, requeues
+                    deliveries, events, classified, ledger_rows, consumers=[c["consumer"] for c in consumers]
+                ),
+                "computing phases": lambda: [
+                    phase_row(r) for r in deliveries.transform(phase_summary(segments, t0, publishes)).collect()
+                ],
+                "computing publish lateness and replay fidelity": lambda: fidelity_block(
+                    publishes, t0, run.get("replay")
+                ),  # per producer group
+                "computing producer flow control": lambda: flow_control_block(
+                    publishes, events, int(run.get("ended_ns") or window_end)
+                ),
+                "computing priority classes": lambda: (  # the check was made above
+                    priority_rows(publishes, deliveries, classified, DISCARD_CLASSES) if with_priorities else []
+                ),
+                "computing the sojourn histogram": histogram,
+                "computing egress": lambda: egress_block(deliveries, run.get("scenario")),  # per group; {} when off
+                "computing the events": timeline,
+                "computing the network periods": lambda: network_summary(  # docs/network.md
+                    events, t0, duration_s, run.get("ended_ns")
+                ),
+            },
+            at_once=PARALLEL_BLOCKS,
+        )
+        slow_consumers, queue_depth = blocks["computing slow consumers"]
+        by_consumer_rows, by_phase_rows, drawn = blocks["computing the queueing-model inputs"]
+        model = model_block(by_consumer_rows, by_phase_rows, consumers, drawn, queue_depth, segments)
+        edges, counts = blocks["computing the sojourn histogram"]
 
     return {
         "schema_version": SUMMARY_SCHEMA_VERSION,
@@ -454,18 +487,18 @@ def summarize(
         },
         "percentiles": policy.describe(),
         "consumers": consumers,
-        "codel": codel,
-        "egress": egress,
+        "codel": blocks["computing CoDel"],
+        "egress": blocks["computing egress"],
         "model": model,
-        "phases": phases,
-        "windows": windows,
+        "phases": blocks["computing phases"],
+        "windows": blocks["computing per-second windows"],
         "sojourn_histogram": {"edges_ms": edges, "counts": counts},
-        "events": event_rows,
-        "network": network,
-        "fidelity": fidelity,
-        "flow_control": flow_control,
-        "priorities": priorities,
-        "consumers_churn": churn,
+        "events": blocks["computing the events"],
+        "network": blocks["computing the network periods"],
+        "fidelity": blocks["computing publish lateness and replay fidelity"],
+        "flow_control": blocks["computing producer flow control"],
+        "priorities": blocks["computing priority classes"],
+        "consumers_churn": blocks["computing consumer churn"],
         "slow_consumers": slow_consumers,
         "queue_depth": queue_depth,
     }
