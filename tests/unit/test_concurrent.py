@@ -36,7 +36,7 @@ def test_one_at_a_time_runs_them_in_the_order_given():
 def test_each_block_sees_the_callers_context():
     token = SETTING.set("approximate")  # as stats.percentile_policy sets its policy
     try:
-        got = side_by_side(lambda _m: None, None, {n: SETTING.get for n in "abc"}, at_once=2)
+        got = side_by_side(lambda _m: None, None, dict.fromkeys("abc", SETTING.get), at_once=2)
     finally:
         SETTING.reset(token)
     assert got == {"a": "approximate", "b": "approximate", "c": "approximate"}
