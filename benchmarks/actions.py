@@ -2,8 +2,10 @@
 
 Every `collect`, `first`, `count`, `take` and eager checkpoint the job runs is timed and charged to
 the line of `analysis/` that asked for it; the table lists them slowest first, with the load
-average before and after. One run, in one process: it says where the time goes, not whether a
-change helped (for that, pair two commands with `farm-bench --vs`, docs/benchmarks.md).
+average before and after. Blocks that run side by side (analysis.concurrent) share the cores:
+their times overlap and add up to more than the wall time. One run, in one process: it says where
+the time goes, not whether a change helped (for that, pair two commands with `farm-bench --vs`,
+docs/benchmarks.md).
 
     python -m benchmarks.actions /tmp/runs/10M --percentiles approximate
 """
@@ -15,6 +17,7 @@ import collections
 import functools
 import os
 import sys
+import threading
 import time
 import traceback
 from collections.abc import Callable
@@ -38,19 +41,21 @@ def timing(actions: dict[str, list[float]]) -> Callable[[], None]:
     from pyspark.sql.classic.dataframe import DataFrame  # the class a local session's frames are
 
     originals = {name: getattr(DataFrame, name) for name in ACTIONS}
-    depth = [0]  # an action inside another (first calls take, take calls collect) is the outer one's
+    # An action inside another (first calls take, take calls collect) is the outer one's; the job runs
+    # blocks side by side (analysis.concurrent), so the count is each thread's own.
+    inside = threading.local()
 
     def timed(original: Callable[..., Any]) -> Callable[..., Any]:
         @functools.wraps(original)
         def action(self: DataFrame, *args: Any, **kwargs: Any) -> Any:
-            if depth[0]:
+            if getattr(inside, "depth", 0):
                 return original(self, *args, **kwargs)
             where, started = _caller(), time.monotonic()
-            depth[0] += 1
+            inside.depth = 1
             try:
                 return original(self, *args, **kwargs)
             finally:
-                depth[0] -= 1
+                inside.depth = 0
                 actions[where].append(time.monotonic() - started)
 
         return action
