@@ -67,6 +67,7 @@ from analysis.transforms import (
     with_delivery_latencies,
 )
 from analysis.transforms._common import seconds_to_ns
+from analysis.transforms.codel import codel_parts
 from analysis.transforms.model import ack_to_delivery, model_inputs, model_parts
 from analysis.transforms.slow_consumers import queue_depth_series, queue_samples
 from analysis.transforms.stats import EXACT, STAT_FIELDS, PercentilePolicy, merged_by, percentile_policy
@@ -379,7 +380,8 @@ def summarize(
             else:  # one pass per consumer and phase, its sketches merged (docs/analysis.md, "The plan")
                 threshold = "spark.sql.objectHashAggregate.sortBased.fallbackThreshold"
                 with _setting(spark, threshold, str(PARTIAL_SKETCH_GROUPS)):  # read as the grouping runs:
-                    partials = keep(deliveries.transform(consumer_partials(metrics, also=[*delivered, *model_parts()])))
+                    also = [*delivered, *model_parts(), *codel_parts()]
+                    partials = keep(deliveries.transform(consumer_partials(metrics, also=also)))
                     partials.count()  # so the cache is built here
                 by_run = partials.transform(merged_by([], list(metrics), fields, sums=DELIVERY_COUNTS))
                 by_consumer = partials.transform(consumer_summary_of("sojourn_ms", "end_to_end"))
@@ -438,7 +440,7 @@ def summarize(
             spark,
             {
                 "computing the queueing-model inputs": model_inputs_rows,
-                "computing CoDel": lambda: codel_block(deliveries),  # per consumer; empty when it was off
+                "computing CoDel": lambda: codel_block(deliveries, partials),  # per consumer; empty when it was off
                 "computing slow consumers": slow_consumers_and_depth,
                 "computing per-second windows": lambda: [
                     window_row(r) for r in deliveries.transform(per_second_windows(t0, publishes)).collect()

@@ -9,6 +9,7 @@ from pyspark.sql import DataFrame, functions as F
 from analysis.transforms.codel import (
     codel_by_consumer,
     codel_state,
+    codel_state_of,
     codel_totals,
     nacked,
     requeue_handoffs,
@@ -45,16 +46,24 @@ _TOTAL_FIELDS = (
 _EMPTY_TOTALS = {**dict.fromkeys(_TOTAL_FIELDS, 0), "nack_share": None, "dropping_s": 0.0}
 
 
-def codel_block(deliveries: DataFrame) -> dict[str, Any]:
+def codel_block(deliveries: DataFrame, partials: DataFrame | None = None) -> dict[str, Any]:
     """summary.json's `codel` block: {"consumers": [...], "totals": {...}}.
 
     `consumers` is empty when no consumer had CoDel on and none acked a requeued
     message; a run without CoDel costs one cheap probe, not the whole computation.
+    `partials`: utilisation.consumer_partials of the deliveries with codel_parts among its
+    aggregates; each consumer's CoDel state is then rolled up from its few rows, and the probe is
+    that state (10M deliveries: the probe and the state read every delivery, 1.2 and 4.5 s).
     """
-    touched = deliveries.where(F.col("codel_dropping").isNotNull() | nacked())
-    if not touched.limit(1).collect():
-        return {"consumers": [], "totals": dict(_EMPTY_TOTALS)}
-    state = [tuple(r) for r in deliveries.transform(codel_state).collect()]  # a row per consumer
+    if partials is None:
+        touched = deliveries.where(F.col("codel_dropping").isNotNull() | nacked())
+        if not touched.limit(1).collect():
+            return {"consumers": [], "totals": dict(_EMPTY_TOTALS)}
+        state = [tuple(r) for r in deliveries.transform(codel_state).collect()]  # a row per consumer
+    else:
+        state = [tuple(r) for r in partials.transform(codel_state_of).collect()]
+        if not any(r[3] for r in state):  # touched: CoDel on, or a nack
+            return {"consumers": [], "totals": dict(_EMPTY_TOTALS)}
     handoffs = deliveries.transform(requeue_handoffs).cache()
     takers = [tuple(r) for r in handoffs.transform(requeue_takers).collect()]  # a row per consumer at most
     by_consumer = deliveries.transform(codel_by_consumer(state, takers)).cache()

@@ -19,7 +19,16 @@ from .accounting import (
     rejects_at_publish,
     unaccounted_ids,
 )
-from .codel import NACK_OUTCOMES, codel_by_consumer, codel_state, codel_totals, requeue_handoffs, requeue_takers
+from .codel import (
+    NACK_OUTCOMES,
+    codel_by_consumer,
+    codel_parts,
+    codel_state,
+    codel_state_of,
+    codel_totals,
+    requeue_handoffs,
+    requeue_takers,
+)
 from .events import timeline_events
 from .histogram import histogram_counts, histogram_edges
 from .latency import with_confirm_latency, with_delivery_latencies
@@ -48,7 +57,9 @@ __all__ = [
     "unaccounted_ids",
     "NACK_OUTCOMES",
     "codel_by_consumer",
+    "codel_parts",
     "codel_state",
+    "codel_state_of",
     "codel_totals",
     "requeue_handoffs",
     "requeue_takers",

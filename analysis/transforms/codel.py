@@ -21,7 +21,9 @@ __all__ = [
     "NACK_OUTCOMES",
     "nacked",
     "requeue_handoffs",
+    "codel_parts",
     "codel_state",
+    "codel_state_of",
     "requeue_takers",
     "codel_by_consumer",
     "codel_totals",
@@ -71,12 +73,43 @@ def _consumer_order() -> WindowSpec:
     return Window.partitionBy("consumer").orderBy("start_ns", "receive_ns", "delivery_tag")
 
 
+def codel_parts() -> list[Column]:
+    """Aggregates of a group's deliveries that codel_state_of rolls up per consumer (alongside
+    utilisation.consumer_partials): its first nack's start_ns, its rows with controller state, its
+    nacks."""
+    return [
+        F.min(F.when(nacked(), F.col("start_ns"))).alias("_first_drop_ns"),
+        F.count_if(F.col("codel_dropping").isNotNull()).alias("_codel_rows"),
+        F.count_if(nacked()).alias("_nacks"),
+    ]
+
+
 def codel_state(deliveries: DataFrame) -> DataFrame:
-    """One row per consumer: `first_drop_ns` (the start_ns of its first nack; null if it nacked none)
-    and `codel_on` (its delivery rows carry controller state)."""
-    return deliveries.groupBy("consumer").agg(
-        F.min(F.when(nacked(), F.col("start_ns"))).alias("first_drop_ns"),
-        (F.count_if(F.col("codel_dropping").isNotNull()) > 0).alias("codel_on"),
+    """One row per consumer: `first_drop_ns` (the start_ns of its first nack; null if it nacked none),
+    `codel_on` (its delivery rows carry controller state) and `touched` (CoDel on, or it nacked)."""
+    return deliveries.groupBy("consumer").agg(*codel_parts()).transform(_state)
+
+
+def codel_state_of(partials: DataFrame) -> DataFrame:
+    """codel_state's rows from partial rows with codel_parts (a few per consumer)."""
+    return (
+        partials.groupBy("consumer")
+        .agg(
+            F.min("_first_drop_ns").alias("_first_drop_ns"),
+            F.sum("_codel_rows").alias("_codel_rows"),
+            F.sum("_nacks").alias("_nacks"),
+        )
+        .transform(_state)
+    )
+
+
+def _state(parts: DataFrame) -> DataFrame:
+    on = F.col("_codel_rows") > 0
+    return parts.select(
+        "consumer",
+        F.col("_first_drop_ns").alias("first_drop_ns"),
+        on.alias("codel_on"),
+        (on | (F.col("_nacks") > 0)).alias("touched"),
     )
 
 

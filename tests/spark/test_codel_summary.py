@@ -3,17 +3,21 @@
 from __future__ import annotations
 
 import pytest
+from pyspark.sql import functions as F
 
 from analysis.summary import codel_block
 from analysis.transforms import (
     codel_by_consumer,
+    codel_parts,
     codel_state,
+    codel_state_of,
     codel_totals,
     mark_measured,
     requeue_handoffs,
     requeue_takers,
     with_delivery_latencies,
 )
+from analysis.transforms.utilisation import consumer_partials
 
 MS = 1_000_000
 
@@ -184,17 +188,31 @@ def test_totals_cover_the_codel_consumers_and_follow_every_requeued_message(fram
     }
 
 
-def test_the_block_is_empty_when_codel_was_off(frame):
-    block = codel_block(
+def _block(deliveries, via):
+    """codel_block with each consumer's CoDel state from the deliveries, or rolled up from the
+    partial rows per consumer and phase the job has with approximate percentiles."""
+    if via == "deliveries":
+        return codel_block(deliveries)
+    return codel_block(deliveries, deliveries.transform(consumer_partials({}, also=codel_parts())))
+
+
+VIA = pytest.mark.parametrize("via", ["deliveries", "partials"])
+
+
+@VIA
+def test_the_block_is_empty_when_codel_was_off(frame, via):
+    block = _block(
         frame("delivery", d(OTHER, "m1", 0, 1, "ack", None))
         .transform(with_delivery_latencies)
-        .transform(mark_measured(0, "receive_ns"))
+        .transform(mark_measured(0, "receive_ns")),
+        via,
     )
     assert block["consumers"] == []
     assert block["totals"]["nacks"] == 0 and block["totals"]["nack_share"] is None
 
 
-def test_with_codel_off_everywhere_a_requeue_lists_its_acker_with_no_dropping_time(frame):
+@VIA
+def test_with_codel_off_everywhere_a_requeue_lists_its_acker_with_no_dropping_time(frame, via):
     deliveries = (
         frame(
             "delivery",
@@ -204,7 +222,7 @@ def test_with_codel_off_everywhere_a_requeue_lists_its_acker_with_no_dropping_ti
         .transform(with_delivery_latencies)
         .transform(mark_measured(0, "receive_ns"))
     )
-    block = codel_block(deliveries)
+    block = _block(deliveries, via)
     # the consumer that acked what another requeued is listed, CoDel off: no dropping state to time
     assert [
         (c["consumer"], c["codel_on"], c["dropping_s"], c["acked_requeued_from_others"]) for c in block["consumers"]
@@ -213,8 +231,9 @@ def test_with_codel_off_everywhere_a_requeue_lists_its_acker_with_no_dropping_ti
     assert block["totals"]["nacks"] == 0  # the totals cover the consumers with CoDel on: none
 
 
-def test_the_block_holds_plain_values_and_stats_blocks(frame):
-    block = codel_block(_deliveries(frame))
+@VIA
+def test_the_block_holds_plain_values_and_stats_blocks(frame, via):
+    block = _block(_deliveries(frame), via)
     slow = block["consumers"][-1]
     assert [c["consumer"] for c in block["consumers"]] == [FAST, PLAIN, SLOW]
     assert set(slow) == {
@@ -281,3 +300,15 @@ def test_the_job_writes_the_block_and_the_report_shows_it(tmp_path, spark, write
     assert summary["codel"]["totals"]["requeued_acked_by_other"] == 1
     assert summary["messages"]["acked"] == 1 and summary["messages"]["unaccounted"] == 0
     assert '<section id="codel">' in (tmp_path / "report.html").read_text()
+
+
+def test_the_state_rolled_up_from_partials_is_the_state_of_the_deliveries(frame):
+    deliveries = _deliveries(frame)
+    by_phase = deliveries.withColumn("phase", F.when(F.col("receive_ns") < 40 * MS, "a").otherwise("b"))
+    partials = by_phase.transform(consumer_partials({}, also=codel_parts()))
+    assert partials.count() > 4  # a consumer's rows span both phases: the roll-up has work to do
+    state = {r.consumer: r.asDict() for r in deliveries.transform(codel_state).collect()}
+    assert {r.consumer: r.asDict() for r in partials.transform(codel_state_of).collect()} == state
+    assert state[SLOW] == dict(consumer=SLOW, first_drop_ns=50 * MS, codel_on=True, touched=True)
+    assert state[OTHER] == dict(consumer=OTHER, first_drop_ns=None, codel_on=False, touched=False)
+    assert codel_block(by_phase, partials) == codel_block(by_phase)
