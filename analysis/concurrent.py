@@ -13,26 +13,31 @@ from analysis.progress import Progress, stage
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["side_by_side"]
+__all__ = ["Block", "side_by_side"]
+
+
+Block = tuple[str, Callable[[], Any]]
+"""A stage's name (progress.stage) and what it computes."""
 
 
 def side_by_side(
-    say: Progress, spark: SparkSession | None, blocks: Mapping[str, Callable[[], Any]], at_once: int
+    say: Progress, spark: SparkSession | None, blocks: Mapping[str, Block], at_once: int
 ) -> dict[str, Any]:
-    """Each block's result by its name, the blocks run `at_once` at a time in the order given (put
-    the longest first), each a stage of its own (progress.stage: its name and time), each in a copy
-    of the caller's context (stats.percentile_policy is a context variable). Spark takes queries from
-    several threads; each has its own jobs. A failing block raises once every other has ended."""
+    """Each block's result by its key, the blocks run `at_once` at a time in the order given (put
+    the longest first), each a stage of its own (its name and time), each in a copy of the caller's
+    context (stats.percentile_policy is a context variable). Spark takes queries from several
+    threads; each has its own jobs. A failing block raises once every other has ended."""
     if at_once <= 1:
-        return {name: _staged(say, spark, name, block) for name, block in blocks.items()}
+        return {key: _staged(say, spark, block) for key, block in blocks.items()}
     with ThreadPoolExecutor(max_workers=at_once, thread_name_prefix="sojourn-block") as pool:
         futures = {
-            name: pool.submit(contextvars.copy_context().run, _staged, say, spark, name, block)
-            for name, block in blocks.items()
+            key: pool.submit(contextvars.copy_context().run, _staged, say, spark, block)
+            for key, block in blocks.items()
         }
-        return {name: future.result() for name, future in futures.items()}
+        return {key: future.result() for key, future in futures.items()}
 
 
-def _staged(say: Progress, spark: SparkSession | None, name: str, block: Callable[[], Any]) -> Any:
+def _staged(say: Progress, spark: SparkSession | None, block: Block) -> Any:
+    name, compute = block
     with stage(say, name, spark):
-        return block()
+        return compute()

@@ -439,40 +439,53 @@ def summarize(
             say,
             spark,
             {
-                "computing the queueing-model inputs": model_inputs_rows,
-                "computing CoDel": lambda: codel_block(deliveries, partials),  # per consumer; empty when it was off
-                "computing slow consumers": slow_consumers_and_depth,
-                "computing per-second windows": lambda: [
-                    window_row(r) for r in deliveries.transform(per_second_windows(t0, publishes)).collect()
-                ],
-                "computing consumer churn": lambda: churn_block(  # crashes, requeues
-                    deliveries, events, classified, ledger_rows, consumers=[c["consumer"] for c in consumers]
+                "model": ("computing the queueing-model inputs", model_inputs_rows),
+                "codel": ("computing CoDel", lambda: codel_block(deliveries, partials)),  # {} when it was off
+                "slow_consumers": ("computing slow consumers", slow_consumers_and_depth),
+                "windows": (
+                    "computing per-second windows",
+                    lambda: [window_row(r) for r in deliveries.transform(per_second_windows(t0, publishes)).collect()],
                 ),
-                "computing phases": lambda: [
-                    phase_row(r) for r in deliveries.transform(phase_summary(segments, t0, publishes)).collect()
-                ],
-                "computing publish lateness and replay fidelity": lambda: fidelity_block(
-                    publishes, t0, run.get("replay")
-                ),  # per producer group
-                "computing producer flow control": lambda: flow_control_block(
-                    publishes, events, int(run.get("ended_ns") or window_end)
+                "consumers_churn": (  # crashes, requeues
+                    "computing consumer churn",
+                    lambda: churn_block(
+                        deliveries, events, classified, ledger_rows, consumers=[c["consumer"] for c in consumers]
+                    ),
                 ),
-                "computing priority classes": lambda: (  # the check was made above
-                    priority_rows(publishes, deliveries, classified, DISCARD_CLASSES) if with_priorities else []
+                "phases": (
+                    "computing phases",
+                    lambda: [
+                        phase_row(r) for r in deliveries.transform(phase_summary(segments, t0, publishes)).collect()
+                    ],
                 ),
-                "computing the sojourn histogram": histogram,
-                "computing egress": lambda: egress_block(deliveries, run.get("scenario")),  # per group; {} when off
-                "computing the events": timeline,
-                "computing the network periods": lambda: network_summary(  # docs/network.md
-                    events, t0, duration_s, run.get("ended_ns")
+                "fidelity": (  # per producer group
+                    "computing publish lateness and replay fidelity",
+                    lambda: fidelity_block(publishes, t0, run.get("replay")),
+                ),
+                "flow_control": (
+                    "computing producer flow control",
+                    lambda: flow_control_block(publishes, events, int(run.get("ended_ns") or window_end)),
+                ),
+                "priorities": (  # the check was made above
+                    "computing priority classes",
+                    lambda: (
+                        priority_rows(publishes, deliveries, classified, DISCARD_CLASSES) if with_priorities else []
+                    ),
+                ),
+                "sojourn_histogram": ("computing the sojourn histogram", histogram),
+                "egress": ("computing egress", lambda: egress_block(deliveries, run.get("scenario"))),  # {} when off
+                "events": ("computing the events", timeline),
+                "network": (  # docs/network.md
+                    "computing the network periods",
+                    lambda: network_summary(events, t0, duration_s, run.get("ended_ns")),
                 ),
             },
             at_once=PARALLEL_BLOCKS,
         )
-        slow_consumers, queue_depth = blocks["computing slow consumers"]
-        by_consumer_rows, by_phase_rows, drawn = blocks["computing the queueing-model inputs"]
+        slow_consumers, queue_depth = blocks.pop("slow_consumers")
+        by_consumer_rows, by_phase_rows, drawn = blocks.pop("model")
         model = model_block(by_consumer_rows, by_phase_rows, consumers, drawn, queue_depth, segments)
-        edges, counts = blocks["computing the sojourn histogram"]
+        edges, counts = blocks.pop("sojourn_histogram")
 
     return {
         "schema_version": SUMMARY_SCHEMA_VERSION,
@@ -489,18 +502,18 @@ def summarize(
         },
         "percentiles": policy.describe(),
         "consumers": consumers,
-        "codel": blocks["computing CoDel"],
-        "egress": blocks["computing egress"],
+        "codel": blocks["codel"],
+        "egress": blocks["egress"],
         "model": model,
-        "phases": blocks["computing phases"],
-        "windows": blocks["computing per-second windows"],
+        "phases": blocks["phases"],
+        "windows": blocks["windows"],
         "sojourn_histogram": {"edges_ms": edges, "counts": counts},
-        "events": blocks["computing the events"],
-        "network": blocks["computing the network periods"],
-        "fidelity": blocks["computing publish lateness and replay fidelity"],
-        "flow_control": blocks["computing producer flow control"],
-        "priorities": blocks["computing priority classes"],
-        "consumers_churn": blocks["computing consumer churn"],
+        "events": blocks["events"],
+        "network": blocks["network"],
+        "fidelity": blocks["fidelity"],
+        "flow_control": blocks["flow_control"],
+        "priorities": blocks["priorities"],
+        "consumers_churn": blocks["consumers_churn"],
         "slow_consumers": slow_consumers,
         "queue_depth": queue_depth,
     }

@@ -20,15 +20,17 @@ def test_blocks_run_at_once_and_give_their_results_by_name():
         return value
 
     said = []
-    got = side_by_side(said.append, None, {"first": lambda: meet(1), "second": lambda: meet(2)}, at_once=2)
-    assert got == {"first": 1, "second": 2}
+    got = side_by_side(
+        said.append, None, {"a": ("first", lambda: meet(1)), "b": ("second", lambda: meet(2))}, at_once=2
+    )
+    assert got == {"a": 1, "b": 2}
     assert sorted(m.split(":")[0] for m in said) == ["first", "second"]  # each block is a stage with its time
     assert all(re.fullmatch(r"\w+: \d+\.\d s", m) for m in said)
 
 
 def test_one_at_a_time_runs_them_in_the_order_given():
     order = []
-    blocks = {name: (lambda name=name: order.append(name) or name) for name in ("c", "a", "b")}
+    blocks = {name: (f"computing {name}", lambda name=name: order.append(name) or name) for name in ("c", "a", "b")}
     assert side_by_side(lambda _m: None, None, blocks, at_once=1) == {"c": "c", "a": "a", "b": "b"}
     assert order == ["c", "a", "b"]
 
@@ -36,7 +38,7 @@ def test_one_at_a_time_runs_them_in_the_order_given():
 def test_each_block_sees_the_callers_context():
     token = SETTING.set("approximate")  # as stats.percentile_policy sets its policy
     try:
-        got = side_by_side(lambda _m: None, None, dict.fromkeys("abc", SETTING.get), at_once=2)
+        got = side_by_side(lambda _m: None, None, dict.fromkeys("abc", ("reading the setting", SETTING.get)), at_once=2)
     finally:
         SETTING.reset(token)
     assert got == {"a": "approximate", "b": "approximate", "c": "approximate"}
@@ -53,5 +55,5 @@ def test_a_failing_block_raises_once_the_others_have_ended():
         raise ValueError("no such column")
 
     with pytest.raises(ValueError, match="no such column"):
-        side_by_side(lambda _m: None, None, {"fails": fails, "slow": slow}, at_once=2)
+        side_by_side(lambda _m: None, None, {"fails": ("failing", fails), "slow": ("slow", slow)}, at_once=2)
     assert ended == ["slow"]
