@@ -26,6 +26,7 @@ and `sojourn run` / `sojourn analyze` convert whatever a killed run left (`recov
 from __future__ import annotations
 
 import atexit
+import contextlib
 import functools
 import logging
 import marshal
@@ -36,6 +37,7 @@ import struct
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -324,6 +326,45 @@ class _Child:
             self.proc.wait()
 
 
+_HANDED_WAIT_S = 60.0
+"""How long TraceWriter.close waits for a write a thread is still running."""
+
+
+class _Handed:
+    """A write run once: by the thread it was handed to, or by TraceWriter.close if that thread has
+    not started it (finish)."""
+
+    def __init__(self, write: Callable[[], None]):
+        self._write = write
+        self._claim = _os_lock()  # held by whoever runs the write
+        self.ended = False
+
+    def __call__(self) -> None:
+        if self._claim.acquire(blocking=False):
+            self._run()
+
+    def finish(self, timeout_s: float = _HANDED_WAIT_S) -> None:
+        """Run the write here if no thread has started it; else wait up to `timeout_s` for it to end."""
+        if self._claim.acquire(blocking=False):
+            with contextlib.suppress(Exception):  # logged by _run: the rows after it are still written
+                self._run()
+            return
+        deadline = time.monotonic() + timeout_s
+        while not self.ended and time.monotonic() < deadline:
+            time.sleep(0.01)  # gevent's, once patched: the thread pool's hub callbacks keep running
+        if not self.ended:
+            log.warning("trace writer: a write handed to a thread did not end within %.0f s", timeout_s)
+
+    def _run(self) -> None:
+        try:
+            self._write()
+        except Exception:
+            log.exception("trace writer: a write handed to a thread failed")
+            raise
+        finally:
+            self.ended = True
+
+
 class TraceWriter:
     def __init__(
         self,
@@ -353,6 +394,7 @@ class TraceWriter:
         self._seq = 0
         self._lock = _os_lock()  # serialises part numbering, file writes and the child's pipe
         self._closed = False
+        self._in_flight: list[_Handed] = []  # writes handed to other threads (_handed)
         self.rows_written: dict[str, int] = dict.fromkeys(KINDS, 0)
         for kind in KINDS:
             (self.root / kind).mkdir(parents=True, exist_ok=True)
@@ -402,7 +444,16 @@ class TraceWriter:
         if run_in is None:
             write()
         else:
-            run_in(write)
+            run_in(self._handed(write))
+
+    def _handed(self, write: Callable[[], None]) -> Callable[[], None]:
+        """`write`, to run in another thread, kept until it has run: close() runs it itself if it has
+        not started, and waits for it if it has. A rows' write handed to a thread that never ran it
+        (its greenlet killed at the run's end while it waited) lost the rows; one still running at
+        the process's exit lost them too."""
+        job = _Handed(write)
+        self._in_flight = [j for j in self._in_flight if not j.ended] + [job]
+        return job
 
     def flush(self, run_in: Callable[[Callable[[], Any]], Any] | None = None) -> None:
         """Write every buffered row. `run_in` runs the write elsewhere (e.g. a thread pool)."""
@@ -418,6 +469,9 @@ class TraceWriter:
                 log.warning("trace writer: %d rows arrived after it was closed; writing them now", late)
                 self.flush()
             return
+        for job in self._in_flight:  # handed to threads before this: written ahead of the rows below
+            job.finish()
+        self._in_flight = []
         self.flush()
         self._closed = True
         with self._lock:

@@ -379,3 +379,24 @@ def test_rows_appended_after_close_are_written_by_the_next_close_and_reported(tm
     )
     assert names == ["p0", "p1"]
     assert "1 rows arrived after it was closed" in caplog.text
+
+
+def test_rows_handed_to_a_thread_that_never_ran_the_write_are_written_at_close(tmp_path: Path):
+    """The run's flush loop hands each kind's write to the thread pool and waits; killed at the run's
+    end while it waited, the write never ran, and those rows were in no part file."""
+    never_run: list = []
+    w = TraceWriter(tmp_path, "r", "w", out_of_process=True)
+    for i in range(3):
+        w.append("publish", _publish(i))
+    w.flush_kind("publish", run_in=never_run.append)  # handed off, not run
+    assert w.pending() == 0
+    w.append("publish", _publish(3))  # after the hand-off: written by close's own flush
+    w.close()
+
+    def seqs_by_part():
+        parts = sorted((tmp_path / "traces" / "publish").glob("*.parquet"))
+        return [[r["seq"] for r in pq.read_table(p).to_pylist()] for p in parts]
+
+    assert seqs_by_part() == [[0, 1, 2], [3]]  # the handed rows first, in part order
+    never_run[0]()  # the thread gets to it after all: the rows are not written twice
+    assert seqs_by_part() == [[0, 1, 2], [3]]
