@@ -439,7 +439,7 @@ def summarize(
             say,
             spark,
             {
-                "model": ("computing the queueing-model inputs", model_inputs_rows),
+                "model_inputs": ("computing the queueing-model inputs", model_inputs_rows),
                 "codel": ("computing CoDel", lambda: codel_block(deliveries, partials)),  # {} when it was off
                 "slow_consumers": ("computing slow consumers", slow_consumers_and_depth),
                 "windows": (
@@ -483,7 +483,7 @@ def summarize(
             at_once=PARALLEL_BLOCKS,
         )
         slow_consumers, queue_depth = blocks.pop("slow_consumers")
-        by_consumer_rows, by_phase_rows, drawn = blocks.pop("model")
+        by_consumer_rows, by_phase_rows, drawn = blocks.pop("model_inputs")
         model = model_block(by_consumer_rows, by_phase_rows, consumers, drawn, queue_depth, segments)
         edges, counts = blocks.pop("sojourn_histogram")
 
