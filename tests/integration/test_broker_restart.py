@@ -104,11 +104,18 @@ def test_a_broker_restart_is_noticed_and_what_it_lost_is_accounted_for(node, tmp
     assert m["published"] == m["acked"] + m["discarded_total"] + m["left_in_broker"]
     # what waited in the queue at the crash (a backlog growing ~34/s for ~4 s) went with it
     assert m["discarded"]["lost_with_queue"] > 50
-    # independently: reached the broker by the restart, never acked -> lost with the queue
+    # independently: reached the broker by the restart, never acked and not in the leftover census ->
+    # lost with the queue. The restart is stamped when the run noticed it, up to a few seconds after
+    # the node was back: a message the new node confirmed in between and kept is left in the broker
+    # (docs/summary.md, class 13 before 15).
     acked = {d["message_id"] for d in read_rows(run_dir, "delivery") if d["outcome"] == "ack"}
+    left = {r["message_id"] for r in read_rows(run_dir, "leftover")}
     lost = {
         p["message_id"]
         for p in publishes
-        if p["outcome"] == "confirmed" and p["publish_ns"] <= restarts[0]["ts_ns"] and p["message_id"] not in acked
+        if p["outcome"] == "confirmed"
+        and p["publish_ns"] <= restarts[0]["ts_ns"]
+        and p["message_id"] not in acked
+        and p["message_id"] not in left
     }
     assert lost and len(lost) <= m["discarded"]["lost_with_queue"]
