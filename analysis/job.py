@@ -69,7 +69,7 @@ from analysis.transforms import (
 from analysis.transforms._common import seconds_to_ns
 from analysis.transforms.codel import codel_parts
 from analysis.transforms.model import ack_to_delivery, model_inputs, model_parts
-from analysis.transforms.slow_consumers import queue_depth_series, queue_samples
+from analysis.transforms.slow_consumers import consumer_span_parts, queue_depth_series, queue_samples
 from analysis.transforms.stats import EXACT, STAT_FIELDS, PercentilePolicy, merged_by, percentile_policy
 from analysis.transforms.throughput import DELIVERY_COUNTS
 from analysis.transforms.utilisation import consumer_partials, consumer_summary_of
@@ -380,7 +380,7 @@ def summarize(
             else:  # one pass per consumer and phase, its sketches merged (docs/analysis.md, "The plan")
                 threshold = "spark.sql.objectHashAggregate.sortBased.fallbackThreshold"
                 with _setting(spark, threshold, str(PARTIAL_SKETCH_GROUPS)):  # read as the grouping runs:
-                    also = [*delivered, *model_parts(), *codel_parts()]
+                    also = [*delivered, *model_parts(), *codel_parts(), *consumer_span_parts()]
                     partials = keep(deliveries.transform(consumer_partials(metrics, also=also)))
                     partials.count()  # so the cache is built here
                 by_run = partials.transform(merged_by([], list(metrics), fields, sums=DELIVERY_COUNTS))
@@ -411,7 +411,7 @@ def summarize(
 
         def slow_consumers_and_depth() -> tuple[dict, list[dict]]:  # docs/slow-consumers.md
             depth = [r.asDict() for r in queue_depth_series(queue_samples(events), t0).collect()]
-            return slow_consumers_block(deliveries, events, t0), depth
+            return slow_consumers_block(deliveries, events, t0, partials), depth
 
         def histogram() -> tuple[list[float], list[int]]:
             sojourn = overall["sojourn_ms"]

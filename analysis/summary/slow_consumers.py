@@ -18,8 +18,11 @@ def _share(slow: int, sampled: int) -> float | None:
     return slow / sampled if sampled else None
 
 
-def slow_consumers_block(deliveries: DataFrame, events: DataFrame, t0_ns: int) -> dict[str, Any]:
-    """summary.json's `slow_consumers` (docs/summary.md); {} when the run has no queue samples."""
+def slow_consumers_block(
+    deliveries: DataFrame, events: DataFrame, t0_ns: int, partials: DataFrame | None = None
+) -> dict[str, Any]:
+    """summary.json's `slow_consumers` (docs/summary.md); {} when the run has no queue samples.
+    `partials`: the consumer partials with consumer_span_parts, when the job has them (consumer_spans)."""
     samples = queue_samples(events)
     info = samples.agg(
         F.count(F.lit(1)).alias("n"),
@@ -30,7 +33,7 @@ def slow_consumers_block(deliveries: DataFrame, events: DataFrame, t0_ns: int) -
     assert info is not None  # an aggregate without grouping: exactly one row
     if not info["n"]:
         return {}
-    spans = consumer_spans(deliveries, events).orderBy("consumer").collect()  # a row per consumer
+    spans = consumer_spans(deliveries, events, partials).orderBy("consumer").collect()  # a row per consumer
     spans_frame = local_rows(deliveries.sparkSession, [tuple(r) for r in spans], SPANS_SCHEMA)
     minutes = (
         slow_consumer_samples(deliveries, events, t0_ns, spans_frame)

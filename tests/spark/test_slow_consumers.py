@@ -7,7 +7,8 @@ import json
 import pytest
 
 from analysis.summary.slow_consumers import slow_consumers_block
-from analysis.transforms.slow_consumers import queue_depth_series, queue_samples
+from analysis.transforms.slow_consumers import consumer_span_parts, consumer_spans, queue_depth_series, queue_samples
+from analysis.transforms.utilisation import consumer_partials
 
 S = 1_000_000_000
 T0 = 1_000 * S
@@ -33,7 +34,14 @@ def _d(consumer: str, rx_s: float, settle_s: float | None, prefetch: int = 2, ou
         settle_ns=None if settle_s is None else T0 + int(settle_s * S),
         outcome=outcome if settle_s is not None or outcome != "ack" else "unsettled",
         prefetch=prefetch,
+        # two phases, so that the spans rolled up from per-phase partials have rows to combine
+        phase="base" if rx_s < 0.55 else "busy",
     )
+
+
+def _partials(deliveries):
+    """The partial rows per consumer and phase the job has with approximate percentiles."""
+    return deliveries.transform(consumer_partials({}, also=consumer_span_parts()))
 
 
 def _event(kind: str, t_s: float, name: str, value=None, detail=None) -> dict:
@@ -51,8 +59,8 @@ def _event(kind: str, t_s: float, name: str, value=None, detail=None) -> dict:
 SAMPLES = [_sample(t, 0 if t <= 5 else 4) for t in range(1, 11)]
 
 
-@pytest.fixture(scope="module")
-def block(frame):
+@pytest.fixture(scope="module", params=["deliveries", "partials"])
+def block(frame, request):
     deliveries = frame(
         "delivery",
         *(
@@ -87,7 +95,7 @@ def block(frame):
         _event("prefetch_change", 8.5, "h/w/0", value=2.0, detail={"from": 3, "to": 2}),
         _event("phase_start", 8.5, "runner"),
     )
-    return slow_consumers_block(deliveries, events, T0)
+    return slow_consumers_block(deliveries, events, T0, _partials(deliveries) if request.param == "partials" else None)
 
 
 def _by_consumer(block) -> dict:
@@ -180,3 +188,22 @@ def test_several_samples_in_one_second_each_see_only_what_came_before_them(frame
     [row] = block["consumers"]
     # In its span (3.25-7.0 s): 3.3 and 3.4 full, 3.5 and 5.1 empty, 5.6 full.
     assert (row["seconds_sampled"], row["slow_seconds"]) == (5, 3)
+
+
+def test_the_spans_rolled_up_from_partials_are_the_spans_of_the_deliveries(frame):
+    deliveries = frame(
+        "delivery",
+        _d("a/w/0", 0.5, 9),  # base; busy holds the last receive (3 s) but an earlier settle (4 s)
+        _d("a/w/0", 3, 4),
+        _d("b/w/0", 0.5, None, prefetch=3),  # never settled: its span ends at its last receive
+        _d("b/w/0", 2, None, prefetch=1),
+        _d("d/w/0", 1, 1, outcome="auto_ack"),
+    )
+    events = frame("event", _event("consumer_join", 0.2, "a/w/0"), _event("consumer_leave", 8, "b/w/0"))
+    partials = _partials(deliveries)
+    assert partials.count() == 5  # a and b in two phases each, d in one
+    spans = {r.consumer: r.asDict() for r in consumer_spans(deliveries, events, partials).collect()}
+    assert spans == {r.consumer: r.asDict() for r in consumer_spans(deliveries, events).collect()}
+    assert spans["a/w/0"] == dict(consumer="a/w/0", group="a", excluded=None, from_ns=T0 + S // 5, to_ns=T0 + 9 * S)
+    assert spans["b/w/0"] == dict(consumer="b/w/0", group="b", excluded=None, from_ns=T0 + S // 2, to_ns=T0 + 8 * S)
+    assert spans["d/w/0"]["excluded"] == "auto_ack"
