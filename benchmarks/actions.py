@@ -3,9 +3,12 @@
 Every `collect`, `first`, `count`, `take` and eager checkpoint the job runs is timed and charged to
 the line of `analysis/` that asked for it; the table lists them slowest first, with the load
 average before and after. Blocks that run side by side (analysis.concurrent) share the cores:
-their times overlap and add up to more than the wall time. One run, in one process: it says where
-the time goes, not whether a change helped (for that, pair two commands with `farm-bench --vs`,
-docs/benchmarks.md).
+their wall times overlap and add up to more than the wall time, and a small query waits behind the
+other block's tasks. So each line also gets the work of its Spark tasks, summed over the cores:
+their run time and CPU time (each action's jobs carry its line as their description, which the
+stages adaptive execution submits from other threads inherit; read from Spark's status store at
+the end). One run, in one process: it says where the time goes, not whether a change helped (for
+that, pair two commands with `farm-bench --vs`, docs/benchmarks.md).
 
     python -m benchmarks.actions /tmp/runs/10M --percentiles approximate
 """
@@ -36,8 +39,14 @@ def _caller() -> str:
     return "elsewhere"
 
 
-def timing(actions: dict[str, list[float]]) -> Callable[[], None]:
-    """Wrap the DataFrame actions so each adds its time under its caller; returns the undo."""
+_DESCRIPTION = "spark.job.description"
+
+
+def timing(actions: dict[str, list[float]], caller: Callable[[], str] | None = None) -> Callable[[], None]:
+    """Wrap the DataFrame actions so each adds its time under its caller (`caller()`: by default the
+    line of analysis/ that asked), and its Spark jobs carry the caller as their description; returns
+    the undo."""
+    where_from = caller or _caller
     from pyspark.sql.classic.dataframe import DataFrame  # the class a local session's frames are
 
     originals = {name: getattr(DataFrame, name) for name in ACTIONS}
@@ -50,12 +59,16 @@ def timing(actions: dict[str, list[float]]) -> Callable[[], None]:
         def action(self: DataFrame, *args: Any, **kwargs: Any) -> Any:
             if getattr(inside, "depth", 0):
                 return original(self, *args, **kwargs)
-            where, started = _caller(), time.monotonic()
+            where, started = where_from(), time.monotonic()
+            context = self.sparkSession.sparkContext
+            previous = context.getLocalProperty(_DESCRIPTION)
+            context.setLocalProperty(_DESCRIPTION, where)
             inside.depth = 1
             try:
                 return original(self, *args, **kwargs)
             finally:
                 inside.depth = 0
+                context.setLocalProperty(_DESCRIPTION, previous)  # type: ignore[arg-type]  # None unsets it
                 actions[where].append(time.monotonic() - started)
 
         return action
@@ -63,6 +76,25 @@ def timing(actions: dict[str, list[float]]) -> Callable[[], None]:
     for name, original in originals.items():
         setattr(DataFrame, name, timed(original))
     return lambda: [setattr(DataFrame, name, original) for name, original in originals.items()]
+
+
+def task_times(spark: Any) -> tuple[dict[str, tuple[float, float]], int]:
+    """Per job description: the summed run time and CPU time (s) of its stages' tasks, and the number
+    of stages read. Spark's status store is not public API (AppStatusStore, reached through py4j);
+    it keeps the last `spark.ui.retainedStages` stages (1,000 by default)."""
+    context = spark.sparkContext
+    gateway = context._gateway
+    stages = (
+        context._jsc.sc().statusStore().stageList(None, False, False, gateway.new_array(gateway.jvm.double, 0), None)
+    )
+    work: dict[str, list[float]] = collections.defaultdict(lambda: [0.0, 0.0])
+    for i in range(stages.length()):
+        stage = stages.apply(i)
+        description = stage.description()
+        where = description.get() if description.isDefined() else "elsewhere"
+        work[where][0] += stage.executorRunTime() / 1e3  # ms
+        work[where][1] += stage.executorCpuTime() / 1e9  # ns
+    return {where: (run, cpu) for where, (run, cpu) in work.items()}, stages.length()
 
 
 def _loadavg() -> str:
@@ -78,8 +110,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--percentiles", default="auto", choices=("auto", "exact", "approximate"))
     args = parser.parse_args(argv)
 
+    import analysis.session
     from analysis.job import analyze
 
+    stop_spark = analysis.session.stop_spark
+    sessions: list[Any] = []
+    analysis.session.stop_spark = sessions.append  # analyze stops the session it started: read it first
     actions: dict[str, list[float]] = collections.defaultdict(list)
     load_before, started = _loadavg(), time.monotonic()
     undo = timing(actions)
@@ -87,12 +123,23 @@ def main(argv: list[str] | None = None) -> int:
         analyze(args.run_dir, percentiles=args.percentiles, progress=lambda m: print(m, file=sys.stderr, flush=True))
     finally:
         undo()
+        analysis.session.stop_spark = stop_spark
     wall = time.monotonic() - started
+    work, stages = task_times(sessions[0]) if sessions else ({}, 0)
+    for spark in sessions:
+        stop_spark(spark)
+    total_run, total_cpu = sum(r for r, _ in work.values()), sum(c for _, c in work.values())
     print(f"{args.run_dir}: {wall:,.1f} s wall; load {load_before} before, {_loadavg()} after")
-    print(f"{'seconds':>8}  {'calls':>5}  where")
+    print("seconds: the action's wall time; task s, cpu s: its Spark tasks' run and CPU time over all cores")
+    print(f"{'seconds':>8}  {'task s':>7}  {'cpu s':>7}  {'calls':>5}  where")
     for where, times in sorted(actions.items(), key=lambda kv: -sum(kv[1])):
-        print(f"{sum(times):8.1f}  {len(times):5d}  {where}")
-    print(f"{sum(map(sum, actions.values())):8.1f}         in actions, of {wall:,.1f} s")
+        run, cpu = work.pop(where, (0.0, 0.0))
+        print(f"{sum(times):8.1f}  {run:7.1f}  {cpu:7.1f}  {len(times):5d}  {where}")
+    for where, (run, cpu) in work.items():  # jobs no timed action asked for
+        print(f"{'':8}  {run:7.1f}  {cpu:7.1f}  {'':5}  {where}")
+    in_actions = sum(map(sum, actions.values()))
+    print(f"{in_actions:8.1f}  {total_run:7.1f}  {total_cpu:7.1f}         in all, of {wall:,.1f} s wall")
+    print(f"({stages} stages read from Spark's status store)")
     return 0
 
 
