@@ -43,6 +43,7 @@ __all__ = [
     "total_memory_bytes",
     "class_archive",
     "SMALL_TRACE_ROWS",
+    "C1_ONLY_TRACE_ROWS",
     "LOG_NAME",
 ]
 
@@ -50,8 +51,13 @@ LOG_NAME = "spark.log"
 """The JVM's log, in the (first) run directory the session analyses."""
 
 SMALL_TRACE_ROWS = 300_000
-"""Up to this many trace rows, a JVM lives for seconds: C1 alone, one shuffle partition, no
-adaptive re-planning and no whole-stage code generation cost less than they save."""
+"""Up to this many trace rows, a JVM lives for seconds: one shuffle partition, no adaptive
+re-planning and no whole-stage code generation cost less than they save."""
+
+C1_ONLY_TRACE_ROWS = 2_500_000
+"""Up to this many trace rows the JIT compiles with C1 alone: C2's compiler threads took the two
+cores from the tasks for longer than its faster code saved (a synthetic 1M-message run, 2M rows:
+docs/benchmarks.md); a 3M-message run (6M rows) took 201 s with C1 alone against 137 s tiered."""
 
 _MIB = 1 << 20
 _GIB = 1 << 30
@@ -124,15 +130,15 @@ def jvm_settings(trace_bytes: int, trace_rows: int, machine_bytes: int, archive:
     """The local driver's JVM settings for traces of this size (Parquet bytes on disk, rows).
 
     Heap: 12x the Parquet bytes, at least 1 GiB, at most 60 % of the machine's memory; what
-    does not fit spills to local disk. Small traces get the C1 compiler only (the JVM lives
-    for seconds; C2 would compile for longer than it runs); large ones keep tiered
-    compilation. The parallel collector suits a batch job better than G1's pause goals.
+    does not fit spills to local disk. Traces up to C1_ONLY_TRACE_ROWS get the C1 compiler only
+    (C2 would compile for longer than it saves); larger ones keep tiered compilation. The
+    parallel collector suits a batch job better than G1's pause goals.
     `archive`: the class archive to start from, or to write at exit (class_archive).
     """
     heap = max(_MIN_HEAP, min(_HEAP_PER_TRACE_BYTE * trace_bytes, int(_MAX_HEAP_SHARE * machine_bytes)))
     heap_mib = heap // _MIB
     options = ["-XX:+UseParallelGC"]
-    if trace_rows <= SMALL_TRACE_ROWS:
+    if trace_rows <= C1_ONLY_TRACE_ROWS:
         options.append("-XX:TieredStopAtLevel=1")
     options += _archive_options(archive)
     return {"spark.driver.memory": f"{heap_mib}m", "spark.driver.extraJavaOptions": " ".join(options)}
