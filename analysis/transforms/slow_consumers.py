@@ -79,7 +79,7 @@ def consumer_spans(deliveries: DataFrame, events: DataFrame, partials: DataFrame
 
     `partials`: utilisation.consumer_partials of the deliveries with consumer_span_parts among its
     aggregates, when the caller has them: the spans then roll up from their few rows instead of
-    aggregating every delivery again (10M deliveries: 14 s on a 2-core machine)."""
+    aggregating every delivery again (10M deliveries, the slow-consumers block: 15-18 s against 20-23 s)."""
     if partials is None:
         partials = deliveries.groupBy("consumer", F.col("consumer_group").alias("group")).agg(  # group: fixed
             *consumer_span_parts(),
