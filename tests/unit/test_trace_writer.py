@@ -1,5 +1,6 @@
 """The batched Parquet trace writer: what lands on disk, and when."""
 
+import threading
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -400,3 +401,29 @@ def test_rows_handed_to_a_thread_that_never_ran_the_write_are_written_at_close(t
     assert seqs_by_part() == [[0, 1, 2], [3]]  # the handed rows first, in part order
     never_run[0]()  # the thread gets to it after all: the rows are not written twice
     assert seqs_by_part() == [[0, 1, 2], [3]]
+
+
+def test_close_waits_for_a_write_a_thread_has_started_before_it_writes_the_rest(tmp_path: Path, monkeypatch):
+    """A write a pool thread is running when the run ends: close waits for it, so its rows are in a
+    part and the rows buffered after it come in the next part, none twice."""
+    w = TraceWriter(tmp_path, "r", "w", out_of_process=True)
+    started, release = threading.Event(), threading.Event()
+    write_in_child = w._write_in_child
+
+    def held(*args):
+        if not started.is_set():  # the thread's write only: close's own goes straight through
+            started.set()
+            release.wait(10)
+        write_in_child(*args)
+
+    monkeypatch.setattr(w, "_write_in_child", held)
+    for i in range(3):
+        w.append("publish", _publish(i))
+    w.flush_kind("publish", run_in=lambda job: threading.Thread(target=job).start())
+    assert started.wait(5)  # the thread holds the write
+    w.append("publish", _publish(3))
+    threading.Timer(0.3, release.set).start()
+    w.close()
+    assert release.is_set()  # close returned only once the thread's write could go on
+    parts = sorted((tmp_path / "traces" / "publish").glob("*.parquet"))
+    assert [[r["seq"] for r in pq.read_table(p).to_pylist()] for p in parts] == [[0, 1, 2], [3]]
