@@ -84,7 +84,10 @@ def test_throughput_and_sojourn_through_the_proxy_follow_the_queueing_arithmetic
         # out (gevent's timer, tracing, the ack's own trip through pika) only lengthens R or p.
         assert 0.85 * rate <= measured <= 1.05 * rate, (name, measured, rate, p_ms, r_ms)
         if wait == 0:
-            assert sojourn_p50 < 1.0, (name, sojourn_p50)  # starved: the buffer is about empty
+            # Starved: nothing waits behind another message's processing, which would take up to p.
+            # What is left is the hub's turn from the kernel's receive stamp to the start: about a
+            # millisecond on a quiet host, more on a busy one (1.3 ms once in CI), well under p / 2.
+            assert sojourn_p50 < p_ms / 2, (name, sojourn_p50, p_ms)
         else:
             # p12-fast: (12 - 24/4) * 4 = 24 ms configured, within ±8 ms
             assert abs(sojourn_p50 - wait) <= 8.0, (name, sojourn_p50, wait, p_ms, r_ms)
