@@ -4,7 +4,12 @@ independently of the analysis."""
 
 from __future__ import annotations
 
+import json
 import statistics
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from tests.integration.traces import read_rows
 
 
 def round_trip_arithmetic(r_ms: float, p_ms: float, prefetch: int) -> tuple[float, float]:
@@ -28,3 +33,34 @@ def achieved_round_trip(in_phase: list[dict], deliveries: list[dict], prefetch: 
             gaps.append((d["receive_ns"] - ack["settle_ns"]) / 1e6)
     p_ms = statistics.fmean((d["end_ns"] - d["start_ns"]) / 1e6 for d in in_phase)
     return p_ms, p_ms + statistics.fmean(gaps)
+
+
+BUSY_OVERSHOOT = 0.10
+"""A phase whose deliveries' mean processing took more than 10 % over the configured time ran on a
+busy host: the load generator's timers were late, and so, on the same two cores, were the broker
+and the delay line. In the CI of 8506e2d (tests unchanged since a CI that passed them) p was 13 %
+and 46 % over, and the round trips 6 and 15 ms over the delay line's; the host had about 5 % of
+its CPU stolen by its neighbours (vmstat's `st`)."""
+
+
+def quiet_run(
+    run: Callable[[Path], Path], tmp_path: Path, windows_s: Sequence[tuple[float, float]], p_ms: float
+) -> tuple[Path, int, list[dict]]:
+    """Run the scenario (`run(out_dir)` returns the run directory) and return the run directory, its
+    t0_ns and its delivery rows; run it once more if the host was busy in one of `windows_s` (the
+    phases the test measures, seconds from t0 by the deliveries' start: BUSY_OVERSHOOT over `p_ms`).
+    The second run is the one measured, busy or not: a load generator that is slow every time
+    fails the test."""
+    for attempt in (1, 2):
+        run_dir = run(tmp_path / f"run{attempt}")
+        t0 = json.loads((run_dir / "run.json").read_text())["t0_ns"]
+        deliveries = read_rows(run_dir, "delivery")
+        acked = [d for d in deliveries if d["outcome"] == "ack"]
+        phases = ([d for d in acked if t0 + lo * 1e9 <= d["start_ns"] < t0 + hi * 1e9] for lo, hi in windows_s)
+        overshoot = [
+            statistics.fmean(d["end_ns"] - d["start_ns"] for d in phase) / 1e6 / p_ms - 1 for phase in phases if phase
+        ]
+        if attempt == 2 or max(overshoot, default=0.0) <= BUSY_OVERSHOOT:
+            return run_dir, t0, deliveries
+        print(f"attempt 1: processing {max(overshoot):.0%} over {p_ms} ms in a phase (a busy host): once more")
+    raise AssertionError("unreachable")

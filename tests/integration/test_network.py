@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 from tests.integration.conftest import REPO, sojourn, write_scenario
-from tests.integration.queueing import achieved_round_trip, round_trip_arithmetic
+from tests.integration.queueing import achieved_round_trip, quiet_run, round_trip_arithmetic
 from tests.integration.traces import read_rows
 
 S = 1_000_000_000
@@ -58,13 +58,17 @@ consumers:
 
 
 def test_throughput_and_sojourn_through_the_proxy_follow_the_queueing_arithmetic(tmp_path: Path):
-    run_dir = tmp_path / "run"
-    # Measured from the traces here (the analysis' own numbers are the Spark tests' business;
-    # the outage test below runs it end to end).
-    result = sojourn("run", write_scenario(tmp_path / "net.yaml", ARITHMETIC), "--out", str(run_dir), "--no-analyze")
-    assert result.returncode == 0, result.stderr[-3000:]
-    t0 = json.loads((run_dir / "run.json").read_text())["t0_ns"]
-    deliveries = read_rows(run_dir, "delivery")
+    scenario = write_scenario(tmp_path / "net.yaml", ARITHMETIC)
+
+    def run(run_dir: Path) -> Path:
+        # Measured from the traces here (the analysis' own numbers are the Spark tests' business;
+        # the outage test below runs it end to end).
+        result = sojourn("run", scenario, "--out", str(run_dir), "--no-analyze")
+        assert result.returncode == 0, result.stderr[-3000:]
+        return run_dir
+
+    windows = [(start + 0.5, end) for _, start, end, _, _ in PHASES]
+    run_dir, t0, deliveries = quiet_run(run, tmp_path, windows, P_MS)
     acked = [d for d in deliveries if d["outcome"] == "ack"]
 
     for name, start, end, latency, prefetch in PHASES:

@@ -15,13 +15,11 @@ per consumer (prefetch 1 starved, 2·R/p saturated), its round trip and its pred
 
 from __future__ import annotations
 
-import json
 import statistics
 from pathlib import Path
 
 from tests.integration.conftest import sojourn, write_scenario
-from tests.integration.queueing import achieved_round_trip, round_trip_arithmetic
-from tests.integration.traces import read_rows
+from tests.integration.queueing import achieved_round_trip, quiet_run, round_trip_arithmetic
 
 S = 1_000_000_000
 ONE_WAY_MS = 25.0
@@ -72,11 +70,15 @@ consumers:
 def test_prefetch_1_r_over_p_and_2r_over_p_follow_the_queueing_arithmetic_within_5_percent(
     tmp_path: Path, analyze_in_process
 ):
-    run_dir = tmp_path / "run"
-    done = sojourn("run", write_scenario(tmp_path / "table.yaml", SCENARIO), "--out", str(run_dir), "--no-analyze")
-    assert done.returncode == 0, done.stderr[-3000:]
-    t0 = json.loads((run_dir / "run.json").read_text())["t0_ns"]
-    deliveries = read_rows(run_dir, "delivery")
+    scenario = write_scenario(tmp_path / "table.yaml", SCENARIO)
+
+    def run(run_dir: Path) -> Path:
+        done = sojourn("run", scenario, "--out", str(run_dir), "--no-analyze")
+        assert done.returncode == 0, done.stderr[-3000:]
+        return run_dir
+
+    windows = [(start + SETTLE_S, end) for _, start, end, _ in PHASES]
+    run_dir, t0, deliveries = quiet_run(run, tmp_path, windows, P_MS)
     acked = [d for d in deliveries if d["outcome"] == "ack"]
 
     table = []
