@@ -97,6 +97,37 @@ def task_times(spark: Any) -> tuple[dict[str, tuple[float, float]], int]:
     return {where: (run, cpu) for where, (run, cpu) in work.items()}, stages.length()
 
 
+def heaviest_stages(spark: Any, count: int) -> list[str]:
+    """The `count` stages whose tasks ran longest, a line each: run and CPU time (s), tasks, the
+    Parquet and shuffle bytes read and written (MB), and the line of analysis/ its job came from."""
+    context = spark.sparkContext
+    gateway = context._gateway
+    stages = (
+        context._jsc.sc().statusStore().stageList(None, False, False, gateway.new_array(gateway.jvm.double, 0), None)
+    )
+    rows = []
+    for i in range(stages.length()):
+        stage = stages.apply(i)
+        description = stage.description()
+        rows.append(
+            (
+                stage.executorRunTime() / 1e3,
+                stage.executorCpuTime() / 1e9,
+                stage.numTasks(),
+                stage.inputBytes() / 1e6,
+                stage.shuffleReadBytes() / 1e6,
+                stage.shuffleWriteBytes() / 1e6,
+                stage.stageId(),
+                description.get() if description.isDefined() else "elsewhere",
+            )
+        )
+    lines = [f"{'task s':>7}  {'cpu s':>7}  {'tasks':>5}  {'in MB':>7}  {'shuf in':>7}  {'shuf out':>8}  stage  where"]
+    for run, cpu, tasks, read, shuffled_in, shuffled_out, stage_id, where in sorted(rows, reverse=True)[:count]:
+        work = f"{run:7.1f}  {cpu:7.1f}  {tasks:5d}"
+        lines.append(f"{work}  {read:7.0f}  {shuffled_in:7.0f}  {shuffled_out:8.0f}  {stage_id:5d}  {where}")
+    return lines
+
+
 def _loadavg() -> str:
     try:
         return " ".join(Path("/proc/loadavg").read_text().split()[:3])
@@ -108,6 +139,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.actions", description=__doc__.split("\n")[0])
     parser.add_argument("run_dir", type=Path)
     parser.add_argument("--percentiles", default="auto", choices=("auto", "exact", "approximate"))
+    parser.add_argument("--stages", type=int, default=0, metavar="N", help="also list the N heaviest Spark stages")
     args = parser.parse_args(argv)
 
     import analysis.session
@@ -126,6 +158,7 @@ def main(argv: list[str] | None = None) -> int:
         analysis.session.stop_spark = stop_spark
     wall = time.monotonic() - started
     work, stages = task_times(sessions[0]) if sessions else ({}, 0)
+    heaviest = heaviest_stages(sessions[0], args.stages) if sessions and args.stages else []
     for spark in sessions:
         stop_spark(spark)
     total_run, total_cpu = sum(r for r, _ in work.values()), sum(c for _, c in work.values())
@@ -140,6 +173,8 @@ def main(argv: list[str] | None = None) -> int:
     in_actions = sum(map(sum, actions.values()))
     print(f"{in_actions:8.1f}  {total_run:7.1f}  {total_cpu:7.1f}         in all, of {wall:,.1f} s wall")
     print(f"({stages} stages read from Spark's status store)")
+    for line in heaviest:
+        print(line)
     return 0
 
 
