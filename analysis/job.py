@@ -68,6 +68,7 @@ from analysis.transforms import (
 )
 from analysis.transforms._common import seconds_to_ns
 from analysis.transforms.codel import codel_parts
+from analysis.transforms.codes import decoded, encoded
 from analysis.transforms.model import ack_to_delivery, model_inputs, model_parts
 from analysis.transforms.slow_consumers import consumer_span_parts, queue_depth_series, queue_samples
 from analysis.transforms.stats import EXACT, STAT_FIELDS, PercentilePolicy, merged_by, percentile_policy
@@ -124,6 +125,9 @@ _UNREAD_DELIVERY_COLUMNS = (
 )
 """Delivery columns no block reads (the trace keeps them for the user): not cached, since the
 cache costs by the column."""
+
+CODED_DELIVERY_COLUMNS = ("consumer", "consumer_group", "phase", "outcome", "egress_class")
+"""The delivery trace's few-valued strings, cached as codes (transforms.codes)."""
 
 _DELIVERY_METRICS = {
     "sojourn_ms": "sojourn_ms",
@@ -184,6 +188,7 @@ def analyze(
             policy,
             truncate_plans=rows <= TRUNCATE_PLAN_ROWS,
             delivery_nulls=kinds["delivery"].null_columns,
+            delivery_values=trace_files.distinct_values(kinds["delivery"], CODED_DELIVERY_COLUMNS),
         )
     finally:
         if own_session:
@@ -275,6 +280,7 @@ def summarize(
     policy: PercentilePolicy = EXACT,
     truncate_plans: bool = False,
     delivery_nulls: Collection[str] = (),
+    delivery_values: Mapping[str, Sequence[str]] | None = None,
 ) -> dict:
     """Compose the transforms over the trace frames into the summary dict (no `slo` yet).
 
@@ -286,6 +292,10 @@ def summarize(
     footers): left out of the cache and put back as null literals, which cost nothing to cache or
     scan and let Spark fold away what tests them (10M deliveries, ten such columns: the cache built
     in 6.4-8.3 s instead of 7.8-10.7 s).
+
+    `delivery_values`: the distinct values of the delivery trace's few-valued string columns
+    (traces.distinct_values of CODED_DELIVERY_COLUMNS): the cache holds them as codes
+    (transforms.codes); without them it holds the strings, and queries read it row by row.
 
     The plan (docs/analysis.md): the small kinds (events, leftovers, dead-letters) are cached
     as read; one grouping by message id over every kind gives the per-message facts, of which the
@@ -350,12 +360,21 @@ def summarize(
                 for c in delivery_nulls
                 if c in enriched.columns and c != "publish_ns"
             }
+            # The cache holds primitive columns only, so that queries read its column batches as they are
+            # (transforms.codes): the few-valued strings as codes, and the ids (a string per row) only
+            # where the priorities need them; churn and CoDel's hand-offs read them from the trace.
+            ids_cached = with_priorities
+            values = delivery_values or {}
+            codes = {c: values[c] for c in enriched.columns if c in values and c not in nulls}
+            cached_columns = [c for c in enriched.columns if c not in nulls and (ids_cached or c != "message_id")]
             deliveries = (
-                keep(enriched.drop(*nulls), deep=True)
+                keep(enriched.select(*cached_columns).transform(encoded(codes)), deep=True)
+                .transform(decoded(codes))
                 .withColumns(nulls)
-                .select(*enriched.columns)
+                .select(*[c for c in enriched.columns if c in cached_columns or c in nulls])
                 .transform(with_delivery_latencies)
             )
+            delivery_ids = deliveries if ids_cached else traces["delivery"]
             classified = ledger_rows.where(F.col("account").isNotNull())  # the published ids
             totals = (
                 ledger_rows.transform(ledger_totals(traces["publish"]))
@@ -440,7 +459,10 @@ def summarize(
             spark,
             {
                 "model_inputs": ("computing the queueing-model inputs", model_inputs_rows),
-                "codel": ("computing CoDel", lambda: codel_block(deliveries, partials)),  # {} when it was off
+                "codel": (  # {} when it was off
+                    "computing CoDel",
+                    lambda: codel_block(deliveries, partials, delivery_ids),
+                ),
                 "slow_consumers": ("computing slow consumers", slow_consumers_and_depth),
                 "windows": (
                     "computing per-second windows",
@@ -449,7 +471,7 @@ def summarize(
                 "consumers_churn": (  # crashes, requeues
                     "computing consumer churn",
                     lambda: churn_block(
-                        deliveries, events, classified, ledger_rows, consumers=[c["consumer"] for c in consumers]
+                        delivery_ids, events, classified, ledger_rows, consumers=[c["consumer"] for c in consumers]
                     ),
                 ),
                 "phases": (

@@ -46,7 +46,9 @@ _TOTAL_FIELDS = (
 _EMPTY_TOTALS = {**dict.fromkeys(_TOTAL_FIELDS, 0), "nack_share": None, "dropping_s": 0.0}
 
 
-def codel_block(deliveries: DataFrame, partials: DataFrame | None = None) -> dict[str, Any]:
+def codel_block(
+    deliveries: DataFrame, partials: DataFrame | None = None, with_ids: DataFrame | None = None
+) -> dict[str, Any]:
     """summary.json's `codel` block: {"consumers": [...], "totals": {...}}.
 
     `consumers` is empty when no consumer had CoDel on and none acked a requeued
@@ -54,6 +56,8 @@ def codel_block(deliveries: DataFrame, partials: DataFrame | None = None) -> dic
     `partials`: utilisation.consumer_partials of the deliveries with codel_parts among its
     aggregates; each consumer's CoDel state is then rolled up from its few rows, and the probe is
     that state (10M deliveries: the probe and the state read every delivery, 1.2 and 4.5 s).
+    `with_ids`: the deliveries with their message ids, for the requeues' hand-offs, when `deliveries`
+    leaves the ids out (the job's cache: analysis.job).
     """
     if partials is None:
         touched = deliveries.where(F.col("codel_dropping").isNotNull() | nacked())
@@ -64,7 +68,7 @@ def codel_block(deliveries: DataFrame, partials: DataFrame | None = None) -> dic
         state = [tuple(r) for r in partials.transform(codel_state_of).collect()]
         if not any(r[3] for r in state):  # touched: CoDel on, or a nack
             return {"consumers": [], "totals": dict(_EMPTY_TOTALS)}
-    handoffs = deliveries.transform(requeue_handoffs).cache()
+    handoffs = (deliveries if with_ids is None else with_ids).transform(requeue_handoffs).cache()
     takers = [tuple(r) for r in handoffs.transform(requeue_takers).collect()]  # a row per consumer at most
     by_consumer = deliveries.transform(codel_by_consumer(state, takers)).cache()
     try:

@@ -11,6 +11,8 @@ from analysis.errors import AnalysisError, MissingTracesError, RunFileError, Sch
 from analysis.job import analyze, read_traces, summarize
 from analysis.run_file import load_run_json
 from analysis.schema import KINDS, SCHEMA_VERSION, arrow_schema
+from analysis.transforms._common import local_rows
+from analysis.transforms.codes import decoded, encoded
 
 T0 = 1_763_733_600_000_000_000
 MS = 1_000_000
@@ -331,6 +333,35 @@ def test_the_columns_null_in_every_row_are_read_from_the_footers(tmp_path, write
     assert {"codel_dropping", "egress_class", "read_ns", "end_ns"} <= nulls  # read_ns: absent from part-2
     assert "priority" not in nulls and "start_ns" not in nulls  # each set in one row of one file
     assert "message_id" not in nulls and "consumer" not in nulls
+
+
+def test_the_distinct_values_of_string_columns_come_from_every_file(tmp_path, write_trace):
+    a = dict(message_id="a", receive_ns=T0, consumer="g/w/1", phase="slow", egress_class="gold")
+    b = dict(message_id="b", receive_ns=T0, consumer="g/w/0")
+    write_trace(tmp_path, "delivery", [a, b])
+    c = dict(message_id="c", receive_ns=T0, consumer="g/w/1", phase="busy")
+    write_trace(tmp_path, "delivery", [c], name="part-1.parquet")
+    d = dict(message_id="d", receive_ns=T0, consumer="h/w/0")
+    path = write_trace(tmp_path, "delivery", [d], name="part-2.parquet")
+    pq.write_table(pq.read_table(path), path, use_dictionary=False)  # a writer that left out the dictionary
+    kind = trace_files.scan(tmp_path)["delivery"]
+    assert trace_files.distinct_values(kind, ["consumer", "phase", "egress_class", "worker"]) == {
+        "consumer": ["g/w/0", "g/w/1", "h/w/0"],
+        "phase": ["base", "busy", "slow"],  # base: the rows' default
+        "egress_class": ["gold"],  # null is no value
+        "worker": ["w:1"],  # every row's
+    }
+
+
+def test_coded_columns_read_back_as_their_strings(spark):
+    rows = local_rows(spark, [("b", 1), (None, 2), ("a", 3), ("b", 4)], "name string, n int")
+    values = {"name": ["a", "b"]}
+    codes = rows.transform(encoded(values))
+    assert [tuple(r) for r in codes.orderBy("n").collect()] == [(1, 1), (None, 2), (0, 3), (1, 4)]
+    assert dict(codes.dtypes)["name"] == "int"
+    assert codes.transform(decoded(values)).orderBy("n").collect() == rows.orderBy("n").collect()
+    with pytest.raises(Exception, match="name: a value not in its dictionary: b"):
+        rows.transform(encoded({"name": ["a"]})).collect()
 
 
 def test_a_file_without_statistics_vouches_for_no_null_column(tmp_path, write_trace):

@@ -85,3 +85,21 @@ def test_approximate_percentiles_keep_every_other_number(spark, tmp_path):
     for a, e in zip(approx["model"]["phases"], exact["model"]["phases"], strict=True):
         # a value of the group's own within the rank error: a rank or so from the interpolated one here
         assert a["processing_p99_ms"] == pytest.approx(e["processing_p99_ms"], rel=0.02)
+
+
+CACHE_SCENARIOS = ("codel-slow-consumer", "consumer-crash", "egress-discard", "priority-classes", "quickstart")
+"""Runs whose blocks read the deliveries' ids (CoDel's hand-offs, churn, priorities) or a coded column
+each of the others lacks (egress_class)."""
+
+
+@pytest.mark.parametrize("scenario", CACHE_SCENARIOS)
+def test_the_cached_plan_keeps_the_numbers(scenario, spark, tmp_path, monkeypatch):
+    """The plan of large runs (the deliveries cached with their strings as codes and without their
+    ids, which churn and CoDel read from the trace) gives the numbers of the small runs' plan."""
+    import analysis.job
+
+    monkeypatch.setattr(analysis.job, "TRUNCATE_PLAN_ROWS", 0)  # every run takes the large runs' plan
+    run_dir = tmp_path / scenario
+    shutil.copytree(RUNS / scenario, run_dir)
+    before = json.loads((run_dir / "summary.before.json").read_text())
+    assert differences(before, analyze(run_dir, spark=spark)) == []
