@@ -40,6 +40,8 @@ __all__ = [
     "stats_struct",
     "stats_by",
     "mergeable_stats",
+    "mergeable_parts",
+    "MERGEABLE_FIELDS",
     "merged_stats",
     "merged_by",
 ]
@@ -143,17 +145,27 @@ def mergeable_stats(value: str | Column) -> Column:
     up over several groups' rows: one pass over the rows at the finest grain serves every coarser
     grouping. Approximate percentiles only: a KLL sketch merges with its rank error bound intact
     (same K), where an exact percentile would need every value again."""
+    return F.struct(*[part.alias(name) for name, part in mergeable_parts(value).items()])
+
+
+MERGEABLE_FIELDS = ("count", "sum", "min", "max", "sketch")
+
+
+def mergeable_parts(value: str | Column) -> dict[str, Column]:
+    """mergeable_stats's aggregates by field (MERGEABLE_FIELDS), for a caller that computes the
+    sketch apart from the rest: Spark compiles an aggregation of plain aggregates, but evaluates
+    every aggregate of one that holds a sketch row by row (utilisation.consumer_partials)."""
     policy = _POLICY.get()
     if policy.exact:
         raise ValueError("exact percentiles do not merge: mergeable_stats needs an approximate policy")
     col = F.col(value) if isinstance(value, str) else value
-    return F.struct(
-        F.count(col).alias("count"),
-        F.sum(col).alias("sum"),
-        F.min(col).alias("min"),
-        F.max(col).alias("max"),
-        F.kll_sketch_agg_double(col.cast("double"), policy.kll_k).alias("sketch"),
-    )
+    return {
+        "count": F.count(col),
+        "sum": F.sum(col),
+        "min": F.min(col),
+        "max": F.max(col),
+        "sketch": F.kll_sketch_agg_double(col.cast("double"), policy.kll_k),
+    }
 
 
 def merged_stats(partial: str, fields: Sequence[str] = STAT_FIELDS, quantiles: Sequence[float] = ()) -> Column:

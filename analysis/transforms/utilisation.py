@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 
 from pyspark.sql import Column, DataFrame, functions as F
 
-from ._common import Transform, is_acked
-from .stats import QUANTILES, MetricSpec, mergeable_stats, merged_stats, stats_struct
+from ._common import Transform, few, is_acked
+from .stats import MERGEABLE_FIELDS, QUANTILES, MetricSpec, mergeable_parts, merged_stats, stats_struct
 
 __all__ = [
     "busy_ns",
@@ -108,14 +109,34 @@ def consumer_partials(metrics: MetricSpec, also: Sequence[Column] = ()) -> Trans
     stats.mergeable_stats struct per metric, `_delivered` and span_parts (consumer_summary's counts
     and utilisation), and the aggregate columns `also`. One pass over the deliveries that
     consumer_summary_of and stats.merged_by roll up, where each would aggregate (and sketch)
-    every delivery again. Approximate percentiles only (mergeable_stats)."""
+    every delivery again. Approximate percentiles only (mergeable_stats).
+
+    The sketches are aggregated apart from the rest and the two sets of rows joined by group: Spark
+    evaluates every aggregate of a grouping that holds a sketch row by row, and compiles one that
+    holds none (10M deliveries, alternated in one JVM: the two and the join 8.5 s, together 10.6 s)."""
 
     def _partials(deliveries: DataFrame) -> DataFrame:
-        return deliveries.groupBy("consumer", F.col("consumer_group").alias("group"), "phase").agg(
+        keys = ("consumer", "group", "phase")
+        by = (F.col("consumer"), F.col("consumer_group").alias("group"), F.col("phase"))
+        parts = {name: mergeable_parts(value) for name, value in metrics.items()}
+        plain = deliveries.groupBy(*by).agg(
             F.count(F.lit(1)).alias("_delivered"),
             *span_parts(),
-            *[mergeable_stats(value).alias(name) for name, value in metrics.items()],
+            *[p[f].alias(f"_{name}_{f}") for name, p in parts.items() for f in MERGEABLE_FIELDS if f != "sketch"],
             *also,
+        )
+        if not parts:
+            return plain
+        sketches = deliveries.groupBy(*[c.alias(f"_sketch_{k}") for c, k in zip(by, keys)]).agg(
+            *[p["sketch"].alias(f"_{name}_sketch") for name, p in parts.items()]
+        )
+        same_group = functools.reduce(
+            lambda a, b: a & b, [F.col(k).eqNullSafe(F.col(f"_sketch_{k}")) for k in keys]
+        )  # a group of each side has its row in the other: both group the same rows
+        own = {f"_{name}_{f}" for name in parts for f in MERGEABLE_FIELDS}
+        structs = [F.struct(*[F.col(f"_{name}_{f}").alias(f) for f in MERGEABLE_FIELDS]).alias(name) for name in parts]
+        return sketches.join(few(plain), same_group).select(
+            *keys, *[c for c in plain.columns if c not in keys and c not in own], *structs
         )
 
     return _partials
