@@ -3,7 +3,7 @@
 Spark's in-memory cache hands its column batches to a query as they are only when every cached
 column is of a primitive type (its default serializer: `supportsColumnarOutput`); one string
 column, and every query reads the cache row by row. The deliveries' few-valued strings (consumer,
-group, phase, outcome) are cached as each value's index in the column's sorted distinct values
+group, phase, outcome, egress class) are cached as each value's index in the column's sorted distinct values
 (`analysis.traces.distinct_values` reads them from the Parquet dictionaries), and read back as the
 strings by a lookup in a literal array: the queries above the cache see the same columns.
 """

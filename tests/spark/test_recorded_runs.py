@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from analysis import job
 from analysis.job import analyze
 from tests.summaries import differences
 
@@ -96,9 +97,7 @@ each of the others lacks (egress_class)."""
 def test_the_cached_plan_keeps_the_numbers(scenario, spark, tmp_path, monkeypatch):
     """The plan of large runs (the deliveries cached with their strings as codes and without their
     ids, which churn and CoDel read from the trace) gives the numbers of the small runs' plan."""
-    import analysis.job
-
-    monkeypatch.setattr(analysis.job, "TRUNCATE_PLAN_ROWS", 0)  # every run takes the large runs' plan
+    monkeypatch.setattr(job, "TRUNCATE_PLAN_ROWS", 0)  # every run takes the large runs' plan
     run_dir = tmp_path / scenario
     shutil.copytree(RUNS / scenario, run_dir)
     before = json.loads((run_dir / "summary.before.json").read_text())
