@@ -364,14 +364,14 @@ def summarize(
             # (transforms.codes): the few-valued strings as codes, and the ids (a string per row) only
             # where the priorities need them; churn and CoDel's hand-offs read them from the trace.
             ids_cached = with_priorities
+            columns = [c for c in enriched.columns if ids_cached or c != "message_id"]
             values = delivery_values or {}
-            codes = {c: values[c] for c in enriched.columns if c in values and c not in nulls}
-            cached_columns = [c for c in enriched.columns if c not in nulls and (ids_cached or c != "message_id")]
+            codes = {c: values[c] for c in columns if c in values and c not in nulls}
             deliveries = (
-                keep(enriched.select(*cached_columns).transform(encoded(codes)), deep=True)
+                keep(enriched.select(*[c for c in columns if c not in nulls]).transform(encoded(codes)), deep=True)
                 .transform(decoded(codes))
                 .withColumns(nulls)
-                .select(*[c for c in enriched.columns if c in cached_columns or c in nulls])
+                .select(*columns)
                 .transform(with_delivery_latencies)
             )
             delivery_ids = deliveries if ids_cached else traces["delivery"]

@@ -78,15 +78,19 @@ def timing(actions: dict[str, list[float]], caller: Callable[[], str] | None = N
     return lambda: [setattr(DataFrame, name, original) for name, original in originals.items()]
 
 
-def task_times(spark: Any) -> tuple[dict[str, tuple[float, float]], int]:
-    """Per job description: the summed run time and CPU time (s) of its stages' tasks, and the number
-    of stages read. Spark's status store is not public API (AppStatusStore, reached through py4j);
-    it keeps the last `spark.ui.retainedStages` stages (1,000 by default)."""
+def _stages(spark: Any) -> Any:
+    """The stages Spark's status store keeps (a Scala Seq of StageData). The store is not public API
+    (AppStatusStore, reached through py4j); it keeps the last `spark.ui.retainedStages` stages (1,000
+    by default)."""
     context = spark.sparkContext
     gateway = context._gateway
-    stages = (
-        context._jsc.sc().statusStore().stageList(None, False, False, gateway.new_array(gateway.jvm.double, 0), None)
-    )
+    return context._jsc.sc().statusStore().stageList(None, False, False, gateway.new_array(gateway.jvm.double, 0), None)
+
+
+def task_times(spark: Any) -> tuple[dict[str, tuple[float, float]], int]:
+    """Per job description: the summed run time and CPU time (s) of its stages' tasks, and the number
+    of stages read (_stages)."""
+    stages = _stages(spark)
     work: dict[str, list[float]] = collections.defaultdict(lambda: [0.0, 0.0])
     for i in range(stages.length()):
         stage = stages.apply(i)
@@ -100,11 +104,7 @@ def task_times(spark: Any) -> tuple[dict[str, tuple[float, float]], int]:
 def heaviest_stages(spark: Any, count: int) -> list[str]:
     """The `count` stages whose tasks ran longest, a line each: run and CPU time (s), tasks, the
     Parquet and shuffle bytes read and written (MB), and the line of analysis/ its job came from."""
-    context = spark.sparkContext
-    gateway = context._gateway
-    stages = (
-        context._jsc.sc().statusStore().stageList(None, False, False, gateway.new_array(gateway.jvm.double, 0), None)
-    )
+    stages = _stages(spark)
     rows = []
     for i in range(stages.length()):
         stage = stages.apply(i)
