@@ -50,9 +50,11 @@ __all__ = [
 LOG_NAME = "spark.log"
 """The JVM's log, in the (first) run directory the session analyses."""
 
-SMALL_TRACE_ROWS = 300_000
+SMALL_TRACE_ROWS = 100_000
 """Up to this many trace rows, a JVM lives for seconds: one shuffle partition, no adaptive
-re-planning and no whole-stage code generation cost less than they save."""
+re-planning and no whole-stage code generation cost less than they save. Above it they cost more:
+a synthetic 100k-message run (200,000 rows) took 0.82 of the time with the larger traces' settings,
+a 50k-message run (100,000 rows) 0.98 (paired, docs/benchmarks.md)."""
 
 C1_ONLY_TRACE_ROWS = 2_500_000
 """Up to this many trace rows the JIT compiles with C1 alone: C2's compiler threads took the two
