@@ -128,7 +128,8 @@ def heaviest_stages(spark: Any, count: int) -> list[str]:
     return lines
 
 
-def _loadavg() -> str:
+def loadavg() -> str:
+    """The 1-, 5- and 15-minute load averages as /proc/loadavg gives them ("unknown" without it)."""
     try:
         return " ".join(Path("/proc/loadavg").read_text().split()[:3])
     except OSError:
@@ -149,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
     sessions: list[Any] = []
     analysis.session.stop_spark = sessions.append  # analyze stops the session it started: read it first
     actions: dict[str, list[float]] = collections.defaultdict(list)
-    load_before, started = _loadavg(), time.monotonic()
+    load_before, started = loadavg(), time.monotonic()
     undo = timing(actions)
     try:
         analyze(args.run_dir, percentiles=args.percentiles, progress=lambda m: print(m, file=sys.stderr, flush=True))
@@ -162,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
     for spark in sessions:
         stop_spark(spark)
     total_run, total_cpu = sum(r for r, _ in work.values()), sum(c for _, c in work.values())
-    print(f"{args.run_dir}: {wall:,.1f} s wall; load {load_before} before, {_loadavg()} after")
+    print(f"{args.run_dir}: {wall:,.1f} s wall; load {load_before} before, {loadavg()} after")
     print("seconds: the action's wall time; task s, cpu s: its Spark tasks' run and CPU time over all cores")
     print(f"{'seconds':>8}  {'task s':>7}  {'cpu s':>7}  {'calls':>5}  where")
     for where, times in sorted(actions.items(), key=lambda kv: -sum(kv[1])):

@@ -20,7 +20,6 @@ other block (benchmarks/NOTES.md), not whether a change helped (pair two command
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import tempfile
 import time
@@ -29,6 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from pyspark.sql import DataFrame, functions as F
+
+from benchmarks.actions import loadavg
 
 SKETCHED = ("processing_ms", "publish_ns", "receive_ns", "start_ns", "end_ns", "settle_ns")
 """Six numeric delivery columns for the sketch pass (the job sketches six latencies)."""
@@ -75,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
 
     kinds = traces.scan(args.run_dir)
     size, rows = traces.total_bytes(kinds), traces.total_rows(kinds)
-    load_before = os.getloadavg()
+    load_before = loadavg()
     log = Path(tempfile.mkdtemp(prefix="sojourn-floor-")) / "spark.log"
     started, spark = _timed(lambda: get_spark(None, trace_bytes=size, trace_rows=rows, log_path=log))
     try:
@@ -91,8 +92,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{cold:7.1f} s  {name}: {found:,} (warm: {warm:.1f} s)")
     finally:
         stop_spark(spark)
-    load_after = os.getloadavg()
-    print(f"load {' '.join(f'{x:.2f}' for x in load_before)} before, {' '.join(f'{x:.2f}' for x in load_after)} after")
+    print(f"load {load_before} before, {loadavg()} after")
     return 0
 
 
