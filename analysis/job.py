@@ -367,13 +367,21 @@ def summarize(
             columns = [c for c in enriched.columns if ids_cached or c != "message_id"]
             values = delivery_values or {}
             codes = {c: values[c] for c in columns if c in values and c not in nulls}
-            deliveries = (
-                keep(enriched.select(*[c for c in columns if c not in nulls]).transform(encoded(codes)), deep=True)
-                .transform(decoded(codes))
-                .withColumns(nulls)
-                .select(*columns)
-                .transform(with_delivery_latencies)
-            )
+            coded = keep(enriched.select(*[c for c in columns if c not in nulls]).transform(encoded(codes)), deep=True)
+
+            def deliveries_keyed(*keys: str) -> DataFrame:
+                """The cached deliveries with the columns `keys` left as their codes: a query that joins
+                or groups by them hashes ints rather than strings, and decodes its result."""
+                return (
+                    coded.transform(decoded({c: v for c, v in codes.items() if c not in keys}))
+                    .withColumns(nulls)
+                    .select(*columns)
+                    .transform(with_delivery_latencies)
+                )
+
+            deliveries = deliveries_keyed()
+            keys = ("consumer", "consumer_group", "phase")  # the groupings' keys, which deliveries_keyed leaves coded
+            key_codes = {c: v for c, v in codes.items() if c in ("consumer", "phase")}
             delivery_ids = deliveries if ids_cached else traces["delivery"]
             classified = ledger_rows.where(F.col("account").isNotNull())  # the published ids
             totals = (
@@ -400,7 +408,12 @@ def summarize(
                 threshold = "spark.sql.objectHashAggregate.sortBased.fallbackThreshold"
                 with _setting(spark, threshold, str(PARTIAL_SKETCH_GROUPS)):  # read as the grouping runs:
                     also = [*delivered, *model_parts(), *codel_parts(), *consumer_span_parts()]
-                    partials = keep(deliveries.transform(consumer_partials(metrics, also=also)))
+                    group_codes = {"group" if c == "consumer_group" else c: v for c, v in codes.items() if c in keys}
+                    partials = keep(
+                        deliveries_keyed(*keys)
+                        .transform(consumer_partials(metrics, also=also))
+                        .transform(decoded(group_codes))
+                    )
                     partials.count()  # so the cache is built here
                 by_run = partials.transform(merged_by([], list(metrics), fields, sums=DELIVERY_COUNTS))
                 by_consumer = partials.transform(consumer_summary_of("sojourn_ms", "end_to_end"))
@@ -425,7 +438,7 @@ def summarize(
             return (  # the block is shaped below, once queue_depth gives the regimes their backlog
                 [r for r in inputs if r["phase"] is None],
                 [r for r in inputs if r["phase"] is not None],
-                deliveries.transform(ack_to_delivery).collect(),
+                deliveries_keyed(*key_codes).transform(ack_to_delivery).transform(decoded(key_codes)).collect(),
             )
 
         def slow_consumers_and_depth() -> tuple[dict, list[dict]]:  # docs/slow-consumers.md
