@@ -380,8 +380,6 @@ def summarize(
                 )
 
             deliveries = deliveries_keyed()
-            keys = ("consumer", "consumer_group", "phase")  # the groupings' keys, which deliveries_keyed leaves coded
-            key_codes = {c: v for c, v in codes.items() if c in ("consumer", "phase")}
             delivery_ids = deliveries if ids_cached else traces["delivery"]
             classified = ledger_rows.where(F.col("account").isNotNull())  # the published ids
             totals = (
@@ -408,11 +406,12 @@ def summarize(
                 threshold = "spark.sql.objectHashAggregate.sortBased.fallbackThreshold"
                 with _setting(spark, threshold, str(PARTIAL_SKETCH_GROUPS)):  # read as the grouping runs:
                     also = [*delivered, *model_parts(), *codel_parts(), *consumer_span_parts()]
-                    group_codes = {"group" if c == "consumer_group" else c: v for c, v in codes.items() if c in keys}
+                    keys = ("consumer", "consumer_group", "phase")  # the partials call the group `group`
+                    result_codes = {"group" if c == "consumer_group" else c: v for c, v in codes.items() if c in keys}
                     partials = keep(
                         deliveries_keyed(*keys)
                         .transform(consumer_partials(metrics, also=also))
-                        .transform(decoded(group_codes))
+                        .transform(decoded(result_codes))
                     )
                     partials.count()  # so the cache is built here
                 by_run = partials.transform(merged_by([], list(metrics), fields, sums=DELIVERY_COUNTS))
@@ -431,6 +430,8 @@ def summarize(
         with step("computing per-consumer statistics"):
             consumers = [consumer_row(r) for r in by_consumer.collect()]
 
+        pair_codes = {c: v for c, v in codes.items() if c in ("consumer", "phase")}  # ack_to_delivery's keys
+
         def model_inputs_rows() -> tuple[list, list, list]:
             # per consumer (phase null) and per consumer and phase, in one pass (or rolled up from the partials)
             sets = [("consumer",), ("consumer", "phase")]
@@ -438,7 +439,7 @@ def summarize(
             return (  # the block is shaped below, once queue_depth gives the regimes their backlog
                 [r for r in inputs if r["phase"] is None],
                 [r for r in inputs if r["phase"] is not None],
-                deliveries_keyed(*key_codes).transform(ack_to_delivery).transform(decoded(key_codes)).collect(),
+                deliveries_keyed(*pair_codes).transform(ack_to_delivery).transform(decoded(pair_codes)).collect(),
             )
 
         def slow_consumers_and_depth() -> tuple[dict, list[dict]]:  # docs/slow-consumers.md
