@@ -66,7 +66,7 @@ from analysis.transforms import (
     with_confirm_latency,
     with_delivery_latencies,
 )
-from analysis.transforms._common import seconds_to_ns
+from analysis.transforms._common import Transform, seconds_to_ns
 from analysis.transforms.codel import codel_parts
 from analysis.transforms.codes import decoded, encoded
 from analysis.transforms.model import ack_to_delivery, model_inputs, model_parts
@@ -369,17 +369,20 @@ def summarize(
             codes = {c: values[c] for c in columns if c in values and c not in nulls}
             coded = keep(enriched.select(*[c for c in columns if c not in nulls]).transform(encoded(codes)), deep=True)
 
-            def deliveries_keyed(*keys: str) -> DataFrame:
-                """The cached deliveries with the columns `keys` left as their codes: a query that joins
-                or groups by them hashes ints rather than strings, and decodes its result."""
+            def on_codes(keys: Mapping[str, str], transform: Transform) -> DataFrame:
+                """`transform` of the cached deliveries with the columns of `keys` left as their codes, so
+                that a grouping or join by them hashes ints rather than strings; the result's column
+                keys[c] is decoded (a grouping may rename its key)."""
                 return (
                     coded.transform(decoded({c: v for c, v in codes.items() if c not in keys}))
                     .withColumns(nulls)
                     .select(*columns)
                     .transform(with_delivery_latencies)
+                    .transform(transform)
+                    .transform(decoded({keys[c]: v for c, v in codes.items() if c in keys}))
                 )
 
-            deliveries = deliveries_keyed()
+            deliveries = on_codes({}, lambda frame: frame)
             delivery_ids = deliveries if ids_cached else traces["delivery"]
             classified = ledger_rows.where(F.col("account").isNotNull())  # the published ids
             totals = (
@@ -406,13 +409,8 @@ def summarize(
                 threshold = "spark.sql.objectHashAggregate.sortBased.fallbackThreshold"
                 with _setting(spark, threshold, str(PARTIAL_SKETCH_GROUPS)):  # read as the grouping runs:
                     also = [*delivered, *model_parts(), *codel_parts(), *consumer_span_parts()]
-                    keys = ("consumer", "consumer_group", "phase")  # the partials call the group `group`
-                    result_codes = {"group" if c == "consumer_group" else c: v for c, v in codes.items() if c in keys}
-                    partials = keep(
-                        deliveries_keyed(*keys)
-                        .transform(consumer_partials(metrics, also=also))
-                        .transform(decoded(result_codes))
-                    )
+                    keys = {"consumer": "consumer", "consumer_group": "group", "phase": "phase"}
+                    partials = keep(on_codes(keys, consumer_partials(metrics, also=also)))
                     partials.count()  # so the cache is built here
                 by_run = partials.transform(merged_by([], list(metrics), fields, sums=DELIVERY_COUNTS))
                 by_consumer = partials.transform(consumer_summary_of("sojourn_ms", "end_to_end"))
@@ -430,8 +428,6 @@ def summarize(
         with step("computing per-consumer statistics"):
             consumers = [consumer_row(r) for r in by_consumer.collect()]
 
-        pair_codes = {c: v for c, v in codes.items() if c in ("consumer", "phase")}  # ack_to_delivery's keys
-
         def model_inputs_rows() -> tuple[list, list, list]:
             # per consumer (phase null) and per consumer and phase, in one pass (or rolled up from the partials)
             sets = [("consumer",), ("consumer", "phase")]
@@ -439,7 +435,7 @@ def summarize(
             return (  # the block is shaped below, once queue_depth gives the regimes their backlog
                 [r for r in inputs if r["phase"] is None],
                 [r for r in inputs if r["phase"] is not None],
-                deliveries_keyed(*pair_codes).transform(ack_to_delivery).transform(decoded(pair_codes)).collect(),
+                on_codes({"consumer": "consumer", "phase": "phase"}, ack_to_delivery).collect(),
             )
 
         def slow_consumers_and_depth() -> tuple[dict, list[dict]]:  # docs/slow-consumers.md
