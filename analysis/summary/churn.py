@@ -41,6 +41,7 @@ def churn_block(
     classified: DataFrame,
     facts: DataFrame | None = None,
     consumers: Sequence[str] | None = None,
+    with_ids: DataFrame | None = None,
 ) -> dict[str, Any]:
     """summary.json's `consumers_churn` (docs/summary.md): per consumer group and in total, joins and
     leaves, crashes, lost connections, requeued and redelivered deliveries, messages processed or
@@ -49,7 +50,9 @@ def churn_block(
     `facts` (accounting.message_facts or its ledger, when the job has it) names the ids with more than one
     processed or acked delivery, so that only theirs are grouped by id. `consumers`: the names of the
     consumers with deliveries, when the caller has them (the job: from the consumer rows it collected),
-    so that they are not found again by a grouping of every delivery."""
+    so that they are not found again by a grouping of every delivery. `with_ids`: the deliveries with
+    their message ids, when `deliveries` leaves the ids out (the job's cache), or those of the ids
+    `facts` holds (the job's, which holds every id a repeat or a held message has)."""
     named = (
         local_rows(deliveries.sparkSession, [(c,) for c in consumers], "consumer string")
         if consumers is not None
@@ -59,11 +62,12 @@ def churn_block(
     every_consumer = named.unionByName(joined).distinct()
     processed = F.col("end_ns").isNotNull()
     twice = (None, None) if facts is None else (facts.where(F.col("_processed") > 1), facts.where(F.col("_acks") > 1))
+    ids = deliveries if with_ids is None else with_ids
     frames = [
         event_counts(events, every_consumer),
         requeue_counts(deliveries),
-        repeats(deliveries, processed, "end_ns", "processed_twice", twice[0]),
-        repeats(deliveries, is_acked(), "settle_ns", "acked_twice", twice[1]),
+        repeats(ids, processed, "end_ns", "processed_twice", twice[0]),
+        repeats(ids, is_acked(), "settle_ns", "acked_twice", twice[1]),
     ]
     rows: dict[str, dict[str, Any]] = {}
     # One Spark job for the four small frames: each row has its own frame's columns, null elsewhere.
@@ -72,7 +76,7 @@ def churn_block(
         if r["group"] is not None:
             counts = {k: int(v) for k, v in r.asDict().items() if k != "group" and v is not None}
             rows.setdefault(r["group"], {}).update(counts)
-    held = held_messages(deliveries, classified).cache()
+    held = held_messages(ids, classified).cache()
     try:
         for r in _held_counts(held, ["group"]):
             then = rows.setdefault(r["group"], {}).setdefault("held_then", {})

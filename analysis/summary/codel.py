@@ -57,7 +57,7 @@ def codel_block(
     aggregates; each consumer's CoDel state is then rolled up from its few rows, and the probe is
     that state (10M deliveries: the probe and the state read every delivery, 1.2 and 4.5 s).
     `with_ids`: the deliveries with their message ids, for the requeues' hand-offs, when `deliveries`
-    leaves the ids out (the job's cache: analysis.job).
+    leaves the ids out (the job's cache: analysis.job); those of every requeued id are enough.
     """
     if partials is None:
         touched = deliveries.where(F.col("codel_dropping").isNotNull() | nacked())

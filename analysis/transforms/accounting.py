@@ -80,7 +80,7 @@ _REACHED_BROKER = ("confirmed", "sent", "unconfirmed")
 # message_facts: what a row of the union says of its message, as bits of one int (`_bits`). The
 # grouping by id ORs them, so the outcome strings stay out of the shuffle.
 _PUBLISHED, _CONFIRMED, _NACKED, _FAILED, _BLOCKED, _RETURNED, _REACHED = (1 << i for i in range(7))
-_ACKED, _NACK_DISCARD, _EGRESS_DISCARD, _PROCESSED, _HEADLESS, _HELD, _LEFT = (1 << i for i in range(7, 14))
+_ACKED, _NACK_DISCARD, _EGRESS_DISCARD, _PROCESSED, _HEADLESS, _HELD, _LEFT, _REQUEUED = (1 << i for i in range(7, 15))
 _PUBLISH_FLAGS = (
     ("_nacked", _NACKED),
     ("_failed", _FAILED),
@@ -95,6 +95,7 @@ _DELIVERY_FLAGS = (
     ("_headless", _HEADLESS),
     ("_held", _HELD),
     ("_left", _LEFT),
+    ("_requeued", _REQUEUED),
 )
 
 
@@ -142,8 +143,9 @@ def message_facts(
     producer traced: `losses`, collected from connection_loss_times), `priority` (first non-null),
     `_pub_intended_ns` / `_pub_publish_ns` (earliest); from its deliveries `_acked`,
     `_nack_discard`, `_egress_discard`, `_acks` (acked deliveries), `_processed` (deliveries
-    whose processing ended), `_headless` (a delivery without the publish-time header) and `_held`
-    (a delivery a crashed or unsettled consumer held: HELD_OUTCOMES); `_left` (a leftover row)
+    whose processing ended), `_headless` (a delivery without the publish-time header), `_held`
+    (a delivery a crashed or unsettled consumer held: HELD_OUTCOMES) and `_requeued` (a delivery was
+    nack-requeued); `_left` (a leftover row)
     and `_dead_code` (the DEAD_LETTER_CLASSES index of the reason of its earliest dead-letter
     capture; an unknown reason is -1). Rows without an id are left out. Each row of the union carries
     what it says of its message as bits of one int and only its own kind's times: the flags
@@ -184,6 +186,7 @@ def message_facts(
             (F.col("end_ns").isNotNull(), _PROCESSED),
             (F.col("publish_ns").isNull(), _HEADLESS),
             (outcome.isin(*HELD_OUTCOMES), _HELD),
+            (outcome == "nack_requeue", _REQUEUED),
         )
         union = rows(
             publishes,
@@ -355,9 +358,10 @@ def ledger(
 
     Notable: not acked (every other class, unaccounted included), never or more than once
     published, acked or processed more than once, a delivery without the publish-time header,
-    a delivery a crashed or unsettled consumer held, or publish times on both sides of the
-    warm-up's end (`warmup_end_ns`): every id some block looks up (warmup.attach_measured's
-    lookups, the unaccounted ids, churn's repeats and held messages). Every other id was
+    a delivery a crashed or unsettled consumer held, a delivery nack-requeued, or publish times on
+    both sides of the warm-up's end (`warmup_end_ns`): every id some block looks up
+    (warmup.attach_measured's lookups, the unaccounted ids, churn's repeats and held messages,
+    CoDel's requeue hand-offs). Every other id was
     published once and acked: ledger_totals counts those from the publish trace. `every_id`
     keeps every id (the priority block joins each delivery to its publish's priority).
 
@@ -373,6 +377,7 @@ def ledger(
             | (F.col("_acks") > 1)
             | (F.col("_processed") > 1)
             | F.col("_held")
+            | F.col("_requeued")
             | looks_up(warmup_end_ns)  # attach_measured's lookups
         )
         return (
