@@ -126,6 +126,9 @@ _UNREAD_DELIVERY_COLUMNS = (
 """Delivery columns no block reads (the trace keeps them for the user): not cached, since the
 cache costs by the column."""
 
+_BY_ID_DELIVERY_COLUMNS = ("consumer", "consumer_group", "outcome", "receive_ns", "end_ns", "settle_ns")
+"""The delivery columns the blocks that look deliveries up by id read (summary.churn, summary.codel)."""
+
 CODED_DELIVERY_COLUMNS = ("consumer", "consumer_group", "phase", "outcome", "egress_class")
 """The delivery trace's few-valued strings, cached as codes (transforms.codes)."""
 
@@ -383,13 +386,17 @@ def summarize(
                 )
 
             deliveries = on_codes({}, lambda frame: frame)
-            # The deliveries of the ledger's ids, with their ids, for the blocks that look deliveries up
-            # by id (churn's repeats and held messages, CoDel's requeue hand-offs): one scan of the
-            # trace's ids, where each of their queries scanned it (10M messages: six scans).
+            # The deliveries of the ledger's ids, with their ids and the columns read with them, for the
+            # blocks that look deliveries up by id (churn's repeats and held messages, CoDel's requeue
+            # hand-offs): one scan of the trace, where each of their queries scanned it (10M messages: six).
             delivery_ids = (
                 deliveries
                 if ids_cached
-                else keep(traces["delivery"].join(few(ledger_rows.select("message_id")), "message_id", "left_semi"))
+                else keep(
+                    traces["delivery"]
+                    .select("message_id", *_BY_ID_DELIVERY_COLUMNS)
+                    .join(few(ledger_rows.select("message_id")), "message_id", "left_semi")
+                )
             )
             classified = ledger_rows.where(F.col("account").isNotNull())  # the published ids
             totals = (
