@@ -44,7 +44,6 @@ __all__ = [
     "class_archive",
     "SMALL_TRACE_ROWS",
     "C1_ONLY_TRACE_ROWS",
-    "SHUFFLE_UNCOMPRESSED",
     "LOG_NAME",
 ]
 
@@ -61,11 +60,6 @@ C1_ONLY_TRACE_ROWS = 2_500_000
 """Up to this many trace rows the JIT compiles with C1 alone: C2's compiler threads took the two
 cores from the tasks for longer than its faster code saved (a synthetic 1M-message run, 2M rows:
 docs/benchmarks.md); a 3M-message run (6M rows) took 201 s with C1 alone against 137 s tiered."""
-
-SHUFFLE_UNCOMPRESSED = {"spark.shuffle.compress": "false", "spark.shuffle.spill.compress": "false"}
-"""A local JVM's shuffle files and spills, uncompressed: a synthetic 10M-message run (427 MB of
-compressed shuffle in its accounting alone) took 0.87-0.97 of the time without LZ4, four pairs
-(docs/benchmarks.md). The cost is disk: a few times the compressed bytes, in spark.local.dir."""
 
 _MIB = 1 << 20
 _GIB = 1 << 30
@@ -140,9 +134,7 @@ def jvm_settings(trace_bytes: int, trace_rows: int, machine_bytes: int, archive:
     Heap: 12x the Parquet bytes, at least 1 GiB, at most 60 % of the machine's memory; what
     does not fit spills to local disk. Traces up to C1_ONLY_TRACE_ROWS get the C1 compiler only
     (C2 would compile for longer than it saves); larger ones keep tiered compilation. The
-    parallel collector suits a batch job better than G1's pause goals. The shuffle and its
-    spills are written uncompressed: on one machine they go to its page cache, not over a network,
-    and compressing them took longer than writing their bytes (SHUFFLE_UNCOMPRESSED).
+    parallel collector suits a batch job better than G1's pause goals.
     `archive`: the class archive to start from, or to write at exit (class_archive).
     """
     heap = max(_MIN_HEAP, min(_HEAP_PER_TRACE_BYTE * trace_bytes, int(_MAX_HEAP_SHARE * machine_bytes)))
@@ -151,11 +143,7 @@ def jvm_settings(trace_bytes: int, trace_rows: int, machine_bytes: int, archive:
     if trace_rows <= C1_ONLY_TRACE_ROWS:
         options.append("-XX:TieredStopAtLevel=1")
     options += _archive_options(archive)
-    return {
-        "spark.driver.memory": f"{heap_mib}m",
-        "spark.driver.extraJavaOptions": " ".join(options),
-        **SHUFFLE_UNCOMPRESSED,
-    }
+    return {"spark.driver.memory": f"{heap_mib}m", "spark.driver.extraJavaOptions": " ".join(options)}
 
 
 def sql_settings(trace_bytes: int, trace_rows: int, local: bool) -> dict[str, str]:

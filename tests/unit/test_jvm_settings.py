@@ -24,10 +24,3 @@ def test_the_heap_is_twelve_times_the_parquet_bytes_within_its_bounds():
     assert jvm_settings(1 << 20, 1, 24 * GIB)["spark.driver.memory"] == "1024m"  # at least 1 GiB
     # at most 60 % of the machine: 0.6 x 24 GiB = 14,745.6 MiB, whole MiB
     assert jvm_settings(10 * GIB, 1, 24 * GIB)["spark.driver.memory"] == "14745m"
-
-
-def test_a_local_jvm_writes_its_shuffle_and_spills_uncompressed_at_every_size():
-    for rows in (6_000, 20_026_291):
-        settings = jvm_settings(100 << 20, rows, 24 * GIB)
-        assert settings["spark.shuffle.compress"] == "false"
-        assert settings["spark.shuffle.spill.compress"] == "false"
