@@ -351,8 +351,8 @@ def ledger(
     restart_ns: int | None = None,
     every_id: bool = False,
 ) -> Transform:
-    """Applied to message_facts: the rows of the *notable* message ids (35,093 of a 10M-message
-    synthetic run: its discards, leftovers, redeliveries and duplicates): message_id, `account`
+    """Applied to message_facts: the rows of the *notable* message ids (55,151 of a 10M-message
+    synthetic run: its discards, leftovers, redeliveries, requeues and duplicates): message_id, `account`
     (classify's; null for an id that was never published), confirmed, priority and the facts of
     _LEDGER_FACTS.
 
