@@ -391,8 +391,11 @@ def summarize(
             # cached from one scan of the trace where each of their queries scanned it (10M messages: six
             # scans, 14.4 task-s against 7.7). Small traces scan the trace: there the cache's own job
             # cost more than the scans (the quickstart run: 1.05 of the time, five pairs).
-            delivery_ids = deliveries if ids_cached else traces["delivery"]
-            if not ids_cached and not truncate_plans:
+            if ids_cached:
+                delivery_ids = deliveries
+            elif truncate_plans:
+                delivery_ids = traces["delivery"]
+            else:
                 ids = few(ledger_rows.select("message_id"))
                 by_id = traces["delivery"].select("message_id", *_BY_ID_DELIVERY_COLUMNS)
                 delivery_ids = keep(by_id.join(ids, "message_id", "left_semi"))
