@@ -10,13 +10,9 @@ bounded whatever n, from one of two sketches:
   2.296 / K^0.9723 with 99 % confidence (DataSketches' bound; 9.3e-5 for K = 32,768). It takes a
   value in less than half of `percentile_approx`'s time (six metrics over 10M deliveries, one
   group: 3.2-4.1 against 8.0-10.3 s), but it allocates K values per group, whatever its size;
-- `percentile_approx` with `accuracy` A, rank error at most 1/A (deterministic).
-
-A grouping of many small groups (`many_groups`: a row per second) gets exact percentiles whatever
-the policy: each group's values sorted, and Spark's `percentile` interpolation applied to them
-(`_sorted_percentiles`). A second holds a second's values, so memory stays bounded by the rate, and
-sorting them costs less than a sketch of them (the sojourn by second of 10M deliveries, alternated in
-one JVM: 2.3-2.6 s against 3.9-4.4 s for `percentile_approx`, 6.5-6.7 s for `percentile`).
+- `percentile_approx` with `accuracy` A, rank error at most 1/A (deterministic), where a grouping
+  has many small groups (`many_groups`: a row per second), which the KLL sketch's allocation
+  makes slower (two metrics over 10M deliveries by second: 6.7-8.6 against 4.9-6.4 s).
 
 Nulls are ignored, so a metric can be restricted to some rows with `F.when(condition, value)`.
 """
@@ -106,31 +102,14 @@ def percentile_policy(policy: PercentilePolicy) -> Iterator[PercentilePolicy]:
 def percentiles(value: Column, fractions: Sequence[float], many_groups: bool = False) -> Column:
     """An aggregate array column: the `fractions` percentiles of `value`, by the policy in force
     (null when the group has no value). `many_groups`: the grouping has many small groups (a row
-    per second), whose percentiles are exact under any policy (see the module's docstring)."""
-    if many_groups:
-        return _sorted_percentiles(value, fractions)
+    per second), for which an approximate percentile comes from `percentile_approx` rather than a
+    KLL sketch (see the module's docstring)."""
     policy = _POLICY.get()
     if policy.exact:
         return F.percentile(value, list(fractions))
+    if many_groups:
+        return F.percentile_approx(value, list(fractions), policy.accuracy)
     return _sketch_quantiles(F.kll_sketch_agg_double(value.cast("double"), policy.kll_k), fractions)
-
-
-def _sorted_percentiles(value: Column, fractions: Sequence[float]) -> Column:
-    """`percentile`'s values from the group's values sorted: at position p = (n - 1) * fraction, the
-    value of rank floor(p) plus (p - floor(p)) times its difference to that of rank ceil(p), as
-    Spark's PercentileBase.getPercentile computes it, so the two agree to the bit. Null for a group
-    without values; the uses of the list are one aggregate."""
-    values = F.sort_array(F.collect_list(value.cast("double")))
-    n = F.size(values)
-
-    def at(fraction: float) -> Column:
-        position = (n - 1).cast("double") * F.lit(float(fraction))
-        lower, higher = F.floor(position), F.ceil(position)
-        low, high = F.get(values, lower.cast("int")), F.get(values, higher.cast("int"))
-        between = low + (position - lower) * (high - low)
-        return F.when((lower == higher) | (low == high), low).otherwise(between)
-
-    return F.when(n > 0, F.array(*[at(q) for q in fractions]))
 
 
 def _sketch_quantiles(sketch: Column, fractions: Sequence[float]) -> Column:

