@@ -67,9 +67,10 @@ from analysis.transforms import (
     with_delivery_latencies,
 )
 from analysis.transforms._common import Transform, few, seconds_to_ns
-from analysis.transforms.codel import codel_parts
+from analysis.transforms.codel import AFTER_FIRST_DROP, after_first_drop, codel_parts, first_drops
 from analysis.transforms.codes import decoded, encoded
 from analysis.transforms.model import ack_to_delivery, model_inputs, model_parts
+from analysis.transforms.phases import SEGMENT, segment_index
 from analysis.transforms.slow_consumers import consumer_span_parts, queue_depth_series, queue_samples
 from analysis.transforms.stats import EXACT, STAT_FIELDS, PercentilePolicy, merged_by, percentile_policy
 from analysis.transforms.throughput import DELIVERY_COUNTS
@@ -126,8 +127,9 @@ _UNREAD_DELIVERY_COLUMNS = (
 """Delivery columns no block reads (the trace keeps them for the user): not cached, since the
 cache costs by the column."""
 
-_BY_ID_DELIVERY_COLUMNS = ("consumer", "consumer_group", "outcome", "receive_ns", "end_ns", "settle_ns")
-"""The delivery columns the blocks that look deliveries up by id read (summary.churn, summary.codel)."""
+_BY_ID_DELIVERY_COLUMNS = ("consumer", "consumer_group", "outcome", "receive_ns", "start_ns", "end_ns", "settle_ns")
+"""The delivery columns the blocks that look deliveries up by id read (summary.churn, summary.codel, and
+codel.first_drops for the partials)."""
 
 CODED_DELIVERY_COLUMNS = ("consumer", "consumer_group", "phase", "outcome", "egress_class")
 """The delivery trace's few-valued strings, cached as codes (transforms.codes)."""
@@ -416,16 +418,24 @@ def summarize(
             published, delivered = window_counts(window_start, window_end)  # throughput, in the same passes
             metrics = {name: F.when(measured, F.col(col)) for name, col in _DELIVERY_METRICS.items()}
             fields = (*STAT_FIELDS, "min")
-            partials = None
+            partials, drops = None, None
             if policy.exact:  # exact percentiles need every value again in each grouping
                 by_run = deliveries.transform(stats_by([], metrics, fields, also=delivered))
                 by_consumer = deliveries.transform(consumer_summary)
             else:  # one pass per consumer and phase, its sketches merged (docs/analysis.md, "The plan")
+                # Split at each consumer's first drop, so that CoDel's sojourn before and after it rolls up
+                # too: the first drops from the nacked deliveries, all of them among the ledger's ids.
+                drops = {r[0]: r[1] for r in delivery_ids.transform(first_drops).collect() if r[1] is not None}
+                by_code = {codes["consumer"].index(c): ns for c, ns in drops.items()} if "consumer" in codes else drops
                 threshold = "spark.sql.objectHashAggregate.sortBased.fallbackThreshold"
                 with _setting(spark, threshold, str(PARTIAL_SKETCH_GROUPS)):  # read as the grouping runs:
                     also = [*delivered, *model_parts(), *codel_parts(), *consumer_span_parts()]
                     keys = {"consumer": "consumer", "consumer_group": "group", "phase": "phase"}
-                    partials = keep(on_codes(keys, consumer_partials(metrics, also=also)))
+                    split = {
+                        AFTER_FIRST_DROP: after_first_drop(by_code),
+                        SEGMENT: segment_index(segments, t0, "start_ns"),  # the phases block's
+                    }
+                    partials = keep(on_codes(keys, consumer_partials(metrics, also=also, split=split)))
                     partials.count()  # so the cache is built here
                 by_run = partials.transform(merged_by([], list(metrics), fields, sums=DELIVERY_COUNTS))
                 by_consumer = partials.transform(consumer_summary_of("sojourn_ms", "end_to_end"))
@@ -486,7 +496,7 @@ def summarize(
                 "model_inputs": ("computing the queueing-model inputs", model_inputs_rows),
                 "codel": (  # {} when it was off
                     "computing CoDel",
-                    lambda: codel_block(deliveries, partials, delivery_ids),
+                    lambda: codel_block(deliveries, partials, delivery_ids, split_at=drops),
                 ),
                 "slow_consumers": ("computing slow consumers", slow_consumers_and_depth),
                 "windows": (
@@ -507,7 +517,8 @@ def summarize(
                 "phases": (
                     "computing phases",
                     lambda: [
-                        phase_row(r) for r in deliveries.transform(phase_summary(segments, t0, publishes)).collect()
+                        phase_row(r)
+                        for r in deliveries.transform(phase_summary(segments, t0, publishes, partials)).collect()
                     ],
                 ),
                 "fidelity": (  # per producer group

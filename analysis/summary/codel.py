@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from pyspark.sql import DataFrame, functions as F
 
 from analysis.transforms.codel import (
+    AFTER_FIRST_DROP,
     codel_by_consumer,
+    codel_by_consumer_of,
     codel_state,
     codel_state_of,
     codel_totals,
@@ -47,7 +50,11 @@ _EMPTY_TOTALS = {**dict.fromkeys(_TOTAL_FIELDS, 0), "nack_share": None, "droppin
 
 
 def codel_block(
-    deliveries: DataFrame, partials: DataFrame | None = None, with_ids: DataFrame | None = None
+    deliveries: DataFrame,
+    partials: DataFrame | None = None,
+    with_ids: DataFrame | None = None,
+    split_at: Mapping[str, int] | None = None,
+    sojourn: str = "sojourn_ms",
 ) -> dict[str, Any]:
     """summary.json's `codel` block: {"consumers": [...], "totals": {...}}.
 
@@ -56,6 +63,10 @@ def codel_block(
     `partials`: utilisation.consumer_partials of the deliveries with codel_parts among its
     aggregates; each consumer's CoDel state is then rolled up from its few rows, and the probe is
     that state (10M deliveries: the probe and the state read every delivery, 1.2 and 4.5 s).
+    `split_at`: the first drops (consumer -> start_ns) at which the partials were split
+    (codel.after_first_drop), their metric `sojourn` the sojourn of measured deliveries: when they
+    are the first drops of the state, the per-consumer rows roll up from the partials too
+    (codel_by_consumer_of); otherwise they aggregate the deliveries.
     `with_ids`: the deliveries with their message ids, for the requeues' hand-offs, when `deliveries`
     leaves the ids out (the job's cache: analysis.job); those of every requeued id are enough.
     """
@@ -70,7 +81,11 @@ def codel_block(
             return {"consumers": [], "totals": dict(_EMPTY_TOTALS)}
     handoffs = (deliveries if with_ids is None else with_ids).transform(requeue_handoffs).cache()
     takers = [tuple(r) for r in handoffs.transform(requeue_takers).collect()]  # a row per consumer at most
-    by_consumer = deliveries.transform(codel_by_consumer(state, takers)).cache()
+    drops = {str(r[0]): int(r[1]) for r in state if r[0] is not None and r[1] is not None}
+    if partials is not None and AFTER_FIRST_DROP in partials.columns and split_at == drops:
+        by_consumer = partials.transform(codel_by_consumer_of(state, takers, deliveries, sojourn)).cache()
+    else:
+        by_consumer = deliveries.transform(codel_by_consumer(state, takers)).cache()
     try:
         consumers = []
         for r in by_consumer.collect():

@@ -358,10 +358,11 @@ def ledger(
 
     Notable: not acked (every other class, unaccounted included), never or more than once
     published, acked or processed more than once, a delivery without the publish-time header,
-    a delivery a crashed or unsettled consumer held, a delivery nack-requeued, or publish times on
+    a delivery a crashed or unsettled consumer held, a delivery nacked (requeued, or discarded and
+    the message acked all the same), or publish times on
     both sides of the warm-up's end (`warmup_end_ns`): every id some block looks up
     (warmup.attach_measured's lookups, the unaccounted ids, churn's repeats and held messages,
-    CoDel's requeue hand-offs). Every other id was
+    CoDel's requeue hand-offs and first drops). Every other id was
     published once and acked: ledger_totals counts those from the publish trace. `every_id`
     keeps every id (the priority block joins each delivery to its publish's priority).
 
@@ -378,6 +379,7 @@ def ledger(
             | (F.col("_processed") > 1)
             | F.col("_held")
             | F.col("_requeued")
+            | F.col("_nack_discard")
             | looks_up(warmup_end_ns)  # attach_measured's lookups
         )
         return (

@@ -168,10 +168,11 @@ def mergeable_parts(value: str | Column) -> dict[str, Column]:
     }
 
 
-def merged_stats(partial: str, fields: Sequence[str] = STAT_FIELDS, quantiles: Sequence[float] = ()) -> Column:
-    """An aggregate over rows that each hold a mergeable_stats struct in column `partial`: the
-    stats_struct of all the values behind them (a group of no values: count 0, the rest null)."""
-    p = F.col(partial)
+def merged_stats(partial: str | Column, fields: Sequence[str] = STAT_FIELDS, quantiles: Sequence[float] = ()) -> Column:
+    """An aggregate over rows that each hold a mergeable_stats struct in column `partial` (or an
+    expression of one: a null struct adds nothing): the stats_struct of all the values behind them
+    (a group of no values: count 0, the rest null)."""
+    p = F.col(partial) if isinstance(partial, str) else partial
     count = F.coalesce(F.sum(p["count"]), F.lit(0))
     mean = F.when(count > 0, F.sum(p["sum"]) / count)
     fractions = _fractions(quantiles)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from pyspark.sql import Column, DataFrame, functions as F
 
@@ -104,12 +104,16 @@ def span_parts() -> list[Column]:
     ]
 
 
-def consumer_partials(metrics: MetricSpec, also: Sequence[Column] = ()) -> Transform:
+def consumer_partials(
+    metrics: MetricSpec, also: Sequence[Column] = (), split: Mapping[str, Column] | None = None
+) -> Transform:
     """Applied to deliveries: one row per consumer and phase (consumer, group, phase), with a
     stats.mergeable_stats struct per metric, `_delivered` and span_parts (consumer_summary's counts
     and utilisation), and the aggregate columns `also`. One pass over the deliveries that
     consumer_summary_of and stats.merged_by roll up, where each would aggregate (and sketch)
-    every delivery again. Approximate percentiles only (mergeable_stats).
+    every delivery again. Approximate percentiles only (mergeable_stats). `split`: more keys (name
+    -> value), for a roll-up that needs a consumer's rows apart (codel.after_first_drop); every
+    roll-up sums over them.
 
     The sketches are aggregated apart from the rest and the two sets of rows joined by group: Spark
     evaluates every aggregate of a grouping that holds a sketch row by row, and compiles one that
@@ -117,8 +121,14 @@ def consumer_partials(metrics: MetricSpec, also: Sequence[Column] = ()) -> Trans
     11.3 s in one grouping)."""
 
     def _partials(deliveries: DataFrame) -> DataFrame:
-        keys = ("consumer", "group", "phase")
-        by = (F.col("consumer"), F.col("consumer_group").alias("group"), F.col("phase"))
+        more = dict(split or {})
+        keys = ("consumer", "group", "phase", *more)
+        by = (
+            F.col("consumer"),
+            F.col("consumer_group").alias("group"),
+            F.col("phase"),
+            *[value.alias(name) for name, value in more.items()],
+        )
         parts = {name: mergeable_parts(value) for name, value in metrics.items()}
         plain = deliveries.groupBy(*by).agg(
             F.count(F.lit(1)).alias("_delivered"),

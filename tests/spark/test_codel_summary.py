@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 from pyspark.sql import functions as F
 
-from analysis.summary import codel_block
+from analysis.job import APPROXIMATE
+from analysis.summary import codel as summary_codel, codel_block
 from analysis.transforms import (
     codel_by_consumer,
     codel_parts,
@@ -17,6 +18,8 @@ from analysis.transforms import (
     requeue_takers,
     with_delivery_latencies,
 )
+from analysis.transforms.codel import AFTER_FIRST_DROP, after_first_drop, first_drops
+from analysis.transforms.stats import percentile_policy
 from analysis.transforms.utilisation import consumer_partials
 
 MS = 1_000_000
@@ -312,3 +315,39 @@ def test_the_state_rolled_up_from_partials_is_the_state_of_the_deliveries(frame)
     assert state[SLOW] == dict(consumer=SLOW, first_drop_ns=50 * MS, codel_on=True, touched=True)
     assert state[OTHER] == dict(consumer=OTHER, first_drop_ns=None, codel_on=False, touched=False)
     assert codel_block(by_phase, partials) == codel_block(by_phase)
+
+
+def _split_partials(deliveries, drops):
+    """The job's consumer partials (approximate percentiles): split at `drops` (consumer -> ns), with
+    the sojourn of measured deliveries as their metric."""
+    sojourn = {"sojourn_ms": F.when(F.col("measured"), F.col("sojourn_ms"))}
+    split = {AFTER_FIRST_DROP: after_first_drop(drops)}
+    return deliveries.transform(consumer_partials(sojourn, also=codel_parts(), split=split))
+
+
+def test_the_rows_rolled_up_from_partials_split_at_the_first_drops_are_those_of_the_deliveries(frame, monkeypatch):
+    deliveries = _deliveries(frame).withColumn("phase", F.when(F.col("receive_ns") < 40 * MS, "a").otherwise("b"))
+    drops = {r.consumer: r.first_drop_ns for r in deliveries.transform(first_drops).collect()}
+    assert drops == {SLOW: 50 * MS, FAST: 5 * MS}  # the first nacks of the rows above
+    with percentile_policy(APPROXIMATE):
+        partials = _split_partials(deliveries, drops)
+        assert partials.where(F.col(AFTER_FIRST_DROP)).count() > 0 < partials.where(~F.col(AFTER_FIRST_DROP)).count()
+        expected = codel_block(deliveries)  # every row aggregated from the deliveries
+        monkeypatch.setattr(summary_codel, "codel_by_consumer", lambda *_: pytest.fail("aggregated the deliveries"))
+        block = codel_block(deliveries, partials, split_at=drops)
+    assert block == expected
+    slow = block["consumers"][-1]
+    # slow decided at 10, 50, 60, 100, 110, 120 ms: 10 before its first drop (50 ms), the rest after
+    assert (slow["consumer"], slow["decided"], slow["nacks"], slow["requeued"], slow["discarded"]) == (SLOW, 6, 3, 2, 1)
+    assert slow["sojourn_before_ms"]["count"] == 1 and slow["sojourn_before_ms"]["max"] == 10.0
+    assert slow["sojourn_after_ms"]["count"] == 5 and slow["sojourn_after_ms"]["max"] == 75.0  # m6: 45 -> 120
+
+
+def test_partials_split_elsewhere_than_at_the_first_drops_are_not_rolled_up(frame):
+    deliveries = _deliveries(frame)
+    wrong = {SLOW: 100 * MS, FAST: 5 * MS}  # slow's first drop is at 50 ms
+    with percentile_policy(APPROXIMATE):
+        block = codel_block(deliveries, _split_partials(deliveries, wrong), split_at=wrong)
+        assert block == codel_block(deliveries)
+    slow = block["consumers"][-1]
+    assert slow["sojourn_before_ms"]["count"] == 1  # split at 100 ms it would have been 3

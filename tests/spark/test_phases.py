@@ -1,3 +1,6 @@
+from pyspark.sql import functions as F
+
+from analysis.job import APPROXIMATE
 from analysis.summary import stats_block
 from analysis.transforms import (
     Segment,
@@ -7,10 +10,14 @@ from analysis.transforms import (
     timeline_segments,
     with_delivery_latencies,
 )
+from analysis.transforms.phases import SEGMENT, segment_index
+from analysis.transforms.stats import percentile_policy
+from analysis.transforms.utilisation import consumer_partials
 
 T0 = 1_000_000_000_000
 MS = 1_000_000
 S = 1_000_000_000
+METRICS = {"sojourn": "sojourn_ms", "e2e": "end_to_end_ms"}
 
 
 def test_time_outside_every_phase_is_base_segments_in_timeline_order():
@@ -57,7 +64,9 @@ def test_rows_get_the_phase_of_their_time_and_base_in_the_drain(frame):
     }
 
 
-def test_phase_rows_count_publishes_by_intent_and_deliveries_by_processing_start(frame):
+def _two_phases(frame):
+    """A run of two segments, base [0, 10 s) and slow [10, 20 s): its segments, publishes and
+    deliveries (with their latencies, all measured)."""
     segments = timeline_segments([{"name": "slow", "start_s": 10, "end_s": 20}], 20)
     publishes = frame(
         "publish",
@@ -86,12 +95,12 @@ def test_phase_rows_count_publishes_by_intent_and_deliveries_by_processing_start
         delivery("c", 15, 50, outcome="nack_requeue"),
         delivery("x", 25, 70),
     )
-    rows = (
-        deliveries.transform(with_delivery_latencies)
-        .transform(mark_measured(T0, "receive_ns"))
-        .transform(phase_summary(segments, T0, publishes))
-        .collect()
-    )
+    return segments, publishes, deliveries.transform(with_delivery_latencies).transform(mark_measured(T0, "receive_ns"))
+
+
+def test_phase_rows_count_publishes_by_intent_and_deliveries_by_processing_start(frame):
+    segments, publishes, deliveries = _two_phases(frame)
+    rows = deliveries.transform(phase_summary(segments, T0, publishes)).collect()
     got = [
         (
             r.phase,
@@ -112,4 +121,20 @@ def test_phase_rows_count_publishes_by_intent_and_deliveries_by_processing_start
         # slow [10, 20): publish c -> 1 / 10 s; b acked, c nacked -> 1 / 10 s;
         # sojourn 30 and 50 -> median 40. x started at 25 s, in the drain: no segment
         ("slow", 10.0, 20.0, 1, 1, 0.1, 0.1, 2, 40.0),
+    ]
+
+
+def test_phase_rows_rolled_up_from_partials_split_by_segment_are_those_of_the_deliveries(frame):
+    segments, publishes, deliveries = _two_phases(frame)
+    metrics = {name: F.when(F.col("measured"), F.col(col)) for name, col in METRICS.items()}
+    split = {SEGMENT: segment_index(segments, T0, "start_ns")}
+    with percentile_policy(APPROXIMATE):  # the partials' sketches merge
+        partials = deliveries.withColumn("phase", F.lit("all")).transform(consumer_partials(metrics, split=split))
+        assert sorted(r[SEGMENT] for r in partials.collect() if r[SEGMENT] is not None) == [0, 1]
+        assert partials.where(F.col(SEGMENT).isNull()).count() == 1  # x started in the drain
+        rolled_up = deliveries.transform(phase_summary(segments, T0, publishes, partials, tuple(METRICS))).collect()
+        assert rolled_up == deliveries.transform(phase_summary(segments, T0, publishes)).collect()
+    assert [(r.phase, r.acked, r.sojourn_ms["count"], r.end_to_end_ms["count"]) for r in rolled_up] == [
+        ("base", 1, 1, 1),
+        ("slow", 1, 2, 2),  # b acked, c nacked: both measured
     ]

@@ -18,6 +18,7 @@ import pytest
 
 from analysis import job
 from analysis.job import analyze
+from analysis.summary import codel as summary_codel
 from tests.summaries import differences
 
 RUNS = Path(__file__).resolve().parents[1] / "data" / "runs"
@@ -67,15 +68,15 @@ def _apart_from_percentiles(exact, approx, path=""):
 
 def test_approximate_percentiles_keep_every_other_number(spark, tmp_path):
     """With approximate percentiles the overall, per-consumer and queueing-model statistics are rolled
-    up from one sketch per consumer and phase (transforms.utilisation.consumer_partials): every number
-    but the percentiles is the exact analysis's, and each consumer's sojourn percentiles lie between
-    the exact quantiles next to them."""
+    up from one sketch per consumer and phase (transforms.utilisation.consumer_partials), the phases from
+    the same sketches split by segment: every number but the percentiles is the exact analysis's, and
+    each consumer's sojourn percentiles lie between the exact quantiles next to them."""
     for how in ("exact", "approximate"):
         shutil.copytree(RUNS / "quickstart", tmp_path / how)
     exact = analyze(tmp_path / "exact", spark=spark, percentiles="exact")
     approx = analyze(tmp_path / "approximate", spark=spark, percentiles="approximate")
     assert approx["percentiles"]["method"] == "approximate"
-    blocks = ("throughput", "sojourn_ms", "latency_ms", "consumers", "model")
+    blocks = ("throughput", "sojourn_ms", "latency_ms", "consumers", "model", "phases")
     assert _apart_from_percentiles({b: exact[b] for b in blocks}, {b: approx[b] for b in blocks}) == []
     assert len(approx["consumers"]) == 2 and len(approx["model"]["phases"]) == 4
     for a, e in zip(approx["consumers"], exact["consumers"], strict=True):
@@ -86,6 +87,21 @@ def test_approximate_percentiles_keep_every_other_number(spark, tmp_path):
     for a, e in zip(approx["model"]["phases"], exact["model"]["phases"], strict=True):
         # a value of the group's own within the rank error: a rank or so from the interpolated one here
         assert a["processing_p99_ms"] == pytest.approx(e["processing_p99_ms"], rel=0.02)
+
+
+def test_approximate_codel_rows_roll_up_from_the_partials_and_keep_every_other_number(spark, tmp_path, monkeypatch):
+    """With approximate percentiles and the large runs' plan, CoDel's per-consumer rows roll up from the
+    consumer partials split at each consumer's first drop (found among the ledger's ids), not from a
+    pass over the deliveries; every number of the block but its percentiles is the exact analysis's."""
+    monkeypatch.setattr(job, "TRUNCATE_PLAN_ROWS", 0)
+    for how in ("exact", "approximate"):
+        shutil.copytree(RUNS / "codel-slow-consumer", tmp_path / how)
+    exact = analyze(tmp_path / "exact", spark=spark, percentiles="exact")
+    monkeypatch.setattr(summary_codel, "codel_by_consumer", lambda *_: pytest.fail("aggregated the deliveries"))
+    approx = analyze(tmp_path / "approximate", spark=spark, percentiles="approximate")
+    assert [c["codel_on"] for c in exact["codel"]["consumers"]].count(True) >= 1
+    assert all(c["sojourn_after_ms"]["count"] > 0 for c in exact["codel"]["consumers"] if c["nacks"])
+    assert _apart_from_percentiles(exact["codel"], approx["codel"]) == []
 
 
 CACHE_SCENARIOS = ("codel-slow-consumer", "consumer-crash", "egress-discard", "priority-classes", "quickstart")
