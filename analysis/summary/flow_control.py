@@ -47,9 +47,9 @@ def flow_control_block(publishes: DataFrame, events: DataFrame, end_ns: int) -> 
     )
     periods = blocked_periods([(r["ts_ns"], r["kind"], r["source"]) for r in raw], end_ns)
     blocked = F.col("blocked_ms")
-    # Counted per producer in a grouping Spark compiles; the stats only over the publishes that waited
-    # (most runs: none), where one grouping with the sketch and a set of names evaluated every publish
-    # row by row.
+    # Counted per producer in a grouping Spark compiles; the stats only over the publishes that waited,
+    # and only if any did (most runs: none), where one grouping with the sketch and a set of names
+    # evaluated every publish row by row.
     counts = (
         publishes.groupBy("producer_group", "producer")
         .agg(
@@ -58,13 +58,10 @@ def flow_control_block(publishes: DataFrame, events: DataFrame, end_ns: int) -> 
         )
         .collect()
     )
-    stats = {
-        r["producer_group"]: r["blocked_ms"]
-        for r in publishes.where(blocked.isNotNull())
-        .groupBy("producer_group")
-        .agg(stats_struct(blocked).alias("blocked_ms"))
-        .collect()
-    }
+    stats = {}
+    if any(r["waited"] for r in counts):
+        waits = publishes.where(blocked.isNotNull()).groupBy("producer_group").agg(stats_struct(blocked).alias("s"))
+        stats = {r["producer_group"]: r["s"] for r in waits.collect()}
     groups: dict[str, list[Any]] = {}
     for r in counts:
         groups.setdefault(r["producer_group"], []).append(r)
