@@ -112,7 +112,7 @@ def consumer_partials(
     and utilisation), and the aggregate columns `also`. One pass over the deliveries that
     consumer_summary_of and stats.merged_by roll up, where each would aggregate (and sketch)
     every delivery again. Approximate percentiles only (mergeable_stats). `split`: more keys (name
-    -> value), for a roll-up that needs a consumer's rows apart (codel.after_first_drop); every
+    -> value), for a roll-up that needs rows apart (codel.after_first_drop, phases.segment_index); every
     roll-up sums over them.
 
     The sketches are aggregated apart from the rest and the two sets of rows joined by group: Spark
