@@ -17,6 +17,7 @@ from analysis.transforms.codel import (
     nacked,
     requeue_handoffs,
     requeue_takers,
+    state_first_drops,
 )
 
 from ._stats import stats_block
@@ -81,8 +82,7 @@ def codel_block(
             return {"consumers": [], "totals": dict(_EMPTY_TOTALS)}
     handoffs = (deliveries if with_ids is None else with_ids).transform(requeue_handoffs).cache()
     takers = [tuple(r) for r in handoffs.transform(requeue_takers).collect()]  # a row per consumer at most
-    drops = {str(r[0]): int(r[1]) for r in state if r[0] is not None and r[1] is not None}
-    if partials is not None and AFTER_FIRST_DROP in partials.columns and split_at == drops:
+    if partials is not None and AFTER_FIRST_DROP in partials.columns and split_at == state_first_drops(state):
         by_consumer = partials.transform(codel_by_consumer_of(state, takers, deliveries, sojourn)).cache()
     else:
         by_consumer = deliveries.transform(codel_by_consumer(state, takers)).cache()

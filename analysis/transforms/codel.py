@@ -29,6 +29,7 @@ __all__ = [
     "codel_by_consumer_of",
     "codel_totals",
     "first_drops",
+    "state_first_drops",
     "after_first_drop",
     "AFTER_FIRST_DROP",
 ]
@@ -111,8 +112,7 @@ def after_first_drop(drops: Mapping[Any, int]) -> Column:
     CoDel first acted from their sketches, without a pass of its own over the deliveries."""
     if not drops:
         return F.lit(False)
-    pairs = [c for key in sorted(drops) for c in (F.lit(key), F.lit(drops[key]).cast("long"))]
-    return F.coalesce(F.col("start_ns") >= F.create_map(*pairs)[F.col("consumer")], F.lit(False))
+    return F.coalesce(F.col("start_ns") >= _by_name(drops, None), F.lit(False))
 
 
 def codel_state(deliveries: DataFrame) -> DataFrame:
@@ -163,12 +163,17 @@ class _Kept(NamedTuple):
     first_drops: dict[str, int]  # consumer -> the start_ns of its first nack
 
 
+def state_first_drops(state: Sequence[Sequence[Any]]) -> dict[str, int]:
+    """Consumer -> the start_ns of its first nack, from the collected rows of codel_state (or
+    codel_state_of); a consumer that nacked none is left out."""
+    return {str(row[0]): int(row[1]) for row in state if row[0] is not None and row[1] is not None}
+
+
 def _kept(state: Sequence[Sequence[Any]], takers: Sequence[Sequence[Any]]) -> _Kept:
     state = [row for row in state if row[0] is not None]  # a delivery without a consumer is no one's
     on = sorted(str(row[0]) for row in state if row[2])
     taken = {str(row[0]): int(row[1]) for row in takers if row[0] is not None}
-    first = {str(row[0]): int(row[1]) for row in state if row[1] is not None}
-    return _Kept(on, taken, sorted(set(on) | set(taken)), first)
+    return _Kept(on, taken, sorted(set(on) | set(taken)), state_first_drops(state))
 
 
 def _among(names: Sequence[str]) -> Column:
@@ -176,8 +181,9 @@ def _among(names: Sequence[str]) -> Column:
     return F.col("consumer").isin(*names) if names else F.lit(False)
 
 
-def _by_name(values: Mapping[str, int], otherwise: int | None) -> Column:
-    """The row's consumer's value in `values` (a literal map), a long; `otherwise` for one not in it."""
+def _by_name(values: Mapping[Any, int], otherwise: int | None) -> Column:
+    """The row's consumer's value in `values` (a literal map keyed as the consumer column is), a long;
+    `otherwise` for one not in it."""
     pairs = [c for name in sorted(values) for c in (F.lit(name), F.lit(values[name]).cast("long"))]
     found = F.create_map(*pairs)[F.col("consumer")] if values else F.lit(None)
     return F.coalesce(found, F.lit(otherwise)).cast("long")
