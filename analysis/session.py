@@ -134,7 +134,7 @@ def jvm_settings(trace_bytes: int, trace_rows: int, machine_bytes: int, archive:
     Heap: 12x the Parquet bytes, at least 1 GiB, at most 60 % of the machine's memory; what
     does not fit spills to local disk. Traces up to C1_ONLY_TRACE_ROWS get the C1 compiler only
     (C2 would compile for longer than it saves); larger ones keep tiered compilation. The
-    parallel collector suits a batch job better than G1's pause goals.
+    parallel collector suits a batch job better than G1's pause goals. No shuffle checksums.
     `archive`: the class archive to start from, or to write at exit (class_archive).
     """
     heap = max(_MIN_HEAP, min(_HEAP_PER_TRACE_BYTE * trace_bytes, int(_MAX_HEAP_SHARE * machine_bytes)))
@@ -143,7 +143,13 @@ def jvm_settings(trace_bytes: int, trace_rows: int, machine_bytes: int, archive:
     if trace_rows <= C1_ONLY_TRACE_ROWS:
         options.append("-XX:TieredStopAtLevel=1")
     options += _archive_options(archive)
-    return {"spark.driver.memory": f"{heap_mib}m", "spark.driver.extraJavaOptions": " ".join(options)}
+    return {
+        "spark.driver.memory": f"{heap_mib}m",
+        "spark.driver.extraJavaOptions": " ".join(options),
+        # The shuffle files' checksums diagnose corruption on a cluster's disks and network; a local
+        # shuffle is written and read by one JVM within seconds.
+        "spark.shuffle.checksum.enabled": "false",
+    }
 
 
 def sql_settings(trace_bytes: int, trace_rows: int, local: bool) -> dict[str, str]:
@@ -176,6 +182,9 @@ def sql_settings(trace_bytes: int, trace_rows: int, local: bool) -> dict[str, st
     if local:
         # A run's part files are many and local: listing them is no job for a cluster of tasks.
         settings["spark.sql.sources.parallelPartitionDiscovery.threshold"] = "1000000"
+        # A checksum of every shuffled row, order-independent, lets a cluster tell whether a retried
+        # map task wrote other rows than the first attempt; a local master does not retry tasks.
+        settings["spark.sql.shuffle.orderIndependentChecksum.enabled"] = "false"
     return settings
 
 

@@ -24,3 +24,8 @@ def test_the_heap_is_twelve_times_the_parquet_bytes_within_its_bounds():
     assert jvm_settings(1 << 20, 1, 24 * GIB)["spark.driver.memory"] == "1024m"  # at least 1 GiB
     # at most 60 % of the machine: 0.6 x 24 GiB = 14,745.6 MiB, whole MiB
     assert jvm_settings(10 * GIB, 1, 24 * GIB)["spark.driver.memory"] == "14745m"
+
+
+def test_a_local_driver_writes_no_shuffle_checksums():
+    # written to diagnose a cluster's disk and network corruption; one local JVM writes and reads its shuffle
+    assert jvm_settings(100 << 20, 1, 24 * GIB)["spark.shuffle.checksum.enabled"] == "false"

@@ -28,3 +28,10 @@ def test_small_runs_are_interpreted_on_one_partition_and_large_ones_compiled_on_
     assert (small["spark.sql.codegen.wholeStage"], large["spark.sql.codegen.wholeStage"]) == ("false", "true")
     assert small["spark.sql.shuffle.partitions"] == "1"
     assert large["spark.sql.shuffle.partitions"] == str(-(-750_000_000 // (32 << 20)))  # 23: one per 32 MiB
+
+
+def test_only_a_cluster_checks_that_a_retried_map_task_wrote_the_same_rows():
+    # the order-independent checksum of every shuffled row serves retries, which a local master never makes
+    key = "spark.sql.shuffle.orderIndependentChecksum.enabled"
+    assert sql_settings(*LARGE, local=True)[key] == "false"
+    assert key not in sql_settings(*LARGE, local=False)
