@@ -42,7 +42,7 @@ from analysis.summary import (
     stats_block,
     window_row,
 )
-from analysis.summary.accounting import connection_losses
+from analysis.summary.accounting import accounting_inputs
 from analysis.transforms import (
     DISCARD_CLASSES,
     attach_measured,
@@ -258,6 +258,14 @@ def _bypassing_partial_aggregation(spark: SparkSession) -> contextlib.AbstractCo
     return _setting(spark, "spark.sql.execution.bypassPartialAggregation", "true")
 
 
+def _without_constraint_propagation(spark: SparkSession) -> contextlib.AbstractContextManager[None]:
+    """Plans made inside infer no constraints from their filters and aliases: over the ledger's
+    account rules, which alias each flag of the grouping, the optimizer's sets of inferred constraints
+    grew until a 1 GiB heap ran out (a quickstart-size run, once no join with the events came
+    between the grouping and the ledger's filter)."""
+    return _setting(spark, "spark.sql.constraintPropagation.enabled", "false")
+
+
 PARALLEL_BLOCKS = 2
 """How many of the blocks after the overall statistics run their queries at once (concurrent.side_by_side)."""
 
@@ -335,20 +343,21 @@ def summarize(
         publishes = traces["publish"].transform(with_confirm_latency).transform(mark_measured(warmup_end))
 
         with step("computing accounting"):
-            losses, restart_ns = connection_losses(events)
+            inputs = accounting_inputs(events)
             # One grouping by message id, of which only the ids some block looks up are kept; the rest
             # were published once and acked, and are counted (docs/analysis.md, "The plan").
             with_priorities = carries_priorities(traces["publish"])
-            with _bypassing_partial_aggregation(spark):  # the plan is made as the frame is cached
+            # the plan is made as the frame is cached
+            with _bypassing_partial_aggregation(spark), _without_constraint_propagation(spark):
                 ledger_rows = keep(
                     traces["publish"]
-                    .transform(message_facts(traces["delivery"], leftovers, dead_letters, losses))
+                    .transform(message_facts(traces["delivery"], leftovers, dead_letters, inputs.losses))
                     .transform(
                         ledger(
                             warmup_end,
-                            events,
+                            events if inputs.returned_events else None,
                             rejects_at_publish(run.get("scenario")),
-                            restart_ns,
+                            inputs.restart_ns,
                             every_id=with_priorities,
                         )
                     ),

@@ -117,7 +117,7 @@ def rejects_at_publish(scenario: object) -> bool:
 
 def connection_loss_times(events: DataFrame) -> DataFrame:
     """Per producer (the event's source), `lost_ns`: the time of its last `connection_lost`
-    event. A handful of rows, which the job collects (summary.accounting.connection_losses)
+    event. A handful of rows, which the job collects (summary.accounting.accounting_inputs)
     so that the per-message grouping looks them up in a literal map instead of a join."""
     return (
         events.where((F.col("kind") == "connection_lost") & F.col("source").isNotNull())
@@ -265,7 +265,7 @@ def classify(
 
     `lost_with_queue`: a publish that reached the broker (confirmed, or sent) no later than the
     broker's last restart (`restart_ns`: its last `broker_restart` event, collected by
-    summary.accounting.connection_losses), found nowhere afterwards: the broker lost it with
+    summary.accounting.accounting_inputs), found nowhere afterwards: the broker lost it with
     its in-memory state (a non-durable queue, or a transient message), or dropped it unroutable
     before the queue was declared again.
 

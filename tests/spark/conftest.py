@@ -60,10 +60,10 @@ def trace_rows(kind: str, *rows: dict) -> list[tuple]:
 
 def classify_messages(deliveries, leftovers, events=None, dead_letters=None, publish_rejects=False):
     """Applied to publishes: the job's accounting steps (message_facts, then classify), one call."""
-    from analysis.summary.accounting import connection_losses
+    from analysis.summary.accounting import accounting_inputs
     from analysis.transforms import classify, message_facts
 
-    losses, restart_ns = connection_losses(events) if events is not None else (None, None)
+    losses, restart_ns, _ = accounting_inputs(events) if events is not None else (None, None, False)
 
     def _classify(publishes):
         return publishes.transform(message_facts(deliveries, leftovers, dead_letters, losses)).transform(
