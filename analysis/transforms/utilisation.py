@@ -129,7 +129,11 @@ def consumer_partials(
             F.col("phase"),
             *[value.alias(name) for name, value in more.items()],
         )
-        parts = {name: mergeable_parts(value) for name, value in metrics.items()}
+        # Each metric's value computed once per row in a compiled projection: the sketches' aggregate
+        # evaluates its input expressions row by row, interpreted.
+        values = {f"_value_{name}": value for name, value in metrics.items()}
+        deliveries = deliveries.withColumns(values)
+        parts = {name: mergeable_parts(F.col(f"_value_{name}")) for name in metrics}
         plain = deliveries.groupBy(*by).agg(
             F.count(F.lit(1)).alias("_delivered"),
             *span_parts(),
