@@ -9,6 +9,7 @@ import functools
 from collections.abc import Sequence
 
 from pyspark.sql import Column, DataFrame, GroupedData, functions as F
+from pyspark.sql.types import IntegralType
 
 from ._common import NS_PER_MS, NS_PER_S, Transform
 from .stats import merged_stats, percentiles
@@ -204,6 +205,11 @@ def _rolled_up_stats(
     )
 
 
+_TAG_BITS = 40
+"""ack_to_delivery's packed key: a consumer's code in the bits above these, the delivery tag in them (a
+channel's tags stay below 2^40: a trillion deliveries)."""
+
+
 def ack_to_delivery(deliveries: DataFrame) -> DataFrame:
     """Per consumer and phase, and per consumer (phase null): the time from an ack to the delivery
     it drew, over measured deliveries: count, min, p50 and p95 (`ack_to_delivery_*`).
@@ -217,32 +223,44 @@ def ack_to_delivery(deliveries: DataFrame) -> DataFrame:
     A consumer that joined again numbers its deliveries from 1 on its new channel: the ack paired
     is the latest of that number at or before the delivery (its own channel's).
 
-    One join of two narrow projections of the deliveries on (consumer, delivery tag), hashed
+    One join of two narrow projections of the deliveries on (consumer, delivery tag) (one long where the
+    consumer is a code, as in the job's cache: a map of longs instead of one of byte strings), hashed
     rather than sorted (pairing rows by tag needs a shuffle; no grouping the job already does is
     keyed so); the latest-ack pick groups on the join's own partitioning (no second shuffle); the
     two grouping sets shuffle only their partial aggregates.
     """
     windowed = F.col("outcome") != "auto_ack"
+    packed = isinstance(deliveries.schema["consumer"].dataType, IntegralType)
+    # A consumer given as its code (the job's cached deliveries) pairs by one long, the code above the
+    # tag, which Spark hashes in a map of longs; a name pairs by (consumer, tag).
+    keys = ["_key"] if packed else ["consumer", "_tag"]
+
+    def keyed(tag: Column) -> list[Column]:
+        if not packed:
+            return [F.col("consumer"), tag.alias("_tag")]
+        return [F.shiftleft(F.col("consumer").cast("long"), _TAG_BITS).bitwiseOR(tag).alias("_key")]
+
     acks = deliveries.where(windowed & F.col("settle_ns").isNotNull()).select(
-        "consumer", F.col("delivery_tag").alias("_tag"), F.col("settle_ns").alias("_ack_ns")
+        *keyed(F.col("delivery_tag")), F.col("settle_ns").alias("_ack_ns")
     )
+    drawn_tag = F.col("delivery_tag") - F.col("prefetch")
     drawn = deliveries.where(
-        F.col("measured") & windowed & ~F.col("redelivered") & F.col("publish_ns").isNotNull() & (F.col("prefetch") > 0)
-    ).select(
-        "consumer",
-        (F.col("delivery_tag") - F.col("prefetch")).alias("_tag"),
-        "phase",
-        "receive_ns",
-        "publish_ns",
-    )
+        F.col("measured")
+        & windowed
+        & ~F.col("redelivered")
+        & F.col("publish_ns").isNotNull()
+        & (F.col("prefetch") > 0)
+        & (drawn_tag > 0)  # a channel's tags start at 1: the first deliveries were drawn by no ack
+    ).select(*keyed(drawn_tag), "phase", "receive_ns", "publish_ns")
+    consumer = F.shiftright("_key", _TAG_BITS).cast("int").alias("consumer") if packed else "consumer"
     pairs = (
-        drawn.join(acks.hint("shuffle_hash"), ["consumer", "_tag"])
+        drawn.join(acks.hint("shuffle_hash"), keys)
         # published by the ack (else nothing was waiting), before the delivery; filtered ahead of the
         # latest-ack pick, which it does not change (an older ack of the tag fails it too)
         .where((F.col("publish_ns") <= F.col("_ack_ns")) & (F.col("_ack_ns") <= F.col("receive_ns")))
-        .groupBy("consumer", "_tag", "receive_ns", "phase", "publish_ns")
+        .groupBy(*keys, "receive_ns", "phase", "publish_ns")
         .agg(F.max("_ack_ns").alias("_ack_ns"))
-        .select("consumer", "phase", ((F.col("receive_ns") - F.col("_ack_ns")) / F.lit(NS_PER_MS)).alias("_gap_ms"))
+        .select(consumer, "phase", ((F.col("receive_ns") - F.col("_ack_ns")) / F.lit(NS_PER_MS)).alias("_gap_ms"))
     )
     gap = F.col("_gap_ms")
     q = percentiles(gap, [0.5, 0.95])

@@ -8,6 +8,7 @@ import pytest
 
 from analysis.summary.model import model_block, model_row
 from analysis.transforms import consumer_summary, mark_measured, per_second_windows, with_delivery_latencies
+from analysis.transforms.codes import decoded, encoded
 from analysis.transforms.model import ack_to_delivery, model_inputs
 from analysis.transforms.stats import QUANTILES
 
@@ -199,7 +200,8 @@ def _block(deliveries, samples=(), segments=()):
     return model_block(rows, phase_rows, consumers, drawn, list(samples), list(segments))
 
 
-def test_ack_to_delivery_pairs_each_delivery_with_the_ack_that_freed_its_slot(frame):
+@pytest.mark.parametrize("coded", [False, True], ids=["consumer-names", "consumer-codes"])
+def test_ack_to_delivery_pairs_each_delivery_with_the_ack_that_freed_its_slot(frame, coded):
     # Consumer A, prefetch 2 (times in ms). Tag k is sent once tag k-2's ack has arrived:
     #   tag 3, published at 1 (waiting when tag 1 was acked at 5), received at 7: 7 - 5 = 2 ms
     #   tag 4, published at 20, after tag 2's ack at 9 (the queue was empty): drew nothing
@@ -235,7 +237,12 @@ def test_ack_to_delivery_pairs_each_delivery_with_the_ack_that_freed_its_slot(fr
         dict(consumer="B", delivery_tag=3, prefetch=1, publish_ns=0, receive_ns=9 * MS, outcome="auto_ack"),
         dict(consumer="B", delivery_tag=2, prefetch=1, publish_ns=0, receive_ns=1 * MS, outcome="auto_ack"),
     )
-    got = {(r.consumer, r.phase): r.asDict() for r in deliveries.transform(ack_to_delivery).collect()}
+    if coded:  # as the job's cache holds the consumer: its code, paired with the tag as one long
+        names = {"consumer": ["A", "B"]}
+        pairs = deliveries.transform(encoded(names)).transform(ack_to_delivery).transform(decoded(names))
+    else:
+        pairs = deliveries.transform(ack_to_delivery)
+    got = {(r.consumer, r.phase): r.asDict() for r in pairs.collect()}
     assert set(got) == {("A", None), ("A", "base"), ("A", "slow")}
     whole = got[("A", None)]
     assert whole["ack_to_delivery_count"] == 2
