@@ -131,7 +131,9 @@ def consumer_partials(
         )
         # Each metric's value computed once per row in a compiled projection: the sketches' aggregate
         # evaluates its input expressions row by row, interpreted.
-        values = {f"_value_{name}": value for name, value in metrics.items()}
+        values = {
+            f"_value_{name}": F.col(value) if isinstance(value, str) else value for name, value in metrics.items()
+        }
         deliveries = deliveries.withColumns(values)
         parts = {name: mergeable_parts(F.col(f"_value_{name}")) for name in metrics}
         plain = deliveries.groupBy(*by).agg(
