@@ -31,6 +31,11 @@ def few(frame: DataFrame) -> DataFrame:
     return F.broadcast(frame)
 
 
+def as_column(value: str | Column) -> Column:
+    """A column given by its name or as an expression, as an expression."""
+    return F.col(value) if isinstance(value, str) else value
+
+
 def ms_between(later: str, earlier: str) -> Column:
     """`later - earlier` in milliseconds: integer nanoseconds subtracted first, then scaled."""
     return (F.col(later) - F.col(earlier)) / F.lit(NS_PER_MS)

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 from pyspark.sql import Column, DataFrame, functions as F
 
-from ._common import Transform
+from ._common import Transform, as_column
 
 __all__ = ["DEFAULT_BINS", "histogram_edges", "histogram_counts"]
 
@@ -48,7 +48,7 @@ def histogram_counts(edges: Sequence[float], value: str | Column) -> Transform:
     The bin is the number of inner edges at or below the value: plain comparisons,
     so a value sitting exactly on an edge lands in the bin that edge opens.
     """
-    col = F.col(value) if isinstance(value, str) else value
+    col = as_column(value)
 
     def _counts(df: DataFrame) -> DataFrame:
         bin_index: Column = F.lit(0)

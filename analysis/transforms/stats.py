@@ -27,7 +27,7 @@ from typing import Any, NamedTuple
 
 from pyspark.sql import Column, DataFrame, functions as F
 
-from ._common import Transform
+from ._common import Transform, as_column
 
 __all__ = [
     "STAT_FIELDS",
@@ -134,7 +134,7 @@ def stats_struct(
     With `quantiles`, the struct also has the field `quantiles`: the array of those percentiles
     (null when the group has no value), taken from the same aggregate as p50, p95 and p99: one
     sketch (or one sorted set of values, exact) per group, not two. `many_groups`: see percentiles."""
-    col = F.col(value) if isinstance(value, str) else value
+    col = as_column(value)
     fractions = _fractions(quantiles)
     pcts = percentiles(col, fractions, many_groups)
     return _struct(F.count(col), F.avg(col), pcts, F.max(col), F.min(col), fields, quantiles)
@@ -158,7 +158,7 @@ def mergeable_parts(value: str | Column) -> dict[str, Column]:
     policy = _POLICY.get()
     if policy.exact:
         raise ValueError("exact percentiles do not merge: mergeable_stats needs an approximate policy")
-    col = F.col(value) if isinstance(value, str) else value
+    col = as_column(value)
     return {
         "count": F.count(col),
         "sum": F.sum(col),
@@ -172,7 +172,7 @@ def merged_stats(partial: str | Column, fields: Sequence[str] = STAT_FIELDS, qua
     """An aggregate over rows that each hold a mergeable_stats struct in column `partial` (or an
     expression of one: a null struct adds nothing): the stats_struct of all the values behind them
     (a group of no values: count 0, the rest null)."""
-    p = F.col(partial) if isinstance(partial, str) else partial
+    p = as_column(partial)
     count = F.coalesce(F.sum(p["count"]), F.lit(0))
     mean = F.when(count > 0, F.sum(p["sum"]) / count)
     fractions = _fractions(quantiles)

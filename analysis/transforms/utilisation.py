@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 
 from pyspark.sql import Column, DataFrame, functions as F
 
-from ._common import Transform, few, is_acked
+from ._common import Transform, as_column, few, is_acked
 from .stats import MERGEABLE_FIELDS, QUANTILES, MetricSpec, mergeable_parts, merged_stats, stats_struct
 
 __all__ = [
@@ -131,9 +131,7 @@ def consumer_partials(
         )
         # Each metric's value computed once per row in a compiled projection: the sketches' aggregate
         # evaluates its input expressions row by row, interpreted.
-        values = {
-            f"_value_{name}": F.col(value) if isinstance(value, str) else value for name, value in metrics.items()
-        }
+        values = {f"_value_{name}": as_column(value) for name, value in metrics.items()}
         deliveries = deliveries.withColumns(values)
         parts = {name: mergeable_parts(F.col(f"_value_{name}")) for name in metrics}
         plain = deliveries.groupBy(*by).agg(
