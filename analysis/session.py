@@ -27,11 +27,14 @@ import os
 import shutil
 import subprocess
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import IO
 
 from pyspark import SparkConf, SparkContext
 from pyspark.sql import SparkSession
+
+from analysis.splits import DEFAULT_SPLIT_BYTES, balanced_split_bytes
 
 __all__ = [
     "get_spark",
@@ -152,12 +155,15 @@ def jvm_settings(trace_bytes: int, trace_rows: int, machine_bytes: int, archive:
     }
 
 
-def sql_settings(trace_bytes: int, trace_rows: int, local: bool) -> dict[str, str]:
+def sql_settings(
+    trace_bytes: int, trace_rows: int, local: bool, split_bytes: int = DEFAULT_SPLIT_BYTES
+) -> dict[str, str]:
     """SQL settings for one analysis. Small traces: one shuffle partition and no adaptive
     re-planning or code generation (each action is a few ms of work; planning and compiling are
     the cost), on a cluster too. Larger traces: a partition per 32 MiB of Parquet (at least 4);
     adaptive execution coalesces what turns out small. Every key is set for both, since one session
-    analyses runs of both sizes in turn (configure)."""
+    analyses runs of both sizes in turn (configure). `split_bytes`: the scans' largest partition
+    (analysis.splits.balanced_split_bytes)."""
     small = trace_rows <= SMALL_TRACE_ROWS
     settings = {
         # The job's caches are built once and read a dozen times: compressing them cost twice the
@@ -179,6 +185,7 @@ def sql_settings(trace_bytes: int, trace_rows: int, local: bool) -> dict[str, st
     # A few thousand rows: one partition; more: one per 32 MiB of Parquet (at least 4). On a cluster
     # too: a session that analysed a small run must not keep one partition for a large one.
     settings["spark.sql.shuffle.partitions"] = "1" if small else str(max(4, -(-trace_bytes // _BYTES_PER_PARTITION)))
+    settings["spark.sql.files.maxPartitionBytes"] = str(split_bytes)
     if local:
         # A run's part files are many and local: listing them is no job for a cluster of tasks.
         settings["spark.sql.sources.parallelPartitionDiscovery.threshold"] = "1000000"
@@ -234,12 +241,20 @@ def get_spark(
     return spark
 
 
-def configure(spark: SparkSession, trace_bytes: int, trace_rows: int) -> None:
-    """Set the SQL settings for the traces about to be analysed (sql_settings) on `spark`."""
+def configure(
+    spark: SparkSession, trace_bytes: int, trace_rows: int, kind_file_bytes: Sequence[Sequence[int]] = ()
+) -> None:
+    """Set the SQL settings for the traces about to be analysed (sql_settings) on `spark`.
+    `kind_file_bytes`: the bytes of each file of the kinds the job scans most (the deliveries, the
+    publishes): past SMALL_TRACE_ROWS rows on a local master, the scans are split so that their
+    tasks spread evenly over its cores (analysis.splits)."""
     master = spark.sparkContext.master
     assert master is not None  # a running SparkContext has a master: it does not start without one
     local = master.startswith("local")
-    for key, value in sql_settings(trace_bytes, trace_rows, local).items():
+    split = DEFAULT_SPLIT_BYTES
+    if local and kind_file_bytes and trace_rows > SMALL_TRACE_ROWS:
+        split = balanced_split_bytes(kind_file_bytes, spark.sparkContext.defaultParallelism)
+    for key, value in sql_settings(trace_bytes, trace_rows, local, split).items():
         spark.conf.set(key, value)
 
 

@@ -21,7 +21,7 @@ from analysis import schema
 from analysis.errors import AnalysisError, MissingTracesError, SchemaVersionError, TraceColumnsError
 from analysis.transforms._common import local_rows
 
-__all__ = ["KindFiles", "scan", "read", "total_rows", "total_bytes", "distinct_values"]
+__all__ = ["KindFiles", "scan", "read", "total_rows", "total_bytes", "file_bytes", "distinct_values"]
 
 
 class KindFiles(NamedTuple):
@@ -44,6 +44,11 @@ def total_rows(kinds: dict[str, KindFiles]) -> int:
 
 def total_bytes(kinds: dict[str, KindFiles]) -> int:
     return sum(k.bytes for k in kinds.values())
+
+
+def file_bytes(found: KindFiles) -> list[int]:
+    """The bytes on disk of each of the kind's part files."""
+    return [path.stat().st_size for path in found.files]
 
 
 def _part_files(directory: Path) -> list[Path]:

@@ -35,3 +35,12 @@ def test_only_a_cluster_checks_that_a_retried_map_task_wrote_the_same_rows():
     key = "spark.sql.shuffle.orderIndependentChecksum.enabled"
     assert sql_settings(*LARGE, local=True)[key] == "false"
     assert key not in sql_settings(*LARGE, local=False)
+
+
+@pytest.mark.parametrize("local", [True, False], ids=["local", "cluster"])
+def test_every_run_sets_the_scans_split_size_spark_s_default_unless_given_one(local):
+    # a session that analysed a large run with a balanced split must not keep it for the next run
+    key = "spark.sql.files.maxPartitionBytes"
+    assert sql_settings(*SMALL, local=local)[key] == str(128 << 20)
+    assert sql_settings(*LARGE, local=local)[key] == str(128 << 20)
+    assert sql_settings(*LARGE, local=local, split_bytes=108 << 20)[key] == str(108 << 20)
