@@ -182,7 +182,7 @@ def analyze(
     if spark is None:
         with stage(say, "starting Spark"):
             spark = get_spark(master, trace_bytes=size, trace_rows=rows, log_path=run_dir / LOG_NAME)
-    configure(spark, size, rows, [trace_files.file_bytes(kinds[kind]) for kind in ("delivery", "publish")])
+    configure(spark, size, rows, [kinds[kind].file_bytes for kind in ("delivery", "publish")])
     try:
         with stage(say, "reading traces"):
             frames = trace_files.read(spark, kinds)

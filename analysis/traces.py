@@ -21,21 +21,26 @@ from analysis import schema
 from analysis.errors import AnalysisError, MissingTracesError, SchemaVersionError, TraceColumnsError
 from analysis.transforms._common import local_rows
 
-__all__ = ["KindFiles", "scan", "read", "total_rows", "total_bytes", "file_bytes", "distinct_values"]
+__all__ = ["KindFiles", "scan", "read", "total_rows", "total_bytes", "distinct_values"]
 
 
 class KindFiles(NamedTuple):
-    """One trace kind's part files, their rows and bytes on disk, the files whose footers
-    could not vouch for the `schema_version` column (no statistics): those get one Spark scan,
-    and the columns null in every row of every file (`null_columns`: by the footers' statistics,
-    or absent from an older trace)."""
+    """One trace kind's part files, their rows, each file's bytes on disk (`file_bytes`, in the order
+    of `files`), the files whose footers could not vouch for the `schema_version` column (no
+    statistics): those get one Spark scan, and the columns null in every row of every file
+    (`null_columns`: by the footers' statistics, or absent from an older trace)."""
 
     kind: str
     files: tuple[Path, ...]
     rows: int
-    bytes: int
+    file_bytes: tuple[int, ...]
     unverified: tuple[Path, ...]
     null_columns: frozenset[str] = frozenset()
+
+    @property
+    def bytes(self) -> int:
+        """The kind's bytes on disk."""
+        return sum(self.file_bytes)
 
 
 def total_rows(kinds: dict[str, KindFiles]) -> int:
@@ -44,11 +49,6 @@ def total_rows(kinds: dict[str, KindFiles]) -> int:
 
 def total_bytes(kinds: dict[str, KindFiles]) -> int:
     return sum(k.bytes for k in kinds.values())
-
-
-def file_bytes(found: KindFiles) -> list[int]:
-    """The bytes on disk of each of the kind's part files."""
-    return [path.stat().st_size for path in found.files]
 
 
 def _part_files(directory: Path) -> list[Path]:
@@ -180,8 +180,8 @@ def scan(run_dir: str | Path) -> dict[str, KindFiles]:
             if not vouched:
                 unverified.append(path)
             nulls = null_here if nulls is None else nulls & null_here
-        size = sum(p.stat().st_size for p in files)
-        kinds[kind] = KindFiles(kind, tuple(files), rows, size, tuple(unverified), frozenset(nulls or ()))
+        sizes = tuple(p.stat().st_size for p in files)
+        kinds[kind] = KindFiles(kind, tuple(files), rows, sizes, tuple(unverified), frozenset(nulls or ()))
     return kinds
 
 
