@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from analysis.session import jvm_settings
+from analysis.session import C2_INLINING, jvm_settings
 
 GIB = 1 << 30
 
@@ -17,6 +17,16 @@ def test_a_run_of_a_million_messages_compiles_with_c1_alone_and_ten_million_tier
     assert "-XX:TieredStopAtLevel=1" in _options(6_000)
     assert not any(o.startswith("-XX:TieredStopAtLevel") for o in _options(6_000_000))
     assert not any(o.startswith("-XX:TieredStopAtLevel") for o in _options(20_026_291))
+
+
+def test_only_a_tiered_jvm_gets_c2_s_inlining_limits():
+    # C2 compiles only in a tiered JVM; a C1-only JVM has no use for its limits
+    for option in C2_INLINING:
+        assert option in _options(20_026_291)
+        assert option not in _options(2_002_716)
+    # smaller than JDK 17's defaults (FreqInlineSize 325, InlineSmallCode 2500), or they change nothing
+    limits = dict(o.removeprefix("-XX:").split("=") for o in C2_INLINING)
+    assert int(limits["FreqInlineSize"]) < 325 and int(limits["InlineSmallCode"]) < 2500
 
 
 def test_the_heap_is_twelve_times_the_parquet_bytes_within_its_bounds():
