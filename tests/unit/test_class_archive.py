@@ -68,6 +68,22 @@ def test_a_new_java_install_gets_an_archive_of_its_own(install):
     assert session.class_archive() != before
 
 
+def test_pyspark_installed_again_at_the_same_path_gets_an_archive_of_its_own(install, tmp_path, monkeypatch):
+    # the JVM rejects an archive whose class path jars differ in size or time from those it was written with
+    import pyspark
+
+    package = tmp_path / "site-packages" / "pyspark"
+    (package / "jars").mkdir(parents=True)
+    jar = package / "jars" / "spark-core_2.13-4.0.1.jar"
+    jar.write_bytes(b"classes")
+    monkeypatch.setattr(pyspark, "__file__", str(package / "__init__.py"))
+    before = session.class_archive()
+    assert session.class_archive() == before  # the same install: the same archive
+    later = time.time() + 60
+    os.utime(jar, (later, later))  # the same jar, written again
+    assert session.class_archive() != before
+
+
 def test_archives_can_be_turned_off(install, monkeypatch):
     monkeypatch.setenv("SOJOURN_SPARK_CDS", "0")
     assert session.class_archive() is None
