@@ -45,6 +45,7 @@ __all__ = [
     "sql_settings",
     "total_memory_bytes",
     "class_archive",
+    "java_binary",
     "SMALL_TRACE_ROWS",
     "C1_ONLY_TRACE_ROWS",
     "C2_INLINING",
@@ -103,9 +104,8 @@ def class_archive() -> Path | None:
 
     if os.environ.get("SOJOURN_SPARK_CDS", "1") == "0":
         return None
-    java_home = os.environ.get("JAVA_HOME")
-    java = os.path.join(java_home, "bin", "java") if java_home else shutil.which("java")
-    if not java or not os.path.exists(java):
+    java = java_binary()
+    if java is None:
         return None
     java = os.path.realpath(java)
     stat = os.stat(java)
@@ -114,6 +114,13 @@ def class_archive() -> Path | None:
     key.update(_jars_stamp(Path(install) / "jars").encode())
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "sojourn"
     return cache / f"spark-classes-{key.hexdigest()[:16]}.jsa"
+
+
+def java_binary() -> str | None:
+    """The java that Spark's launcher starts: JAVA_HOME's, else the first on PATH; None when there is none."""
+    java_home = os.environ.get("JAVA_HOME")
+    java = os.path.join(java_home, "bin", "java") if java_home else shutil.which("java")
+    return java if java and os.path.exists(java) else None
 
 
 def _jars_stamp(jars: Path) -> str:

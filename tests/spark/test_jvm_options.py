@@ -3,22 +3,18 @@ runs are small, so the larger traces' options are never otherwise given to a JVM
 
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
 
 import pytest
 
-from analysis.session import jvm_settings
+from analysis.session import java_binary, jvm_settings
 
 GIB = 1 << 30
 
 
 def _java() -> str:
-    # as pyspark's spark-class finds it: JAVA_HOME's, else the first on PATH
-    java_home = os.environ.get("JAVA_HOME")
-    java = os.path.join(java_home, "bin", "java") if java_home else shutil.which("java")
-    if not java:
+    java = java_binary()
+    if java is None:
         pytest.fail("no Java found: Spark needs one")
     return java
 
