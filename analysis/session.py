@@ -48,7 +48,7 @@ __all__ = [
     "java_binary",
     "SMALL_TRACE_ROWS",
     "C1_ONLY_TRACE_ROWS",
-    "C2_INLINING",
+    "TIERED_INLINING",
     "LOG_NAME",
 ]
 
@@ -66,12 +66,18 @@ C1_ONLY_TRACE_ROWS = 2_500_000
 cores from the tasks for longer than its faster code saved (a synthetic 1M-message run, 2M rows:
 docs/benchmarks.md); a 3M-message run (6M rows) took 201 s with C1 alone against 137 s tiered."""
 
-C2_INLINING = ("-XX:FreqInlineSize=100", "-XX:InlineSmallCode=800")
+TIERED_INLINING = (
+    "-XX:FreqInlineSize=100",
+    "-XX:InlineSmallCode=800",
+    "-XX:C1MaxInlineSize=20",
+    "-XX:C1InlineStackLimit=3",
+)
 """For a tiered JVM: C2 inlines hot methods of up to 100 bytecodes (JDK 17's default: 325) and no
 callee whose compiled code is over 800 bytes (2,500). C2's compiler thread took a fifth of the
 JVM's CPU on a 10M-message run, compiling Spark's, Janino's and the JDK's code beside the queries'
 generated classes; with less inlining it compiles each method in less time, and the run took 0.88
-of the time (docs/benchmarks.md)."""
+of the time. C1's profiling code, which C2 replaces where it matters, inlines methods of up to 20
+bytecodes (35) three calls deep (5): 0.955 of the time more (six pairs, 0.89-1.04; docs/benchmarks.md)."""
 
 _MIB = 1 << 20
 _GIB = 1 << 30
@@ -165,8 +171,8 @@ def jvm_settings(trace_bytes: int, trace_rows: int, machine_bytes: int, archive:
 
     Heap: 12x the Parquet bytes, at least 1 GiB, at most 60 % of the machine's memory; what
     does not fit spills to local disk. Traces up to C1_ONLY_TRACE_ROWS get the C1 compiler only
-    (C2 would compile for longer than it saves); larger ones keep tiered compilation, C2 inlining
-    less than its default (C2_INLINING). The
+    (C2 would compile for longer than it saves); larger ones keep tiered compilation, C1 and C2 inlining
+    less than their defaults (TIERED_INLINING). The
     parallel collector suits a batch job better than G1's pause goals. No shuffle checksums.
     `archive`: the class archive to start from, or to write at exit (class_archive).
     """
@@ -176,7 +182,7 @@ def jvm_settings(trace_bytes: int, trace_rows: int, machine_bytes: int, archive:
     if trace_rows <= C1_ONLY_TRACE_ROWS:
         options.append("-XX:TieredStopAtLevel=1")
     else:
-        options += C2_INLINING
+        options += TIERED_INLINING
     options += _archive_options(archive)
     return {
         "spark.driver.memory": f"{heap_mib}m",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from analysis.session import C2_INLINING, jvm_settings
+from analysis.session import TIERED_INLINING, jvm_settings
 
 GIB = 1 << 30
 
@@ -19,14 +19,16 @@ def test_a_run_of_a_million_messages_compiles_with_c1_alone_and_ten_million_tier
     assert not any(o.startswith("-XX:TieredStopAtLevel") for o in _options(20_026_291))
 
 
-def test_only_a_tiered_jvm_gets_c2_s_inlining_limits():
-    # C2 compiles only in a tiered JVM; a C1-only JVM has no use for its limits
-    for option in C2_INLINING:
+def test_only_a_tiered_jvm_gets_the_inlining_limits():
+    # the limits are for a tiered JVM, whose C2 recompiles what C1 compiled; a C1-only JVM keeps its code
+    for option in TIERED_INLINING:
         assert option in _options(20_026_291)
         assert option not in _options(2_002_716)
-    # smaller than JDK 17's defaults (FreqInlineSize 325, InlineSmallCode 2500), or they change nothing
-    limits = dict(o.removeprefix("-XX:").split("=") for o in C2_INLINING)
-    assert int(limits["FreqInlineSize"]) < 325 and int(limits["InlineSmallCode"]) < 2500
+    # smaller than JDK 17's defaults (FreqInlineSize 325, InlineSmallCode 2500, C1MaxInlineSize 35,
+    # C1InlineStackLimit 5), or they change nothing
+    limits = {k: int(v) for k, v in (o.removeprefix("-XX:").split("=") for o in TIERED_INLINING)}
+    assert limits["FreqInlineSize"] < 325 and limits["InlineSmallCode"] < 2500
+    assert limits["C1MaxInlineSize"] < 35 and limits["C1InlineStackLimit"] < 5
 
 
 def test_the_heap_is_twelve_times_the_parquet_bytes_within_its_bounds():
