@@ -77,7 +77,8 @@ callee whose compiled code is over 800 bytes (2,500). C2's compiler thread took 
 JVM's CPU on a 10M-message run, compiling Spark's, Janino's and the JDK's code beside the queries'
 generated classes; with less inlining it compiles each method in less time, and the run took 0.88
 of the time. C1's profiling code, which C2 replaces where it matters, inlines methods of up to 20
-bytecodes (35) three calls deep (5): 0.955 of the time more (six pairs, 0.89-1.04; docs/benchmarks.md)."""
+bytecodes (35) three calls deep (5): the run took a further 0.955 of its time (six pairs, 0.89-1.04;
+docs/benchmarks.md)."""
 
 _MIB = 1 << 20
 _GIB = 1 << 30
