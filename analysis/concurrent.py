@@ -3,8 +3,9 @@ driver or waits for its last task, another's tasks use the cores (docs/analysis.
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
@@ -13,7 +14,7 @@ from analysis.progress import Progress, stage
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["Block", "side_by_side"]
+__all__ = ["Block", "in_background", "side_by_side"]
 
 
 Block = tuple[str, Callable[[], Any]]
@@ -35,6 +36,25 @@ def side_by_side(
             for key, block in blocks.items()
         }
         return {key: future.result() for key, future in futures.items()}
+
+
+@contextlib.contextmanager
+def in_background(
+    say: Progress, spark: SparkSession | None, blocks: Mapping[str, Block]
+) -> Iterator[Callable[[], dict[str, Any]]]:
+    """Run `blocks` one at a time, in the order given, on a thread of their own while the caller
+    goes on; yields the call that waits for them and gives each result by its key (a failing block
+    raises there). Each block is a stage of its own and runs in a copy of the caller's context as it
+    was on entry. On leaving, the blocks not yet started are dropped and the running one is waited
+    for, so that nothing of them outlives the caller's frames."""
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sojourn-background")
+    futures = {
+        key: pool.submit(contextvars.copy_context().run, _staged, say, spark, block) for key, block in blocks.items()
+    }
+    try:
+        yield lambda: {key: future.result() for key, future in futures.items()}
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 def _staged(say: Progress, spark: SparkSession | None, block: Block) -> Any:

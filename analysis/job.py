@@ -20,9 +20,10 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession, functions as F
 
 from analysis import traces as trace_files
-from analysis.concurrent import side_by_side
+from analysis.concurrent import in_background, side_by_side
 from analysis.progress import Progress, stage
 from analysis.run_file import load_run_json, slo_expressions
+from analysis.session import moved, sibling
 from analysis.slo import evaluate_slos
 from analysis.summary import (
     carries_priorities,
@@ -342,6 +343,47 @@ def summarize(
         dead_letters = keep(traces["deadletter"])
         publishes = traces["publish"].transform(with_confirm_latency).transform(mark_measured(warmup_end))
 
+        def timeline(events: DataFrame) -> list[dict]:
+            rows = [
+                r.asDict()
+                for r in events.where(F.col("kind") != "queue_sample")  # in queue_depth instead
+                .transform(timeline_events(t0))
+                .limit(MAX_EVENTS + 1)
+                .collect()
+            ]
+            if len(rows) > MAX_EVENTS:
+                say(f"events: keeping the first {MAX_EVENTS} of more")
+            return rows[:MAX_EVENTS]
+
+        # The blocks that read only the publish trace and the events start now, one at a time beside the
+        # accounting (whose planning on the driver leaves a core idle on small runs), in a session of
+        # their own: the accounting plans with session-wide settings of its own (_setting), which their
+        # queries must not take. Each is described in docs/summary.md.
+        side = sibling(spark)
+        side_publishes, side_events = moved(publishes, side), moved(events, side)
+        ended_ns = run.get("ended_ns")
+        early = cleanup.enter_context(
+            in_background(
+                say,
+                side,
+                {
+                    "fidelity": (  # per producer group
+                        "computing publish lateness and replay fidelity",
+                        lambda: fidelity_block(side_publishes, t0, run.get("replay")),
+                    ),
+                    "flow_control": (
+                        "computing producer flow control",
+                        lambda: flow_control_block(side_publishes, side_events, int(ended_ns or window_end)),
+                    ),
+                    "network": (  # docs/network.md
+                        "computing the network periods",
+                        lambda: network_summary(side_events, t0, duration_s, ended_ns),
+                    ),
+                    "events": ("computing the events", lambda: timeline(side_events)),
+                },
+            )
+        )
+
         with step("computing accounting"):
             inputs = accounting_inputs(events)
             # One grouping by message id, of which only the ids some block looks up are kept; the rest
@@ -484,18 +526,6 @@ def summarize(
                 counts[r["bin"]] = r["count"]
             return edges, counts
 
-        def timeline() -> list[dict]:
-            rows = [
-                r.asDict()
-                for r in events.where(F.col("kind") != "queue_sample")  # in queue_depth instead
-                .transform(timeline_events(t0))
-                .limit(MAX_EVENTS + 1)
-                .collect()
-            ]
-            if len(rows) > MAX_EVENTS:
-                say(f"events: keeping the first {MAX_EVENTS} of more")
-            return rows[:MAX_EVENTS]
-
         # The blocks below read the cached frames and nothing of each other: their queries run side by
         # side, the longest (at 10M messages) first. Each is described in docs/summary.md.
         blocks = side_by_side(
@@ -530,14 +560,6 @@ def summarize(
                         for r in deliveries.transform(phase_summary(segments, t0, publishes, partials)).collect()
                     ],
                 ),
-                "fidelity": (  # per producer group
-                    "computing publish lateness and replay fidelity",
-                    lambda: fidelity_block(publishes, t0, run.get("replay")),
-                ),
-                "flow_control": (
-                    "computing producer flow control",
-                    lambda: flow_control_block(publishes, events, int(run.get("ended_ns") or window_end)),
-                ),
                 "priorities": (  # the check was made above
                     "computing priority classes",
                     lambda: (
@@ -546,14 +568,10 @@ def summarize(
                 ),
                 "sojourn_histogram": ("computing the sojourn histogram", histogram),
                 "egress": ("computing egress", lambda: egress_block(deliveries, run.get("scenario"))),  # {} when off
-                "events": ("computing the events", timeline),
-                "network": (  # docs/network.md
-                    "computing the network periods",
-                    lambda: network_summary(events, t0, duration_s, run.get("ended_ns")),
-                ),
             },
             at_once=PARALLEL_BLOCKS,
         )
+        blocks.update(early())  # the blocks begun beside the accounting
         slow_consumers, queue_depth = blocks.pop("slow_consumers")
         by_consumer_rows, by_phase_rows, drawn = blocks.pop("model_inputs")
         model = model_block(by_consumer_rows, by_phase_rows, consumers, drawn, queue_depth, segments)

@@ -32,13 +32,15 @@ from pathlib import Path
 from typing import IO
 
 from pyspark import SparkConf, SparkContext
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 
 from analysis.splits import DEFAULT_SPLIT_BYTES, balanced_split_bytes
 
 __all__ = [
     "get_spark",
     "stop_spark",
+    "sibling",
+    "moved",
     "configure",
     "resolve_master",
     "jvm_settings",
@@ -295,6 +297,26 @@ def configure(
         split = balanced_split_bytes(kind_file_bytes, spark.sparkContext.defaultParallelism)
     for key, value in sql_settings(trace_bytes, trace_rows, local, split).items():
         spark.conf.set(key, value)
+
+
+def sibling(spark: SparkSession) -> SparkSession:
+    """A session of `spark`'s Spark context (the same JVM, executors and cached frames) with a SQL
+    configuration of its own, a copy of `spark`'s as it is now: its queries are planned with these
+    settings whatever `spark`'s become later (the job changes a few of them while it plans its
+    accounting, and runs other blocks beside it in a sibling)."""
+    other = spark.newSession()
+    for key, value in spark.conf.getAll.items():
+        if key.startswith("spark.sql.") and other.conf.isModifiable(key):
+            other.conf.set(key, value)
+    return other
+
+
+def moved(frame: DataFrame, spark: SparkSession) -> DataFrame:
+    """`frame` as a frame of `spark`: the same plan, so the same cached data (the cache is the Spark
+    context's), planned and run with `spark`'s settings. pyspark has no public call for this; Spark's
+    own `Dataset.ofRows` makes a frame of a session from a plan."""
+    dataset = spark._jvm.org.apache.spark.sql.classic.Dataset  # type: ignore[union-attr]
+    return DataFrame(dataset.ofRows(spark._jsparkSession, frame._jdf.logicalPlan()), spark)
 
 
 def _start_jvm(conf: SparkConf, log: IO[bytes]) -> None:
