@@ -34,6 +34,7 @@ from typing import IO
 from pyspark import SparkConf, SparkContext
 from pyspark.sql import DataFrame, SparkSession
 
+from analysis import py4j_log
 from analysis.splits import DEFAULT_SPLIT_BYTES, balanced_split_bytes
 
 __all__ = [
@@ -248,7 +249,7 @@ def get_spark(
 
     A new local JVM is sized for `trace_bytes` / `trace_rows` (jvm_settings); a JVM that is
     already running keeps its size. With `log_path`, a JVM this call starts writes its output
-    there (log level WARN) instead of to the terminal.
+    there (log level WARN) instead of to the terminal, and so does py4j (analysis.py4j_log).
     """
     resolved = resolve_master(master)
     conf = (
@@ -274,6 +275,7 @@ def get_spark(
     conf.setAll(list(sql_settings(trace_bytes, trace_rows, local).items()))
     if SparkContext._active_spark_context is None and log_path is not None:
         Path(log_path).parent.mkdir(parents=True, exist_ok=True)
+        py4j_log.to_log_file(log_path)
         with open(log_path, "ab") as log:
             _start_jvm(conf, log)
         log_level = "WARN"
@@ -338,6 +340,7 @@ def stop_spark(spark: SparkSession) -> None:
     if gateway is None:
         return  # an earlier stop_spark let this session's JVM exit (sessions in one process share it)
     spark.stop()
+    py4j_log.stop_logging()
     archive = class_archive()
     pending = _pending(archive) if archive is not None else None
     proc = getattr(gateway, "proc", None)

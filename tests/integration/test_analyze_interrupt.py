@@ -1,0 +1,47 @@
+"""Ctrl-C during `sojourn analyze`: one line and exit status 130, no Python or py4j traceback on the
+terminal (py4j logs what it was doing to the JVM's log in the run directory), no JVM left."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+from tests.integration.conftest import REPO, start_sojourn
+
+RECORDED = REPO / "tests" / "data" / "runs" / "quickstart"
+
+
+def _jvms_of(run_dir: Path) -> list[str]:
+    found = subprocess.run(["pgrep", "-f", f"SparkSubmit.*{run_dir}"], capture_output=True, text=True)
+    return found.stdout.split()
+
+
+def test_ctrl_c_in_the_accounting_says_interrupted_and_exits_130_without_a_traceback(tmp_path):
+    run_dir = tmp_path / "quickstart"
+    shutil.copytree(RECORDED, run_dir)
+    written = (run_dir / "summary.json").read_bytes()  # the recorded run's own
+    proc = start_sojourn("analyze", str(run_dir))
+    said = []
+    try:
+        assert proc.stderr is not None
+        for line in proc.stderr:  # the progress lines; the accounting's queries begin after this one
+            said.append(line)
+            if "reading traces:" in line:
+                break
+        time.sleep(0.3)  # inside the accounting's first queries: the driver waits on the JVM
+        os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C does: the whole process group
+        _, rest = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    stderr = "".join(said) + rest
+    assert proc.returncode == 130, stderr[-3000:]
+    assert stderr.rstrip().endswith("sojourn: interrupted"), stderr[-3000:]
+    assert "Traceback" not in stderr and "ERROR:root" not in stderr, stderr[-3000:]
+    assert (run_dir / "summary.json").read_bytes() == written  # nothing half-written
+    assert not _jvms_of(run_dir)
