@@ -8,16 +8,21 @@ import shutil
 import signal
 import subprocess
 import time
-from pathlib import Path
 
 from tests.integration.conftest import REPO, start_sojourn
 
 RECORDED = REPO / "tests" / "data" / "runs" / "quickstart"
 
 
-def _jvms_of(run_dir: Path) -> list[str]:
-    found = subprocess.run(["pgrep", "-f", f"SparkSubmit.*{run_dir}"], capture_output=True, text=True)
-    return found.stdout.split()
+def _left_in(session: int, wait_s: float = 10) -> list[str]:
+    """The processes still in the command's session (its Spark JVM among them while it runs) once
+    they have had `wait_s` to exit: the JVM exits when the Python process that started it has."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        left = subprocess.run(["pgrep", "-a", "-s", str(session)], capture_output=True, text=True).stdout.splitlines()
+        if not left or time.monotonic() > deadline:
+            return left
+        time.sleep(0.2)
 
 
 def test_ctrl_c_in_the_accounting_says_interrupted_and_exits_130_without_a_traceback(tmp_path):
@@ -32,6 +37,7 @@ def test_ctrl_c_in_the_accounting_says_interrupted_and_exits_130_without_a_trace
             said.append(line)
             if "reading traces:" in line:
                 break
+        assert any("java" in p for p in _left_in(proc.pid, wait_s=0))  # the session holds the JVM
         time.sleep(0.3)  # inside the accounting's first queries: the driver waits on the JVM
         os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C does: the whole process group
         _, rest = proc.communicate(timeout=60)
@@ -44,4 +50,4 @@ def test_ctrl_c_in_the_accounting_says_interrupted_and_exits_130_without_a_trace
     assert stderr.rstrip().endswith("sojourn: interrupted"), stderr[-3000:]
     assert "Traceback" not in stderr and "ERROR:root" not in stderr, stderr[-3000:]
     assert (run_dir / "summary.json").read_bytes() == written  # nothing half-written
-    assert not _jvms_of(run_dir)
+    assert not _left_in(proc.pid)  # no JVM left
