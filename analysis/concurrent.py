@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 from collections.abc import Callable, Iterator, Mapping
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from analysis.progress import Progress, stage
@@ -31,10 +31,7 @@ def side_by_side(
     if at_once <= 1:
         return {key: _staged(say, spark, block) for key, block in blocks.items()}
     with ThreadPoolExecutor(max_workers=at_once, thread_name_prefix="sojourn-block") as pool:
-        futures = {
-            key: pool.submit(contextvars.copy_context().run, _staged, say, spark, block)
-            for key, block in blocks.items()
-        }
+        futures = _submitted(pool, say, spark, blocks)
         return {key: future.result() for key, future in futures.items()}
 
 
@@ -48,13 +45,20 @@ def in_background(
     was on entry. On leaving, the blocks not yet started are dropped and the running one is waited
     for, so that nothing of them outlives the caller's frames."""
     pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sojourn-background")
-    futures = {
-        key: pool.submit(contextvars.copy_context().run, _staged, say, spark, block) for key, block in blocks.items()
-    }
+    futures = _submitted(pool, say, spark, blocks)
     try:
         yield lambda: {key: future.result() for key, future in futures.items()}
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _submitted(
+    pool: ThreadPoolExecutor, say: Progress, spark: SparkSession | None, blocks: Mapping[str, Block]
+) -> dict[str, Future[Any]]:
+    """Each block given to `pool` in the order given, as a stage of its own, in a copy of the caller's context."""
+    return {
+        key: pool.submit(contextvars.copy_context().run, _staged, say, spark, block) for key, block in blocks.items()
+    }
 
 
 def _staged(say: Progress, spark: SparkSession | None, block: Block) -> Any:
