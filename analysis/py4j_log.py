@@ -22,25 +22,20 @@ __all__ = ["to_log_file", "stop_logging"]
 _PY4J_DIR = os.path.dirname(os.path.abspath(py4j.__file__)) + os.sep
 
 
-class _Py4jToFile(logging.Handler):
+class _Py4jToFile(logging.FileHandler):
     def __init__(self, path: str | Path) -> None:
-        super().__init__()
-        self._file = logging.FileHandler(path, encoding="utf-8", delay=True)  # opened at its first record
-        self._file.setFormatter(logging.Formatter("%(asctime)s %(levelname)s py4j: %(message)s"))
+        super().__init__(path, encoding="utf-8", delay=True)  # the file is opened at its first record
+        self.setFormatter(logging.Formatter("%(asctime)s %(levelname)s py4j: %(message)s"))
 
     def emit(self, record: logging.LogRecord) -> None:
         if os.path.abspath(record.pathname).startswith(_PY4J_DIR):
-            self._file.handle(record)
+            super().emit(record)
             return
         root = logging.getLogger()
         alone = all(isinstance(h, _Py4jToFile) for h in root.handlers)
         last_resort = logging.lastResort
         if alone and last_resort is not None and record.levelno >= last_resort.level:
             last_resort.handle(record)  # what Python does with a record no handler takes
-
-    def close(self) -> None:
-        self._file.close()
-        super().close()
 
 
 def to_log_file(path: str | Path) -> None:
