@@ -325,7 +325,8 @@ def summarize(
     duration_s = float(run["duration_s"])
     warmup_s = float(run.get("warmup_s") or 0)
     warmup_end = t0 + seconds_to_ns(warmup_s)
-    window_start, window_end = measurement_window_ns(t0, warmup_s, duration_s, run.get("ended_ns"))
+    ended_ns = run.get("ended_ns")
+    window_start, window_end = measurement_window_ns(t0, warmup_s, duration_s, ended_ns)
     segments = timeline_segments(run.get("phases") or [], duration_s)
 
     cached: list[DataFrame] = []
@@ -361,7 +362,6 @@ def summarize(
         # queries must not take. Each is described in docs/summary.md.
         side = sibling(spark)
         side_publishes, side_events = moved(publishes, side), moved(events, side)
-        ended_ns = run.get("ended_ns")
         early = cleanup.enter_context(
             in_background(
                 say,
