@@ -11,7 +11,7 @@ pytestmark = pytest.mark.spark
 PARTITIONS = "spark.sql.shuffle.partitions"
 
 
-def _exchange(frame) -> str:
+def _physical_plan(frame) -> str:
     """The physical plan's text (with adaptive execution, its initial plan)."""
     return frame._jdf.queryExecution().executedPlan().toString()
 
@@ -26,8 +26,8 @@ def test_a_sibling_keeps_the_settings_it_was_made_with(spark):
         grouped = spark.range(0, 100, 1, 4).groupBy((F.col("id") % 10).alias("k")).count()
         there = moved(grouped, side)
         assert there.sparkSession is side
-        assert "hashpartitioning(" in _exchange(there) and ", 7)" in _exchange(there)
-        assert ", 3)" in _exchange(grouped)
+        assert "hashpartitioning(" in _physical_plan(there) and ", 7)" in _physical_plan(there)
+        assert ", 3)" in _physical_plan(grouped)
         assert sorted(there.collect()) == sorted(grouped.collect()) == [(k, 10) for k in range(10)]
     finally:
         spark.conf.set(PARTITIONS, before)
@@ -38,7 +38,7 @@ def test_a_moved_frame_reads_the_data_its_session_cached(spark, frame):
     try:
         events.count()
         there = moved(events.where(F.col("kind") == "phase"), sibling(spark))
-        assert "InMemoryTableScan" in _exchange(there)
+        assert "InMemoryTableScan" in _physical_plan(there)
         assert [r.ts_ns for r in there.collect()] == [1]
     finally:
         events.unpersist()
