@@ -22,6 +22,7 @@ The first analysis with a new install writes the archive when its JVM exits (abo
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import shutil
@@ -48,6 +49,8 @@ __all__ = [
     "sql_settings",
     "total_memory_bytes",
     "class_archive",
+    "put_in_place",
+    "KEPT_ARCHIVES",
     "java_binary",
     "SMALL_TRACE_ROWS",
     "C1_ONLY_TRACE_ROWS",
@@ -123,7 +126,10 @@ def class_archive() -> Path | None:
     key = hashlib.sha1(f"{install}|{pyspark.__version__}|{java}|{stat.st_size}|{stat.st_mtime_ns}".encode())
     key.update(_jars_stamp(Path(install) / "jars").encode())
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "sojourn"
-    return cache / f"spark-classes-{key.hexdigest()[:16]}.jsa"
+    return cache / f"{_ARCHIVE_PREFIX}{key.hexdigest()[:16]}.jsa"
+
+
+_ARCHIVE_PREFIX = "spark-classes-"
 
 
 def java_binary() -> str | None:
@@ -149,6 +155,8 @@ def _archive_options(archive: Path | None) -> list[str]:
     if archive is None:
         return []
     if archive.is_file():
+        with contextlib.suppress(OSError):
+            os.utime(archive)  # its time says when it was last used (put_in_place keeps the recent ones)
         return [f"-XX:SharedArchiveFile={archive}", "-Xlog:cds=off", "-Xlog:cds+dynamic=off"]
     try:
         archive.parent.mkdir(parents=True, exist_ok=True)
@@ -165,9 +173,29 @@ def _archive_options(archive: Path | None) -> list[str]:
 
 _STALE_PENDING_S = 600
 
+KEPT_ARCHIVES = 3
+"""How many class archives (the most recently used) stay in the cache directory once a new one is
+written: each is about 180 MB, and every new Java or pyspark install (a fresh clone's venv) writes
+its own, which nothing else would remove."""
+
 
 def _pending(archive: Path) -> Path:
     return archive.with_name(f"{archive.name}.{os.getpid()}.tmp")
+
+
+def put_in_place(pending: Path, archive: Path) -> None:
+    """Rename the archive a JVM wrote at its exit into place, and remove the archives of other
+    installs beyond the KEPT_ARCHIVES most recently used (an archive's time is its last use:
+    _archive_options touches it). Archives being written (`.tmp`) are left alone."""
+    os.replace(pending, archive)
+    try:
+        archives = [(p.stat().st_mtime, p) for p in archive.parent.glob(f"{_ARCHIVE_PREFIX}*.jsa")]
+    except OSError:
+        return
+    for _, old in sorted(archives, reverse=True)[KEPT_ARCHIVES:]:
+        if old != archive:
+            with contextlib.suppress(OSError):
+                old.unlink()
 
 
 def jvm_settings(trace_bytes: int, trace_rows: int, machine_bytes: int, archive: Path | None = None) -> dict[str, str]:
@@ -356,4 +384,4 @@ def stop_spark(spark: SparkSession) -> None:
         SparkContext._jvm = None
     if pending.is_file() and pending.stat().st_size > 0:
         assert archive is not None  # pending is only set from an archive
-        os.replace(pending, archive)
+        put_in_place(pending, archive)

@@ -88,3 +88,51 @@ def test_archives_can_be_turned_off(install, monkeypatch):
     monkeypatch.setenv("SOJOURN_SPARK_CDS", "0")
     assert session.class_archive() is None
     assert _options(None) == []
+
+
+def test_an_archive_started_from_is_marked_as_used_now(install):
+    archive = session.class_archive()
+    archive.parent.mkdir(parents=True)
+    archive.write_bytes(b"archive")
+    long_ago = time.time() - 30 * 86400
+    os.utime(archive, (long_ago, long_ago))
+    _options(archive)
+    assert time.time() - archive.stat().st_mtime < 60
+
+
+def test_a_new_archive_in_place_leaves_the_most_recently_used_others_and_removes_the_rest(install):
+    archive = session.class_archive()
+    cache = archive.parent
+    cache.mkdir(parents=True)
+    now = time.time()
+    others = []
+    for age_days in (1, 2, 3, 4, 5):  # five other installs' archives, the first used a day ago
+        other = cache / f"spark-classes-{age_days:016d}.jsa"
+        other.write_bytes(b"old archive")
+        os.utime(other, (now - age_days * 86400, now - age_days * 86400))
+        others.append(other)
+    being_written = cache / f"spark-classes-{9:016d}.jsa.4242.tmp"  # another JVM's, at its exit
+    being_written.write_bytes(b"partial")
+    unrelated = cache / "notes.txt"
+    unrelated.write_text("mine")
+    pending = archive.with_name(f"{archive.name}.{os.getpid()}.tmp")
+    pending.write_bytes(b"new archive")
+
+    session.put_in_place(pending, archive)
+
+    assert archive.read_bytes() == b"new archive" and not pending.exists()
+    # the new one and the two most recently used others: three in all
+    assert session.KEPT_ARCHIVES == 3
+    assert sorted(cache.glob("*.jsa")) == sorted([archive, others[0], others[1]])
+    assert being_written.exists() and unrelated.exists()
+
+
+def test_with_few_archives_none_is_removed(install):
+    archive = session.class_archive()
+    archive.parent.mkdir(parents=True)
+    other = archive.parent / f"spark-classes-{1:016d}.jsa"
+    other.write_bytes(b"old archive")
+    pending = archive.with_name(f"{archive.name}.{os.getpid()}.tmp")
+    pending.write_bytes(b"new archive")
+    session.put_in_place(pending, archive)
+    assert sorted(archive.parent.glob("*.jsa")) == sorted([archive, other])
