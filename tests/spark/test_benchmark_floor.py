@@ -29,7 +29,7 @@ def test_the_bare_operations_count_the_ids_and_the_ids_out_of_the_ordinary(spark
     dels = collections.Counter(i for i in delivered if i is not None)
     odd = [i for i in set(pubs) | set(dels) if (pubs[i], dels[i]) != (1, 1)]
     assert found["ids not published once and delivered once"] == len(odd)
-    # every non-null value of the six sketched columns, each sketch holding its column's
+    # every non-null value of the six sketched columns: each sketch holds its own column's
     sketched = sum(v is not None for c in SKETCHED for v in _column("delivery", c))
     assert found["values sketched (six KLL sketches per consumer)"] == sketched > 0
 
