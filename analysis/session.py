@@ -105,6 +105,10 @@ def total_memory_bytes() -> int:
         return 8 * _GIB
 
 
+_ARCHIVE_PREFIX = "spark-classes-"
+"""The start of every class archive's file name in the cache directory (class_archive, put_in_place)."""
+
+
 def class_archive() -> Path | None:
     """Where this Java and pyspark install's class archive lives (it may not exist yet), or None
     when archives are off (SOJOURN_SPARK_CDS=0) or no Java is found. Named after what it depends
@@ -127,9 +131,6 @@ def class_archive() -> Path | None:
     key.update(_jars_stamp(Path(install) / "jars").encode())
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "sojourn"
     return cache / f"{_ARCHIVE_PREFIX}{key.hexdigest()[:16]}.jsa"
-
-
-_ARCHIVE_PREFIX = "spark-classes-"
 
 
 def java_binary() -> str | None:
