@@ -160,45 +160,42 @@ def analyze(
     spark: SparkSession | None = None,
     progress: Progress | None = None,
     percentiles: str = "auto",
+    remote: str | None = None,
+    server: bool | None = None,
 ) -> dict:
     """Analyse one run directory; write and return its summary.
 
-    `spark` wins over `master`; without either the session comes from
-    `analysis.session.get_spark` (argument > SPARK_MASTER > local[*]), sized to the traces,
-    its JVM logging to RUN_DIR/spark.log, and is stopped at the end if this call started it.
-    `percentiles`: auto, exact or approximate (see percentile_policy_for).
+    `spark` wins; without it the session is spark_for's (`remote`, `master` and `server` choose it)
+    and is let go at the end. `percentiles`: auto, exact or approximate (see percentile_policy_for).
     Raises AnalysisError for bad inputs; nothing is written then.
     """
-    from analysis.session import LOG_NAME, configure, get_spark, stop_spark
+    from analysis.session import LOG_NAME, configure, is_connect
 
-    say: Progress = progress or (lambda _message: None)
     run_dir = Path(run_dir)
+    if spark is None:
+        with spark_for([run_dir], master, run_dir / LOG_NAME, progress, remote=remote, server=server) as session:
+            return analyze(run_dir, spark=session, progress=progress, percentiles=percentiles)
+    say: Progress = progress or (lambda _message: None)
     run = load_run_json(run_dir)
     slo_exprs = slo_expressions(run, run_dir)
     kinds = trace_files.scan(run_dir)
     rows, size = trace_files.total_rows(kinds), trace_files.total_bytes(kinds)
     policy = percentile_policy_for(percentiles, kinds["delivery"].rows, kinds["publish"].rows)
     say(f"traces: {rows:,} rows, {size / 1e6:,.1f} MB of Parquet; percentiles {policy.describe()['method']}")
-    own_session = spark is None and SparkSession.getActiveSession() is None
-    if spark is None:
-        with stage(say, "starting Spark"):
-            spark = get_spark(master, trace_bytes=size, trace_rows=rows, log_path=run_dir / LOG_NAME)
     configure(spark, size, rows, [kinds[kind].file_bytes for kind in ("delivery", "publish")])
-    try:
-        with stage(say, "reading traces"):
-            frames = trace_files.read(spark, kinds)
-        summary = summarize(
-            frames,
-            run,
-            say,
-            policy,
-            truncate_plans=rows <= TRUNCATE_PLAN_ROWS,
-            delivery_nulls=kinds["delivery"].null_columns,
-            delivery_values=trace_files.distinct_values(kinds["delivery"], CODED_DELIVERY_COLUMNS),
-        )
-    finally:
-        if own_session:
-            stop_spark(spark)
+    with stage(say, "reading traces"):
+        frames = trace_files.read(spark, kinds)
+    summary = summarize(
+        frames,
+        run,
+        say,
+        policy,
+        # Spark Connect's client releases a checkpoint's rows from a finalizer, which can run inside
+        # Thread.start and deadlock there (pyspark 4.3.0): its sessions cache instead.
+        truncate_plans=rows <= TRUNCATE_PLAN_ROWS and not is_connect(spark),
+        delivery_nulls=kinds["delivery"].null_columns,
+        delivery_values=trace_files.distinct_values(kinds["delivery"], CODED_DELIVERY_COLUMNS),
+    )
     summary["slo"] = evaluate_slos(summary, slo_exprs)
 
     with stage(say, "writing summary.json and report.html"):
@@ -215,21 +212,56 @@ def spark_for(
     master: str | None = None,
     log_path: str | Path | None = None,
     progress: Progress | None = None,
+    remote: str | None = None,
+    server: bool | None = None,
 ) -> Iterator[SparkSession]:
-    """One Spark session for analysing all of `run_dirs`, sized for the largest of their traces
-    (a session already running is used as it is, and left running); stopped at the end if
-    this started it."""
-    from analysis.session import get_spark, stop_spark
+    """One Spark session for analysing all of `run_dirs`; let go at the end.
 
+    Which Spark, first match wins (docs/analysis.md, "Where the analysis runs"):
+    - `remote` (else SOJOURN_SPARK_REMOTE): a Spark Connect server at that URL (sc://HOST:PORT);
+    - `master` (else SPARK_MASTER): a Spark of this process with that master, sized for the largest
+      of the runs' traces, its JVM's output in `log_path` (a session already running in this
+      process is used as it is, and left running);
+    - unless `server` is False (else SOJOURN_SPARK_SERVER=0): the local server of analysis.server,
+      started if none runs, left running for the next analysis;
+    - else a local Spark of this process, as for `master`.
+    """
+    from analysis import server as local_server
+    from analysis.session import connected, get_spark, stop_spark
+
+    say = progress or (lambda _message: None)
+    for run_dir in run_dirs:  # a bad or unfinished run.json is the first thing to say, before the traces
+        load_run_json(Path(run_dir))
+    remote = remote or os.environ.get("SOJOURN_SPARK_REMOTE") or None
+    master = master or os.environ.get("SPARK_MASTER") or None
+    if server is None:
+        server = os.environ.get("SOJOURN_SPARK_SERVER", "1") != "0"
+    if remote is not None:
+        say(f"analysing on the Spark Connect server {remote.partition(';')[0]}")
+        with connected(remote) as spark:
+            yield spark
+        return
+    if master is None and server and SparkSession.getActiveSession() is None:
+        with local_server.in_use():
+            info = local_server.ensure(progress=say)
+            try:
+                with connected(local_server.url_of(info), alive=lambda: local_server.running(info)) as spark:
+                    yield spark
+            except Exception as exc:
+                if not local_server.running(info):
+                    raise local_server.ServerError(
+                        f"the local Spark server stopped during the analysis ({type(exc).__name__}); "
+                        f"its log: {info.log}"
+                    ) from exc
+                raise
+        return
     if SparkSession.getActiveSession() is not None:
         yield cast(SparkSession, SparkSession.getActiveSession())  # not None: checked just above
         return
-    for run_dir in run_dirs:  # a bad or unfinished run.json is the first thing to say, before the traces
-        load_run_json(Path(run_dir))
     sizes = [trace_files.scan(run_dir) for run_dir in run_dirs]
     size = max((trace_files.total_bytes(k) for k in sizes), default=0)
     rows = max((trace_files.total_rows(k) for k in sizes), default=0)
-    with stage(progress or (lambda _message: None), "starting Spark"):
+    with stage(say, "starting Spark"):
         spark = get_spark(master, trace_bytes=size, trace_rows=rows, log_path=log_path)
     try:
         yield spark
@@ -431,8 +463,7 @@ def summarize(
                 keys[c] is decoded (a grouping may rename its key)."""
                 return (
                     coded.transform(decoded({c: v for c, v in codes.items() if c not in keys}))
-                    .withColumns(nulls)
-                    .select(*columns)
+                    .select(*[nulls[c].alias(c) if c in nulls else c for c in columns])
                     .transform(with_delivery_latencies)
                     .transform(transform)
                     .transform(decoded({keys[c]: v for c, v in codes.items() if c in keys}))

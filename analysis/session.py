@@ -28,9 +28,9 @@ import os
 import shutil
 import subprocess
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from pyspark import SparkConf, SparkContext
 from pyspark.sql import DataFrame, SparkSession
@@ -40,6 +40,8 @@ from analysis.splits import DEFAULT_SPLIT_BYTES, balanced_split_bytes
 
 __all__ = [
     "get_spark",
+    "connected",
+    "is_connect",
     "stop_spark",
     "sibling",
     "moved",
@@ -313,6 +315,46 @@ def get_spark(
     return spark
 
 
+@contextlib.contextmanager
+def connected(url: str, alive: Callable[[], bool] | None = None) -> Iterator[SparkSession]:
+    """A new session on the Spark Connect server at `url` (sc://HOST:PORT, with `/;token=...` where
+    the server wants one), its timestamps in UTC; released on the server at the end. pyspark marks
+    the process as a Connect client while it lasts (SPARK_CONNECT_MODE_ENABLED: `functions` then
+    build Connect columns), and no longer after, so that a Spark of this process can follow.
+
+    `alive`: whether the server's process still runs (a local server's). The client retries a call
+    the server did not answer for up to ten minutes, for a network's sake; with `alive` it retries
+    only while the server runs, so that an analysis on a server that died fails at once."""
+    marked = "SPARK_CONNECT_MODE_ENABLED" in os.environ
+    spark = SparkSession.builder.remote(url).create()
+    try:
+        if alive is not None:
+            spark.client.set_retry_policies([_retrying_while(alive)])
+        spark.conf.set("spark.sql.session.timeZone", "UTC")
+        yield spark
+    finally:
+        with contextlib.suppress(Exception):  # a server that is gone has nothing to release
+            spark.stop()
+        if not marked:
+            os.environ.pop("SPARK_CONNECT_MODE_ENABLED", None)
+
+
+def _retrying_while(alive: Callable[[], bool]) -> Any:
+    """Spark Connect's default retry policy, retrying only while `alive()`."""
+    from pyspark.sql.connect.client.retries import DefaultPolicy
+
+    class WhileAlive(DefaultPolicy):
+        def can_retry(self, e: BaseException) -> bool:
+            return bool(super().can_retry(e)) and alive()
+
+    return WhileAlive()
+
+
+def is_connect(spark: SparkSession) -> bool:
+    """Whether `spark` is a Spark Connect client's session (no JVM in this process)."""
+    return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
 def configure(
     spark: SparkSession, trace_bytes: int, trace_rows: int, kind_file_bytes: Sequence[Sequence[int]] = ()
 ) -> None:
@@ -320,21 +362,34 @@ def configure(
     `kind_file_bytes`: the bytes of each file of the kinds the job scans most (the deliveries, the
     publishes): past SMALL_TRACE_ROWS rows on a local master, the scans are split so that their
     tasks spread evenly over its cores (analysis.splits)."""
-    master = spark.sparkContext.master
-    assert master is not None  # a running SparkContext has a master: it does not start without one
+    master = spark.conf.get("spark.master") if is_connect(spark) else spark.sparkContext.master
+    assert master is not None  # a running Spark has a master: it does not start without one
     local = master.startswith("local")
     split = DEFAULT_SPLIT_BYTES
     if local and kind_file_bytes and trace_rows > SMALL_TRACE_ROWS:
-        split = balanced_split_bytes(kind_file_bytes, spark.sparkContext.defaultParallelism)
+        cores = _local_cores(master) if is_connect(spark) else spark.sparkContext.defaultParallelism
+        split = balanced_split_bytes(kind_file_bytes, cores)
     for key, value in sql_settings(trace_bytes, trace_rows, local, split).items():
         spark.conf.set(key, value)
+
+
+def _local_cores(master: str) -> int:
+    """The task slots of a local master: local[N], local[*] (every core), local (one)."""
+    inside = master.partition("[")[2].partition("]")[0].partition(",")[0]
+    if inside in ("", "*"):
+        return 1 if master == "local" else os.cpu_count() or 1
+    return int(inside)
 
 
 def sibling(spark: SparkSession) -> SparkSession:
     """A session of `spark`'s Spark context (the same JVM, executors and cached frames) with a SQL
     configuration of its own, a copy of `spark`'s as it is now: its queries are planned with these
     settings whatever `spark`'s become later (the job changes a few of them while it plans its
-    accounting, and runs other blocks beside it in a sibling)."""
+    accounting, and runs other blocks beside it in a sibling). On Spark Connect, `spark` itself: its
+    sessions share no plans, so a setting the accounting changes may reach a sibling block's plan
+    (its speed, never its numbers)."""
+    if is_connect(spark):
+        return spark
     other = spark.newSession()
     for key, value in spark.conf.getAll.items():
         if key.startswith("spark.sql.") and other.conf.isModifiable(key):
@@ -345,7 +400,9 @@ def sibling(spark: SparkSession) -> SparkSession:
 def moved(frame: DataFrame, spark: SparkSession) -> DataFrame:
     """`frame` as a frame of `spark`: the same plan, so the same cached data (the cache is the Spark
     context's), planned and run with `spark`'s settings. pyspark has no public call for this; Spark's
-    own `Dataset.ofRows` makes a frame of a session from a plan."""
+    own `Dataset.ofRows` makes a frame of a session from a plan. On Spark Connect (see sibling), `frame`."""
+    if is_connect(spark):
+        return frame
     dataset = spark._jvm.org.apache.spark.sql.classic.Dataset  # type: ignore[union-attr]
     return DataFrame(dataset.ofRows(spark._jsparkSession, frame._jdf.logicalPlan()), spark)
 
@@ -364,7 +421,11 @@ _EXIT_WAIT_S = 120
 def stop_spark(spark: SparkSession) -> None:
     """Stop the session. A JVM this process started that writes the class archive at its exit is
     let exit (its input closed, as when Python exits) and waited for, and the archive renamed into
-    place; pyspark starts a new JVM for a later session in this process."""
+    place; pyspark starts a new JVM for a later session in this process. A Spark Connect session is
+    released on its server, which stays up."""
+    if is_connect(spark):
+        spark.stop()
+        return
     gateway = SparkContext._gateway
     if gateway is None:
         return  # an earlier stop_spark let this session's JVM exit (sessions in one process share it)

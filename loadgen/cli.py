@@ -152,6 +152,10 @@ def _parser() -> argparse.ArgumentParser:
 
     add_broker_parser(sub)
 
+    from loadgen.commands.spark import add_parser as add_spark_parser
+
+    add_spark_parser(sub)
+
     from loadgen.commands.scenarios import add_parsers as add_scenarios_parsers
 
     add_scenarios_parsers(sub)
@@ -159,11 +163,26 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _add_spark_master(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
+    where = p.add_mutually_exclusive_group()
+    where.add_argument(
+        "--remote",
+        dest="spark_remote",
+        metavar="URL",
+        help="analyse on this Spark Connect server, e.g. sc://host:15002 (or SOJOURN_SPARK_REMOTE)",
+    )
+    where.add_argument(
         "--master",
         dest="spark_master",
         metavar="URL",
-        help="Spark master for the analysis (default local[*] or SPARK_MASTER)",
+        help="analyse in a Spark of this process with this master, e.g. spark://host:7077 (or SPARK_MASTER)",
+    )
+    where.add_argument(
+        "--no-server",
+        dest="spark_server",
+        action="store_false",
+        default=None,
+        help="analyse in a local Spark of this process rather than the warm local server "
+        "(`sojourn spark up`), which is otherwise started when none runs (or SOJOURN_SPARK_SERVER=0)",
     )
 
 
@@ -200,6 +219,7 @@ def _commands() -> dict:
     from loadgen.commands.record_compare import cmd_compare, cmd_record
     from loadgen.commands.run import cmd_analyze, cmd_run
     from loadgen.commands.scenarios import cmd_locustfile, cmd_scenarios
+    from loadgen.commands.spark import cmd_spark
     from loadgen.commands.sweep import cmd_sweep
     from loadgen.commands.validate import cmd_validate
 
@@ -212,6 +232,7 @@ def _commands() -> dict:
         "compare": cmd_compare,
         "record": cmd_record,
         "broker": cmd_broker,
+        "spark": cmd_spark,
         "scenarios": cmd_scenarios,
         "locustfile": cmd_locustfile,
     }

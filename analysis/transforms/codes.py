@@ -38,7 +38,7 @@ def encoded(dictionaries: Dictionaries) -> Transform:
                 F.raise_error(F.concat(F.lit(f"{name}: a value not in its dictionary: "), F.col(name)))
             )
             codes[name] = F.when(F.col(name).isNotNull(), found).cast("int")
-        return frame.withColumns(codes)
+        return frame.withColumns(codes) if codes else frame  # Spark Connect refuses an empty withColumns
 
     return _encode
 
@@ -47,6 +47,7 @@ def decoded(dictionaries: Dictionaries) -> Transform:
     """The inverse of `encoded`: each coded column back to its string."""
 
     def _decode(frame: DataFrame) -> DataFrame:
-        return frame.withColumns({name: F.get(_values(values), F.col(name)) for name, values in dictionaries.items()})
+        columns = {name: F.get(_values(values), F.col(name)) for name, values in dictionaries.items()}
+        return frame.withColumns(columns) if columns else frame  # Spark Connect refuses an empty withColumns
 
     return _decode

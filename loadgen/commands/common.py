@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -23,6 +23,7 @@ __all__ = [
     "EXIT_INTERRUPTED",
     "EXIT_ANALYSIS",
     "analysis_failures",
+    "spark_choice",
     "require_analysis",
     "CliError",
     "load",
@@ -131,6 +132,12 @@ def _wait_for_run_processes(alive_r: int, timeout_s: float = WORKERS_EXIT_S) -> 
         os.close(alive_r)
 
 
+def spark_choice(args) -> dict[str, Any]:
+    """Where the command's analysis runs, from --remote, --master and --no-server: the keywords of
+    analysis.job.spark_for."""
+    return {"remote": args.spark_remote, "master": args.spark_master, "server": args.spark_server}
+
+
 ANALYSIS_PACKAGES = ("pyspark", "plotly")
 """What the analysis imports beyond the load generator's needs: the `analysis` extra (pyproject.toml)."""
 
@@ -152,21 +159,28 @@ def require_analysis(
 
 
 @contextmanager
-def analysis_failures(log: str) -> Iterator[None]:
+def analysis_failures(log: str, spark: Mapping[str, Any] | None = None) -> Iterator[None]:
     """Turn what the analysis raises into CliErrors: bad input exits 2 with the job's own message;
-    a failure inside Spark (a JVM out of memory, a lost cluster) exits 5 with its first line and
-    the JVM's log, not a Python traceback wrapped around a Java stack trace. An install without
-    the analysis (require_analysis) exits 5 before anything starts."""
+    a failure inside Spark (a JVM out of memory, a lost cluster, a server gone) exits 5 with its
+    first line and the JVM's log (`log`, or the Spark Connect server's), not a Python traceback
+    wrapped around a Java stack trace. `spark`: spark_choice's. An install without the analysis
+    (require_analysis) exits 5 before anything starts."""
     require_analysis()
     from analysis.errors import AnalysisError
+    from analysis.server import PortInUse, ServerError, state_dir
 
     try:
         yield
-    except AnalysisError as exc:
+    except (AnalysisError, PortInUse) as exc:
         raise CliError(str(exc), EXIT_INPUT) from None
+    except ServerError as exc:
+        raise CliError(f"the Spark analysis failed: {exc}", EXIT_ANALYSIS) from None
     except Exception as exc:
-        if not type(exc).__module__.startswith(("py4j", "pyspark")):
+        if not type(exc).__module__.startswith(("py4j", "pyspark", "grpc")):
             raise
+        if type(exc).__module__.startswith(("pyspark.errors.exceptions.connect", "grpc")):  # the JVM is a server's
+            remote = (spark or {}).get("remote") or os.environ.get("SOJOURN_SPARK_REMOTE")
+            log = "the Spark Connect server's own" if remote else str(state_dir() / "server.log")
         first = next((line.strip() for line in str(exc).splitlines() if line.strip()), type(exc).__name__)
         hint = (
             " (the JVM ran out of memory; give it more with PYSPARK_SUBMIT_ARGS='--driver-memory 8g "

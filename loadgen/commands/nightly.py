@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 
 from loadgen.commands.common import (
@@ -16,6 +17,7 @@ from loadgen.commands.common import (
     require_analysis,
     run_locust,
     say,
+    spark_choice,
 )
 from loadgen.commands.run import format_summary
 
@@ -39,6 +41,7 @@ def cmd_nightly(args) -> int:
         lock.acquire()
     except LockHeld as exc:
         raise CliError(str(exc), EXIT_INPUT) from None
+    sessions = contextlib.ExitStack()  # the Spark session, opened at the first analysis
     spark = None
 
     def run_load(entry, run_dir: str) -> bool:
@@ -47,20 +50,13 @@ def cmd_nightly(args) -> int:
 
     def analyze_run(run_dir: str) -> dict:
         nonlocal spark
-        from analysis import traces
-        from analysis.job import analyze
-        from analysis.session import get_spark
+        from analysis.job import analyze, spark_for
 
         log = os.path.join(args.out, "spark.log")
-        with analysis_failures(log):
-            if spark is None:  # sized for the first run: a suite's runs are alike
-                found = traces.scan(run_dir)
-                spark = get_spark(
-                    args.spark_master,
-                    trace_bytes=traces.total_bytes(found),
-                    trace_rows=traces.total_rows(found),
-                    log_path=log,
-                )
+        choice = spark_choice(args)
+        with analysis_failures(log, choice):
+            if spark is None:  # a Spark of this process is sized for the first run: a suite's runs are alike
+                spark = sessions.enter_context(spark_for([run_dir], log_path=log, **choice))
             summary = analyze(run_dir, spark=spark)
         print(format_summary(summary, run_dir), flush=True)
         return summary
@@ -72,10 +68,7 @@ def cmd_nightly(args) -> int:
         outcome = run_suite(suite, args.out, run_load=run_load, analyze=analyze_run, say=say, show=show)
         write_history(suite, args.out, outcome)
     finally:
-        if spark is not None:
-            from analysis.session import stop_spark
-
-            stop_spark(spark)
+        sessions.close()
         lock.release()
     failures = [f"{c.classname} {c.name}" for c in outcome.cases if c.failure]
     print(

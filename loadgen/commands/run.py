@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Mapping
+from typing import Any
 
 from loadgen.commands.common import (
     EXIT_BROKER,
@@ -20,6 +22,7 @@ from loadgen.commands.common import (
     require_analysis,
     run_locust,
     say,
+    spark_choice,
 )
 
 __all__ = ["cmd_run", "cmd_analyze", "analyze_runs", "format_summary"]
@@ -50,7 +53,7 @@ def cmd_run(args) -> int:
         print(f"traces written to {run_dir}; analyze with: sojourn analyze {run_dir}")
         code = EXIT_OK
     else:
-        code = analyze_runs([run_dir], args.spark_master)
+        code = analyze_runs([run_dir], spark_choice(args))
     if interrupted:
         return EXIT_INTERRUPTED
     return EXIT_BROKER if census_error else code
@@ -73,27 +76,28 @@ def cmd_analyze(args) -> int:
             raise CliError(f"{run_dir}: not a run directory (no run.json)", EXIT_INPUT)
     for run_dir in args.run_dirs:
         recover_traces(run_dir)
-    return analyze_runs(args.run_dirs, args.spark_master, args.percentiles)
+    return analyze_runs(args.run_dirs, spark_choice(args), args.percentiles)
 
 
-def analyze_runs(run_dirs: list[str], master: str | None, percentiles: str = "auto") -> int:
-    """Analyse each run on one Spark session (sized for the largest), print each summary; the
-    exit status is the worst: bad input (2) stops at that run, a failed SLO (1) does not."""
+def analyze_runs(run_dirs: list[str], spark: Mapping[str, Any], percentiles: str = "auto") -> int:
+    """Analyse each run on one Spark session (analysis.job.spark_for, with `spark`: spark_choice),
+    print each summary; the exit status is the worst: bad input (2) stops at that run, a failed SLO
+    (1) does not."""
     from analysis.job import analyze, spark_for
 
     code = EXIT_OK
     log = os.path.join(run_dirs[0], "spark.log")
-    with analysis_failures(log):
+    with analysis_failures(log, spark):
         say(
             f"analyzing {' '.join(run_dirs)} with Spark"
             if len(run_dirs) < 4
             else f"analyzing {len(run_dirs)} runs with Spark"
         )
-        with spark_for(run_dirs, master, log_path=log, progress=_progress) as spark:
+        with spark_for(run_dirs, log_path=log, progress=_progress, **spark) as session:
             for run_dir in run_dirs:
                 if len(run_dirs) > 1:
                     say(f"analyzing {run_dir}")
-                summary = analyze(run_dir, spark=spark, progress=_progress, percentiles=percentiles)
+                summary = analyze(run_dir, spark=session, progress=_progress, percentiles=percentiles)
                 print(format_summary(summary, run_dir))
                 if any(not s.get("passed") for s in summary.get("slo", [])):
                     code = EXIT_SLO

@@ -17,6 +17,7 @@ from loadgen.commands.common import (
     require_analysis,
     run_locust,
     say,
+    spark_choice,
 )
 
 __all__ = ["cmd_sweep", "sweep_rows", "sweep_table"]
@@ -63,7 +64,8 @@ def cmd_sweep(args) -> int:
     say(f"analyzing {len(runs)} runs with Spark")
     summaries = []
     log = os.path.join(out, "spark.log")
-    with analysis_failures(log), spark_for([r for _v, r in runs], args.spark_master, log_path=log) as spark:
+    choice = spark_choice(args)
+    with analysis_failures(log, choice), spark_for([r for _v, r in runs], log_path=log, **choice) as spark:
         for v, run_dir in runs:
             summaries.append((v, run_dir, analyze(run_dir, spark=spark)))
     rows = sweep_rows(summaries)

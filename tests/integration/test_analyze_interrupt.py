@@ -29,7 +29,7 @@ def test_ctrl_c_in_the_accounting_says_interrupted_and_exits_130_without_a_trace
     run_dir = tmp_path / "quickstart"
     shutil.copytree(RECORDED, run_dir)
     written = (run_dir / "summary.json").read_bytes()  # the recorded run's own
-    proc = start_sojourn("analyze", str(run_dir))
+    proc = start_sojourn("analyze", "--no-server", str(run_dir))  # the JVM in the command's session
     said = []
     try:
         assert proc.stderr is not None

@@ -1,0 +1,621 @@
+"""The warm local Spark: a Spark Connect server that stays up between analyses.
+
+A cold JVM and its first queries are most of a small analysis (docs/analysis.md, "The server").
+`sojourn spark up` (loadgen.commands.spark) starts, from the installed pyspark, a Spark Connect
+server that analyses then reach as clients; `sojourn analyze`, `run`, `sweep` and `nightly` start
+one when none runs (`ensure`), and it stops itself once no analysis has used it for its idle time,
+the way Gradle's daemon does.
+
+The server is two processes in a process group of their own: a supervisor (this module run as
+`python -m analysis.server serve`) and its child, the JVM (`spark-submit` of Spark's
+SparkConnectServer, `local[*]`). The supervisor starts and warms the JVM, watches for idleness,
+and stops the JVM when told to (SIGTERM) or when idle; `stop` signals the group and waits for both.
+
+Everything lives in one directory (SOJOURN_SPARK_DIR, default ~/.cache/sojourn/spark):
+
+    server.json   the supervisor's pid, the JVM's, the port, memory, idle time, state (no secret)
+    token         the authentication token clients present (mode 0600)
+    server.log    the JVM's and the supervisor's output
+    in-use.lock   held shared by every analysis while it runs; the supervisor stops an idle server
+                  only while it holds it exclusively, so it never stops one in use
+    start.lock    held by whoever starts a server, so two analyses do not start two
+    last-used     its time is when an analysis last ended
+    tmp/          Spark's local directory: spilled cache blocks and shuffle files
+
+The server listens on 127.0.0.1 only and refuses clients without the token.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+__all__ = [
+    "DEFAULT_PORT",
+    "DEFAULT_IDLE_S",
+    "ServerError",
+    "PortInUse",
+    "ServerInfo",
+    "state_dir",
+    "port_from_env",
+    "idle_from_env",
+    "heap_mib",
+    "status",
+    "running",
+    "start",
+    "stop",
+    "ensure",
+    "in_use",
+    "idle_seconds",
+    "url_of",
+    "WARMUP_RUN",
+]
+
+DEFAULT_PORT = 15052
+"""Not Spark Connect's own default (15002), so that a user's own server there is left alone."""
+
+DEFAULT_IDLE_S = 30 * 60
+"""How long a server stays up with no analysis using it (SOJOURN_SPARK_IDLE_MINUTES, --idle-minutes)."""
+
+HEAP_SHARE = 0.5
+"""The JVM's heap, as a share of the machine's memory: the broker, the load generator and the OS keep
+the rest. The heap grows only as the analyses use it; what the cache can not hold spills to tmp/."""
+
+START_TIMEOUT_S = 180.0
+WARMUP_RUN = Path(__file__).with_name("warmup_run")
+"""A tiny built-in run (744 messages sampled from a quickstart run) that a new server analyses once
+before it says it is ready, so that the first real analysis does not pay for compiling Spark's code."""
+
+_CHECK_EVERY_S = 2.0
+_STOP_WAIT_S = 30.0
+_CONNECT_SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
+
+
+class ServerError(Exception):
+    """The server could not be started, reached or stopped; the message says why and names the log."""
+
+
+class PortInUse(ServerError):
+    def __init__(self, port: int):
+        super().__init__(
+            f"port {port} on 127.0.0.1 is in use by another program: choose another with --port (or SOJOURN_SPARK_PORT)"
+        )
+        self.port = port
+
+
+@dataclass(frozen=True)
+class ServerInfo:
+    """What server.json says of a running server."""
+
+    pid: int  # the supervisor's; its process group holds the JVM too
+    jvm_pid: int | None
+    port: int
+    state: str  # starting, warming, ready
+    started: float  # time.time() at start
+    ready_after_s: float | None
+    idle_s: float
+    heap_mib: int
+    log: str
+    spark_version: str
+
+    @property
+    def url(self) -> str:
+        """The client URL without the token (safe to print)."""
+        return f"sc://localhost:{self.port}"
+
+
+# --- where, and from what ------------------------------------------------------
+
+
+def state_dir() -> Path:
+    configured = os.environ.get("SOJOURN_SPARK_DIR")
+    if configured:
+        return Path(configured)
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return cache / "sojourn" / "spark"
+
+
+def port_from_env() -> int:
+    return _int_env("SOJOURN_SPARK_PORT", DEFAULT_PORT)
+
+
+def idle_from_env() -> float:
+    return 60.0 * _int_env("SOJOURN_SPARK_IDLE_MINUTES", DEFAULT_IDLE_S // 60)
+
+
+def _int_env(name: str, default: int) -> int:
+    text = os.environ.get(name)
+    if not text:
+        return default
+    try:
+        value = int(text)
+    except ValueError:
+        raise ServerError(f"{name}={text!r}: not a whole number") from None
+    if value <= 0:
+        raise ServerError(f"{name}={text!r}: must be above 0")
+    return value
+
+
+def heap_mib(machine_bytes: int) -> int:
+    """HEAP_SHARE of the machine's memory, at least 1 GiB."""
+    return max(1024, int(HEAP_SHARE * machine_bytes) >> 20)
+
+
+def _spark_home() -> Path:
+    import importlib.util
+
+    spec = importlib.util.find_spec("pyspark")
+    if spec is None or spec.origin is None:
+        raise ServerError("pyspark is not installed: pip install 'sojourn[analysis]'")
+    return Path(spec.origin).parent
+
+
+def _spark_version() -> str:
+    from importlib.metadata import version
+
+    return version("pyspark")
+
+
+def url_of(info: ServerInfo, directory: Path | None = None) -> str:
+    """The client URL with the token: never print it."""
+    token = (directory or state_dir()).joinpath("token").read_text().strip()
+    return f"{info.url}/;token={token}"
+
+
+# --- status ------------------------------------------------------------------
+
+
+def _alive(pid: int | None) -> bool:
+    if not pid:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # A zombie (exited, not yet reaped by its parent) is not alive.
+    with contextlib.suppress(OSError), open(f"/proc/{pid}/stat") as stat:
+        if stat.read().rsplit(")", 1)[1].split()[0] == "Z":
+            return False
+    return True
+
+
+def status(directory: Path | None = None) -> ServerInfo | None:
+    """The server running from `directory` (state_dir()), or None; a state file whose supervisor is
+    gone is removed."""
+    directory = directory or state_dir()
+    path = directory / "server.json"
+    try:
+        info = ServerInfo(**json.loads(path.read_text()))
+    except (OSError, ValueError, TypeError):
+        return None
+    if not _alive(info.pid):
+        with contextlib.suppress(OSError):
+            path.unlink()
+        return None
+    if info.jvm_pid is not None and not _alive(info.jvm_pid):
+        return None  # its supervisor is about to notice, and go
+    return info
+
+
+def running(info: ServerInfo) -> bool:
+    """Whether the server's JVM still runs."""
+    return _alive(info.jvm_pid)
+
+
+def _write_state(directory: Path, info: ServerInfo) -> None:
+    tmp = directory / f".server.json.{os.getpid()}.tmp"
+    tmp.write_text(json.dumps(asdict(info), indent=2) + "\n")
+    os.replace(tmp, directory / "server.json")
+
+
+# --- starting ----------------------------------------------------------------
+
+
+def _check_port_free(port: int) -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                raise PortInUse(port) from None
+            raise ServerError(f"port {port} on 127.0.0.1 can not be used: {exc.strerror}") from None
+
+
+@contextlib.contextmanager
+def _locked(path: Path, how: int) -> Iterator[None]:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a+") as handle:
+        fcntl.flock(handle, how)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def start(
+    port: int | None = None,
+    idle_s: float | None = None,
+    warm: bool = True,
+    directory: Path | None = None,
+    progress: Callable[[str], None] | None = None,
+    timeout_s: float = START_TIMEOUT_S,
+) -> ServerInfo:
+    """Start a server and wait until it is ready (warmed, unless `warm` is False). A server already
+    running is returned as it is. Raises PortInUse, or ServerError naming the log."""
+    directory = directory or state_dir()
+    with _locked(directory / "start.lock", fcntl.LOCK_EX):
+        running = status(directory)
+        if running is not None:
+            return running if running.state == "ready" else _wait_ready(directory, running.pid, timeout_s)
+        port = port or port_from_env()
+        _check_port_free(port)
+        (directory / "tmp").mkdir(parents=True, exist_ok=True)
+        token_path = directory / "token"
+        with contextlib.suppress(OSError):
+            token_path.unlink()
+        fd = os.open(token_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as handle:
+            handle.write(secrets.token_urlsafe(32))
+        log = directory / "server.log"
+        command = [
+            sys.executable,
+            "-m",
+            "analysis.server",
+            "serve",
+            "--dir",
+            str(directory),
+            "--port",
+            str(port),
+            "--idle-s",
+            str(idle_s if idle_s is not None else idle_from_env()),
+        ]
+        if not warm:
+            command.append("--no-warm")
+        say = progress or (lambda _message: None)
+        say(f"starting a Spark Connect server on 127.0.0.1:{port} (its log: {log})")
+        with open(log, "ab") as out:
+            supervisor = subprocess.Popen(
+                command,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=out,
+                start_new_session=True,
+                cwd=_package_root(),
+                env={**os.environ, "PYTHONPATH": _python_path()},
+            )
+        try:
+            return _wait_ready(directory, supervisor.pid, timeout_s, supervisor)
+        except BaseException:
+            _stop_group(supervisor.pid)
+            raise
+
+
+def _package_root() -> str:
+    return str(Path(__file__).resolve().parents[1])
+
+
+def _python_path() -> str:
+    """The supervisor imports this very package, also when it runs from a clone not installed."""
+    existing = os.environ.get("PYTHONPATH")
+    return _package_root() + (os.pathsep + existing if existing else "")
+
+
+def _wait_ready(directory: Path, pid: int, timeout_s: float, process: subprocess.Popen | None = None) -> ServerInfo:
+    deadline = time.monotonic() + timeout_s
+    log = directory / "server.log"
+    while time.monotonic() < deadline:
+        info = status(directory)
+        if info is not None and info.pid == pid and info.state == "ready":
+            return info
+        ended = process.poll() is not None if process is not None else not _alive(pid)
+        if ended:
+            raise ServerError(f"the Spark Connect server did not start; the last lines of {log}:\n{_tail(log)}")
+        time.sleep(0.1)
+    raise ServerError(f"the Spark Connect server was not ready within {timeout_s:.0f} s; see {log}")
+
+
+def _tail(path: Path, lines: int = 8) -> str:
+    try:
+        text = path.read_text(errors="replace").splitlines()
+    except OSError:
+        return "  (no log)"
+    return "\n".join(f"  {line}" for line in text[-lines:])
+
+
+# --- stopping ----------------------------------------------------------------
+
+
+def stop(directory: Path | None = None) -> ServerInfo | None:
+    """Stop the server running from `directory` and wait for both its processes; the one stopped, or None."""
+    directory = directory or state_dir()
+    info = status(directory)
+    if info is None:
+        return None
+    _stop_group(info.pid, info.jvm_pid)
+    with contextlib.suppress(OSError):
+        (directory / "server.json").unlink()
+    return info
+
+
+def _stop_group(pid: int, jvm_pid: int | None = None) -> None:
+    """SIGTERM to the supervisor's process group (the supervisor stops the JVM), SIGKILL to what is
+    left after _STOP_WAIT_S."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGTERM)
+    deadline = time.monotonic() + _STOP_WAIT_S
+    while time.monotonic() < deadline and (_alive(pid) or _alive(jvm_pid)):
+        _reap(pid)
+        time.sleep(0.1)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+    _reap(pid)
+
+
+def _reap(pid: int) -> None:
+    """Collect the supervisor's exit status when this process started it (else it stays a zombie)."""
+    with contextlib.suppress(ChildProcessError, OSError):
+        os.waitpid(pid, os.WNOHANG)
+
+
+# --- using -------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def in_use(directory: Path | None = None) -> Iterator[None]:
+    """Hold the server while an analysis runs: the supervisor does not stop it for idleness meanwhile,
+    and the idle time counts from the end."""
+    directory = directory or state_dir()
+    try:
+        with _locked(directory / "in-use.lock", fcntl.LOCK_SH):
+            yield
+    finally:
+        (directory / "last-used").touch()
+
+
+def ensure(directory: Path | None = None, progress: Callable[[str], None] | None = None) -> ServerInfo:
+    """The running server, or one started now without the warm-up (the analysis that asked is the
+    first to pay for compiling)."""
+    directory = directory or state_dir()
+    running = status(directory)
+    if running is not None and running.state == "ready":
+        return running
+    return start(warm=False, directory=directory, progress=progress)
+
+
+# --- the supervisor ----------------------------------------------------------
+
+
+def _serve(directory: Path, port: int, idle_s: float, warm: bool) -> int:
+    from analysis.session import total_memory_bytes
+
+    started = time.time()
+    stopping = False
+
+    def on_signal(_signo: int, _frame: object) -> None:
+        nonlocal stopping
+        stopping = True
+
+    for signo in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(signo, on_signal)
+
+    heap = heap_mib(total_memory_bytes())
+    info = ServerInfo(
+        pid=os.getpid(),
+        jvm_pid=None,
+        port=port,
+        state="starting",
+        started=started,
+        ready_after_s=None,
+        idle_s=idle_s,
+        heap_mib=heap,
+        log=str(directory / "server.log"),
+        spark_version=_spark_version(),
+    )
+    _write_state(directory, info)
+    token = (directory / "token").read_text().strip()
+    home = _spark_home()
+    command = [
+        str(home / "bin" / "spark-submit"),
+        "--class",
+        _CONNECT_SERVER_CLASS,
+        "--name",
+        "sojourn analysis server",
+        "--master",
+        "local[*]",
+        "--driver-memory",
+        f"{heap}m",
+        "--conf",
+        "spark.connect.grpc.binding.address=127.0.0.1",
+        "--conf",
+        f"spark.connect.grpc.binding.port={port}",
+        "--conf",
+        f"spark.local.dir={directory / 'tmp'}",
+        "--conf",
+        "spark.driver.host=127.0.0.1",
+        "--conf",
+        "spark.driver.bindAddress=127.0.0.1",
+        "--conf",
+        "spark.ui.enabled=false",
+        # At INFO the server logs each client call in several lines (40,000 lines for one small analysis)
+        "--conf",
+        "spark.log.level=WARN",
+        "--conf",
+        "spark.sql.session.timeZone=UTC",
+        # The shuffle files' checksums diagnose corruption on a cluster's disks and network; a local
+        # shuffle is written and read by one JVM within seconds.
+        "--conf",
+        "spark.shuffle.checksum.enabled=false",
+        "--conf",
+        "spark.sql.shuffle.orderIndependentChecksum.enabled=false",
+    ]
+    # The token reaches the JVM in its environment (Spark reads SPARK_CONNECT_AUTHENTICATE_TOKEN),
+    # not on its command line, which every user of the machine can read.
+    env = {
+        **os.environ,
+        "SPARK_HOME": str(home),
+        "SPARK_LOCAL_IP": "127.0.0.1",
+        "SPARK_CONNECT_AUTHENTICATE_TOKEN": token,
+    }
+    jvm = subprocess.Popen(command, stdin=subprocess.DEVNULL, env=env)
+    info = ServerInfo(**{**asdict(info), "jvm_pid": jvm.pid})
+    _write_state(directory, info)
+    _say(f"the JVM (pid {jvm.pid}) starts, heap up to {heap:,} MiB")
+    try:
+        while not _listening(port):
+            if stopping or jvm.poll() is not None:
+                _say("the JVM ended before it listened" if jvm.poll() is not None else "stopped while starting")
+                return 1
+            time.sleep(0.1)
+        if warm:
+            _write_state(directory, info := ServerInfo(**{**asdict(info), "state": "warming"}))
+            _warm(port, token)
+        info = ServerInfo(**{**asdict(info), "state": "ready", "ready_after_s": round(time.time() - started, 2)})
+        (directory / "last-used").touch()
+        _write_state(directory, info)
+        _say(f"ready on 127.0.0.1:{port} after {info.ready_after_s:.1f} s; stops after {idle_s / 60:g} min idle")
+        while not stopping:
+            if jvm.poll() is not None:
+                _say(f"the JVM ended (exit status {jvm.returncode})")
+                return 1
+            if _idle_for(directory) >= idle_s and _stop_if_unused(directory, jvm, idle_s):
+                return 0
+            time.sleep(_CHECK_EVERY_S)
+        _say("stopping (asked to)")
+        return 0
+    finally:
+        _end_jvm(jvm)
+        _remove_state(directory, os.getpid())
+
+
+def _listening(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.settimeout(0.5)
+        return probe.connect_ex(("127.0.0.1", port)) == 0
+
+
+def _warm(port: int, token: str) -> None:
+    """Analyse the built-in tiny run once, in a child process (a client like any other), on a copy."""
+    with tempfile.TemporaryDirectory(prefix="sojourn-warmup-") as tmp:
+        run_dir = Path(tmp) / "run"
+        shutil.copytree(WARMUP_RUN, run_dir)
+        started = time.monotonic()
+        result = subprocess.run(
+            [sys.executable, "-m", "analysis.server", "warm", str(run_dir), "--port", str(port)],
+            env={**os.environ, "SPARK_CONNECT_AUTHENTICATE_TOKEN": token},
+            stdin=subprocess.DEVNULL,
+            check=False,
+        )
+        outcome = "done" if result.returncode == 0 else f"failed (exit status {result.returncode}); going on"
+        _say(f"warm-up analysis {outcome} in {time.monotonic() - started:.1f} s")
+
+
+def idle_seconds(directory: Path | None = None) -> float | None:
+    """How long no analysis has used the server; None while one does."""
+    directory = directory or state_dir()
+    with open(directory / "in-use.lock", "a+") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return None
+        fcntl.flock(handle, fcntl.LOCK_UN)
+    return _idle_for(directory)
+
+
+def _idle_for(directory: Path) -> float:
+    try:
+        return time.time() - (directory / "last-used").stat().st_mtime
+    except OSError:
+        return 0.0
+
+
+def _stop_if_unused(directory: Path, jvm: subprocess.Popen, idle_s: float) -> bool:
+    """Stop the JVM if no analysis holds the server; True when it was stopped. The state file goes
+    first and the lock is held until the JVM has exited, so an analysis that waits for the lock
+    finds no server and starts a new one."""
+    with open(directory / "in-use.lock", "a+") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        if _idle_for(directory) < idle_s:  # an analysis ended while we waited
+            return False
+        _remove_state(directory, os.getpid())
+        _say(f"idle for {idle_s / 60:g} min: stopping")
+        _end_jvm(jvm)
+        return True
+
+
+def _end_jvm(jvm: subprocess.Popen) -> None:
+    if jvm.poll() is not None:
+        return
+    jvm.terminate()
+    try:
+        jvm.wait(timeout=_STOP_WAIT_S)
+    except subprocess.TimeoutExpired:
+        jvm.kill()
+        jvm.wait()
+
+
+def _remove_state(directory: Path, pid: int) -> None:
+    """Remove server.json if it is this supervisor's."""
+    with contextlib.suppress(OSError, ValueError):
+        path = directory / "server.json"
+        if json.loads(path.read_text()).get("pid") == pid:
+            path.unlink()
+
+
+def _say(message: str) -> None:
+    print(f"[sojourn spark {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def _warm_client(run_dir: str, port: int) -> int:
+    """The warm-up's client: analyse `run_dir` on the server at `port` (token from the environment)."""
+    from pyspark.sql import SparkSession
+
+    from analysis.job import analyze
+
+    spark = SparkSession.builder.remote(f"sc://localhost:{port}").create()
+    try:
+        analyze(run_dir, spark=spark)
+    finally:
+        spark.stop()
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m analysis.server", description=__doc__.splitlines()[0])
+    actions = parser.add_subparsers(dest="action", required=True)
+    serve = actions.add_parser("serve", help="the supervisor (started by `sojourn spark up`)")
+    serve.add_argument("--dir", required=True)
+    serve.add_argument("--port", type=int, required=True)
+    serve.add_argument("--idle-s", type=float, required=True)
+    serve.add_argument("--no-warm", action="store_true")
+    warm = actions.add_parser("warm", help="the warm-up's client")
+    warm.add_argument("run_dir")
+    warm.add_argument("--port", type=int, required=True)
+    args = parser.parse_args(argv)
+    if args.action == "serve":
+        return _serve(Path(args.dir), args.port, args.idle_s, not args.no_warm)
+    return _warm_client(args.run_dir, args.port)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,42 @@
+"""What every test shares: the analysis's local Spark server (analysis.server) of this test session.
+
+A `sojourn` command a test starts analyses on the warm local server, as a user's does, starting one
+when none runs. The tests' server lives in a directory of this test session's, on a free port, so
+that a user's own server (~/.cache/sojourn/spark, port 15052) is neither used nor disturbed, and it
+is stopped when the tests end: nothing of it outlives them.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import tempfile
+from pathlib import Path
+
+import pytest
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@pytest.fixture(scope="session", autouse=True)
+def spark_server_dir():
+    """The test session's server directory (SOJOURN_SPARK_DIR) and port (SOJOURN_SPARK_PORT)."""
+    saved = {key: os.environ.get(key) for key in ("SOJOURN_SPARK_DIR", "SOJOURN_SPARK_PORT")}
+    with tempfile.TemporaryDirectory(prefix="sojourn-tests-spark-") as directory:
+        os.environ["SOJOURN_SPARK_DIR"] = directory
+        os.environ["SOJOURN_SPARK_PORT"] = str(_free_port())
+        try:
+            yield Path(directory)
+        finally:
+            from analysis import server
+
+            server.stop(Path(directory))
+            for key, value in saved.items():
+                if value is None:
+                    os.environ.pop(key, None)
+                else:
+                    os.environ[key] = value
