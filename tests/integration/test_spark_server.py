@@ -119,9 +119,7 @@ def test_a_client_without_the_token_is_refused(own_server):
 
     def query(url: str) -> subprocess.CompletedProcess:
         env = {k: v for k, v in os.environ.items() if k != "SPARK_CONNECT_AUTHENTICATE_TOKEN"}
-        return subprocess.run(
-            [sys.executable, "-c", client, url], capture_output=True, text=True, timeout=120, env=env
-        )
+        return subprocess.run([sys.executable, "-c", client, url], capture_output=True, text=True, timeout=120, env=env)
 
     refused = query(f"sc://localhost:{port}")
     assert refused.returncode != 0 and "UNAUTHENTICATED" in refused.stderr
