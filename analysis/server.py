@@ -390,11 +390,19 @@ def in_use(directory: Path | None = None) -> Iterator[None]:
 
 def ensure(directory: Path | None = None, progress: Callable[[str], None] | None = None) -> ServerInfo:
     """The running server, or one started now without the warm-up (the analysis that asked is the
-    first to pay for compiling)."""
+    first to pay for compiling). A server of another Spark version than this client's (another
+    install's) is replaced: a Connect client and server of different versions need not agree."""
     directory = directory or state_dir()
     running = status(directory)
     if running is not None and running.state == "ready":
-        return running
+        if running.spark_version == _spark_version():
+            return running
+        if progress is not None:
+            progress(
+                f"the running Spark server is Spark {running.spark_version}, this client "
+                f"{_spark_version()}: replacing it"
+            )
+        stop(directory)
     return start(warm=False, directory=directory, progress=progress)
 
 

@@ -198,3 +198,28 @@ def test_an_idle_server_stops_itself(own_server):
     assert not _alive(state["pid"]) and not _alive(state["jvm_pid"])
     assert _state(own_server) is None
     assert "idle for 0.05 min: stopping" in (Path(own_server["SOJOURN_SPARK_DIR"]) / "server.log").read_text()
+
+
+def test_ctrl_c_during_an_analysis_on_the_server_exits_130_and_leaves_it_up(own_server, tmp_path):
+    assert sojourn("spark", "up", "--no-warm", env=own_server, timeout=180).returncode == 0
+    run_dir = _copy_of_quickstart(tmp_path, "interrupted")
+    proc = start_sojourn("analyze", str(run_dir), env=own_server)
+    said = []
+    try:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            said.append(line)
+            if "reading traces:" in line:
+                break
+        time.sleep(0.5)  # inside the first queries
+        os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C does
+        _, rest = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    stderr = "".join(said) + rest
+    assert proc.returncode == 130, stderr[-3000:]
+    assert stderr.rstrip().endswith("sojourn: interrupted") and "Traceback" not in stderr, stderr[-3000:]
+    assert not (run_dir / "summary.json").exists()
+    assert sojourn("spark", "status", env=own_server).returncode == 0  # up for the next analysis
