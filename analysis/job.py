@@ -219,12 +219,12 @@ def spark_for(
 
     Which Spark, first match wins (docs/analysis.md, "Where the analysis runs"):
     - `remote` (else SOJOURN_SPARK_REMOTE): a Spark Connect server at that URL (sc://HOST:PORT);
-    - `master` (else SPARK_MASTER): a Spark of this process with that master, sized for the largest
-      of the runs' traces, its JVM's output in `log_path` (a session already running in this
-      process is used as it is, and left running);
-    - unless `server` is False (else SOJOURN_SPARK_SERVER=0): the local server of analysis.server,
-      started if none runs, left running for the next analysis;
-    - else a local Spark of this process, as for `master`.
+    - unless `server` is False (else SOJOURN_SPARK_SERVER=0): a local server of analysis.server
+      whose Spark's master is `master` (else SPARK_MASTER, else local[*]), started if none runs,
+      left running for the next analysis;
+    - else a Spark of this process with that master, sized for the largest of the runs' traces, its
+      JVM's output in `log_path` (a session already running in this process is used as it is, and
+      left running).
     """
     from analysis import server as local_server
     from analysis.session import connected, get_spark, stop_spark
@@ -241,11 +241,12 @@ def spark_for(
         with connected(remote) as spark:
             yield spark
         return
-    if master is None and server and SparkSession.getActiveSession() is None:
-        with local_server.in_use():
-            info = local_server.ensure(progress=say)
+    if server and SparkSession.getActiveSession() is None:
+        directory = local_server.state_dir(master)
+        with local_server.in_use(directory):
+            info = local_server.ensure(directory, progress=say, master=master)
             try:
-                with connected(local_server.url_of(info), alive=lambda: local_server.running(info)) as spark:
+                with connected(local_server.url_of(info, directory), alive=lambda: local_server.running(info)) as spark:
                     yield spark
             except Exception as exc:
                 if not local_server.running(info):

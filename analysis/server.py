@@ -30,6 +30,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import hashlib
 import json
 import os
 import secrets
@@ -80,6 +81,7 @@ WARMUP_RUN = Path(__file__).with_name("warmup_run")
 """A tiny built-in run (744 messages sampled from a quickstart run) that a new server analyses once
 before it says it is ready, so that the first real analysis does not pay for compiling Spark's code."""
 
+LOCAL_MASTER = "local[*]"
 _CHECK_EVERY_S = 2.0
 _STOP_WAIT_S = 30.0
 _CONNECT_SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
@@ -111,6 +113,7 @@ class ServerInfo:
     heap_mib: int
     log: str
     spark_version: str
+    master: str = LOCAL_MASTER
 
     @property
     def url(self) -> str:
@@ -121,12 +124,15 @@ class ServerInfo:
 # --- where, and from what ------------------------------------------------------
 
 
-def state_dir() -> Path:
+def state_dir(master: str | None = None) -> Path:
+    """The directory of the server whose Spark master is `master` (None: the local one, local[*]);
+    a server with another master (a cluster's) lives in a directory of its own inside."""
     configured = os.environ.get("SOJOURN_SPARK_DIR")
-    if configured:
-        return Path(configured)
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return cache / "sojourn" / "spark"
+    base = Path(configured) if configured else cache / "sojourn" / "spark"
+    if master is None:
+        return base
+    return base / f"master-{hashlib.sha1(master.encode()).hexdigest()[:12]}"
 
 
 def port_from_env() -> int:
@@ -227,6 +233,12 @@ def _write_state(directory: Path, info: ServerInfo) -> None:
 # --- starting ----------------------------------------------------------------
 
 
+def _any_free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
 def _check_port_free(port: int) -> None:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
         try:
@@ -255,15 +267,18 @@ def start(
     directory: Path | None = None,
     progress: Callable[[str], None] | None = None,
     timeout_s: float = START_TIMEOUT_S,
+    master: str | None = None,
 ) -> ServerInfo:
     """Start a server and wait until it is ready (warmed, unless `warm` is False). A server already
-    running is returned as it is. Raises PortInUse, or ServerError naming the log."""
-    directory = directory or state_dir()
+    running is returned as it is. `master`: its Spark's master (None: local[*]), whose server lives
+    in state_dir(master) on a free port unless `port` says which. Raises PortInUse, or ServerError
+    naming the log."""
+    directory = directory or state_dir(master)
     with _locked(directory / "start.lock", fcntl.LOCK_EX):
         running = status(directory)
         if running is not None:
             return running if running.state == "ready" else _wait_ready(directory, running.pid, timeout_s)
-        port = port or port_from_env()
+        port = port or (port_from_env() if master is None else _any_free_port())
         _check_port_free(port)
         (directory / "tmp").mkdir(parents=True, exist_ok=True)
         token_path = directory / "token"
@@ -287,8 +302,11 @@ def start(
         ]
         if not warm:
             command.append("--no-warm")
+        if master is not None:
+            command += ["--master", master]
         say = progress or (lambda _message: None)
-        say(f"starting a Spark Connect server on 127.0.0.1:{port} (its log: {log})")
+        on = f" for {master}" if master is not None else ""
+        say(f"starting a Spark Connect server{on} on 127.0.0.1:{port} (its log: {log})")
         with open(log, "ab") as out:
             supervisor = subprocess.Popen(
                 command,
@@ -388,11 +406,14 @@ def in_use(directory: Path | None = None) -> Iterator[None]:
         (directory / "last-used").touch()
 
 
-def ensure(directory: Path | None = None, progress: Callable[[str], None] | None = None) -> ServerInfo:
+def ensure(
+    directory: Path | None = None, progress: Callable[[str], None] | None = None, master: str | None = None
+) -> ServerInfo:
     """The running server, or one started now without the warm-up (the analysis that asked is the
     first to pay for compiling). A server of another Spark version than this client's (another
-    install's) is replaced: a Connect client and server of different versions need not agree."""
-    directory = directory or state_dir()
+    install's) is replaced: a Connect client and server of different versions need not agree.
+    `master`: as for start."""
+    directory = directory or state_dir(master)
     running = status(directory)
     if running is not None and running.state == "ready":
         if running.spark_version == _spark_version():
@@ -403,13 +424,13 @@ def ensure(directory: Path | None = None, progress: Callable[[str], None] | None
                 f"{_spark_version()}: replacing it"
             )
         stop(directory)
-    return start(warm=False, directory=directory, progress=progress)
+    return start(warm=False, directory=directory, progress=progress, master=master)
 
 
 # --- the supervisor ----------------------------------------------------------
 
 
-def _serve(directory: Path, port: int, idle_s: float, warm: bool) -> int:
+def _serve(directory: Path, port: int, idle_s: float, warm: bool, master: str) -> int:
     from analysis.session import total_memory_bytes
 
     started = time.time()
@@ -434,6 +455,7 @@ def _serve(directory: Path, port: int, idle_s: float, warm: bool) -> int:
         heap_mib=heap,
         log=str(directory / "server.log"),
         spark_version=_spark_version(),
+        master=master,
     )
     _write_state(directory, info)
     token = (directory / "token").read_text().strip()
@@ -445,7 +467,7 @@ def _serve(directory: Path, port: int, idle_s: float, warm: bool) -> int:
         "--name",
         "sojourn analysis server",
         "--master",
-        "local[*]",
+        master,
         "--driver-memory",
         f"{heap}m",
         "--conf",
@@ -616,12 +638,13 @@ def main(argv: list[str] | None = None) -> int:
     serve.add_argument("--port", type=int, required=True)
     serve.add_argument("--idle-s", type=float, required=True)
     serve.add_argument("--no-warm", action="store_true")
+    serve.add_argument("--master", default=LOCAL_MASTER)
     warm = actions.add_parser("warm", help="the warm-up's client")
     warm.add_argument("run_dir")
     warm.add_argument("--port", type=int, required=True)
     args = parser.parse_args(argv)
     if args.action == "serve":
-        return _serve(Path(args.dir), args.port, args.idle_s, not args.no_warm)
+        return _serve(Path(args.dir), args.port, args.idle_s, not args.no_warm, args.master)
     return _warm_client(args.run_dir, args.port)
 
 

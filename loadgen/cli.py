@@ -163,26 +163,25 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _add_spark_master(p: argparse.ArgumentParser) -> None:
-    where = p.add_mutually_exclusive_group()
-    where.add_argument(
+    p.add_argument(
         "--remote",
         dest="spark_remote",
         metavar="URL",
         help="analyse on this Spark Connect server, e.g. sc://host:15002 (or SOJOURN_SPARK_REMOTE)",
     )
-    where.add_argument(
+    p.add_argument(
         "--master",
         dest="spark_master",
         metavar="URL",
-        help="analyse in a Spark of this process with this master, e.g. spark://host:7077 (or SPARK_MASTER)",
+        help="the Spark master of the analysis's server, e.g. spark://host:7077 (or SPARK_MASTER; default local[*])",
     )
-    where.add_argument(
+    p.add_argument(
         "--no-server",
         dest="spark_server",
         action="store_false",
         default=None,
-        help="analyse in a local Spark of this process rather than the warm local server "
-        "(`sojourn spark up`), which is otherwise started when none runs (or SOJOURN_SPARK_SERVER=0)",
+        help="analyse in a Spark of this process rather than on a warm local server (`sojourn spark up`), "
+        "which is otherwise started when none runs (or SOJOURN_SPARK_SERVER=0)",
     )
 
 

@@ -34,7 +34,8 @@ def spark_server_dir():
         finally:
             from analysis import server
 
-            server.stop(Path(directory))
+            for each in (Path(directory), *Path(directory).glob("master-*")):  # a cluster's too
+                server.stop(each)
             for key, value in saved.items():
                 if value is None:
                     os.environ.pop(key, None)

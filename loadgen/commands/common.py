@@ -134,7 +134,10 @@ def _wait_for_run_processes(alive_r: int, timeout_s: float = WORKERS_EXIT_S) -> 
 
 def spark_choice(args) -> dict[str, Any]:
     """Where the command's analysis runs, from --remote, --master and --no-server: the keywords of
-    analysis.job.spark_for."""
+    analysis.job.spark_for. --remote names where the analysis runs: --master and --no-server do not apply."""
+    if args.spark_remote and (args.spark_master or args.spark_server is False):
+        other = "--master" if args.spark_master else "--no-server"
+        raise CliError(f"--remote {args.spark_remote}: analyses on that server; {other} does not apply", EXIT_INPUT)
     return {"remote": args.spark_remote, "master": args.spark_master, "server": args.spark_server}
 
 

@@ -52,12 +52,19 @@ def add_parser(sub) -> None:
         help=f"stop after M minutes with no analysis (default {DEFAULT_IDLE_S // 60}, or SOJOURN_SPARK_IDLE_MINUTES)",
     )
     up.add_argument("--no-warm", action="store_true", help="do not analyse the built-in run first")
-    actions.add_parser(
+    status = actions.add_parser(
         "status", help="is it up; pids, port, memory, idle time, log", description="Exit 0 when up, 1 when not."
     )
-    actions.add_parser(
+    down = actions.add_parser(
         "down", help="stop it and wait until its processes are gone", description="Exit 0 also when it was not up."
     )
+    for action in (up, status, down):
+        action.add_argument(
+            "--master",
+            metavar="URL",
+            help="the server whose Spark master is URL, e.g. spark://host:7077 (default: the local one, local[*]); "
+            "its port is a free one unless --port says",
+        )
 
 
 def cmd_spark(args) -> int:
@@ -87,7 +94,7 @@ def _up(args) -> int:
     if args.idle_minutes is not None and args.idle_minutes <= 0:
         print(f"error: --idle-minutes {args.idle_minutes:g}: must be above 0", file=sys.stderr)
         return EXIT_INPUT
-    running = server.status()
+    running = server.status(server.state_dir(args.master))
     if running is not None:
         _say(f"already up on 127.0.0.1:{running.port} (pid {running.pid}, {running.state}); log: {running.log}")
         if args.port is not None and args.port != running.port:
@@ -96,7 +103,7 @@ def _up(args) -> int:
         return EXIT_OK
     idle_s = args.idle_minutes * 60 if args.idle_minutes is not None else None
     try:
-        info = server.start(args.port, idle_s, warm=not args.no_warm, progress=_say)
+        info = server.start(args.port, idle_s, warm=not args.no_warm, progress=_say, master=args.master)
     except KeyboardInterrupt:
         _say("interrupted: the server was stopped")
         return EXIT_INTERRUPTED
@@ -112,14 +119,16 @@ def _up(args) -> int:
 def _status(args) -> int:
     from analysis import server
 
-    info = server.status()
+    directory = server.state_dir(args.master)
+    info = server.status(directory)
     if info is None:
-        print(f"not up (state directory {server.state_dir()})")
+        print(f"not up (state directory {directory})")
         return EXIT_NOT_RUNNING
-    idle = server.idle_seconds()
+    idle = server.idle_seconds(directory)
     lines = [
         f"up on 127.0.0.1:{info.port} ({info.state})",
-        f"  url:      {info.url} (its token: {server.state_dir() / 'token'})",
+        f"  url:      {info.url} (its token: {directory / 'token'})",
+        f"  master:   {info.master}",
         f"  pids:     supervisor {info.pid}, JVM {info.jvm_pid}",
         f"  since:    {time.strftime('%Y-%m-%d %H:%M:%S %Z', time.localtime(info.started))}",
         f"  memory:   {_resident_mib(info.jvm_pid)} resident, heap up to {info.heap_mib:,} MiB",
@@ -143,7 +152,7 @@ def _resident_mib(pid: int | None) -> str:
 def _down(args) -> int:
     from analysis import server
 
-    info = server.stop()
+    info = server.stop(server.state_dir(args.master))
     if info is None:
         _say("not up")
     else:

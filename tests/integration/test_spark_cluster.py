@@ -1,5 +1,6 @@
-"""`sojourn analyze --master spark://...` on a real Spark standalone cluster: a master and one worker
-started from the installed pyspark, on loopback, give the same summary.json as the local analysis
+"""`sojourn analyze --master spark://...` on a real Spark standalone cluster, through a Spark Connect
+server whose master it is: a master and one worker started from the installed pyspark, on
+loopback, give the same summary.json as the local analysis
 (floating-point values to 1e-12 relative: a mean summed over other partitions rounds differently).
 
 The run is the recorded quickstart (tests/data/runs): real traces of a shipped scenario.
@@ -126,7 +127,14 @@ def _analysed(tmp_path: Path, name: str, *args: str) -> dict:
 
 
 def test_a_standalone_cluster_gives_the_local_summary(cluster, tmp_path):
-    on_cluster = _analysed(tmp_path, "cluster", "--master", cluster)
+    """`--master` analyses on a Spark Connect server of that master's (started for it, a client like
+    any other), the local analysis on the local server."""
+    try:
+        on_cluster = _analysed(tmp_path, "cluster", "--master", cluster)
+        status = sojourn("spark", "status", "--master", cluster)
+        assert status.returncode == 0 and f"master:   {cluster}" in status.stdout
+    finally:
+        sojourn("spark", "down", "--master", cluster)  # it holds the worker's core while it is up
     local = _analysed(tmp_path, "local")
     # Counts, keys and strings exactly; a mean summed over other partitions may differ in its last bits.
     assert differences(local, on_cluster, rel=1e-12) == []
