@@ -2,12 +2,16 @@
 
 For each size (a recorded quickstart run, then synthetic runs of 100k, 1M and 10M messages; 30M
 with --large) every round runs, one after the other, each as a fresh process as a user would:
-`sojourn analyze RUN_DIR` (Spark's session start included), the DuckDB baseline and the pandas
-baseline (benchmarks/analysis_baselines.py: the publish-delivery join, sojourn and end-to-end
-percentiles overall, per consumer and per second, counts, acked-or-not accounting). Wall time and
-the peak memory of each command's whole process tree (the JVM included) are measured; the
-ratios are taken within each round; the growth exponent of Spark's time against size is fitted
-from 1M messages up. The synthetic runs are generated once into --work (not timed) and reused.
+`sojourn analyze RUN_DIR` on the warm local Spark server (analysis.server: the benchmark's own,
+in --work, started before the first round), `sojourn analyze --no-server RUN_DIR` (a Spark of the
+command's own, its start included), the DuckDB baseline and the pandas baseline
+(benchmarks/analysis_baselines.py: the publish-delivery join, sojourn and end-to-end percentiles
+overall, per consumer and per second, counts, acked-or-not accounting). On the quickstart-size run
+each round also times the first analysis with no server up (the server's start included), before
+the others. Wall time and the peak memory of each command's whole process tree are measured, and
+the server JVM's peak resident memory; the ratios are taken within each round; the growth
+exponent of the warm server's time against size is fitted from 1M messages up. The synthetic runs
+are generated once into --work (not timed) and reused.
 
     python -m benchmarks analysis                          # quickstart, 100k, 1M, 10M; 3 rounds
     python -m benchmarks analysis --sizes 100k,1M --rounds 1
@@ -35,7 +39,8 @@ __all__ = ["main", "measure", "growth_exponent", "tree_rss_bytes", "accounting_m
 SIZES = {"quickstart": 0, "100k": 100_000, "1M": 1_000_000, "10M": 10_000_000}
 LARGE = {"30M": 30_000_000}
 RECORDED = Path(__file__).resolve().parents[1] / "tests" / "data" / "runs" / "quickstart"
-ENGINES = ("sojourn", "duckdb", "pandas")
+ENGINES = ("sojourn", "in_process", "duckdb", "pandas")
+"""`sojourn`: on the warm server; `in_process`: `--no-server`."""
 SAMPLE_S = 0.1
 TIMEOUT_S = 3600
 
@@ -127,6 +132,7 @@ def _commands(run_dir: Path) -> dict[str, list[str]]:
     # root): a benchmark of a worktree measures that worktree's code, not the installed one.
     return {
         "sojourn": [py, "-m", "loadgen.cli", "analyze", str(run_dir)],
+        "in_process": [py, "-m", "loadgen.cli", "analyze", "--no-server", str(run_dir)],
         "duckdb": [py, "-m", "benchmarks.analysis_baselines", "duckdb", str(run_dir)],
         "pandas": [py, "-m", "benchmarks.analysis_baselines", "pandas", str(run_dir)],
     }
@@ -150,20 +156,72 @@ def accounting_matches(got, expected) -> bool:
     return all(got.get(k) == v for k, v in expected.items()) and not any(v for k, v in got.items() if k not in expected)
 
 
+def _server_peak_mb(directory: Path) -> float | None:
+    """The server JVM's peak resident memory so far (VmHWM), or None when none is up."""
+    from analysis import server
+
+    info = server.status(directory)
+    try:
+        with open(f"/proc/{info.jvm_pid if info else 0}/status") as status:
+            kib = next(int(line.split()[1]) for line in status if line.startswith("VmHWM:"))
+    except (OSError, StopIteration, ValueError):
+        return None
+    return round(kib * 1024 / 1e6, 1)
+
+
 def run(sizes: list[str], rounds: int, work: Path, engines: tuple[str, ...] = ENGINES) -> dict:
-    """Measure every size; the result row the report renders."""
+    """Measure every size; the result row the report renders. The server is the benchmark's own (in
+    `work`, on a free port), stopped at the end."""
+    from analysis import server
+
+    spark_dir = work / "spark"
     env = {k: v for k, v in os.environ.items() if k != "PYSPARK_SUBMIT_ARGS"}  # the job's own JVM settings
+    env.update(SOJOURN_SPARK_DIR=str(spark_dir), SOJOURN_SPARK_PORT=str(_free_port()))
+    try:
+        return _run(sizes, rounds, work, engines, env, spark_dir)
+    finally:
+        server.stop(spark_dir)
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def _run(sizes: list[str], rounds: int, work: Path, engines: tuple[str, ...], env: dict, spark_dir: Path) -> dict:
+    from analysis import server
+
     rows = []
+    server_peak: float | None = None
     for name in sizes:
         run_dir, messages, expected = _run_dir(name, work)
         bytes_ = sum(p.stat().st_size for p in (run_dir / "traces").rglob("*.parquet"))
-        trials: dict[str, list[dict]] = {e: [] for e in engines}
+        trials: dict[str, list[dict]] = {e: [] for e in (*engines, "first")}
         ratios: dict[str, list[float]] = {e: [] for e in engines if e != "sojourn"}
         loads = []
         for i in range(rounds):
             loads.append(os.getloadavg()[0])
-            order = engines[i % len(engines) :] + engines[: i % len(engines)]  # rotate who goes first
             got = {}
+            if name == "quickstart" and "sojourn" in engines:  # the first analysis: no server up
+                server.stop(spark_dir)
+                got["first"] = measure(_commands(run_dir)["sojourn"], env)
+                trials["first"].append(got["first"])
+                print(
+                    f"analysis {name} round {i + 1}: first (server start included) {got['first']['wall_s']} s",
+                    flush=True,
+                )
+            elif "sojourn" in engines and server.status(spark_dir) is None:  # not timed: the server up and warm
+                subprocess.run(
+                    [sys.executable, "-m", "loadgen.cli", "spark", "up"],
+                    env=env,
+                    cwd=_repo(),
+                    check=True,
+                    capture_output=True,
+                )
+            order = engines[i % len(engines) :] + engines[: i % len(engines)]  # rotate who goes first
             for engine in order:
                 got[engine] = measure(_commands(run_dir)[engine], env)
                 trials[engine].append(got[engine])
@@ -172,6 +230,8 @@ def run(sizes: list[str], rounds: int, work: Path, engines: tuple[str, ...] = EN
                     f"{got[engine]['peak_mb']} MB, exit {got[engine]['exit']}",
                     flush=True,
                 )
+                if engine == "sojourn":
+                    server_peak = max(server_peak or 0.0, _server_peak_mb(spark_dir) or 0.0) or None
             for engine in ratios:
                 if got["sojourn"]["exit"] == 0 and got[engine]["exit"] == 0:
                     ratios[engine].append(got["sojourn"]["wall_s"] / got[engine]["wall_s"])
@@ -184,8 +244,11 @@ def run(sizes: list[str], rounds: int, work: Path, engines: tuple[str, ...] = EN
             "load_1m": [round(x, 2) for x in loads],
             "accounting_ok": ok,
             "failures": [t["tail"] for t in trials["sojourn"] if t["exit"] != 0][:1],
+            "server_peak_mb": server_peak,  # so far: the server lives through the sizes
         }
         for engine, ts in trials.items():
+            if not ts:
+                continue
             walls = sorted(t["wall_s"] for t in ts if t["exit"] == 0)
             row[engine] = {
                 "median_s": round(statistics.median(walls), 2) if walls else None,
@@ -195,7 +258,7 @@ def run(sizes: list[str], rounds: int, work: Path, engines: tuple[str, ...] = EN
                 "failed": sum(t["exit"] != 0 for t in ts),
             }
         for engine, rs in ratios.items():
-            row[f"vs_{engine}"] = round(statistics.median(rs), 1) if rs else None
+            row[f"vs_{engine}"] = round(statistics.median(rs), 2) if rs else None
         rows.append(row)
     points = [
         (r["messages"], r["sojourn"]["median_s"])
@@ -211,19 +274,24 @@ def render(result: dict) -> list[str]:
         "",
         f"### The analysis: `sojourn analyze` against DuckDB and pandas{_when(result)}",
         "",
-        "Each command a fresh process, as a user runs it (Spark's session start included), the three "
-        "alternated in each round; medians of the rounds, with the fastest and slowest in brackets; "
-        "peak memory of the command's whole process tree (the JVM included); the ratios are taken within "
-        "each round (`benchmarks/analysis.py`). The synthetic runs come from `benchmarks/synth.py`; "
-        "*accounting* says whether the analysis found exactly the published, acked, discarded and left "
-        "messages the generator wrote.",
+        "Each command a fresh process, as a user runs it, alternated in each round: `sojourn analyze` on the "
+        "warm local Spark server (*warm*: the server up and warmed before the first round, not timed), "
+        "`sojourn analyze --no-server` (*in-process*: a Spark of the command's own, its start included), "
+        "DuckDB and pandas; on the quickstart-size run each round first times `sojourn analyze` with no server "
+        "up (*first*: the server's start included). Medians of the rounds, with the fastest and slowest in "
+        "brackets; *peak MB*: the command's whole process tree; *server MB*: the server JVM's peak resident "
+        "memory so far; the ratios are taken within each round (`benchmarks/analysis.py`). The synthetic runs "
+        "come from `benchmarks/synth.py`; *accounting* says whether the analysis found exactly the published, "
+        "acked, discarded and left messages the generator wrote.",
         "",
-        "| run | messages | Parquet MB | rounds | load avg (1 min) | sojourn analyze s | peak MB "
-        "| DuckDB s | peak MB | pandas s | peak MB | sojourn / DuckDB | sojourn / pandas | accounting |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| run | messages | Parquet MB | rounds | load avg (1 min) | warm s | peak MB | first s | in-process s "
+        "| server MB | DuckDB s | pandas s | warm / DuckDB | warm / in-process | accounting |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
 
-    def t(cell: dict) -> str:
+    def t(cell: dict | None) -> str:
+        if cell is None:
+            return "—"
         if cell.get("median_s") is None:
             return f"failed ({cell.get('failed')})"
         return f"{cell['median_s']} [{cell['min_s']}-{cell['max_s']}]"
@@ -233,12 +301,13 @@ def render(result: dict) -> list[str]:
         lines.append(
             f"| {r['size']} | {r['messages']:,} | {r['parquet_mb']} | {r['rounds']} "
             f"| {min(loads):.1f}-{max(loads):.1f} | {t(r['sojourn'])} | {r['sojourn']['peak_mb']} "
-            f"| {t(r['duckdb'])} | {r['duckdb']['peak_mb']} | {t(r['pandas'])} | {r['pandas']['peak_mb']} "
-            f"| {r['vs_duckdb']} | {r['vs_pandas']} | {'exact' if r['accounting_ok'] else '**WRONG**'} |"
+            f"| {t(r.get('first'))} | {t(r.get('in_process'))} | {r.get('server_peak_mb')} "
+            f"| {t(r['duckdb'])} | {t(r['pandas'])} "
+            f"| {r['vs_duckdb']} | {r.get('vs_in_process')} | {'exact' if r['accounting_ok'] else '**WRONG**'} |"
         )
     lines += [
         "",
-        f"Growth of `sojourn analyze`'s time with size from 1M messages up: exponent "
+        f"Growth of `sojourn analyze`'s time on the warm server with size from 1M messages up: exponent "
         f"{result.get('growth_exponent_from_1M')} (1.0 is linear).",
     ]
     return lines

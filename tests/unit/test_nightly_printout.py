@@ -1,6 +1,6 @@
 """`sojourn nightly` prints each entry's verdict on stdout right under that entry's summary, before
 the next entry starts, and still ends with the night's summary. Locust, the broker and Spark are
-replaced by fakes at the command's seams (run_locust, broker_for, the analysis job)."""
+replaced by fakes at the command's seams (run_locust, broker_for, the analysis job and its Spark)."""
 
 from __future__ import annotations
 
@@ -20,8 +20,6 @@ REPO = Path(__file__).resolve().parents[2]
 def fake_night(monkeypatch):
     """Entries run instantly; the analysis gives p99 from `p99_of[entry]` (12.5 ms unless set)."""
     import analysis.job
-    import analysis.session
-    import analysis.traces
     import loadgen.commands.nightly as nightly
 
     p99_of: dict[str, float] = {}
@@ -45,11 +43,11 @@ def fake_night(monkeypatch):
 
     monkeypatch.setattr(nightly, "broker_for", no_broker)
     monkeypatch.setattr(nightly, "run_locust", lambda *a, **k: False)
-    monkeypatch.setattr(analysis.traces, "scan", lambda run_dir: [])
-    monkeypatch.setattr(analysis.traces, "total_bytes", lambda found: 0)
-    monkeypatch.setattr(analysis.traces, "total_rows", lambda found: 0)
-    monkeypatch.setattr(analysis.session, "get_spark", lambda *a, **k: "spark")
-    monkeypatch.setattr(analysis.session, "stop_spark", lambda spark: None)
+    @contextmanager
+    def no_spark(run_dirs, **_where):
+        yield "spark"
+
+    monkeypatch.setattr(analysis.job, "spark_for", no_spark)
     monkeypatch.setattr(analysis.job, "analyze", fake_analyze)
     return p99_of
 
