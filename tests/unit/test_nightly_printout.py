@@ -43,6 +43,7 @@ def fake_night(monkeypatch):
 
     monkeypatch.setattr(nightly, "broker_for", no_broker)
     monkeypatch.setattr(nightly, "run_locust", lambda *a, **k: False)
+
     @contextmanager
     def no_spark(run_dirs, **_where):
         yield "spark"
