@@ -217,7 +217,7 @@ def spark_for(
 ) -> Iterator[SparkSession]:
     """One Spark session for analysing all of `run_dirs`; let go at the end.
 
-    Which Spark, first match wins (docs/analysis.md, "Where the analysis runs"):
+    Which Spark, first match wins (docs/analysis.md, "Running it"):
     - `remote` (else SOJOURN_SPARK_REMOTE): a Spark Connect server at that URL (sc://HOST:PORT);
     - unless `server` is False (else SOJOURN_SPARK_SERVER=0): a local server of analysis.server
       whose Spark's master is `master` (else SPARK_MASTER, else local[*]), started if none runs,

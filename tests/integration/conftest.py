@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -84,6 +85,38 @@ def start_sojourn(*args: str, env: dict | None = None) -> subprocess.Popen:
         text=True,
         start_new_session=True,
     )
+
+
+@dataclass
+class Ended:
+    """How an analysis a test interrupted ended."""
+
+    pid: int  # its session's id too (start_sojourn)
+    returncode: int
+    stderr: str
+    seconds: float  # from what the test did to the end
+
+
+def analysis_interrupted(run_dir: Path, act, *args: str, env: dict | None = None, timeout: float = 120) -> Ended:
+    """Start `sojourn analyze [args] RUN_DIR`; once it has read the traces (its queries begin next), call
+    act(proc) (e.g. send it SIGINT) and wait for its end; killed if it outlives `timeout`."""
+    proc = start_sojourn("analyze", *args, str(run_dir), env=env)
+    said = []
+    try:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            said.append(line)
+            if "reading traces:" in line:
+                break
+        act(proc)
+        started = time.monotonic()
+        _, rest = proc.communicate(timeout=timeout)
+        seconds = time.monotonic() - started
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    return Ended(proc.pid, proc.returncode, "".join(said) + rest, seconds)
 
 
 def write_scenario(path: Path, text: str) -> str:

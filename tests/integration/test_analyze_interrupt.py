@@ -9,7 +9,7 @@ import signal
 import subprocess
 import time
 
-from tests.integration.conftest import REPO, start_sojourn
+from tests.integration.conftest import REPO, analysis_interrupted
 
 RECORDED = REPO / "tests" / "data" / "runs" / "quickstart"
 
@@ -29,25 +29,17 @@ def test_ctrl_c_in_the_accounting_says_interrupted_and_exits_130_without_a_trace
     run_dir = tmp_path / "quickstart"
     shutil.copytree(RECORDED, run_dir)
     written = (run_dir / "summary.json").read_bytes()  # the recorded run's own
-    proc = start_sojourn("analyze", "--no-server", str(run_dir))  # the JVM in the command's session
-    said = []
-    try:
-        assert proc.stderr is not None
-        for line in proc.stderr:  # the progress lines; the accounting's queries begin after this one
-            said.append(line)
-            if "reading traces:" in line:
-                break
+
+    def ctrl_c(proc) -> None:
         assert any("java" in p for p in _left_in(proc.pid, wait_s=0))  # the session holds the JVM
         time.sleep(0.3)  # inside the accounting's first queries: the driver waits on the JVM
         os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C does: the whole process group
-        _, rest = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-    stderr = "".join(said) + rest
-    assert proc.returncode == 130, stderr[-3000:]
+
+    # --no-server: the JVM in the command's own session (on the server: tests/integration/test_spark_server.py)
+    ended = analysis_interrupted(run_dir, ctrl_c, "--no-server", timeout=60)
+    stderr = ended.stderr
+    assert ended.returncode == 130, stderr[-3000:]
     assert stderr.rstrip().endswith("sojourn: interrupted"), stderr[-3000:]
     assert "Traceback" not in stderr and "ERROR:root" not in stderr, stderr[-3000:]
     assert (run_dir / "summary.json").read_bytes() == written  # nothing half-written
-    assert not _left_in(proc.pid)  # no JVM left
+    assert not _left_in(ended.pid)  # no JVM left

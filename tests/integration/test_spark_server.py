@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.conftest import REPO, sojourn, start_sojourn
+from tests.integration.conftest import REPO, analysis_interrupted, sojourn
 from tests.summaries import differences
 
 RECORDED = REPO / "tests" / "data" / "runs" / "quickstart"
@@ -160,29 +160,18 @@ def test_a_server_killed_during_an_analysis_exits_5_and_writes_nothing(own_serve
     run_dir = _copy_of_quickstart(tmp_path, "killed")
     traces = {p: p.read_bytes() for p in (run_dir / "traces").rglob("*.parquet")}
     jvm = _state(own_server)["jvm_pid"]
-    proc = start_sojourn("analyze", str(run_dir), env=own_server)
-    said = []
-    try:
-        assert proc.stderr is not None
-        for line in proc.stderr:
-            said.append(line)
-            if "reading traces:" in line:
-                break
+
+    def kill_the_server(_proc) -> None:
         time.sleep(0.5)  # inside the first queries
         os.kill(jvm, signal.SIGKILL)
-        started = time.monotonic()
-        _, rest = proc.communicate(timeout=120)
-        took = time.monotonic() - started
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-    stderr = "".join(said) + rest
-    assert proc.returncode == 5, stderr[-3000:]
+
+    ended = analysis_interrupted(run_dir, kill_the_server, env=own_server)
+    stderr = ended.stderr
+    assert ended.returncode == 5, stderr[-3000:]
     assert "the local Spark server stopped during the analysis" in stderr
     assert str(Path(own_server["SOJOURN_SPARK_DIR"]) / "server.log") in stderr
     assert "Traceback" not in stderr
-    assert took < 30  # not the client's ten minutes of retries
+    assert ended.seconds < 30  # not the client's ten minutes of retries
     assert not (run_dir / "summary.json").exists() and not (run_dir / "report.html").exists()
     assert not list(run_dir.glob(".*.tmp"))
     assert {p: p.read_bytes() for p in (run_dir / "traces").rglob("*.parquet")} == traces
@@ -203,23 +192,13 @@ def test_an_idle_server_stops_itself(own_server):
 def test_ctrl_c_during_an_analysis_on_the_server_exits_130_and_leaves_it_up(own_server, tmp_path):
     assert sojourn("spark", "up", "--no-warm", env=own_server, timeout=180).returncode == 0
     run_dir = _copy_of_quickstart(tmp_path, "interrupted")
-    proc = start_sojourn("analyze", str(run_dir), env=own_server)
-    said = []
-    try:
-        assert proc.stderr is not None
-        for line in proc.stderr:
-            said.append(line)
-            if "reading traces:" in line:
-                break
+
+    def ctrl_c(proc) -> None:
         time.sleep(0.5)  # inside the first queries
         os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C does
-        _, rest = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-    stderr = "".join(said) + rest
-    assert proc.returncode == 130, stderr[-3000:]
-    assert stderr.rstrip().endswith("sojourn: interrupted") and "Traceback" not in stderr, stderr[-3000:]
+
+    ended = analysis_interrupted(run_dir, ctrl_c, env=own_server, timeout=60)
+    assert ended.returncode == 130, ended.stderr[-3000:]
+    assert ended.stderr.rstrip().endswith("sojourn: interrupted") and "Traceback" not in ended.stderr
     assert not (run_dir / "summary.json").exists()
     assert sojourn("spark", "status", env=own_server).returncode == 0  # up for the next analysis
