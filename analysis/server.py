@@ -42,7 +42,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 __all__ = [
@@ -503,7 +503,7 @@ def _serve(directory: Path, port: int, idle_s: float, warm: bool, master: str) -
         "SPARK_CONNECT_AUTHENTICATE_TOKEN": token,
     }
     jvm = subprocess.Popen(command, stdin=subprocess.DEVNULL, env=env)
-    info = ServerInfo(**{**asdict(info), "jvm_pid": jvm.pid})
+    info = replace(info, jvm_pid=jvm.pid)
     _write_state(directory, info)
     _say(f"the JVM (pid {jvm.pid}) starts, heap up to {heap:,} MiB")
     try:
@@ -513,9 +513,9 @@ def _serve(directory: Path, port: int, idle_s: float, warm: bool, master: str) -
                 return 1
             time.sleep(0.1)
         if warm:
-            _write_state(directory, info := ServerInfo(**{**asdict(info), "state": "warming"}))
+            _write_state(directory, info := replace(info, state="warming"))
             _warm(port, token)
-        info = ServerInfo(**{**asdict(info), "state": "ready", "ready_after_s": round(time.time() - started, 2)})
+        info = replace(info, state="ready", ready_after_s=round(time.time() - started, 2))
         (directory / "last-used").touch()
         _write_state(directory, info)
         _say(f"ready on 127.0.0.1:{port} after {info.ready_after_s:.1f} s; stops after {idle_s / 60:g} min idle")

@@ -33,6 +33,7 @@ import time
 from pathlib import Path
 
 from benchmarks.netem import _repo, machine_facts
+from loadgen.broker.local import free_loopback_port
 
 __all__ = ["main", "measure", "growth_exponent", "tree_rss_bytes", "accounting_matches", "ENGINES"]
 
@@ -176,19 +177,11 @@ def run(sizes: list[str], rounds: int, work: Path, engines: tuple[str, ...] = EN
 
     spark_dir = work / "spark"
     env = {k: v for k, v in os.environ.items() if k != "PYSPARK_SUBMIT_ARGS"}  # the job's own JVM settings
-    env.update(SOJOURN_SPARK_DIR=str(spark_dir), SOJOURN_SPARK_PORT=str(_free_port()))
+    env.update(SOJOURN_SPARK_DIR=str(spark_dir), SOJOURN_SPARK_PORT=str(free_loopback_port()))
     try:
         return _run(sizes, rounds, work, engines, env, spark_dir)
     finally:
         server.stop(spark_dir)
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def _run(sizes: list[str], rounds: int, work: Path, engines: tuple[str, ...], env: dict, spark_dir: Path) -> dict:

@@ -9,17 +9,12 @@ is stopped when the tests end: nothing of it outlives them.
 from __future__ import annotations
 
 import os
-import socket
 import tempfile
 from pathlib import Path
 
 import pytest
 
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+from loadgen.broker.local import free_loopback_port
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -28,7 +23,7 @@ def spark_server_dir():
     saved = {key: os.environ.get(key) for key in ("SOJOURN_SPARK_DIR", "SOJOURN_SPARK_PORT")}
     with tempfile.TemporaryDirectory(prefix="sojourn-tests-spark-") as directory:
         os.environ["SOJOURN_SPARK_DIR"] = directory
-        os.environ["SOJOURN_SPARK_PORT"] = str(_free_port())
+        os.environ["SOJOURN_SPARK_PORT"] = str(free_loopback_port())
         try:
             yield Path(directory)
         finally:

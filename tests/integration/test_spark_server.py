@@ -19,22 +19,17 @@ from pathlib import Path
 
 import pytest
 
+from loadgen.broker.local import free_loopback_port
 from tests.integration.conftest import REPO, analysis_interrupted, sojourn
 from tests.summaries import differences
 
 RECORDED = REPO / "tests" / "data" / "runs" / "quickstart"
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 @pytest.fixture
 def own_server(tmp_path):
     """The environment of a server of this test's own; whatever it started is stopped after."""
-    env = {"SOJOURN_SPARK_DIR": str(tmp_path / "spark"), "SOJOURN_SPARK_PORT": str(_free_port())}
+    env = {"SOJOURN_SPARK_DIR": str(tmp_path / "spark"), "SOJOURN_SPARK_PORT": str(free_loopback_port())}
     yield env
     sojourn("spark", "down", env=env)
 
