@@ -21,6 +21,10 @@ from pyspark.sql import DataFrame, SparkSession, functions as F
 
 from analysis import traces as trace_files
 from analysis.concurrent import in_background, side_by_side
+from analysis.events.accounting import accounting_inputs
+from analysis.events.network import network_block
+from analysis.events.queue import queue_depth, queue_samples
+from analysis.events.timeline import timeline
 from analysis.progress import Progress, stage
 from analysis.run_file import load_run_json, slo_expressions
 from analysis.session import moved, sibling
@@ -35,7 +39,6 @@ from analysis.summary import (
     flow_control_block,
     messages_block,
     model_block,
-    network_summary,
     phase_row,
     priority_rows,
     run_block,
@@ -43,7 +46,6 @@ from analysis.summary import (
     stats_block,
     window_row,
 )
-from analysis.summary.accounting import accounting_inputs
 from analysis.transforms import (
     DISCARD_CLASSES,
     attach_measured,
@@ -59,7 +61,6 @@ from analysis.transforms import (
     phase_summary,
     rejects_at_publish,
     stats_by,
-    timeline_events,
     timeline_segments,
     unaccounted_ids,
     window_counts,
@@ -72,7 +73,7 @@ from analysis.transforms.codel import AFTER_FIRST_DROP, after_first_drop, codel_
 from analysis.transforms.codes import decoded, encoded
 from analysis.transforms.model import ack_to_delivery, model_inputs, model_parts
 from analysis.transforms.phases import SEGMENT, segment_index
-from analysis.transforms.slow_consumers import consumer_span_parts, queue_depth_series, queue_samples
+from analysis.transforms.slow_consumers import consumer_span_parts
 from analysis.transforms.stats import EXACT, STAT_FIELDS, PercentilePolicy, merged_by, percentile_policy
 from analysis.transforms.throughput import DELIVERY_COUNTS
 from analysis.transforms.utilisation import consumer_partials, consumer_summary_of
@@ -195,6 +196,7 @@ def analyze(
         truncate_plans=rows <= TRUNCATE_PLAN_ROWS and not is_connect(spark),
         delivery_nulls=kinds["delivery"].null_columns,
         delivery_values=trace_files.distinct_values(kinds["delivery"], CODED_DELIVERY_COLUMNS),
+        event_rows=trace_files.read_rows(kinds["event"]),
     )
     summary["slo"] = evaluate_slos(summary, slo_exprs)
 
@@ -328,6 +330,7 @@ def summarize(
     truncate_plans: bool = False,
     delivery_nulls: Collection[str] = (),
     delivery_values: Mapping[str, Sequence[str]] | None = None,
+    event_rows: Sequence[Mapping[str, Any]] | None = None,
 ) -> dict:
     """Compose the transforms over the trace frames into the summary dict (no `slo` yet).
 
@@ -343,6 +346,10 @@ def summarize(
     `delivery_values`: the distinct values of the delivery trace's few-valued string columns
     (traces.distinct_values of CODED_DELIVERY_COLUMNS): the cache holds them as codes
     (transforms.codes); without them it holds the strings, and queries read it row by row.
+
+    `event_rows`: the events trace's rows (traces.read_rows: the job reads them with pyarrow); without
+    them they are collected from the frame. The blocks of the events alone are computed from them on
+    this process (analysis.events), without Spark.
 
     The plan (docs/analysis.md): the small kinds (events, leftovers, dead-letters) are cached
     as read; one grouping by message id over every kind gives the per-message facts, of which the
@@ -373,28 +380,23 @@ def summarize(
     with percentile_policy(policy), contextlib.ExitStack() as cleanup:
         cleanup.callback(lambda: [frame.unpersist() for frame in cached])
         events = keep(traces["event"])
+        if event_rows is None:
+            event_rows = [r.asDict() for r in events.collect()]
         leftovers = keep(traces["leftover"])
         dead_letters = keep(traces["deadletter"])
         publishes = traces["publish"].transform(with_confirm_latency).transform(mark_measured(warmup_end))
 
-        def timeline(events: DataFrame) -> list[dict]:
-            rows = [
-                r.asDict()
-                for r in events.where(F.col("kind") != "queue_sample")  # in queue_depth instead
-                .transform(timeline_events(t0))
-                .limit(MAX_EVENTS + 1)
-                .collect()
-            ]
-            if len(rows) > MAX_EVENTS:
-                say(f"events: keeping the first {MAX_EVENTS} of more")
-            return rows[:MAX_EVENTS]
+        shown, more = timeline(event_rows, t0, MAX_EVENTS)
+        if more:
+            say(f"events: keeping the first {MAX_EVENTS} of more")
+        samples = queue_samples(event_rows)
 
         # The blocks that read only the publish trace and the events start now, one at a time beside the
         # accounting (whose planning on the driver leaves a core idle on small runs), in a session of
         # their own: the accounting plans with session-wide settings of its own (_setting), which their
         # queries must not take. Each is described in docs/summary.md.
         side = sibling(spark)
-        side_publishes, side_events = moved(publishes, side), moved(events, side)
+        side_publishes = moved(publishes, side)
         early = cleanup.enter_context(
             in_background(
                 say,
@@ -406,19 +408,14 @@ def summarize(
                     ),
                     "flow_control": (
                         "computing producer flow control",
-                        lambda: flow_control_block(side_publishes, side_events, int(ended_ns or window_end)),
+                        lambda: flow_control_block(side_publishes, event_rows, int(ended_ns or window_end)),
                     ),
-                    "network": (  # docs/network.md
-                        "computing the network periods",
-                        lambda: network_summary(side_events, t0, duration_s, ended_ns),
-                    ),
-                    "events": ("computing the events", lambda: timeline(side_events)),
                 },
             )
         )
 
         with step("computing accounting"):
-            inputs = accounting_inputs(events)
+            inputs = accounting_inputs(event_rows)
             # One grouping by message id, of which only the ids some block looks up are kept; the rest
             # were published once and acked, and are counted (docs/analysis.md, "The plan").
             with_priorities = carries_priorities(traces["publish"])
@@ -546,10 +543,6 @@ def summarize(
                 on_codes({"consumer": "consumer", "phase": "phase"}, ack_to_delivery).collect(),
             )
 
-        def slow_consumers_and_depth() -> tuple[dict, list[dict]]:  # docs/slow-consumers.md
-            depth = [r.asDict() for r in queue_depth_series(queue_samples(events), t0).collect()]
-            return slow_consumers_block(deliveries, events, t0, partials), depth
-
         def histogram() -> tuple[list[float], list[int]]:
             sojourn = overall["sojourn_ms"]
             edges = histogram_edges(sojourn["min"], sojourn["max"])
@@ -569,7 +562,10 @@ def summarize(
                     "computing CoDel",
                     lambda: codel_block(deliveries, partials, delivery_ids, split_at=drops),
                 ),
-                "slow_consumers": ("computing slow consumers", slow_consumers_and_depth),
+                "slow_consumers": (  # docs/slow-consumers.md
+                    "computing slow consumers",
+                    lambda: slow_consumers_block(deliveries, events, samples, t0, partials),
+                ),
                 "windows": (
                     "computing per-second windows",
                     lambda: [window_row(r) for r in deliveries.transform(per_second_windows(t0, publishes)).collect()],
@@ -604,9 +600,9 @@ def summarize(
             at_once=PARALLEL_BLOCKS,
         )
         blocks.update(early())  # the blocks begun beside the accounting
-        slow_consumers, queue_depth = blocks.pop("slow_consumers")
+        depth = queue_depth(samples, t0)
         by_consumer_rows, by_phase_rows, drawn = blocks.pop("model_inputs")
-        model = model_block(by_consumer_rows, by_phase_rows, consumers, drawn, queue_depth, segments)
+        model = model_block(by_consumer_rows, by_phase_rows, consumers, drawn, depth, segments)
         edges, counts = blocks.pop("sojourn_histogram")
 
     return {
@@ -630,14 +626,14 @@ def summarize(
         "phases": blocks["phases"],
         "windows": blocks["windows"],
         "sojourn_histogram": {"edges_ms": edges, "counts": counts},
-        "events": blocks["events"],
-        "network": blocks["network"],
+        "events": shown,
+        "network": network_block(event_rows, t0, duration_s, ended_ns),  # docs/network.md
         "fidelity": blocks["fidelity"],
         "flow_control": blocks["flow_control"],
         "priorities": blocks["priorities"],
         "consumers_churn": blocks["consumers_churn"],
-        "slow_consumers": slow_consumers,
-        "queue_depth": queue_depth,
+        "slow_consumers": blocks["slow_consumers"],
+        "queue_depth": depth,
     }
 
 

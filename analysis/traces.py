@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 from urllib.parse import unquote, urlparse
 
 from pyspark.sql import DataFrame, SparkSession, functions as F
@@ -21,7 +21,7 @@ from analysis import schema
 from analysis.errors import AnalysisError, MissingTracesError, SchemaVersionError, TraceColumnsError
 from analysis.transforms._common import local_rows
 
-__all__ = ["KindFiles", "scan", "read", "total_rows", "total_bytes", "distinct_values"]
+__all__ = ["KindFiles", "scan", "read", "read_rows", "total_rows", "total_bytes", "distinct_values"]
 
 
 class KindFiles(NamedTuple):
@@ -226,6 +226,16 @@ def read(spark: SparkSession, kinds: dict[str, KindFiles]) -> dict[str, DataFram
     }
     _check_schema_version_column(unverified)
     return {kind: frame.select(*schema.spark_schema(kind).names) for kind, frame in frames.items()}
+
+
+def read_rows(found: KindFiles) -> list[dict[str, Any]]:
+    """Every row of a small kind (the events), as dicts of the schema's columns in file order, read
+    by pyarrow on this process without Spark (scan checked their footers). For the kinds of a few
+    thousand rows only: the blocks computed from them run on the driver (analysis.events)."""
+    import pyarrow.parquet as pq
+
+    names = schema.arrow_schema(found.kind).names
+    return [row for path in found.files for row in pq.read_table(path, columns=names).to_pylist()]
 
 
 def _local_path(uri: str) -> str:

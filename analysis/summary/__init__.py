@@ -12,7 +12,6 @@ from .egress import egress_block
 from .fidelity import LATE_MAX_MS, LATE_P99_MS, REPLAY_CONFIG_KEYS, fidelity_block, is_behind
 from .flow_control import blocked_periods, flow_control_block
 from .model import CODEL_TARGET_PROCESSING_TIMES, advise, model_block, model_row, predict
-from .network import network_summary
 from .priority import carries_priorities, priority_rows
 from .slow_consumers import slow_consumers_block
 
@@ -39,7 +38,6 @@ __all__ = [
     "model_block",
     "model_row",
     "predict",
-    "network_summary",
     "carries_priorities",
     "priority_rows",
     "slow_consumers_block",

@@ -9,6 +9,7 @@ connection was blocked and no publish waited gets `{}`.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from pyspark.sql import DataFrame, functions as F
@@ -38,14 +39,13 @@ def blocked_periods(events: list[tuple[int, str, str]], end_ns: int) -> dict[str
     return periods
 
 
-def flow_control_block(publishes: DataFrame, events: DataFrame, end_ns: int) -> dict[str, dict[str, Any]]:
-    """summary.json's `flow_control`: per producer group, blocked periods and blocked publishes."""
-    raw = (
-        events.where(F.col("kind").isin("connection_blocked", "connection_unblocked"))
-        .select("ts_ns", "kind", "source")
-        .collect()
-    )
-    periods = blocked_periods([(r["ts_ns"], r["kind"], r["source"]) for r in raw], end_ns)
+def flow_control_block(
+    publishes: DataFrame, events: Iterable[Mapping[str, Any]], end_ns: int
+) -> dict[str, dict[str, Any]]:
+    """summary.json's `flow_control`: per producer group, blocked periods (from the events' rows)
+    and blocked publishes."""
+    kinds = ("connection_blocked", "connection_unblocked")
+    periods = blocked_periods([(e["ts_ns"], e["kind"], e["source"]) for e in events if e["kind"] in kinds], end_ns)
     blocked = F.col("blocked_ms")
     # Counted per producer in a grouping Spark compiles; the stats only over the publishes that waited,
     # and only if any did (most runs: none), where one grouping with the sketch and a set of names

@@ -4,12 +4,14 @@ collected and ranked worst first (docs/slow-consumers.md).
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pyspark.sql import DataFrame, functions as F
 
+from analysis.events.queue import sampling
 from analysis.transforms._common import local_rows
-from analysis.transforms.slow_consumers import SPANS_SCHEMA, consumer_spans, queue_samples, slow_consumer_samples
+from analysis.transforms.slow_consumers import SPANS_SCHEMA, consumer_spans, slow_consumer_samples
 
 __all__ = ["slow_consumers_block"]
 
@@ -19,19 +21,16 @@ def _share(slow: int, sampled: int) -> float | None:
 
 
 def slow_consumers_block(
-    deliveries: DataFrame, events: DataFrame, t0_ns: int, partials: DataFrame | None = None
+    deliveries: DataFrame,
+    events: DataFrame,
+    samples: Sequence[Mapping[str, Any]],
+    t0_ns: int,
+    partials: DataFrame | None = None,
 ) -> dict[str, Any]:
     """summary.json's `slow_consumers` (docs/summary.md); {} when the run has no queue samples.
-    `partials`: the consumer partials with consumer_span_parts, when the job has them (consumer_spans)."""
-    samples = queue_samples(events)
-    info = samples.agg(
-        F.count(F.lit(1)).alias("n"),
-        F.first("source", ignorenulls=True).alias("source"),
-        F.percentile_approx("took_ms", 0.5).alias("p50"),
-        F.max("took_ms").alias("max"),
-    ).first()
-    assert info is not None  # an aggregate without grouping: exactly one row
-    if not info["n"]:
+    `samples`: the events' queue samples (events.queue.queue_samples). `partials`: the consumer
+    partials with consumer_span_parts, when the job has them (consumer_spans)."""
+    if not samples:
         return {}
     spans = consumer_spans(deliveries, events, partials).orderBy("consumer").collect()  # a row per consumer
     spans_frame = local_rows(deliveries.sparkSession, [tuple(r) for r in spans], SPANS_SCHEMA)
@@ -76,9 +75,7 @@ def slow_consumers_block(
         if r["excluded"] is not None
     ]
     return {
-        "samples": int(info["n"]),
-        "source": info["source"],
-        "sample_took_ms": {"p50": info["p50"], "max": info["max"]},
+        **sampling(samples),
         "consumers": listed,
         "excluded": excluded,
     }

@@ -11,7 +11,6 @@ from .accounting import (
     DISCARD_CLASSES,
     accounting_totals,
     classify,
-    connection_loss_times,
     delivery_counts,
     ledger,
     ledger_totals,
@@ -29,10 +28,8 @@ from .codel import (
     requeue_handoffs,
     requeue_takers,
 )
-from .events import timeline_events
 from .histogram import histogram_counts, histogram_edges
 from .latency import with_confirm_latency, with_delivery_latencies
-from .network import impairment_periods, proxy_measurements
 from .phases import BASE, Segment, assign_phase, phase_summary, timeline_segments
 from .stats import STAT_FIELDS, stats_by, stats_struct
 from .throughput import in_window, measurement_window_ns, throughput, window_counts, window_rates
@@ -48,7 +45,6 @@ __all__ = [
     "DISCARD_CLASSES",
     "accounting_totals",
     "classify",
-    "connection_loss_times",
     "delivery_counts",
     "ledger",
     "ledger_totals",
@@ -63,13 +59,10 @@ __all__ = [
     "codel_totals",
     "requeue_handoffs",
     "requeue_takers",
-    "timeline_events",
     "histogram_counts",
     "histogram_edges",
     "with_confirm_latency",
     "with_delivery_latencies",
-    "impairment_periods",
-    "proxy_measurements",
     "BASE",
     "Segment",
     "assign_phase",

@@ -20,7 +20,6 @@ __all__ = [
     "ACCOUNT_CLASSES",
     "DISCARD_CLASSES",
     "DEAD_LETTER_CLASSES",
-    "connection_loss_times",
     "message_facts",
     "classify",
     "ledger",
@@ -115,17 +114,6 @@ def rejects_at_publish(scenario: object) -> bool:
     return isinstance(arguments, dict) and arguments.get("x-overflow") in _REJECTING_OVERFLOW
 
 
-def connection_loss_times(events: DataFrame) -> DataFrame:
-    """Per producer (the event's source), `lost_ns`: the time of its last `connection_lost`
-    event. A handful of rows, which the job collects (summary.accounting.accounting_inputs)
-    so that the per-message grouping looks them up in a literal map instead of a join."""
-    return (
-        events.where((F.col("kind") == "connection_lost") & F.col("source").isNotNull())
-        .groupBy("source")
-        .agg(F.max("ts_ns").alias("lost_ns"))
-    )
-
-
 def message_facts(
     deliveries: DataFrame,
     leftovers: DataFrame,
@@ -140,7 +128,8 @@ def message_facts(
     confirmed), `confirmed`, the outcome
     flags `_nacked`, `_failed`, `_blocked`, `_returned`, `_reached`, `_unconfirmed_ns` (latest
     publish that was sent but never confirmed), `_lost_ns` (the last connection loss its
-    producer traced: `losses`, collected from connection_loss_times), `priority` (first non-null),
+    producer traced: `losses`, the last `connection_lost` event per producer, events.accounting),
+    `priority` (first non-null),
     `_pub_intended_ns` / `_pub_publish_ns` (earliest); from its deliveries `_acked`,
     `_nack_discard`, `_egress_discard`, `_acks` (acked deliveries), `_processed` (deliveries
     whose processing ended), `_headless` (a delivery without the publish-time header), `_held`
@@ -265,7 +254,7 @@ def classify(
 
     `lost_with_queue`: a publish that reached the broker (confirmed, or sent) no later than the
     broker's last restart (`restart_ns`: its last `broker_restart` event, collected by
-    summary.accounting.accounting_inputs), found nowhere afterwards: the broker lost it with
+    events.accounting.accounting_inputs), found nowhere afterwards: the broker lost it with
     its in-memory state (a non-durable queue, or a transient message), or dropped it unroutable
     before the queue was declared again.
 

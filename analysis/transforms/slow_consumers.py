@@ -20,7 +20,6 @@ from .windows import second_since
 
 __all__ = [
     "queue_samples",
-    "queue_depth_series",
     "consumer_spans",
     "consumer_span_parts",
     "slow_consumer_samples",
@@ -36,7 +35,8 @@ NS_PER_MINUTE = 60 * NS_PER_S
 
 def queue_samples(events: DataFrame) -> DataFrame:
     """The `queue_sample` events as ts_ns, ready, unacked (null without the management API),
-    consumers, source, took_ms."""
+    consumers, source, took_ms: events.queue.queue_samples's reading, in Spark for the join with the
+    deliveries (it goes with this module's move to the delivery aggregation, issue 47)."""
     detail = F.col("detail")
     return events.where(F.col("kind") == "queue_sample").select(
         "ts_ns",
@@ -45,21 +45,6 @@ def queue_samples(events: DataFrame) -> DataFrame:
         F.get_json_object(detail, "$.consumers").cast("long").alias("consumers"),
         F.get_json_object(detail, "$.source").alias("source"),
         F.get_json_object(detail, "$.took_ms").cast("double").alias("took_ms"),
-    )
-
-
-def queue_depth_series(samples: DataFrame, t0_ns: int) -> DataFrame:
-    """summary.json's `queue_depth`: t_s (seconds since t0), ready, unacked, consumers, in time order."""
-    return (
-        samples.select(
-            ((F.col("ts_ns") - F.lit(t0_ns)) / F.lit(float(NS_PER_S))).alias("t_s"),
-            "ready",
-            "unacked",
-            "consumers",
-            "ts_ns",
-        )
-        .orderBy("ts_ns")
-        .drop("ts_ns")
     )
 
 

@@ -60,10 +60,11 @@ def trace_rows(kind: str, *rows: dict) -> list[tuple]:
 
 def classify_messages(deliveries, leftovers, events=None, dead_letters=None, publish_rejects=False):
     """Applied to publishes: the job's accounting steps (message_facts, then classify), one call."""
-    from analysis.summary.accounting import accounting_inputs
+    from analysis.events.accounting import accounting_inputs
     from analysis.transforms import classify, message_facts
 
-    losses, restart_ns, _ = accounting_inputs(events) if events is not None else (None, None, False)
+    rows = [r.asDict() for r in events.collect()] if events is not None else None
+    losses, restart_ns, _ = accounting_inputs(rows) if rows is not None else (None, None, False)
 
     def _classify(publishes):
         return publishes.transform(message_facts(deliveries, leftovers, dead_letters, losses)).transform(

@@ -42,8 +42,7 @@ def test_the_block_sums_periods_and_waits_per_group(frame):
         dict(message_id="d", producer="p/w/1", producer_group="p", intended_ns=0, publish_ns=0),
         dict(message_id="e", producer="q/w/0", producer_group="q", intended_ns=0, publish_ns=0),
     )
-    events = frame(
-        "event",
+    events = (  # the events' rows, as the job reads them
         dict(ts_ns=10 * S, kind="connection_blocked", source="p/w/0"),
         dict(ts_ns=12 * S, kind="connection_unblocked", source="p/w/0"),
         dict(ts_ns=11 * S, kind="connection_blocked", source="p/w/1"),

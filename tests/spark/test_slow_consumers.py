@@ -6,8 +6,9 @@ import json
 
 import pytest
 
-from analysis.summary.slow_consumers import slow_consumers_block
-from analysis.transforms.slow_consumers import consumer_span_parts, consumer_spans, queue_depth_series, queue_samples
+from analysis.events.queue import queue_samples
+from analysis.summary.slow_consumers import slow_consumers_block as _block
+from analysis.transforms.slow_consumers import consumer_span_parts, consumer_spans
 from analysis.transforms.utilisation import consumer_partials
 
 S = 1_000_000_000
@@ -37,6 +38,11 @@ def _d(consumer: str, rx_s: float, settle_s: float | None, prefetch: int = 2, ou
         # two phases, so that the spans rolled up from per-phase partials have rows to combine
         phase="base" if rx_s < 0.55 else "busy",
     )
+
+
+def slow_consumers_block(deliveries, events, t0_ns, partials=None):
+    """The block as the job computes it: the samples from the events' rows, the rest in Spark."""
+    return _block(deliveries, events, queue_samples([r.asDict() for r in events.collect()]), t0_ns, partials)
 
 
 def _partials(deliveries):
@@ -164,15 +170,6 @@ def test_no_samples_no_block(frame):
     deliveries = frame("delivery", _d("a/w/0", 0.5, 20))
     events = frame("event", _event("consumer_join", 0, "a/w/0", detail={"prefetch": 2}))
     assert slow_consumers_block(deliveries, events, T0) == {}
-
-
-def test_queue_depth_series_reads_the_samples_in_time_order(frame):
-    events = frame("event", _sample(2, 7, unacked=3, consumers=2), _sample(1, 5), _event("phase_start", 1.5, "runner"))
-    rows = [r.asDict() for r in queue_depth_series(queue_samples(events), T0).collect()]
-    assert rows == [
-        {"t_s": 1.0, "ready": 5, "unacked": None, "consumers": 3},
-        {"t_s": 2.0, "ready": 7, "unacked": 3, "consumers": 2},
-    ]
 
 
 def test_several_samples_in_one_second_each_see_only_what_came_before_them(frame):
