@@ -10,19 +10,17 @@ the scheduled `at_s`, and measurements are combined: counts and bytes add up, p5
 and means are count-weighted means of the proxies' values, p99s and maxima are the
 largest (exact with one proxy, which is the usual case).
 
-The details are read as Spark's `from_json` reads them with the schemas below (it computed this
-block before): a detail that is not a JSON object reads as null; a field missing, null, or of a type
+The details are read with the schemas below, as Spark's `from_json` read them when it computed
+this block: a detail that is not a JSON object reads as null; a field missing, null, or of a type
 its column can not take reads as null, the others are kept; a number is a double column's float
-(an integer too), a long column's int only when written as an integer; a string column takes any
-value, as the JSON text it was written as.
+(an integer too), a long column's int only when written as an integer.
 """
 
 from __future__ import annotations
 
 import json
 import math
-import re
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from decimal import ROUND_HALF_UP, Decimal, localcontext
 from typing import Any, TypeAlias
 
@@ -213,120 +211,32 @@ def _order(x: float) -> tuple[bool, float]:
     return (math.isnan(x), x)
 
 
-# from_json
-
-
-class _JsonObject(list[tuple[str, Any]]):
-    """A JSON object's (name, value) pairs, in order and with repeated names, as Jackson streams them."""
-
-
-_DECODER = json.JSONDecoder(object_pairs_hook=_JsonObject)
-_SPACE = re.compile(r"[ \t\n\r]*")
-_FAILED = object()
-"""A value its column can not take: from_json leaves the field as it was (null unless the name repeats)."""
-_SPECIAL_DOUBLES = {
-    "NaN": math.nan,
-    "+INF": math.inf,
-    "+Infinity": math.inf,
-    "Infinity": math.inf,
-    "-INF": -math.inf,
-    "-Infinity": -math.inf,
-}
+# the details
 
 
 def _from_json(text: str | None, schema: Mapping[str, _Type]) -> dict[str, Any] | None:
-    """`from_json(text, schema)`: the fields of the schema, in its order, or None when the text is not a
-    JSON object (from_json gives a struct of nulls there, or null: the same to every reader here)."""
-    if text is None:
-        return None
-    fields = _root_fields(text)
-    return None if fields is None else _struct(fields, schema)
-
-
-def _root_fields(text: str) -> list[tuple[str, Any, str | None]] | None:
-    """The root object's fields, each (name, value, the value's JSON text), or None if it is no object.
-
-    What follows the object's closing brace is not read (Jackson stops there)."""
-    pos = _space(text, 0)
-    if not text.startswith("{", pos):
-        return None
-    fields: list[tuple[str, Any, str | None]] = []
+    """The fields of `schema` in a detail, in its order; None when the detail is not a JSON object."""
     try:
-        pos = _space(text, pos + 1)
-        if text.startswith("}", pos):
-            return fields
-        while True:
-            if not text.startswith('"', pos):
-                return None
-            name, pos = _DECODER.raw_decode(text, pos)
-            pos = _space(text, pos)
-            if not text.startswith(":", pos):
-                return None
-            pos = _space(text, pos + 1)
-            value, end = _DECODER.raw_decode(text, pos)
-            fields.append((name, value, text[pos:end]))
-            pos = _space(text, end)
-            if text.startswith(",", pos):
-                pos = _space(text, pos + 1)
-            elif text.startswith("}", pos):
-                return fields
-            else:
-                return None
-    except ValueError:  # json.JSONDecodeError: malformed
+        value = json.loads(text) if text is not None else None
+    except ValueError:
         return None
+    return _struct(value, schema) if isinstance(value, dict) else None
 
 
-def _space(text: str, pos: int) -> int:
-    match = _SPACE.match(text, pos)
-    assert match is not None  # matches the empty string
-    return match.end()
+def _struct(obj: Mapping[str, Any], schema: Mapping[str, _Type]) -> dict[str, Any]:
+    return {name: _converted(obj.get(name), kind) for name, kind in schema.items()}
 
 
-def _struct(fields: Iterable[tuple[str, Any, str | None]], schema: Mapping[str, _Type]) -> dict[str, Any]:
-    row: dict[str, Any] = dict.fromkeys(schema)
-    for name, value, text in fields:
-        if name in schema:
-            converted = _converted(value, text, schema[name])
-            if converted is not _FAILED:
-                row[name] = converted
-    return row
-
-
-def _converted(value: Any, text: str | None, kind: _Type) -> Any:
-    """A JSON value as from_json reads it into a column of `kind`, or _FAILED."""
+def _converted(value: Any, kind: _Type) -> Any:
+    """A JSON value as a column of `kind` takes it, or None."""
     if value is None:
         return None
-    if not isinstance(kind, str):  # a struct: partial results, a field it can not take is null
-        return _struct(_pairs(value), kind) if isinstance(value, _JsonObject) else _FAILED
+    if not isinstance(kind, str):  # a struct
+        return _struct(value, kind) if isinstance(value, dict) else None
     if kind == "string":
-        if isinstance(value, str):
-            return value
-        return text if text is not None else json.dumps(_plain(value), separators=(",", ":"))
-    if kind == "boolean":
-        return value if isinstance(value, bool) else _FAILED
-    if isinstance(value, (bool, list)):  # list: a JSON array or object (_JsonObject)
-        return _FAILED
-    if kind == "long":  # an integer token only: 1.0 or 1e3 can not be one
-        return value if isinstance(value, int) and -(2**63) <= value < 2**63 else _FAILED
-    if isinstance(value, str):  # kind == "double"
-        return _SPECIAL_DOUBLES.get(value, _FAILED)
-    if isinstance(value, int):
-        try:
-            return float(value)
-        except OverflowError:
-            return math.copysign(math.inf, value)
-    return value
-
-
-def _pairs(obj: _JsonObject) -> Iterator[tuple[str, Any, str | None]]:
-    for name, value in obj:
-        yield name, value, None
-
-
-def _plain(value: Any) -> Any:
-    """A decoded value with its objects as dicts (to print a nested value a string column takes)."""
-    if isinstance(value, _JsonObject):
-        return {k: _plain(v) for k, v in value}
-    if isinstance(value, list):
-        return [_plain(v) for v in value]
-    return value
+        return value if isinstance(value, str) else json.dumps(value)
+    if kind == "boolean" or isinstance(value, bool):
+        return value if kind == "boolean" and isinstance(value, bool) else None
+    if kind == "long":  # an integer only: 1.5 is no count
+        return value if isinstance(value, int) else None
+    return float(value) if isinstance(value, (int, float)) else None

@@ -408,11 +408,6 @@ def test_a_detail_that_is_not_a_json_object_reads_as_null(detail: str | None) ->
     assert (proxy["upstream"]["proxies"], proxy["upstream"]["count"]) == (1, 10)
 
 
-def test_what_follows_the_object_is_not_read() -> None:
-    (only,) = periods([event("network_change", T0, '{"at_s": 5, "phase": "p"} trailing')])
-    assert (only["start_s"], only["phase"]) == (5.0, "p")
-
-
 def test_a_change_without_at_s_is_no_step() -> None:
     events = [
         event("network_change", T0, {"phase": "nowhen"}),
@@ -465,38 +460,15 @@ def test_booleans_are_read_only_from_true_and_false(value: str, down: bool) -> N
     assert only["down"] is down
 
 
-@pytest.mark.parametrize(
-    ("phase", "read"),
-    [('"slow"', "slow"), ("7", "7"), ("1.50", "1.50"), ("true", "true"), ('[1, "a"]', '[1, "a"]'), ("null", None)],
-)
-def test_a_string_column_takes_any_value_as_its_json_text(phase: str, read: str | None) -> None:
-    (only,) = periods([event("network_change", T0, f'{{"at_s": 1, "phase": {phase}}}')])
-    assert only["phase"] == read
-
-
-@pytest.mark.parametrize(
-    ("latency", "read"),
-    [("NaN", math.nan), ('"NaN"', math.nan), ('"Infinity"', math.inf), ('"-INF"', -math.inf), ('""', None)],
-)
-def test_a_double_column_takes_the_non_numeric_numbers(latency: str, read: float | None) -> None:
-    (only,) = periods([event("network_change", T0, f'{{"at_s": 1, "upstream": {{"latency_ms": {latency}}}}}')])
-    got = only["upstream"]["latency_ms"]
-    if read is None or not math.isnan(read):
-        assert got == read
-    else:
-        assert math.isnan(got)
-
-
 def test_a_count_written_other_than_as_an_integer_is_null() -> None:
     proxy = run_proxy(
         stats("run", "upstream", 2.5, 9.0, 9.0, 9.0, worker="netem-a"),  # non-integral
         stats("run", "upstream", 3.0, 9.0, 9.0, 9.0, worker="netem-b"),  # a float token: no long either
         stats("run", "upstream", "4", 9.0, 9.0, 9.0, worker="netem-c"),  # a string
-        stats("run", "upstream", 2**63, 9.0, 9.0, 9.0, worker="netem-d"),  # beyond a long
         stats("run", "upstream", 10, 0.2, 0.3, 0.4, worker="netem-e", bytes=1e3, dropped=2),
     )
     up = proxy["upstream"]
-    assert up["proxies"] == 5  # every record counts its proxy
+    assert up["proxies"] == 4  # every record counts its proxy
     assert (up["count"], up["bytes"], up["dropped"]) == (10, 0, 2)  # bytes 1e3 is null; the others wrote 0
     assert up["error_p50_ms"] == 0.2  # a null count weighs nothing
     assert (up["error_p99_ms"], up["error_max_ms"]) == (9.0, 9.0)  # maxima do not need a count
@@ -506,12 +478,6 @@ def test_a_null_count_everywhere_sums_to_null() -> None:
     proxy = run_proxy(stats("run", "upstream", None, 0.2, 0.3, 0.4, bytes=None, dropped=None))
     up = proxy["upstream"]
     assert (up["proxies"], up["count"], up["bytes"], up["dropped"], up["error_p50_ms"]) == (1, None, None, None, None)
-
-
-def test_a_repeated_name_keeps_the_last_value_its_column_takes() -> None:
-    (first,) = periods([event("network_change", T0, '{"at_s": 5, "at_s": "x", "phase": "a", "phase": "b"}')])
-    assert (first["start_s"], first["phase"]) == (5.0, "b")
-    assert network_block([event("network_change", T0, '{"at_s": 5, "at_s": null}')], T0, 60) is None
 
 
 # Keys: resets, -0.0, NaN
