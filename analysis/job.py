@@ -46,6 +46,7 @@ from analysis.summary import (
     stats_block,
     window_row,
 )
+from analysis.summary.codel import untouched
 from analysis.transforms import (
     DISCARD_CLASSES,
     attach_measured,
@@ -69,7 +70,7 @@ from analysis.transforms import (
     with_delivery_latencies,
 )
 from analysis.transforms._common import Transform, few, seconds_to_ns
-from analysis.transforms.codel import AFTER_FIRST_DROP, after_first_drop, codel_parts, first_drops
+from analysis.transforms.codel import AFTER_FIRST_DROP, NACK_OUTCOMES, after_first_drop, codel_parts, first_drops
 from analysis.transforms.codes import decoded, encoded
 from analysis.transforms.model import ack_to_delivery, model_inputs, model_parts
 from analysis.transforms.phases import SEGMENT, segment_index
@@ -195,6 +196,7 @@ def analyze(
         # Thread.start and deadlock there (pyspark 4.3.0): its sessions cache instead.
         truncate_plans=rows <= TRUNCATE_PLAN_ROWS and not is_connect(spark),
         delivery_nulls=kinds["delivery"].null_columns,
+        publish_nulls=kinds["publish"].null_columns,
         delivery_values=trace_files.distinct_values(kinds["delivery"], CODED_DELIVERY_COLUMNS),
         event_rows=trace_files.read_rows(kinds["event"]),
     )
@@ -329,6 +331,7 @@ def summarize(
     policy: PercentilePolicy = EXACT,
     truncate_plans: bool = False,
     delivery_nulls: Collection[str] = (),
+    publish_nulls: Collection[str] = (),
     delivery_values: Mapping[str, Sequence[str]] | None = None,
     event_rows: Sequence[Mapping[str, Any]] | None = None,
 ) -> dict:
@@ -342,6 +345,10 @@ def summarize(
     footers): left out of the cache and put back as null literals, which cost nothing to cache or
     scan and let Spark fold away what tests them (10M deliveries, ten such columns: the cache built
     in 6.4-8.3 s instead of 7.8-10.7 s).
+
+    `publish_nulls`: the same of the publish trace. The optional blocks whose columns the footers
+    say are null in every row (CoDel and its nacks, egress classes, publish priorities) are given
+    as empty without a Spark query.
 
     `delivery_values`: the distinct values of the delivery trace's few-valued string columns
     (traces.distinct_values of CODED_DELIVERY_COLUMNS): the cache holds them as codes
@@ -418,7 +425,7 @@ def summarize(
             inputs = accounting_inputs(event_rows)
             # One grouping by message id, of which only the ids some block looks up are kept; the rest
             # were published once and acked, and are counted (docs/analysis.md, "The plan").
-            with_priorities = carries_priorities(traces["publish"])
+            with_priorities = "priority" not in publish_nulls and carries_priorities(traces["publish"])
             # the plan is made as the frame is cached
             with _bypassing_partial_aggregation(spark), _without_constraint_propagation(spark):
                 ledger_rows = keep(
@@ -452,6 +459,10 @@ def summarize(
             ids_cached = with_priorities
             columns = [c for c in enriched.columns if ids_cached or c != "message_id"]
             values = delivery_values or {}
+            # no consumer had CoDel on and none nacked: nothing for the codel block to read
+            codel_untouched = "codel_dropping" in delivery_nulls and not set(NACK_OUTCOMES) & set(
+                values.get("outcome", NACK_OUTCOMES)
+            )
             codes = {c: values[c] for c in columns if c in values and c not in nulls}
             coded = keep(enriched.select(*[c for c in columns if c not in nulls]).transform(encoded(codes)), deep=True)
 
@@ -505,7 +516,8 @@ def summarize(
             else:  # one pass per consumer and phase, its sketches merged (docs/analysis.md, "The plan")
                 # Split at each consumer's first drop, so that CoDel's sojourn before and after it rolls up
                 # too: the first drops from the nacked deliveries, all of them among the ledger's ids.
-                drops = {r[0]: r[1] for r in delivery_ids.transform(first_drops).collect() if r[1] is not None}
+                found = [] if codel_untouched else delivery_ids.transform(first_drops).collect()
+                drops = {r[0]: r[1] for r in found if r[1] is not None}
                 by_code = {codes["consumer"].index(c): ns for c, ns in drops.items()} if "consumer" in codes else drops
                 threshold = "spark.sql.objectHashAggregate.sortBased.fallbackThreshold"
                 with _setting(spark, threshold, str(PARTIAL_SKETCH_GROUPS)):  # read as the grouping runs:
@@ -560,7 +572,7 @@ def summarize(
                 "model_inputs": ("computing the queueing-model inputs", model_inputs_rows),
                 "codel": (  # {} when it was off
                     "computing CoDel",
-                    lambda: codel_block(deliveries, partials, delivery_ids, split_at=drops),
+                    lambda: untouched() if codel_untouched else codel_block(deliveries, partials, delivery_ids, drops),
                 ),
                 "slow_consumers": (  # docs/slow-consumers.md
                     "computing slow consumers",
@@ -595,7 +607,10 @@ def summarize(
                     ),
                 ),
                 "sojourn_histogram": ("computing the sojourn histogram", histogram),
-                "egress": ("computing egress", lambda: egress_block(deliveries, run.get("scenario"))),  # {} when off
+                "egress": (  # {} when off
+                    "computing egress",
+                    lambda: egress_block(None if "egress_class" in delivery_nulls else deliveries, run.get("scenario")),
+                ),
             },
             at_once=PARALLEL_BLOCKS,
         )

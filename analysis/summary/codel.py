@@ -22,7 +22,7 @@ from analysis.transforms.codel import (
 
 from ._stats import stats_block
 
-__all__ = ["codel_block"]
+__all__ = ["codel_block", "untouched"]
 
 _CONSUMER_FIELDS = (
     "consumer",
@@ -50,6 +50,11 @@ _TOTAL_FIELDS = (
 _EMPTY_TOTALS = {**dict.fromkeys(_TOTAL_FIELDS, 0), "nack_share": None, "dropping_s": 0.0}
 
 
+def untouched() -> dict[str, Any]:
+    """The block of a run in which no consumer had CoDel on and none nacked."""
+    return {"consumers": [], "totals": dict(_EMPTY_TOTALS)}
+
+
 def codel_block(
     deliveries: DataFrame,
     partials: DataFrame | None = None,
@@ -74,12 +79,12 @@ def codel_block(
     if partials is None:
         touched = deliveries.where(F.col("codel_dropping").isNotNull() | nacked())
         if not touched.limit(1).collect():
-            return {"consumers": [], "totals": dict(_EMPTY_TOTALS)}
+            return untouched()
         state = [tuple(r) for r in deliveries.transform(codel_state).collect()]  # a row per consumer
     else:
         state = [tuple(r) for r in partials.transform(codel_state_of).collect()]
         if not any(r[3] for r in state):  # touched: CoDel on, or a nack
-            return {"consumers": [], "totals": dict(_EMPTY_TOTALS)}
+            return untouched()
     handoffs = (deliveries if with_ids is None else with_ids).transform(requeue_handoffs).cache()
     takers = [tuple(r) for r in handoffs.transform(requeue_takers).collect()]  # a row per consumer at most
     if partials is not None and AFTER_FIRST_DROP in partials.columns and split_at == state_first_drops(state):

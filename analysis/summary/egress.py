@@ -27,13 +27,14 @@ def _specs(scenario: Any) -> dict[str, Mapping[str, Any]]:
     return out
 
 
-def egress_block(deliveries: DataFrame, scenario: Any) -> dict:
+def egress_block(deliveries: DataFrame | None, scenario: Any) -> dict:
     """summary.json's `egress`: {group: {max_depth_units, min_burst, classes: [...]}}, classes in
     the order served (the scenario's), a class that saw nothing with zero counts; {} when no
-    group had egress."""
+    group had egress. `deliveries` None: no delivery has an egress class (the trace's footers say
+    so), and nothing is read."""
     specs = _specs(scenario)
     rows: dict[str, dict[str, Any]] = {}
-    for r in egress_class_rows(deliveries).collect():
+    for r in egress_class_rows(deliveries).collect() if deliveries is not None else []:
         rows.setdefault(r["consumer_group"], {})[r["egress_class"]] = r
     out = {}
     for group in [*specs, *sorted(g for g in rows if g not in specs)]:
