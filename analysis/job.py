@@ -20,7 +20,9 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession, functions as F
 
 from analysis import traces as trace_files
+from analysis.buckets import describe as describe_log_histogram
 from analysis.concurrent import in_background, side_by_side
+from analysis.cube import cube
 from analysis.events.accounting import accounting_inputs
 from analysis.events.network import network_block
 from analysis.events.queue import queue_depth, queue_samples
@@ -47,6 +49,7 @@ from analysis.summary import (
     window_row,
 )
 from analysis.summary.codel import untouched
+from analysis.summary.flow_control import flow_control_projections
 from analysis.transforms import (
     DISCARD_CLASSES,
     attach_measured,
@@ -72,6 +75,7 @@ from analysis.transforms import (
 from analysis.transforms._common import Transform, few, seconds_to_ns
 from analysis.transforms.codel import AFTER_FIRST_DROP, NACK_OUTCOMES, after_first_drop, codel_parts, first_drops
 from analysis.transforms.codes import decoded, encoded
+from analysis.transforms.fidelity import lateness_projections
 from analysis.transforms.model import ack_to_delivery, model_inputs, model_parts
 from analysis.transforms.phases import SEGMENT, segment_index
 from analysis.transforms.slow_consumers import consumer_span_parts
@@ -115,6 +119,14 @@ CACHE_LEVEL = StorageLevel.MEMORY_AND_DISK_DESER
 """The cached frames stay deserialized (Spark's in-memory column batches, spilled to disk when
 memory runs short): serializing them cost more than the aggregations that read them (a
 million-message facts frame: 3.5 s more than computing it, against 0.9 s deserialized)."""
+
+LOG_HISTOGRAM = {
+    **{k: v for k, v in describe_log_histogram().items() if k != "method"},
+    "applies_to": ["fidelity.*.lateness_ms", "flow_control.*.blocked_ms"],
+}
+"""summary.json's `percentiles.log_histogram`: the blocks whose percentiles come from log-bucket
+histograms (analysis.buckets, within `relative_error` of the exact ones) rather than the method
+above; every block's, once the analysis is a handful of jobs (issue 47)."""
 
 Traces = Mapping[str, DataFrame]
 
@@ -398,26 +410,26 @@ def summarize(
             say(f"events: keeping the first {MAX_EVENTS} of more")
         samples = queue_samples(event_rows)
 
-        # The blocks that read only the publish trace and the events start now, one at a time beside the
-        # accounting (whose planning on the driver leaves a core idle on small runs), in a session of
-        # their own: the accounting plans with session-wide settings of its own (_setting), which their
-        # queries must not take. Each is described in docs/summary.md.
+        # The blocks that read only the publish trace and the events start now, beside the accounting
+        # (whose planning on the driver leaves a core idle on small runs), in a session of their own: the
+        # accounting plans with session-wide settings of its own (_setting), which their queries must not
+        # take. Each is described in docs/summary.md.
         side = sibling(spark)
         side_publishes = moved(publishes, side)
+
+        def from_publishes() -> dict[str, Any]:
+            # one action: the publishes' cube (analysis.cube) for both blocks; the replay's own queries after
+            publish_cube = cube(side_publishes, [*lateness_projections(), *flow_control_projections()])
+            return {
+                "fidelity": fidelity_block(side_publishes, publish_cube, t0, run.get("replay")),
+                "flow_control": flow_control_block(publish_cube, event_rows, int(ended_ns or window_end)),
+            }
+
         early = cleanup.enter_context(
             in_background(
                 say,
                 side,
-                {
-                    "fidelity": (  # per producer group
-                        "computing publish lateness and replay fidelity",
-                        lambda: fidelity_block(side_publishes, t0, run.get("replay")),
-                    ),
-                    "flow_control": (
-                        "computing producer flow control",
-                        lambda: flow_control_block(side_publishes, event_rows, int(ended_ns or window_end)),
-                    ),
-                },
+                {"publishes": ("computing publish lateness, flow control and replay fidelity", from_publishes)},
             )
         )
 
@@ -614,7 +626,7 @@ def summarize(
             },
             at_once=PARALLEL_BLOCKS,
         )
-        blocks.update(early())  # the blocks begun beside the accounting
+        blocks.update(early()["publishes"])  # the blocks begun beside the accounting
         depth = queue_depth(samples, t0)
         by_consumer_rows, by_phase_rows, drawn = blocks.pop("model_inputs")
         model = model_block(by_consumer_rows, by_phase_rows, consumers, drawn, depth, segments)
@@ -633,7 +645,7 @@ def summarize(
             },
             "confirm": stats_block(overall["confirm"]),
         },
-        "percentiles": policy.describe(),
+        "percentiles": {**policy.describe(), "log_histogram": LOG_HISTOGRAM},
         "consumers": consumers,
         "codel": blocks["codel"],
         "egress": blocks["egress"],

@@ -9,14 +9,13 @@ from typing import Any
 
 from pyspark.sql import DataFrame
 
+from analysis.buckets import Histogram
+from analysis.cube import Cube
 from analysis.transforms.fidelity import (
     GAP_QUANTILES,
     LATE_THRESHOLDS_MS,
-    LATENESS,
-    LATENESS_P999,
     gap_ks_distance,
     inter_arrival,
-    lateness_by_group,
     replay_distinct,
     replay_per_second,
 )
@@ -102,9 +101,8 @@ def _gaps(struct: Any) -> dict[str, Any]:
 
 
 def _replay_entry(
-    plan: Mapping[str, Any], lateness_row: Any, distinct: int, series_rows: list, gaps_row: Any, ks: float | None
+    plan: Mapping[str, Any], published: int, distinct: int, series_rows: list, gaps_row: Any, ks: float | None
 ) -> dict:
-    published = int(lateness_row["replay_published"]) if lateness_row is not None else 0
     expected = _count(plan.get("expected"))
     series = _series(series_rows)
     diffs = [abs(i - p) for i, p in zip(series["intended"], series["published"])]
@@ -127,21 +125,25 @@ def _replay_entry(
     }
 
 
-def fidelity_block(publishes: DataFrame, t0_ns: int, replay: Any = None) -> dict[str, dict]:
+def fidelity_block(publishes: DataFrame, publish_cube: Cube, t0_ns: int, replay: Any = None) -> dict[str, dict]:
     """summary.json's `fidelity` block, keyed by producer group (docs/summary.md).
 
-    `replay` is run.json's `replay` object (absent: None). A group is replayed when its
-    rows carry `replay_index` or run.json lists it; only replayed groups get a `replay`
-    entry, and the two replay computations run only when some group is replayed.
+    `publish_cube`: the publishes' cube with transforms.fidelity.lateness_projections. `replay`
+    is run.json's `replay` object (absent: None). A group is replayed when its rows carry
+    `replay_index` or run.json lists it; only replayed groups get a `replay` entry, and the
+    replay computations (queries of `publishes`) run only when some group is replayed.
     """
     plans = _replay_plans(replay)
-    rows = {r["producer_group"]: r for r in publishes.transform(lateness_by_group).collect()}
-    replayed = sorted({g for g, r in rows.items() if r["replay_published"] > 0} | set(plans))
+    groups = set(publish_cube.counts("publishes"))
+    lateness_of = publish_cube.histograms("lateness")
+    replay_published = publish_cube.counts("replay_published")
+    late_over = {ms: publish_cube.counts(f"late_over_{ms}_ms") for ms in LATE_THRESHOLDS_MS}
+    replayed = sorted(set(replay_published) | set(plans))
     per_second: dict[str, list] = {g: [] for g in replayed}
     gaps: dict[str, Any] = {}
     ks: dict[str, float] = {}
     distinct: dict[str, int] = {}
-    if any(rows.get(g) is not None and rows[g]["replay_published"] > 0 for g in replayed):
+    if replay_published:
         distinct = {
             r["producer_group"]: int(r["replay_distinct"]) for r in publishes.transform(replay_distinct).collect()
         }
@@ -151,21 +153,22 @@ def fidelity_block(publishes: DataFrame, t0_ns: int, replay: Any = None) -> dict
         ks = {r["producer_group"]: r["ks_distance"] for r in publishes.transform(gap_ks_distance).collect()}
 
     block: dict[str, dict] = {}
-    for group in sorted(set(rows) | set(replayed)):
-        row = rows.get(group)
-        lateness = stats_block(row[LATENESS] if row is not None else None)
-        lateness["p99_9"] = row[LATENESS_P999] if row is not None else None  # additive, after max
+    for group in sorted(groups | set(replayed)):
+        histogram = lateness_of.get(group, Histogram.empty())
+        lateness = histogram.stats() if group in groups else stats_block(None)
+        lateness["p99_9"] = histogram.quantiles([0.999])[0] if group in groups else None  # additive, after max
+        late = histogram.n
         block[group] = {
             "replayed": group in replayed,
             "lateness_ms": lateness,
             "late_share": {
-                f"over_{ms}_ms": (row[f"late_over_{ms}_ms"] if row is not None else None) for ms in LATE_THRESHOLDS_MS
+                f"over_{ms}_ms": late_over[ms].get(group, 0) / late if late else None for ms in LATE_THRESHOLDS_MS
             },
             "behind": is_behind(lateness),
             "replay": (
                 _replay_entry(
                     plans.get(group, {}),
-                    row,
+                    replay_published.get(group, 0),
                     distinct.get(group, 0),
                     per_second.get(group, []),
                     gaps.get(group),

@@ -12,13 +12,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from pyspark.sql import DataFrame, functions as F
+from pyspark.sql import functions as F
 
-from analysis.transforms.stats import stats_struct
+from analysis.buckets import merge
+from analysis.cube import Cube, Projection
 
-from ._stats import stats_block
-
-__all__ = ["blocked_periods", "flow_control_block"]
+__all__ = ["blocked_periods", "flow_control_block", "flow_control_projections"]
 
 
 def blocked_periods(events: list[tuple[int, str, str]], end_ns: int) -> dict[str, list[tuple[int, int]]]:
@@ -39,44 +38,44 @@ def blocked_periods(events: list[tuple[int, str, str]], end_ns: int) -> dict[str
     return periods
 
 
+def flow_control_projections() -> list[Projection]:
+    """What the block needs of every publish, per (producer group, producer) (analysis.cube):
+    `producers` (rows), `blocked` (publishes that waited on a blocked connection, the histogram of
+    their `blocked_ms`) and `blocked_timeout` (publishes given up while blocked)."""
+    keys = [F.col("producer_group"), F.col("producer")]
+    blocked = F.col("blocked_ms")
+    return [
+        Projection("producers", F.lit(True), keys),
+        Projection("blocked", blocked.isNotNull(), keys, blocked),
+        Projection("blocked_timeout", F.col("outcome") == "blocked_timeout", keys),
+    ]
+
+
 def flow_control_block(
-    publishes: DataFrame, events: Iterable[Mapping[str, Any]], end_ns: int
+    publish_cube: Cube, events: Iterable[Mapping[str, Any]], end_ns: int
 ) -> dict[str, dict[str, Any]]:
     """summary.json's `flow_control`: per producer group, blocked periods (from the events' rows)
-    and blocked publishes."""
+    and blocked publishes (`publish_cube`: the publishes' cube with flow_control_projections)."""
     kinds = ("connection_blocked", "connection_unblocked")
     periods = blocked_periods([(e["ts_ns"], e["kind"], e["source"]) for e in events if e["kind"] in kinds], end_ns)
-    blocked = F.col("blocked_ms")
-    # Counted per producer in a grouping Spark compiles; the stats only over the publishes that waited,
-    # and only if any did (most runs: none), where one grouping with the sketch and a set of names
-    # evaluated every publish row by row.
-    counts = (
-        publishes.groupBy("producer_group", "producer")
-        .agg(
-            F.count_if(blocked.isNotNull()).alias("waited"),
-            F.count_if(F.col("outcome") == "blocked_timeout").alias("timed_out"),
-        )
-        .collect()
-    )
-    stats = {}
-    if any(r["waited"] for r in counts):
-        waits = publishes.where(blocked.isNotNull()).groupBy("producer_group").agg(stats_struct(blocked).alias("s"))
-        stats = {r["producer_group"]: r["s"] for r in waits.collect()}
-    groups: dict[str, list[Any]] = {}
-    for r in counts:
-        groups.setdefault(r["producer_group"], []).append(r)
+    waited, timed_out = publish_cube.counts("blocked", by=2), publish_cube.counts("blocked_timeout", by=2)
+    waits = publish_cube.histograms("blocked", by=2)
+    producers: dict[str, list[str]] = {}
+    for group, producer in sorted(publish_cube.counts("producers", by=2), key=lambda k: (k[0], k[1] or "")):
+        producers.setdefault(group, []).append(producer)
     block: dict[str, dict[str, Any]] = {}
-    for group, rows in groups.items():
-        mine = [p for r in rows for p in periods.get(r["producer"], [])]
-        waited, timed_out = sum(int(r["waited"]) for r in rows), sum(int(r["timed_out"]) for r in rows)
-        if not mine and not waited and not timed_out:
+    for group, names in producers.items():
+        mine = [p for producer in names for p in periods.get(producer, [])]
+        n_waited = sum(waited.get((group, producer), 0) for producer in names)
+        n_timed_out = sum(timed_out.get((group, producer), 0) for producer in names)
+        if not mine and not n_waited and not n_timed_out:
             continue
         block[group] = {
             "blocked_periods": len(mine),
             "blocked_s": round(sum(end - start for start, end in mine) / 1e9, 3),
             "first_blocked_ns": min((start for start, _ in mine), default=None),
-            "publishes_waited": waited,
-            "blocked_timeout": timed_out,
-            "blocked_ms": stats_block(stats.get(group)),
+            "publishes_waited": n_waited,
+            "blocked_timeout": n_timed_out,
+            "blocked_ms": merge(*[waits[group, producer] for producer in names if (group, producer) in waits]).stats(),
         }
     return block

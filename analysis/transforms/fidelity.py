@@ -13,16 +13,17 @@ from __future__ import annotations
 
 from pyspark.sql import Column, DataFrame, Window, functions as F
 
+from analysis.cube import Projection
+
 from ._common import NS_PER_MS, Transform, ms_between
-from .stats import percentiles, stats_struct
+from .stats import percentiles
 from .windows import second_since
 
 __all__ = [
     "LATE_THRESHOLDS_MS",
     "GAP_QUANTILES",
-    "LATENESS",
-    "LATENESS_P999",
-    "lateness_by_group",
+    "lateness",
+    "lateness_projections",
     "replay_distinct",
     "replay_per_second",
     "inter_arrival",
@@ -35,53 +36,37 @@ LATE_THRESHOLDS_MS = (1, 10)
 
 GAP_QUANTILES = {"p10": 0.10, "p50": 0.50, "p90": 0.90, "p99": 0.99}
 
-LATENESS = "lateness_ms"
-"""lateness_by_group's stats struct column."""
 
-LATENESS_P999 = "lateness_p999_ms"
-"""lateness_by_group's 99.9th percentile of the lateness (the tail a p99 hides at thousands of msg/s)."""
+def lateness() -> Column:
+    """A publish's lateness in ms (see the module doc); null for a publish given up while blocked."""
+    return F.when(
+        F.col("outcome") != "blocked_timeout",
+        ms_between("publish_ns", "intended_ns") - F.coalesce(F.col("blocked_ms"), F.lit(0.0)),
+    )
 
 
 def _replayed() -> Column:
     return F.col("replay_index").isNotNull()
 
 
-def lateness_by_group(publishes: DataFrame) -> DataFrame:
-    """One row per producer group: `lateness_ms` (a stats struct of the lateness, see above),
-    `late_over_<n>_ms` (the share of publishes later than n ms, for LATE_THRESHOLDS_MS),
-    and `replay_published` (replayed rows; their distinct count is replay_distinct's)."""
-    lateness = F.when(
-        F.col("outcome") != "blocked_timeout",
-        ms_between("publish_ns", "intended_ns") - F.coalesce(F.col("blocked_ms"), F.lit(0.0)),
-    )
-    late = F.col("_late")
-    counted = F.count(late)
-    shares = [
-        F.when(counted > 0, F.count_if(late > F.lit(float(ms))) / counted).alias(f"late_over_{ms}_ms")
-        for ms in LATE_THRESHOLDS_MS
+def lateness_projections() -> list[Projection]:
+    """What the fidelity block needs of every publish, per producer group (analysis.cube):
+    `publishes` (rows), `lateness` (the lateness of each, its histogram), `late_over_<n>_ms`
+    (rows later than n ms, for LATE_THRESHOLDS_MS) and `replay_published` (replayed rows; their
+    distinct count is replay_distinct's)."""
+    late, group = lateness(), [F.col("producer_group")]
+    return [
+        Projection("publishes", F.lit(True), group),
+        Projection("lateness", late.isNotNull(), group, late),
+        *[Projection(f"late_over_{ms}_ms", late > F.lit(float(ms)), group) for ms in LATE_THRESHOLDS_MS],
+        Projection("replay_published", _replayed(), group),
     ]
-    stats = F.col(LATENESS)
-    return (
-        # the lateness computed in a compiled projection: the sketch's aggregate evaluates its input
-        # expressions row by row, interpreted
-        publishes.withColumn("_late", lateness)
-        .groupBy("producer_group")
-        .agg(
-            # the 99.9th percentile from the sketch of the p50, p95 and p99: one per group, not two
-            stats_struct(late, quantiles=[0.999]).alias(LATENESS),
-            *shares,
-            F.count_if(_replayed()).alias("replay_published"),
-        )
-        .withColumns({LATENESS: stats.dropFields("quantiles"), LATENESS_P999: stats["quantiles"][0]})
-        .orderBy("producer_group")
-    )
 
 
 def replay_distinct(publishes: DataFrame) -> DataFrame:
     """One row per producer group with replayed rows: `replay_distinct`, its distinct
-    (replay_index, replay_loop) pairs. Apart from lateness_by_group: a distinct count in the same
-    aggregation makes Spark group every row by the counted value as well, a lateness sketch per
-    replayed index."""
+    (replay_index, replay_loop) pairs: a query of its own, since a distinct count grouped with the
+    lateness would group every row by the counted value as well."""
     return (
         publishes.where(_replayed())
         .groupBy("producer_group")

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from pytest import approx
 
+from analysis.cube import cube
 from analysis.summary.fidelity import LATE_MAX_MS, LATE_P99_MS, fidelity_block
+from analysis.transforms.fidelity import lateness_projections
 
 T0 = 1_000_000_000_000
 MS = 1_000_000
@@ -40,7 +42,8 @@ def replayed(group="r"):
 
 
 def block(frame, rows, replay=None):
-    return fidelity_block(frame("publish", *rows), T0, replay)
+    publishes = frame("publish", *rows)
+    return fidelity_block(publishes, cube(publishes, lateness_projections()), T0, replay)
 
 
 # --- lateness, every group ------------------------------------------------------------

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from analysis.summary.flow_control import blocked_periods, flow_control_block
+from analysis.cube import cube
+from analysis.summary.flow_control import blocked_periods, flow_control_block, flow_control_projections
 
 S = 1_000_000_000
 
@@ -48,7 +49,7 @@ def test_the_block_sums_periods_and_waits_per_group(frame):
         dict(ts_ns=11 * S, kind="connection_blocked", source="p/w/1"),
         dict(ts_ns=11 * S, kind="phase_start", source="runner"),
     )
-    block = flow_control_block(publishes, events, end_ns=14 * S)
+    block = flow_control_block(cube(publishes, flow_control_projections()), events, end_ns=14 * S)
     assert set(block) == {"p"}  # q was never blocked: not listed
     p = block["p"]
     assert (p["blocked_periods"], p["blocked_s"], p["first_blocked_ns"]) == (2, 5.0, 10 * S)  # 2 s + 3 s
