@@ -48,16 +48,18 @@ from analysis.summary import (
     stats_block,
     window_row,
 )
+from analysis.summary.blocks import ledger_totals
 from analysis.summary.codel import untouched
 from analysis.summary.flow_control import flow_control_projections
 from analysis.transforms import (
     DISCARD_CLASSES,
     attach_measured,
+    classify,
     consumer_summary,
     histogram_counts,
     histogram_edges,
+    id_projections,
     ledger,
-    ledger_totals,
     mark_measured,
     measurement_window_ns,
     message_facts,
@@ -66,7 +68,6 @@ from analysis.transforms import (
     rejects_at_publish,
     stats_by,
     timeline_segments,
-    unaccounted_ids,
     window_counts,
     window_rates,
     with_confirm_latency,
@@ -349,7 +350,7 @@ def summarize(
 ) -> dict:
     """Compose the transforms over the trace frames into the summary dict (no `slo` yet).
 
-    `truncate_plans`: the two deep frames (the ledger, the deliveries) are checkpointed locally
+    `truncate_plans`: the deep frame of the deliveries is checkpointed locally
     instead of cached, so that every later query plans over their rows rather than the plan that
     made them (the job picks it for traces of up to TRUNCATE_PLAN_ROWS rows).
 
@@ -372,7 +373,8 @@ def summarize(
 
     The plan (docs/analysis.md): the small kinds (events, leftovers, dead-letters) are cached
     as read; one grouping by message id over every kind gives the per-message facts, of which the
-    ledger (the ids some block looks up, with their account class) is cached; the deliveries,
+    ledger (the ids some block looks up, with their account class) is collected, and joined back as
+    a local relation; the deliveries,
     which look the few ids that need it up in the ledger for their publish times, are cached;
     every block below aggregates those cached frames or re-reads the publish columns it needs.
     Percentiles follow `policy`.
@@ -418,9 +420,13 @@ def summarize(
         side_publishes = moved(publishes, side)
 
         def from_publishes() -> dict[str, Any]:
-            # one action: the publishes' cube (analysis.cube) for both blocks; the replay's own queries after
-            publish_cube = cube(side_publishes, [*lateness_projections(), *flow_control_projections()])
+            # one action: the publishes' cube (analysis.cube) for both blocks and the accounting's counts of
+            # the publish rows; the replay's own queries after
+            publish_cube = cube(
+                side_publishes, [*lateness_projections(), *flow_control_projections(), *id_projections()]
+            )
             return {
+                "ids": publish_cube.counts("ids"),
                 "fidelity": fidelity_block(side_publishes, publish_cube, t0, run.get("replay")),
                 "flow_control": flow_control_block(publish_cube, event_rows, int(ended_ns or window_end)),
             }
@@ -438,22 +444,19 @@ def summarize(
             # One grouping by message id, of which only the ids some block looks up are kept; the rest
             # were published once and acked, and are counted (docs/analysis.md, "The plan").
             with_priorities = "priority" not in publish_nulls and carries_priorities(traces["publish"])
-            # the plan is made as the frame is cached
+            facts = traces["publish"].transform(
+                message_facts(traces["delivery"], leftovers, dead_letters, inputs.losses)
+            )
+            rules = (
+                events if inputs.returned_events else None,
+                rejects_at_publish(run.get("scenario")),
+                inputs.restart_ns,
+            )
+            # One Spark action: the ledger's rows, collected; the blocks after it join them as rows of their
+            # plan (a local relation), not as a query.
             with _bypassing_partial_aggregation(spark), _without_constraint_propagation(spark):
-                ledger_rows = keep(
-                    traces["publish"]
-                    .transform(message_facts(traces["delivery"], leftovers, dead_letters, inputs.losses))
-                    .transform(
-                        ledger(
-                            warmup_end,
-                            events if inputs.returned_events else None,
-                            rejects_at_publish(run.get("scenario")),
-                            inputs.restart_ns,
-                            every_id=with_priorities,
-                        )
-                    ),
-                    deep=True,
-                )
+                ledger_table = facts.transform(ledger(warmup_end, *rules)).toArrow()
+            ledger_rows = spark.createDataFrame(ledger_table)
             # The latencies are derived from the cached times as each block reads them: a cached column
             # costs its build by the byte (10M messages: 11 s for the 2 GB of these columns).
             enriched = (
@@ -505,16 +508,6 @@ def summarize(
                 by_id = traces["delivery"].select("message_id", *_BY_ID_DELIVERY_COLUMNS)
                 delivery_ids = keep(by_id.join(ids, "message_id", "left_semi"))
             classified = ledger_rows.where(F.col("account").isNotNull())  # the published ids
-            totals = (
-                ledger_rows.transform(ledger_totals(traces["publish"]))
-                .crossJoin(deliveries.agg(F.count_if(F.col("redelivered")).alias("redelivered")))
-                .first()
-            )
-            messages = messages_block(
-                totals,
-                [r.message_id for r in classified.transform(unaccounted_ids(MAX_UNACCOUNTED_IDS)).collect()],
-                finished=run.get("status") != "running",
-            )
 
         with step("computing latency statistics and throughput"):
             measured = F.col("measured")
@@ -549,10 +542,12 @@ def summarize(
                         stats_by([], {"confirm": F.when(measured, F.col("confirm_ms"))}, also=published)
                     )
                 )
+                .crossJoin(deliveries.agg(F.count_if(F.col("redelivered")).alias("redelivered")))
                 .select("*", *window_rates(window_start, window_end))
                 .first()
             )
             assert overall is not None  # aggregates without grouping, cross-joined: exactly one row
+            redelivered = int(overall["redelivered"])
 
         with step("computing per-consumer statistics"):
             consumers = [consumer_row(r) for r in by_consumer.collect()]
@@ -615,7 +610,10 @@ def summarize(
                 "priorities": (  # the check was made above
                     "computing priority classes",
                     lambda: (
-                        priority_rows(publishes, deliveries, classified, DISCARD_CLASSES) if with_priorities else []
+                        # every published id's class: the ledger holds the notable ones only
+                        priority_rows(publishes, deliveries, facts.transform(classify(*rules)), DISCARD_CLASSES)
+                        if with_priorities
+                        else []
                     ),
                 ),
                 "sojourn_histogram": ("computing the sojourn histogram", histogram),
@@ -627,6 +625,9 @@ def summarize(
             at_once=PARALLEL_BLOCKS,
         )
         blocks.update(early()["publishes"])  # the blocks begun beside the accounting
+        ids = blocks.pop("ids")
+        totals, unaccounted = ledger_totals(ledger_table.to_pylist(), ids, redelivered, MAX_UNACCOUNTED_IDS)
+        messages = messages_block(totals, unaccounted, finished=run.get("status") != "running")
         depth = queue_depth(samples, t0)
         by_consumer_rows, by_phase_rows, drawn = blocks.pop("model_inputs")
         model = model_block(by_consumer_rows, by_phase_rows, consumers, drawn, depth, segments)

@@ -27,7 +27,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-ACTIONS = ("collect", "first", "count", "take", "localCheckpoint")
+ACTIONS = ("collect", "first", "count", "take", "toArrow", "localCheckpoint")
 
 
 def _caller() -> str:

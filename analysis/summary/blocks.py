@@ -4,17 +4,18 @@ accounting, and the rows of the consumers, phases and per-second windows (docs/s
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections import Counter
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from analysis.transforms.accounting import DISCARD_CLASSES
+from analysis.transforms.accounting import ACCOUNT_CLASSES, DISCARD_CLASSES
 from analysis.transforms.stats import QUANTILES
 from analysis.transforms.windows import COMPONENTS, WINDOW_LATENCY_FIELDS, WINDOW_SOJOURN_FIELDS
 
 from ._stats import stats_block
 
-__all__ = ["run_block", "messages_block", "consumer_row", "phase_row", "window_row"]
+__all__ = ["run_block", "ledger_totals", "messages_block", "consumer_row", "phase_row", "window_row"]
 
 
 def run_block(run: Mapping[str, Any]) -> dict:
@@ -36,7 +37,32 @@ def run_block(run: Mapping[str, Any]) -> dict:
     }
 
 
-def messages_block(totals, ids: list[str], finished: bool = True) -> dict:
+def ledger_totals(
+    ledger: Sequence[Mapping[str, Any]], ids: Mapping[str, int], redelivered: int, max_ids: int
+) -> tuple[dict[str, int], list[str]]:
+    """The accounting's totals and its first `max_ids` unaccounted ids (sorted), from the ledger's
+    rows (transforms.accounting.ledger: the notable ids) and the publish rows with an id by whether
+    they were confirmed (transforms.accounting.id_projections: 'true' / 'false' -> rows). The ids
+    not in the ledger were each published once and acked: as many as the publish rows the
+    ledger's published ids do not account for, and confirmed as many as their confirmed rows.
+    `duplicates`: ids acked more than once (all in the ledger)."""
+    published = [r for r in ledger if r["account"] is not None]
+    plain = sum(ids.values()) - sum(int(r["_publishes"]) for r in published)
+    confirmed = ids.get("true", 0) - sum(int(r["_confirms"]) for r in published)
+    classes = Counter(r["account"] for r in published)
+    totals = {
+        "published": len(published) + plain,
+        "confirmed": sum(1 for r in published if r["confirmed"]) + confirmed,
+        **{c: classes[c] + (plain if c == "acked" else 0) for c in ACCOUNT_CLASSES},
+        "duplicates": sum(1 for r in ledger if r["_acks"] > 1),
+        "redelivered": redelivered,
+    }
+    # Python's string order is Spark's: code points compare as their UTF-8 bytes do
+    unaccounted = sorted(r["message_id"] for r in published if r["account"] == "unaccounted")[:max_ids]
+    return totals, unaccounted
+
+
+def messages_block(totals: Mapping[str, Any], ids: list[str], finished: bool = True) -> dict:
     """summary.json's `messages` from the collected accounting totals and the unaccounted ids.
 
     A run that did not finish (`finished` false: run.json still says running, its processes were

@@ -13,6 +13,8 @@ from collections.abc import Mapping
 
 from pyspark.sql import Column, DataFrame, functions as F
 
+from analysis.cube import Projection
+
 from ._common import HELD_OUTCOMES, Transform, is_acked
 from .warmup import looks_up
 
@@ -23,10 +25,9 @@ __all__ = [
     "message_facts",
     "classify",
     "ledger",
-    "ledger_totals",
+    "id_projections",
     "accounting_totals",
     "delivery_counts",
-    "unaccounted_ids",
     "rejects_at_publish",
 ]
 
@@ -330,7 +331,7 @@ def _with_account(events: DataFrame | None, publish_rejects: bool, restart_ns: i
 
 _LEDGER_FACTS = ("_publishes", "_confirms", "_pub_intended_ns", "_pub_publish_ns", "_headless", "_acks", "_processed")
 """The facts the blocks after the accounting read by message id (warmup.attach_measured, churn) and
-ledger_totals counts."""
+summary.blocks.ledger_totals counts."""
 
 
 def ledger(
@@ -338,7 +339,6 @@ def ledger(
     events: DataFrame | None = None,
     publish_rejects: bool = False,
     restart_ns: int | None = None,
-    every_id: bool = False,
 ) -> Transform:
     """Applied to message_facts: the rows of the *notable* message ids (55,151 of a 10M-message
     synthetic run: its discards, leftovers, redeliveries, requeues and duplicates): message_id, `account`
@@ -352,8 +352,8 @@ def ledger(
     both sides of the warm-up's end (`warmup_end_ns`): every id some block looks up
     (warmup.attach_measured's lookups, the unaccounted ids, churn's repeats and held messages,
     CoDel's requeue hand-offs and first drops). Every other id was
-    published once and acked: ledger_totals counts those from the publish trace. `every_id`
-    keeps every id (the priority block joins each delivery to its publish's priority).
+    published once and acked: summary.blocks.ledger_totals counts those from the publish trace's rows
+    (id_projections).
 
     Where the facts of a 10M-message run were cached whole (a gigabyte, 7 s to build) and scanned
     by each block, this is a filter of the pass that groups them by id."""
@@ -361,8 +361,7 @@ def ledger(
     def _ledger(facts: DataFrame) -> DataFrame:
         published = F.col("_publishes") > 0
         notable = (
-            F.lit(every_id)
-            | ~published
+            ~published
             | (F.col("account") != "acked")
             | (F.col("_acks") > 1)
             | (F.col("_processed") > 1)
@@ -381,34 +380,12 @@ def ledger(
     return _ledger
 
 
-def ledger_totals(publishes: DataFrame) -> Transform:
-    """Applied to ledger: one row with accounting_totals' columns and `duplicates` (ids acked more
-    than once). The ids not in the ledger were each published once and acked: as many as the
-    publish rows (with an id) the ledger's ids do not account for, and confirmed as many as
-    their confirmed publish rows."""
-    account = F.col("account")
-    on_file = publishes.where(F.col("message_id").isNotNull()).agg(
-        F.count(F.lit(1)).alias("_rows"), F.count_if(F.col("outcome") == "confirmed").alias("_confirmed_rows")
-    )
-
-    def _totals(ledger_rows: DataFrame) -> DataFrame:
-        notable = ledger_rows.agg(
-            F.count_if(account.isNotNull()).alias("_published"),
-            F.count_if(account.isNotNull() & F.col("confirmed")).alias("_confirmed"),
-            F.coalesce(F.sum(F.when(account.isNotNull(), F.col("_publishes"))), F.lit(0)).alias("_their_rows"),
-            F.coalesce(F.sum(F.when(account.isNotNull(), F.col("_confirms"))), F.lit(0)).alias("_their_confirmed"),
-            *[F.count_if(account == c).alias(c) for c in ACCOUNT_CLASSES],
-            F.count_if(F.col("_acks") > 1).alias("duplicates"),
-        )
-        plain = F.col("_rows") - F.col("_their_rows")
-        return notable.crossJoin(on_file).select(
-            (F.col("_published") + plain).alias("published"),
-            (F.col("_confirmed") + F.col("_confirmed_rows") - F.col("_their_confirmed")).alias("confirmed"),
-            *[((F.col(c) + plain) if c == "acked" else F.col(c)).alias(c) for c in ACCOUNT_CLASSES],
-            "duplicates",
-        )
-
-    return _totals
+def id_projections() -> list[Projection]:
+    """What the accounting needs of every publish (analysis.cube): `ids`, the rows with an id, keyed
+    by whether the publish was confirmed ('true' / 'false'). The ids not in the ledger were each
+    published once and acked: as many as these rows less the ledger's ids' own
+    (summary.blocks.ledger_totals)."""
+    return [Projection("ids", F.col("message_id").isNotNull(), [F.col("outcome") == "confirmed"])]
 
 
 def accounting_totals(classified: DataFrame) -> DataFrame:
@@ -430,14 +407,3 @@ def delivery_counts(deliveries: DataFrame) -> DataFrame:
         .agg(F.count_if(F.col("acks") > 1).alias("duplicates"))
     )
     return redelivered.crossJoin(duplicates)
-
-
-def unaccounted_ids(limit: int = 100) -> Transform:
-    """Applied to classified messages: the first `limit` unaccounted ids, sorted."""
-
-    def _ids(classified: DataFrame) -> DataFrame:
-        return (
-            classified.where(F.col("account") == "unaccounted").select("message_id").orderBy("message_id").limit(limit)
-        )
-
-    return _ids

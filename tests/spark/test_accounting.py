@@ -5,7 +5,6 @@ from analysis.transforms import (
     accounting_totals,
     delivery_counts,
     rejects_at_publish,
-    unaccounted_ids,
 )
 from tests.spark.conftest import classify_messages
 
@@ -102,12 +101,6 @@ def test_redeliveries_and_duplicate_acks_are_counted(frame):
     _, deliveries = _run(frame)
     # redelivered rows: m02's second delivery and m09's second; m09 was acked twice
     assert delivery_counts(deliveries).first().asDict() == {"redelivered": 2, "duplicates": 1}
-
-
-def test_unaccounted_ids_are_sorted_and_capped(frame):
-    classified, _ = _run(frame)
-    assert [r.message_id for r in classified.transform(unaccounted_ids()).collect()] == ["m07", "m08"]
-    assert [r.message_id for r in classified.transform(unaccounted_ids(limit=1)).collect()] == ["m07"]
 
 
 def test_a_retried_publish_that_failed_once_but_then_got_lost_is_unaccounted(frame):
@@ -355,7 +348,9 @@ def test_returned_and_blocked_publishes_are_discards_with_their_own_reasons(fram
 def test_the_ledger_keeps_the_notable_ids_and_its_totals_count_the_rest(frame):
     """The job's small form of the facts: a row only for the ids some block looks up; its totals
     count the plain acked messages from the publish trace, the same totals as classify's."""
-    from analysis.transforms import ledger, ledger_totals, message_facts
+    from analysis.cube import cube
+    from analysis.summary.blocks import ledger_totals
+    from analysis.transforms import id_projections, ledger, message_facts
 
     publishes = frame(
         "publish",
@@ -402,12 +397,11 @@ def test_the_ledger_keeps_the_notable_ids_and_its_totals_count_the_rest(frame):
         "m99": None,
     }
     assert all(r.message_id is not None for r in rows)
-    totals = facts.transform(ledger(5)).transform(ledger_totals(publishes)).first().asDict()
+    ids = cube(publishes, id_projections()).counts("ids")
+    totals, unaccounted = ledger_totals([r.asDict() for r in rows], ids, redelivered=2, max_ids=100)
     by_id = classify_messages(deliveries, leftovers)(publishes)
     expected = accounting_totals(by_id).first().asDict()
     assert expected["published"] == 14 - 1  # m05's two publishes are one message
     assert (expected["acked"], expected["consumer_nack_discard"], expected["publish_nacked"]) == (11, 1, 1)
-    assert {k: v for k, v in totals.items() if k != "duplicates"} == expected
-    assert totals["duplicates"] == 1  # m02
-    every = facts.transform(ledger(5, every_id=True)).collect()
-    assert sorted(r.message_id for r in every) == sorted([*(f"a{i}" for i in range(6)), *kept])
+    assert {k: v for k, v in totals.items() if k not in ("duplicates", "redelivered")} == expected
+    assert (totals["duplicates"], totals["redelivered"], unaccounted) == (1, 2, [])  # m02
