@@ -18,6 +18,7 @@ from typing import Any, cast
 
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession, functions as F
+from pyspark.sql.pandas.types import from_arrow_schema
 
 from analysis import traces as trace_files
 from analysis.buckets import describe as describe_log_histogram
@@ -456,7 +457,8 @@ def summarize(
             # plan (a local relation), not as a query.
             with _bypassing_partial_aggregation(spark), _without_constraint_propagation(spark):
                 ledger_table = facts.transform(ledger(warmup_end, *rules)).toArrow()
-            ledger_rows = spark.createDataFrame(ledger_table)
+            # with its schema: Spark Connect infers none from an empty table
+            ledger_rows = spark.createDataFrame(ledger_table, schema=from_arrow_schema(ledger_table.schema))
             # The latencies are derived from the cached times as each block reads them: a cached column
             # costs its build by the byte (10M messages: 11 s for the 2 GB of these columns).
             enriched = (
