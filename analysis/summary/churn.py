@@ -5,6 +5,7 @@ and the check that nothing a crashed or unsettled delivery held was lost (docs/s
 from __future__ import annotations
 
 import functools
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
@@ -14,6 +15,8 @@ from analysis.transforms._common import is_acked, local_rows
 from analysis.transforms.churn import event_counts, held_messages, repeats, requeue_counts
 
 __all__ = ["CHURN_FIELDS", "churn_block"]
+
+_HELD_COLUMNS = ("group", "message_id", "account")
 
 CHURN_FIELDS = (
     "joins",
@@ -29,10 +32,6 @@ CHURN_FIELDS = (
     "held_messages",
     "held_unaccounted",
 )
-
-
-def _held_counts(held: DataFrame, by: list[str]) -> list:
-    return held.groupBy(*by, "account").agg(F.count(F.lit(1)).alias("n")).collect()
 
 
 def churn_block(
@@ -68,24 +67,22 @@ def churn_block(
         requeue_counts(deliveries),
         repeats(ids, processed, "end_ns", "processed_twice", twice[0]),
         repeats(ids, is_acked(), "settle_ns", "acked_twice", twice[1]),
+        held_messages(ids, classified),  # a row per held message and group: few
     ]
     rows: dict[str, dict[str, Any]] = {}
-    # One Spark job for the four small frames: each row has its own frame's columns, null elsewhere.
+    held: set[tuple[str, str, str]] = set()
+    # One Spark job for the five small frames: each row has its own frame's columns, null elsewhere.
     together = functools.reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), frames)
     for r in together.collect():
-        if r["group"] is not None:
-            counts = {k: int(v) for k, v in r.asDict().items() if k != "group" and v is not None}
+        if r["message_id"] is not None:
+            held.add((r["group"], r["message_id"], r["account"]))
+        elif r["group"] is not None:
+            counts = {k: int(v) for k, v in r.asDict().items() if k not in _HELD_COLUMNS and v is not None}
             rows.setdefault(r["group"], {}).update(counts)
-    held = held_messages(ids, classified).cache()
-    try:
-        for r in _held_counts(held, ["group"]):
-            then = rows.setdefault(r["group"], {}).setdefault("held_then", {})
-            then[r["account"]] = then.get(r["account"], 0) + int(r["n"])
-        total_then: dict[str, int] = {}
-        for r in _held_counts(held.select("message_id", "account").distinct(), []):
-            total_then[r["account"]] = total_then.get(r["account"], 0) + int(r["n"])
-    finally:
-        held.unpersist()
+    for group, _, account in held:
+        then = rows.setdefault(group, {}).setdefault("held_then", {})
+        then[account] = then.get(account, 0) + 1
+    total_then = Counter(account for _, account in {(m, account) for _, m, account in held})
     groups = []
     for name in sorted(rows):
         row = {"group": name, **{f: rows[name].get(f, 0) for f in CHURN_FIELDS}}
