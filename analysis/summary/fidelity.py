@@ -134,7 +134,7 @@ def fidelity_block(publishes: DataFrame, publish_cube: Cube, t0_ns: int, replay:
     replay computations (queries of `publishes`) run only when some group is replayed.
     """
     plans = _replay_plans(replay)
-    groups = set(publish_cube.counts("publishes"))
+    groups = set(publish_cube.counts("lateness"))
     lateness_of = publish_cube.histograms("lateness")
     replay_published = publish_cube.counts("replay_published")
     late_over = {ms: publish_cube.counts(f"late_over_{ms}_ms") for ms in LATE_THRESHOLDS_MS}

@@ -40,13 +40,11 @@ def blocked_periods(events: list[tuple[int, str, str]], end_ns: int) -> dict[str
 
 def flow_control_projections() -> list[Projection]:
     """What the block needs of every publish, per (producer group, producer) (analysis.cube):
-    `producers` (rows), `blocked` (publishes that waited on a blocked connection, the histogram of
-    their `blocked_ms`) and `blocked_timeout` (publishes given up while blocked)."""
+    `producers` (every row counted, the histogram of `blocked_ms` over the publishes that waited
+    on a blocked connection) and `blocked_timeout` (publishes given up while blocked)."""
     keys = [F.col("producer_group"), F.col("producer")]
-    blocked = F.col("blocked_ms")
     return [
-        Projection("producers", F.lit(True), keys),
-        Projection("blocked", blocked.isNotNull(), keys, blocked),
+        Projection("producers", F.lit(True), keys, F.col("blocked_ms")),
         Projection("blocked_timeout", F.col("outcome") == "blocked_timeout", keys),
     ]
 
@@ -58,15 +56,14 @@ def flow_control_block(
     and blocked publishes (`publish_cube`: the publishes' cube with flow_control_projections)."""
     kinds = ("connection_blocked", "connection_unblocked")
     periods = blocked_periods([(e["ts_ns"], e["kind"], e["source"]) for e in events if e["kind"] in kinds], end_ns)
-    waited, timed_out = publish_cube.counts("blocked", by=2), publish_cube.counts("blocked_timeout", by=2)
-    waits = publish_cube.histograms("blocked", by=2)
+    waits, timed_out = publish_cube.histograms("producers", by=2), publish_cube.counts("blocked_timeout", by=2)
     producers: dict[str, list[str]] = {}
     for group, producer in sorted(publish_cube.counts("producers", by=2), key=lambda k: (k[0], k[1] or "")):
         producers.setdefault(group, []).append(producer)
     block: dict[str, dict[str, Any]] = {}
     for group, names in producers.items():
         mine = [p for producer in names for p in periods.get(producer, [])]
-        n_waited = sum(waited.get((group, producer), 0) for producer in names)
+        n_waited = sum(waits[group, producer].n for producer in names if (group, producer) in waits)
         n_timed_out = sum(timed_out.get((group, producer), 0) for producer in names)
         if not mine and not n_waited and not n_timed_out:
             continue

@@ -51,13 +51,12 @@ def _replayed() -> Column:
 
 def lateness_projections() -> list[Projection]:
     """What the fidelity block needs of every publish, per producer group (analysis.cube):
-    `publishes` (rows), `lateness` (the lateness of each, its histogram), `late_over_<n>_ms`
-    (rows later than n ms, for LATE_THRESHOLDS_MS) and `replay_published` (replayed rows; their
-    distinct count is replay_distinct's)."""
+    `lateness` (every row counted, the histogram of the lateness where there is one),
+    `late_over_<n>_ms` (rows later than n ms, for LATE_THRESHOLDS_MS) and `replay_published`
+    (replayed rows; their distinct count is replay_distinct's)."""
     late, group = lateness(), [F.col("producer_group")]
     return [
-        Projection("publishes", F.lit(True), group),
-        Projection("lateness", late.isNotNull(), group, late),
+        Projection("lateness", F.lit(True), group, late),
         *[Projection(f"late_over_{ms}_ms", late > F.lit(float(ms)), group) for ms in LATE_THRESHOLDS_MS],
         Projection("replay_published", _replayed(), group),
     ]
