@@ -14,6 +14,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import signal
 import subprocess
 import tempfile
 import time
@@ -58,6 +59,7 @@ class Browser:
             stderr=subprocess.DEVNULL,
             preexec_fn=fds_3_and_4,
             pass_fds=(3, 4),  # kept open (the child's, after fds_3_and_4)
+            process_group=0,  # its helper processes with it, so that close() stops them all
         )
         os.close(to_browser_r)
         os.close(from_browser_w)
@@ -87,7 +89,20 @@ class Browser:
         except subprocess.TimeoutExpired:
             self._proc.kill()
             self._proc.wait()
-        self._profile.cleanup()
+        # Its helpers (renderer, crash handler) can outlive it a moment and still write to the profile:
+        # the whole group goes, and the profile is removed once nothing writes to it any more.
+        try:
+            os.killpg(self._proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        for attempt in range(20):
+            try:
+                self._profile.cleanup()
+                return
+            except OSError:
+                if attempt == 19:
+                    raise
+                time.sleep(0.1)
 
     def send(self, method: str, params: dict | None = None) -> dict:
         """Send one command and wait for its answer (events in between are dropped)."""
