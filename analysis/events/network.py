@@ -24,6 +24,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from decimal import ROUND_HALF_UP, Decimal, localcontext
 from typing import Any, TypeAlias
 
+from analysis.events import detail
+
 __all__ = ["DIRECTIONS", "MEASUREMENT_FIELDS", "NETWORK_EVENT_KINDS", "network_block"]
 
 NETWORK_EVENT_KINDS = ("network_change", "network_down", "network_up", "network_reset")
@@ -90,15 +92,15 @@ def network_block(
         kind = e["kind"]
         if kind == "network_change" and e["detail"] is not None:
             d = _from_json(e["detail"], _STATE)
-            if d is not None and d["at_s"] is not None:
+            if d["at_s"] is not None:
                 steps.setdefault(_key(d["at_s"]), _MinBy()).update(d, e["ts_ns"])
         elif kind == "network_reset":
             d = _from_json(e["detail"], _STATE)
-            if d is not None and d["at_s"] is not None:
+            if d["at_s"] is not None:
                 resets.add(_key(d["at_s"]))
         elif kind == "proxy_stats" and e["detail"] is not None:
             s = _from_json(e["detail"], _STATS)
-            if s is None or s["direction"] not in DIRECTIONS:
+            if s["direction"] not in DIRECTIONS:
                 continue  # a measurement of neither direction is nowhere in the block
             if s["scope"] == "run":
                 by_run.setdefault(s["direction"], []).append((e["worker"], s))
@@ -214,13 +216,9 @@ def _order(x: float) -> tuple[bool, float]:
 # the details
 
 
-def _from_json(text: str | None, schema: Mapping[str, _Type]) -> dict[str, Any] | None:
-    """The fields of `schema` in a detail, in its order; None when the detail is not a JSON object."""
-    try:
-        value = json.loads(text) if text is not None else None
-    except ValueError:
-        return None
-    return _struct(value, schema) if isinstance(value, dict) else None
+def _from_json(text: str | None, schema: Mapping[str, _Type]) -> dict[str, Any]:
+    """The fields of `schema` in a detail, in its order (all null when the detail is not a JSON object)."""
+    return _struct(detail(text), schema)
 
 
 def _struct(obj: Mapping[str, Any], schema: Mapping[str, _Type]) -> dict[str, Any]:

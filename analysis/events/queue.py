@@ -8,17 +8,9 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from analysis.events import detail, seconds_since
+
 __all__ = ["queue_samples", "queue_depth", "sampling"]
-
-NS_PER_S = 1_000_000_000
-
-
-def _detail(text: str | None) -> dict[str, Any]:
-    try:
-        value = json.loads(text) if text is not None else None
-    except ValueError:
-        return {}
-    return value if isinstance(value, dict) else {}
 
 
 def _long(value: Any) -> int | None:
@@ -51,16 +43,16 @@ def queue_samples(events: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     for e in events:
         if e["kind"] != "queue_sample":
             continue
-        detail = _detail(e["detail"])
-        source = detail.get("source")
+        fields = detail(e["detail"])
+        source = fields.get("source")
         samples.append(
             {
                 "ts_ns": e["ts_ns"],
                 "ready": _long(e["value"]),
-                "unacked": _long(detail.get("unacked")),
-                "consumers": _long(detail.get("consumers")),
+                "unacked": _long(fields.get("unacked")),
+                "consumers": _long(fields.get("consumers")),
                 "source": source if source is None or isinstance(source, str) else json.dumps(source),
-                "took_ms": _double(detail.get("took_ms")),
+                "took_ms": _double(fields.get("took_ms")),
             }
         )
     return sorted(samples, key=lambda s: s["ts_ns"])
@@ -69,7 +61,7 @@ def queue_samples(events: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
 def queue_depth(samples: Iterable[Mapping[str, Any]], t0_ns: int) -> list[dict[str, Any]]:
     """summary.json's `queue_depth`: t_s (seconds since t0), ready, unacked, consumers, in time order."""
     keys = ("ready", "unacked", "consumers")
-    return [{"t_s": (s["ts_ns"] - t0_ns) / NS_PER_S, **{k: s[k] for k in keys}} for s in samples]
+    return [{"t_s": seconds_since(t0_ns, s["ts_ns"]), **{k: s[k] for k in keys}} for s in samples]
 
 
 def sampling(samples: Sequence[Mapping[str, Any]]) -> dict[str, Any]:

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-__all__ = ["timeline", "in_order"]
+from analysis.events import seconds_since
 
-NS_PER_S = 1_000_000_000
+__all__ = ["timeline", "in_order"]
 
 
 def in_order(events: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
@@ -21,7 +21,7 @@ def timeline(events: Iterable[Mapping[str, Any]], t0_ns: int, limit: int) -> tup
     shown = [e for e in in_order(events) if e["kind"] != "queue_sample"]
     rows = [
         {
-            "t_s": (e["ts_ns"] - t0_ns) / NS_PER_S,
+            "t_s": seconds_since(t0_ns, e["ts_ns"]),
             **{k: e[k] for k in ("kind", "name", "source", "value", "detail")},
         }
         for e in shown[:limit]
