@@ -118,8 +118,10 @@ def test_saturated_consumer_buffer_sojourn_follows_the_queueing_arithmetic(tmp_p
     # real service time by a fraction of a millisecond on an idle machine.
     assert abs(p50 - expected_ms) <= 0.15 * expected_ms, p50
     assert summary["messages"]["unaccounted"] == 0
-    # The buffer really filled to the prefetch: a delivery arrives after an ack, when
-    # one message is being processed and 8 wait (buffer_len counts those already
-    # waiting), so with itself 9 wait and 10 are unacked: the prefetch limit.
+    # The buffer really filled to the prefetch, and never beyond it. A delivery arrives
+    # after an ack; buffer_len counts those already waiting. Usually one message is being
+    # processed and 8 wait (with itself 10 unacked); when the delivery is read between an
+    # ack and the start of the next message, 9 wait and none is in processing (again 10).
+    # More than 9 would mean more unacked deliveries than the prefetch allows.
     deliveries = read_rows(run_dir, "delivery")
-    assert max(d["buffer_len"] for d in deliveries) == 10 - 2
+    assert 10 - 2 <= max(d["buffer_len"] for d in deliveries) <= 10 - 1
