@@ -11,7 +11,9 @@ from collections.abc import Sequence
 
 from analysis.buckets import RELATIVE_ERROR
 
-_PERCENTILE = re.compile(r"\.p\d+(_\d+)?$")
+_PERCENTILE = re.compile(r"\.p\d+(_\d+)?$|\[\d+\]$")
+"""A percentile field (pNN) of a stats block, or an item of a list of quantiles."""
+_NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:e[+-]?\d+)?")
 
 
 def bounded_paths(summary: dict) -> list[str]:
@@ -22,9 +24,26 @@ def bounded_paths(summary: dict) -> list[str]:
 
 
 def _bounded(path: str, patterns: Sequence[str]) -> bool:
+    """Whether `path` is a value estimated from log buckets: named by a pattern itself, or a
+    percentile (or quantile list item) of a block a pattern names."""
     match = _PERCENTILE.search(path)
-    block = path[: match.start()] if match else None
-    return block is not None and any(re.fullmatch(re.escape(p).replace(r"\*", r"[^.]+"), block) for p in patterns)
+    candidates = [path] + ([path[: match.start()]] if match else [])
+    regexes = [re.escape(p).replace(r"\*", r"[^.]+") for p in patterns]
+    return any(re.fullmatch(r, c) for r in regexes for c in candidates)
+
+
+def _same_text(before: str, after: str, tolerance: float) -> bool:
+    """Texts that say the same but for numbers within `tolerance` (relative) of each other, beyond
+    the rounding of the digits shown: a sentence that quotes an estimated percentile."""
+    if _NUMBER.sub("#", before) != _NUMBER.sub("#", after):
+        return False
+    for b, a in zip(_NUMBER.findall(before), _NUMBER.findall(after)):
+        # each side rounded by up to half a unit of its last digit shown
+        shown = 10.0 ** -len(b.partition(".")[2].partition("e")[0])
+        x, y = float(b), float(a)
+        if abs(x - y) > tolerance * max(abs(x), abs(y)) + shown * (1 + 1e-9):
+            return False
+    return True
 
 
 def differences(before, after, rel: float = 1e-9, path: str = "", bounded: Sequence[str] = ()) -> list[str]:
@@ -45,4 +64,6 @@ def differences(before, after, rel: float = 1e-9, path: str = "", bounded: Seque
     if isinstance(before, float) and isinstance(after, (int, float)) and not isinstance(after, bool):
         tolerance = RELATIVE_ERROR * (1 + 1e-9) if _bounded(path, bounded) else rel
         return [] if math.isclose(before, after, rel_tol=tolerance, abs_tol=rel) else [f"{path}: {before} -> {after}"]
+    if isinstance(before, str) and isinstance(after, str) and _bounded(path, bounded):
+        return [] if _same_text(before, after, RELATIVE_ERROR * (1 + 1e-9)) else [f"{path}: {before!r} -> {after!r}"]
     return [] if before == after else [f"{path}: {before!r} -> {after!r}"]
