@@ -51,12 +51,12 @@ from analysis.summary import (
 )
 from analysis.summary.blocks import ledger_totals
 from analysis.summary.codel import untouched
+from analysis.summary.deliveries import delivery_rollup
 from analysis.summary.flow_control import flow_control_projections
 from analysis.transforms import (
     DISCARD_CLASSES,
     attach_measured,
     classify,
-    consumer_summary,
     histogram_counts,
     histogram_edges,
     id_projections,
@@ -65,25 +65,18 @@ from analysis.transforms import (
     measurement_window_ns,
     message_facts,
     per_second_windows,
-    phase_summary,
     rejects_at_publish,
-    stats_by,
     timeline_segments,
-    window_counts,
-    window_rates,
     with_confirm_latency,
     with_delivery_latencies,
 )
 from analysis.transforms._common import Transform, few, seconds_to_ns
-from analysis.transforms.codel import AFTER_FIRST_DROP, NACK_OUTCOMES, after_first_drop, codel_parts, first_drops
+from analysis.transforms.codel import NACK_OUTCOMES
 from analysis.transforms.codes import decoded, encoded
+from analysis.transforms.delivery_cube import publish_projections
 from analysis.transforms.fidelity import lateness_projections
-from analysis.transforms.model import ack_to_delivery, model_inputs, model_parts
-from analysis.transforms.phases import SEGMENT, segment_index
-from analysis.transforms.slow_consumers import consumer_span_parts
-from analysis.transforms.stats import EXACT, STAT_FIELDS, PercentilePolicy, merged_by, percentile_policy
-from analysis.transforms.throughput import DELIVERY_COUNTS
-from analysis.transforms.utilisation import consumer_partials, consumer_summary_of
+from analysis.transforms.model import ack_to_delivery
+from analysis.transforms.stats import EXACT, PercentilePolicy, percentile_policy
 
 __all__ = [
     "analyze",
@@ -124,11 +117,25 @@ million-message facts frame: 3.5 s more than computing it, against 0.9 s deseria
 
 LOG_HISTOGRAM = {
     **{k: v for k, v in describe_log_histogram().items() if k != "method"},
-    "applies_to": ["fidelity.*.lateness_ms", "flow_control.*.blocked_ms"],
+    "applies_to": [
+        "sojourn_ms",
+        "latency_ms.*",
+        "consumers[*].sojourn_ms",
+        "consumers[*].latency_ms.end_to_end",
+        "consumers[*].sojourn_quantiles_ms.ms",
+        "phases[*].sojourn_ms",
+        "phases[*].latency_ms.end_to_end",
+        "model.*[*].processing_p99_ms",
+        "model.*[*].advice.codel_interval_ms",
+        "model.*[*].advice.codel_interval_why",
+        "fidelity.*.lateness_ms",
+        "flow_control.*.blocked_ms",
+    ],
 }
-"""summary.json's `percentiles.log_histogram`: the blocks whose percentiles come from log-bucket
-histograms (analysis.buckets, within `relative_error` of the exact ones) rather than the method
-above; every block's, once the analysis is a handful of jobs (issue 47)."""
+"""summary.json's `percentiles.log_histogram`: the values estimated from log-bucket histograms
+(analysis.buckets, within `relative_error` of the exact ones) rather than by the method above:
+the percentiles of the blocks named (`*` a group's name or a list's items), and the values named
+themselves (a p99 and the advice that quotes it)."""
 
 Traces = Mapping[str, DataFrame]
 
@@ -150,15 +157,6 @@ codel.first_drops for the partials)."""
 
 CODED_DELIVERY_COLUMNS = ("consumer", "consumer_group", "phase", "outcome", "egress_class")
 """The delivery trace's few-valued strings, cached as codes (transforms.codes)."""
-
-_DELIVERY_METRICS = {
-    "sojourn_ms": "sojourn_ms",
-    "socket_wait": "socket_wait_ms",
-    "end_to_end": "end_to_end_ms",
-    "broker_network": "broker_network_ms",
-    "processing": "processing_ms_actual",
-    "ack_delay": "ack_delay_ms",
-}
 
 
 def percentile_policy_for(choice: str, delivery_rows: int, publish_rows: int) -> PercentilePolicy:
@@ -321,12 +319,6 @@ def _without_constraint_propagation(spark: SparkSession) -> contextlib.AbstractC
 PARALLEL_BLOCKS = 2
 """How many of the blocks after the overall statistics run their queries at once (concurrent.side_by_side)."""
 
-PARTIAL_SKETCH_GROUPS = 128
-"""Past this many consumer-and-phase groups in a task, the partials' grouping sorts its rows rather
-than keep every group's sketches at once (Spark's own default for sketch aggregates): each group
-holds six KLL sketches of 256 KiB."""
-
-
 # --- reading ------------------------------------------------------------------
 
 
@@ -388,7 +380,7 @@ def summarize(
     warmup_s = float(run.get("warmup_s") or 0)
     warmup_end = t0 + seconds_to_ns(warmup_s)
     ended_ns = run.get("ended_ns")
-    window_start, window_end = measurement_window_ns(t0, warmup_s, duration_s, ended_ns)
+    window = measurement_window_ns(t0, warmup_s, duration_s, ended_ns)
     segments = timeline_segments(run.get("phases") or [], duration_s)
 
     cached: list[DataFrame] = []
@@ -424,12 +416,18 @@ def summarize(
             # one action: the publishes' cube (analysis.cube) for both blocks and the accounting's counts of
             # the publish rows; the replay's own queries after
             publish_cube = cube(
-                side_publishes, [*lateness_projections(), *flow_control_projections(), *id_projections()]
+                side_publishes,
+                [
+                    *lateness_projections(),
+                    *flow_control_projections(),
+                    *id_projections(),
+                    *publish_projections(t0, segments, window),
+                ],
             )
             return {
-                "ids": publish_cube.counts("ids"),
+                "publish_cube": publish_cube,
                 "fidelity": fidelity_block(side_publishes, publish_cube, t0, run.get("replay")),
-                "flow_control": flow_control_block(publish_cube, event_rows, int(ended_ns or window_end)),
+                "flow_control": flow_control_block(publish_cube, event_rows, int(ended_ns or window[1])),
             }
 
         early = cleanup.enter_context(
@@ -512,63 +510,19 @@ def summarize(
             classified = ledger_rows.where(F.col("account").isNotNull())  # the published ids
 
         with step("computing latency statistics and throughput"):
-            measured = F.col("measured")
-            published, delivered = window_counts(window_start, window_end)  # throughput, in the same passes
-            metrics = {name: F.when(measured, F.col(col)) for name, col in _DELIVERY_METRICS.items()}
-            fields = (*STAT_FIELDS, "min")
-            partials, drops = None, None
-            if policy.exact:  # exact percentiles need every value again in each grouping
-                by_run = deliveries.transform(stats_by([], metrics, fields, also=delivered))
-                by_consumer = deliveries.transform(consumer_summary)
-            else:  # one pass per consumer and phase, its sketches merged (docs/analysis.md, "The plan")
-                # Split at each consumer's first drop, so that CoDel's sojourn before and after it rolls up
-                # too: the first drops from the nacked deliveries, all of them among the ledger's ids.
-                found = [] if codel_untouched else delivery_ids.transform(first_drops).collect()
-                drops = {r[0]: r[1] for r in found if r[1] is not None}
-                by_code = {codes["consumer"].index(c): ns for c, ns in drops.items()} if "consumer" in codes else drops
-                threshold = "spark.sql.objectHashAggregate.sortBased.fallbackThreshold"
-                with _setting(spark, threshold, str(PARTIAL_SKETCH_GROUPS)):  # read as the grouping runs:
-                    also = [*delivered, *model_parts(), *codel_parts(), *consumer_span_parts()]
-                    keys = {"consumer": "consumer", "consumer_group": "group", "phase": "phase"}
-                    split = {
-                        AFTER_FIRST_DROP: after_first_drop(by_code),
-                        SEGMENT: segment_index(segments, t0, "start_ns"),  # the phases block's
-                    }
-                    partials = keep(on_codes(keys, consumer_partials(metrics, also=also, split=split)))
-                    partials.count()  # so the cache is built here
-                by_run = partials.transform(merged_by([], list(metrics), fields, sums=DELIVERY_COUNTS))
-                by_consumer = partials.transform(consumer_summary_of("sojourn_ms", "end_to_end"))
-            overall = (
-                by_run.crossJoin(
-                    publishes.transform(
-                        stats_by([], {"confirm": F.when(measured, F.col("confirm_ms"))}, also=published)
-                    )
-                )
-                .crossJoin(deliveries.agg(F.count_if(F.col("redelivered")).alias("redelivered")))
-                .select("*", *window_rates(window_start, window_end))
-                .first()
-            )
-            assert overall is not None  # aggregates without grouping, cross-joined: exactly one row
-            redelivered = int(overall["redelivered"])
-
-        with step("computing per-consumer statistics"):
-            consumers = [consumer_row(r) for r in by_consumer.collect()]
-
-        def model_inputs_rows() -> tuple[list, list, list]:
-            # per consumer (phase null) and per consumer and phase, in one pass (or rolled up from the partials)
-            sets = [("consumer",), ("consumer", "phase")]
-            inputs = deliveries.transform(model_inputs(t0, sets, partials)).collect()
-            return (  # the block is shaped below, once queue_depth gives the regimes their backlog
-                [r for r in inputs if r["phase"] is None],
-                [r for r in inputs if r["phase"] is not None],
-                on_codes({"consumer": "consumer", "phase": "phase"}, ack_to_delivery).collect(),
-            )
+            # One Spark action: the deliveries' cube, from which the overall, per-consumer, per-phase and
+            # queueing-model blocks roll up on the driver (summary.deliveries).
+            rollup = delivery_rollup(deliveries, t0, segments, window)
+            overall = rollup.overall(window)
+            consumers = [consumer_row(r) for r in rollup.consumers()]
 
         def histogram() -> tuple[list[float], list[int]]:
             sojourn = overall["sojourn_ms"]
             edges = histogram_edges(sojourn["min"], sojourn["max"])
             counts = [0] * (len(edges) - 1)
-            for r in deliveries.transform(histogram_counts(edges, F.when(measured, F.col("sojourn_ms")))).collect():
+            for r in deliveries.transform(
+                histogram_counts(edges, F.when(F.col("measured"), F.col("sojourn_ms")))
+            ).collect():
                 counts[r["bin"]] = r["count"]
             return edges, counts
 
@@ -578,14 +532,17 @@ def summarize(
             say,
             spark,
             {
-                "model_inputs": ("computing the queueing-model inputs", model_inputs_rows),
+                "ack_to_delivery": (
+                    "computing the ack-to-delivery times",
+                    lambda: on_codes({"consumer": "consumer", "phase": "phase"}, ack_to_delivery).collect(),
+                ),
                 "codel": (  # {} when it was off
                     "computing CoDel",
-                    lambda: untouched() if codel_untouched else codel_block(deliveries, partials, delivery_ids, drops),
+                    lambda: untouched() if codel_untouched else codel_block(deliveries, with_ids=delivery_ids),
                 ),
                 "slow_consumers": (  # docs/slow-consumers.md
                     "computing slow consumers",
-                    lambda: slow_consumers_block(deliveries, events, samples, t0, partials),
+                    lambda: slow_consumers_block(deliveries, events, samples, t0),
                 ),
                 "windows": (
                     "computing per-second windows",
@@ -601,13 +558,6 @@ def summarize(
                         consumers=[c["consumer"] for c in consumers],
                         with_ids=delivery_ids,
                     ),
-                ),
-                "phases": (
-                    "computing phases",
-                    lambda: [
-                        phase_row(r)
-                        for r in deliveries.transform(phase_summary(segments, t0, publishes, partials)).collect()
-                    ],
                 ),
                 "priorities": (  # the check was made above
                     "computing priority classes",
@@ -627,12 +577,16 @@ def summarize(
             at_once=PARALLEL_BLOCKS,
         )
         blocks.update(early()["publishes"])  # the blocks begun beside the accounting
-        ids = blocks.pop("ids")
+        publish_cube = blocks.pop("publish_cube")
+        overall.update(rollup.overall_publishes(publish_cube, window))
+        phases = [phase_row(r) for r in rollup.phases(publish_cube, segments)]
+        redelivered = overall["redelivered"]
+        ids = publish_cube.counts("ids")
         totals, unaccounted = ledger_totals(ledger_table.to_pylist(), ids, redelivered, MAX_UNACCOUNTED_IDS)
         messages = messages_block(totals, unaccounted, finished=run.get("status") != "running")
         depth = queue_depth(samples, t0)
-        by_consumer_rows, by_phase_rows, drawn = blocks.pop("model_inputs")
-        model = model_block(by_consumer_rows, by_phase_rows, consumers, drawn, depth, segments)
+        by_consumer_rows, by_phase_rows = rollup.model_inputs()
+        model = model_block(by_consumer_rows, by_phase_rows, consumers, blocks.pop("ack_to_delivery"), depth, segments)
         edges, counts = blocks.pop("sojourn_histogram")
 
     return {
@@ -653,7 +607,7 @@ def summarize(
         "codel": blocks["codel"],
         "egress": blocks["egress"],
         "model": model,
-        "phases": blocks["phases"],
+        "phases": phases,
         "windows": blocks["windows"],
         "sojourn_histogram": {"edges_ms": edges, "counts": counts},
         "events": shown,

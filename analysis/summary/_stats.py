@@ -11,12 +11,12 @@ __all__ = ["stats_block"]
 
 
 def stats_block(struct: Any, fields: Sequence[str] = STAT_FIELDS) -> dict:
-    """A collected stats struct (Row or None) as the summary's plain dict.
+    """A collected stats struct (a Row, a dict or None) as the summary's plain dict.
 
     Every value but `count` is null when the count is 0; a missing struct (no
     rows at all in the group) is an empty block.
     """
-    values = struct.asDict() if struct is not None else {}
+    values = struct.asDict() if hasattr(struct, "asDict") else dict(struct or {})
     block = {f: values.get(f) for f in fields}
     if "count" in block:
         block["count"] = int(block["count"] or 0)

@@ -361,7 +361,8 @@ def model_block(
         """model_row of a collected model_inputs row, with its ack_to_delivery columns (none drawn:
         count 0), the consumer's own fields given and the backlog over its span (in `phase`)."""
         ack = drawn.get((r["consumer"], phase), {"ack_to_delivery_count": 0})
-        inputs = {**r.asDict(), **{k: v for k, v in ack.items() if k.startswith("ack_")}, **consumer}
+        own = r.asDict() if hasattr(r, "asDict") else r  # a Row or a dict (summary.deliveries)
+        inputs = {**own, **{k: v for k, v in ack.items() if k.startswith("ack_")}, **consumer}
         return model_row(_with_backlog(inputs, samples, segments, phase))
 
     out = []

@@ -6,13 +6,24 @@ from __future__ import annotations
 
 import pytest
 
+from analysis.summary.deliveries import delivery_rollup
 from analysis.summary.model import model_block, model_row
-from analysis.transforms import consumer_summary, mark_measured, per_second_windows, with_delivery_latencies
+from analysis.transforms import mark_measured, per_second_windows, with_delivery_latencies
 from analysis.transforms.codes import decoded, encoded
-from analysis.transforms.model import ack_to_delivery, model_inputs
+from analysis.transforms.model import ack_to_delivery
 from analysis.transforms.stats import QUANTILES
 
 MS = 1_000_000
+
+
+def _rollup(deliveries):
+    """The deliveries' cube of the job (t0 = 0, no timeline), collected."""
+    return delivery_rollup(deliveries, 0, [], (0, 10_000 * MS))
+
+
+def _inputs(deliveries):
+    """The model's input rows per consumer, and per consumer and phase."""
+    return _rollup(deliveries).model_inputs()
 
 
 def _deliveries(frame):
@@ -51,7 +62,7 @@ def _deliveries(frame):
 
 
 def test_model_inputs_and_predictions_by_hand(frame):
-    rows = [r.asDict() for r in _deliveries(frame).transform(model_inputs(0)).collect()]
+    rows, _ = _inputs(_deliveries(frame))
     assert len(rows) == 1
     row = model_row({**rows[0], "group": "c", "utilisation": 8 / 1025})
     # p = 4 ms; min transit 50 ms -> R = 4 + 2 x 50 = 104 ms
@@ -92,22 +103,22 @@ def test_window_components_are_means_by_processing_end(frame):
 
 
 def test_sojourn_quantiles_per_consumer(frame):
-    rows = _deliveries(frame).transform(consumer_summary).collect()
-    assert [r.consumer for r in rows] == ["A"]
-    q = rows[0].sojourn_ms.quantiles
+    rows = _rollup(_deliveries(frame)).consumers()
+    assert [r["consumer"] for r in rows] == ["A"]
+    q = rows[0]["sojourn_ms"]["quantiles"]
     assert len(q) == len(QUANTILES) == 20
+    # between the sojourns 0 and 10 ms, interpolated: 0.5 at q 0.05, 5 at q 0.5
     assert q[0] == pytest.approx(0.5) and q[9] == pytest.approx(5.0) and q[-1] == 10.0
 
 
 def test_sojourn_quantiles_are_null_for_a_consumer_without_measured_deliveries(frame):
-    rows = (
+    deliveries = (
         _deliveries(frame)
         .transform(lambda d: d.drop("measured"))
         .transform(mark_measured(10_000 * MS, "receive_ns"))  # both deliveries in the warm-up
-        .transform(consumer_summary)
-        .collect()
     )
-    got = [(r.consumer, r.delivered, r.sojourn_ms["count"], r.sojourn_ms.quantiles) for r in rows]
+    rows = _rollup(deliveries).consumers()
+    got = [(r["consumer"], r["delivered"], r["sojourn_ms"]["count"], r["sojourn_ms"]["quantiles"]) for r in rows]
     assert got == [("A", 2, 0, None)]
 
 
@@ -142,9 +153,7 @@ def test_model_inputs_per_consumer_and_phase(frame):
         .transform(with_delivery_latencies)
         .transform(mark_measured(0, "receive_ns"))
     )
-    rows = {
-        r.phase: model_row(r.asDict()) for r in deliveries.transform(model_inputs(0, [("consumer", "phase")])).collect()
-    }
+    rows = {r["phase"]: model_row(r) for r in _inputs(deliveries)[1]}
     # base: p 4, R 104, prefetch 1 -> 4/104 busy; slow: p 40, R 140 -> 40/140, saturation ceil(3.5) = 4
     assert rows["base"]["predicted"]["utilisation"] == pytest.approx(4 / 104)
     assert rows["slow"]["round_trip_ms"] == 140.0
@@ -154,7 +163,7 @@ def test_model_inputs_per_consumer_and_phase(frame):
     assert rows["base"]["measured"]["utilisation"] == pytest.approx(4 / 5)  # 4 ms busy over 50..55
 
 
-def test_both_groupings_in_one_pass_give_each_groupings_own_rows(frame):
+def test_the_rows_per_consumer_and_per_consumer_and_phase(frame):
     def row(consumer, phase, message_id, prefetch, published, received, started, ended, buffer_len):
         times = dict(publish_ns=published, receive_ns=received, start_ns=started, end_ns=ended, settle_ns=ended + MS)
         return dict(
@@ -167,24 +176,22 @@ def test_both_groupings_in_one_pass_give_each_groupings_own_rows(frame):
         row("A", "slow", "a2", 2, 1000 * MS, 1050 * MS, 1050 * MS, 1090 * MS, 1),
         row("B", "slow", "b1", 1, 1000 * MS, 1020 * MS, 1030 * MS, 1031 * MS, 3),
     )
-    together = [
-        r.asDict() for r in deliveries.transform(model_inputs(0, [("consumer",), ("consumer", "phase")])).collect()
-    ]
-    apart = [{**r.asDict(), "phase": None} for r in deliveries.transform(model_inputs(0)).collect()] + [
-        r.asDict() for r in deliveries.transform(model_inputs(0, [("consumer", "phase")])).collect()
-    ]
-    key = lambda r: (r["consumer"], r["phase"] or "")  # noqa: E731
-    assert sorted(together, key=key) == sorted(apart, key=key)
-    assert [(r["consumer"], r["phase"]) for r in together] == [
+    by_consumer, by_phase = _inputs(deliveries)
+    assert [(r["consumer"], r["phase"]) for r in by_consumer + by_phase] == [
         ("A", None),
+        ("B", None),
         ("A", "base"),
         ("A", "slow"),
-        ("B", None),
         ("B", "slow"),
     ]
-    # A over the whole run: prefetch 1 and 2, mean processing (4 + 40) / 2 ms
-    whole_a = next(r for r in together if r["consumer"] == "A" and r["phase"] is None)
+    # A over the whole run: prefetch 1 and 2, mean processing (4 + 40) / 2 ms, 1 of its 2 buffers empty
+    whole_a = by_consumer[0]
     assert (whole_a["prefetch_min"], whole_a["prefetch_max"], whole_a["processing_mean_ms"]) == (1, 2, 22.0)
+    assert whole_a["buffer_empty_share"] == 0.5 and whole_a["measured_deliveries"] == 2
+    # A in its slow phase alone: prefetch 2, 40 ms, its buffer never empty
+    slow_a = by_phase[1]
+    assert (slow_a["prefetch_min"], slow_a["prefetch_max"], slow_a["processing_mean_ms"]) == (2, 2, 40.0)
+    assert slow_a["buffer_empty_share"] == 0.0 and slow_a["transit_min_ms"] == 50.0
 
 
 def _prepared(frame, *rows):
@@ -193,8 +200,7 @@ def _prepared(frame, *rows):
 
 def _block(deliveries, samples=(), segments=()):
     """The job's model block from these deliveries (utilisation as the consumers block has it)."""
-    rows = deliveries.transform(model_inputs(0)).collect()
-    phase_rows = deliveries.transform(model_inputs(0, [("consumer", "phase")])).collect()
+    rows, phase_rows = _inputs(deliveries)
     consumers = [{"consumer": r["consumer"], "utilisation": r["utilisation"]} for r in rows]
     drawn = deliveries.transform(ack_to_delivery).collect()
     return model_block(rows, phase_rows, consumers, drawn, list(samples), list(segments))
@@ -371,9 +377,3 @@ def test_processing_drawn_10_ms_achieved_11_ms_is_a_10_percent_overshoot(frame):
     assert {r["phase"]: r["processing"]["overshoot"] for r in block["phases"]} == pytest.approx(
         {"base": 0.10, "slow": 0.10}
     )
-
-
-def test_model_inputs_say_what_the_partials_lack(frame):
-    deliveries = _deliveries(frame)
-    with pytest.raises(ValueError, match=r"partials without \['_both', '_measured', 'broker_network', 'prefetch_min'"):
-        deliveries.transform(model_inputs(0, partials=deliveries))

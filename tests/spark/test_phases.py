@@ -1,23 +1,18 @@
-from pyspark.sql import functions as F
-
-from analysis.job import APPROXIMATE
-from analysis.summary import stats_block
+from analysis.cube import cube
+from analysis.summary.deliveries import delivery_rollup
 from analysis.transforms import (
     Segment,
     assign_phase,
     mark_measured,
-    phase_summary,
     timeline_segments,
+    with_confirm_latency,
     with_delivery_latencies,
 )
-from analysis.transforms.phases import SEGMENT, segment_index
-from analysis.transforms.stats import percentile_policy
-from analysis.transforms.utilisation import consumer_partials
+from analysis.transforms.delivery_cube import publish_projections
 
 T0 = 1_000_000_000_000
 MS = 1_000_000
 S = 1_000_000_000
-METRICS = {"sojourn": "sojourn_ms", "e2e": "end_to_end_ms"}
 
 
 def test_time_outside_every_phase_is_base_segments_in_timeline_order():
@@ -100,41 +95,31 @@ def _two_phases(frame):
 
 def test_phase_rows_count_publishes_by_intent_and_deliveries_by_processing_start(frame):
     segments, publishes, deliveries = _two_phases(frame)
-    rows = deliveries.transform(phase_summary(segments, T0, publishes)).collect()
+    window = (T0, T0 + 20 * S)
+    published = cube(
+        publishes.transform(with_confirm_latency).transform(mark_measured(T0)),
+        publish_projections(T0, segments, window),
+    )
+    rows = delivery_rollup(deliveries, T0, segments, window).phases(published, segments)
     got = [
         (
-            r.phase,
-            r.start_s,
-            r.end_s,
-            r.published,
-            r.acked,
-            r.publish_per_s,
-            r.ack_per_s,
-            stats_block(r.sojourn_ms)["count"],
-            stats_block(r.sojourn_ms)["p50"],
+            r["phase"],
+            r["start_s"],
+            r["end_s"],
+            r["published"],
+            r["acked"],
+            r["publish_per_s"],
+            r["ack_per_s"],
+            r["sojourn_ms"]["count"],
+            r["sojourn_ms"]["p50"],
+            r["end_to_end_ms"]["count"],
         )
         for r in rows
     ]
     assert got == [
         # base [0, 10): publishes a, b -> 2 / 10 s; a acked -> 1 / 10 s; sojourn 10
-        ("base", 0.0, 10.0, 2, 1, 0.2, 0.1, 1, 10.0),
-        # slow [10, 20): publish c -> 1 / 10 s; b acked, c nacked -> 1 / 10 s;
+        ("base", 0.0, 10.0, 2, 1, 0.2, 0.1, 1, 10.0, 1),
+        # slow [10, 20): publish c -> 1 / 10 s; b acked, c nacked (both measured) -> 1 / 10 s;
         # sojourn 30 and 50 -> median 40. x started at 25 s, in the drain: no segment
-        ("slow", 10.0, 20.0, 1, 1, 0.1, 0.1, 2, 40.0),
-    ]
-
-
-def test_phase_rows_rolled_up_from_partials_split_by_segment_are_those_of_the_deliveries(frame):
-    segments, publishes, deliveries = _two_phases(frame)
-    metrics = {name: F.when(F.col("measured"), F.col(col)) for name, col in METRICS.items()}
-    split = {SEGMENT: segment_index(segments, T0, "start_ns")}
-    with percentile_policy(APPROXIMATE):  # the partials' sketches merge
-        partials = deliveries.withColumn("phase", F.lit("all")).transform(consumer_partials(metrics, split=split))
-        assert sorted(r[SEGMENT] for r in partials.collect() if r[SEGMENT] is not None) == [0, 1]
-        assert partials.where(F.col(SEGMENT).isNull()).count() == 1  # x started in the drain
-        rolled_up = deliveries.transform(phase_summary(segments, T0, publishes, partials, tuple(METRICS))).collect()
-        assert rolled_up == deliveries.transform(phase_summary(segments, T0, publishes)).collect()
-    assert [(r.phase, r.acked, r.sojourn_ms["count"], r.end_to_end_ms["count"]) for r in rolled_up] == [
-        ("base", 1, 1, 1),
-        ("slow", 1, 2, 2),  # b acked, c nacked: both measured
+        ("slow", 10.0, 20.0, 1, 1, 0.1, 0.1, 2, 40.0, 2),
     ]

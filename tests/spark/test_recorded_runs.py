@@ -18,7 +18,6 @@ import pytest
 
 from analysis import job
 from analysis.job import analyze
-from analysis.summary import codel as summary_codel
 from tests.summaries import bounded_paths, differences
 
 RUNS = Path(__file__).resolve().parents[1] / "data" / "runs"
@@ -67,10 +66,10 @@ def _apart_from_percentiles(exact, approx, path=""):
 
 
 def test_approximate_percentiles_keep_every_other_number(spark, tmp_path):
-    """With approximate percentiles the overall, per-consumer and queueing-model statistics are rolled
-    up from one sketch per consumer and phase (transforms.utilisation.consumer_partials), the phases from
-    the same sketches split by segment: every number but the percentiles is the exact analysis's, and
-    each consumer's sojourn percentiles lie between the exact quantiles next to them."""
+    """The overall, per-consumer, per-phase and queueing-model statistics roll up from the deliveries'
+    cube whatever the policy (summary.deliveries); with approximate percentiles for the rest (the
+    ack-to-delivery round trip among them) every number but the percentiles is the exact analysis's,
+    and each consumer's sojourn percentiles lie between the quantiles next to them."""
     for how in ("exact", "approximate"):
         shutil.copytree(RUNS / "quickstart", tmp_path / how)
     exact = analyze(tmp_path / "exact", spark=spark, percentiles="exact")
@@ -89,15 +88,13 @@ def test_approximate_percentiles_keep_every_other_number(spark, tmp_path):
         assert a["processing_p99_ms"] == pytest.approx(e["processing_p99_ms"], rel=0.02)
 
 
-def test_approximate_codel_rows_roll_up_from_the_partials_and_keep_every_other_number(spark, tmp_path, monkeypatch):
-    """With approximate percentiles and the large runs' plan, CoDel's per-consumer rows roll up from the
-    consumer partials split at each consumer's first drop (found among the ledger's ids), not from a
-    pass over the deliveries; every number of the block but its percentiles is the exact analysis's."""
+def test_approximate_codel_rows_keep_every_other_number(spark, tmp_path, monkeypatch):
+    """With approximate percentiles and the large runs' plan (the deliveries of the ledger's ids from
+    the trace), every number of the CoDel block but its percentiles is the exact analysis's."""
     monkeypatch.setattr(job, "TRUNCATE_PLAN_ROWS", 0)
     for how in ("exact", "approximate"):
         shutil.copytree(RUNS / "codel-slow-consumer", tmp_path / how)
     exact = analyze(tmp_path / "exact", spark=spark, percentiles="exact")
-    monkeypatch.setattr(summary_codel, "codel_by_consumer", lambda *_: pytest.fail("aggregated the deliveries"))
     approx = analyze(tmp_path / "approximate", spark=spark, percentiles="approximate")
     assert [c["codel_on"] for c in exact["codel"]["consumers"]].count(True) >= 1
     assert all(c["sojourn_after_ms"]["count"] > 0 for c in exact["codel"]["consumers"] if c["nacks"])

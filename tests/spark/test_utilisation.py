@@ -1,5 +1,5 @@
-from analysis.summary import stats_block
-from analysis.transforms import consumer_summary, mark_measured, utilisation_by, with_delivery_latencies
+from analysis.summary.deliveries import delivery_rollup
+from analysis.transforms import mark_measured, utilisation_by, with_delivery_latencies
 
 MS = 1_000_000
 
@@ -55,13 +55,10 @@ def test_utilisation_is_processing_time_over_first_receive_to_last_settle(frame)
 
 
 def test_consumer_rows_count_deliveries_and_acks_and_summarise_sojourn(frame):
-    rows = (
-        _deliveries(frame)
-        .transform(with_delivery_latencies)
-        .transform(mark_measured(0, "receive_ns"))
-        .transform(consumer_summary)
-        .collect()
-    )
-    got = [(r.consumer, r.group, r.delivered, r.acked, r.utilisation, stats_block(r.sojourn_ms)["mean"]) for r in rows]
+    deliveries = _deliveries(frame).transform(with_delivery_latencies).transform(mark_measured(0, "receive_ns"))
+    rows = delivery_rollup(deliveries, 0, [], (0, 100 * MS)).consumers()
+    got = [
+        (r["consumer"], r["group"], r["delivered"], r["acked"], r["utilisation"], r["sojourn_ms"]["mean"]) for r in rows
+    ]
     # A sojourn: 10 - 0 and 30 - 5 -> mean 17.5; B: only b1 started, 0 - 0
     assert got == [("A", "g1", 2, 2, 0.75, 17.5), ("B", "g2", 2, 0, 0.25, 0.0)]
