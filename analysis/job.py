@@ -152,8 +152,7 @@ _UNREAD_DELIVERY_COLUMNS = (
 cache costs by the column."""
 
 _BY_ID_DELIVERY_COLUMNS = ("consumer", "consumer_group", "outcome", "receive_ns", "start_ns", "end_ns", "settle_ns")
-"""The delivery columns the blocks that look deliveries up by id read (summary.churn, summary.codel, and
-codel.first_drops for the partials)."""
+"""The delivery columns the blocks that look deliveries up by id read (summary.churn, summary.codel)."""
 
 CODED_DELIVERY_COLUMNS = ("consumer", "consumer_group", "phase", "outcome", "egress_class")
 """The delivery trace's few-valued strings, cached as codes (transforms.codes)."""
@@ -542,7 +541,7 @@ def summarize(
                 ),
                 "slow_consumers": (  # docs/slow-consumers.md
                     "computing slow consumers",
-                    lambda: slow_consumers_block(deliveries, events, samples, t0),
+                    lambda: slow_consumers_block(deliveries, events, event_rows, t0, rollup.activity()),
                 ),
                 "windows": (
                     "computing per-second windows",

@@ -88,7 +88,7 @@ def messages_block(totals: Mapping[str, Any], ids: list[str], finished: bool = T
 
 
 def consumer_row(r) -> dict:
-    """A `consumers[]` entry from a collected transforms.utilisation.consumer_summary row."""
+    """A `consumers[]` entry from a summary.deliveries consumer row."""
     return {
         "consumer": r["consumer"],
         "group": r["group"],
@@ -103,7 +103,7 @@ def consumer_row(r) -> dict:
 
 
 def phase_row(r) -> dict:
-    """A `phases[]` entry from a collected transforms.phases.phase_summary row."""
+    """A `phases[]` entry from a summary.deliveries phase row."""
     return {
         "phase": r["phase"],
         "start_s": r["start_s"],

@@ -62,7 +62,7 @@ def _sum(values: Iterable[Any]) -> Any:
 
 
 def _utilisation(busy_ns: Any, wall_ns: Any) -> float | None:
-    """Busy over wall time (transforms.utilisation.utilisation): null for no positive wall time."""
+    """Busy over wall time, a consumer's utilisation (0 for no processing): null for no positive wall time."""
     if wall_ns is None or wall_ns <= 0:
         return None
     return float(busy_ns or 0) / float(wall_ns)
@@ -123,7 +123,9 @@ class DeliveryRollup:
         }
 
     def consumers(self) -> list[dict[str, Any]]:
-        """A row per consumer, by name (transforms.utilisation.consumer_summary's)."""
+        """A row per consumer, by name: delivered, acked, utilisation (processing time over its wall
+        time, _wall), and over measured deliveries the sojourn (with its QUANTILES) and end-to-end
+        stats (summary.blocks.consumer_row)."""
         rows = []
         for consumer in sorted({c["consumer"] for c in self._cells}):
             cells = self._cells_where(consumer=consumer)
@@ -141,8 +143,27 @@ class DeliveryRollup:
             )
         return rows
 
+    def activity(self) -> list[dict[str, Any]]:
+        """A row per consumer, by name, of what its slow-consumer span needs (summary.slow_consumers):
+        whether it acked automatically, its largest prefetch, its first receive and its last receive
+        or settle."""
+        rows = []
+        for consumer in sorted({c["consumer"] for c in self._cells}):
+            cells = self._cells_where(consumer=consumer)
+            rows.append(
+                {
+                    "consumer": consumer,
+                    "group": cells[0]["group"],
+                    "auto_ack": any(c["auto_acks"] for c in cells),
+                    "max_prefetch": _max(c["prefetch_max"] for c in cells),
+                    "first_receive_ns": _min(c["first_ns"] for c in cells),
+                    "last_ns": _max([*(c["last_receive_ns"] for c in cells), *(c["last_settle_ns"] for c in cells)]),
+                }
+            )
+        return rows
+
     def phases(self, publishes: Cube, segments: Sequence[Segment]) -> list[dict[str, Any]]:
-        """A row per timeline segment (transforms.phases.phase_summary's): publishes by intended
+        """A row per timeline segment (summary.blocks.phase_row): publishes by intended
         time (their cube of publish_projections), acked deliveries and the measured deliveries'
         latencies by start time."""
         published = publishes.counts("published_by_segment")
@@ -168,8 +189,17 @@ class DeliveryRollup:
         return rows
 
     def model_inputs(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-        """transforms.model.model_inputs' rows per consumer, and per consumer and phase (the trace's
-        phase at receive), each sorted by its keys."""
+        """The queueing-model check's inputs (summary.model), a row per consumer and a row per consumer
+        and phase (the trace's phase at receive), each sorted by its keys.
+
+        Over measured deliveries (warm-up excluded): p (mean processing), p99 processing, min
+        broker_network, p95 of the per-second minima, mean sojourn, the share that arrived at an empty
+        client buffer (`buffer_empty_share`), and over those with both the drawn and the achieved
+        processing time, their means (`processing_drawn_ms`, `processing_achieved_ms`,
+        `processing_count`); all of them None without a measured delivery. Over all deliveries:
+        min/max prefetch, whether the consumer acked automatically, throughput = acked per second of
+        wall time (first receive to last settle, else to the last processing end), utilisation, and
+        its span in seconds since t0 (`span_start_s`, `span_end_s`)."""
         consumers = sorted({c["consumer"] for c in self._cells})
         by_consumer = [self._model_row(consumer, None) for consumer in consumers]
         phases = sorted({(c["consumer"], c["phase"]) for c in self._cells})
@@ -229,7 +259,8 @@ class DeliveryRollup:
 
 
 def _wall(cells: Sequence[Mapping[str, Any]], fallback: str) -> Any:
-    """First receive to last settle, else to the cells' latest `fallback` time (transforms.utilisation.wall_between)."""
+    """A consumer's wall time: first receive to last settle; one that never settled anything (it died
+    first) up to the cells' latest `fallback` time."""
     first = _min(c["first_ns"] for c in cells)
     last = _max(c["last_settle_ns"] for c in cells)
     if last is None:

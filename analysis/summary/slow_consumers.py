@@ -9,31 +9,74 @@ from typing import Any
 
 from pyspark.sql import DataFrame, functions as F
 
-from analysis.events.queue import sampling
+from analysis.events.queue import queue_samples, sampling
 from analysis.transforms._common import local_rows
-from analysis.transforms.slow_consumers import SPANS_SCHEMA, consumer_spans, slow_consumer_samples
+from analysis.transforms.slow_consumers import LEAVE_KINDS, SPANS_SCHEMA, slow_consumer_samples
 
-__all__ = ["slow_consumers_block"]
+__all__ = ["slow_consumers_block", "consumer_spans"]
 
 
 def _share(slow: int, sampled: int) -> float | None:
     return slow / sampled if sampled else None
 
 
+def consumer_spans(
+    activity: Sequence[Mapping[str, Any]], event_rows: Sequence[Mapping[str, Any]]
+) -> list[dict[str, Any]]:
+    """Per consumer (summary.deliveries' activity rows), by name: its group, why it is excluded (None:
+    it has a window: not auto-ack, a prefetch limit), and the span in which samples count for it
+    (`from_ns`, `to_ns`): its first join or receive, whichever came first, to its last leave or
+    receive or settle, whichever came last."""
+    joins: dict[Any, int] = {}
+    leaves: dict[Any, int] = {}
+    for e in event_rows:
+        name, ts = e.get("name"), e.get("ts_ns")
+        if ts is None:
+            continue
+        if e.get("kind") == "consumer_join":
+            joins[name] = min(joins.get(name, ts), ts)
+        elif e.get("kind") in LEAVE_KINDS:
+            leaves[name] = max(leaves.get(name, ts), ts)
+    spans = []
+    for a in activity:
+        consumer = a["consumer"]
+        excluded = (
+            "auto_ack"
+            if a["auto_ack"]
+            else "no prefetch limit"
+            if a["max_prefetch"] is not None and a["max_prefetch"] <= 0
+            else None
+        )
+        starts = [t for t in (joins.get(consumer), a["first_receive_ns"]) if t is not None]
+        ends = [t for t in (leaves.get(consumer), a["last_ns"]) if t is not None]
+        spans.append(
+            {
+                "consumer": consumer,
+                "group": a["group"],
+                "excluded": excluded,
+                "from_ns": min(starts) if starts else None,
+                "to_ns": max(ends) if ends else None,
+            }
+        )
+    return spans
+
+
 def slow_consumers_block(
     deliveries: DataFrame,
     events: DataFrame,
-    samples: Sequence[Mapping[str, Any]],
+    event_rows: Sequence[Mapping[str, Any]],
     t0_ns: int,
-    partials: DataFrame | None = None,
+    activity: Sequence[Mapping[str, Any]],
 ) -> dict[str, Any]:
     """summary.json's `slow_consumers` (docs/summary.md); {} when the run has no queue samples.
-    `samples`: the events' queue samples (events.queue.queue_samples). `partials`: the consumer
-    partials with consumer_span_parts, when the job has them (consumer_spans)."""
+    `event_rows`: the events trace's rows (the `events` frame's); `activity`: summary.deliveries'
+    rows per consumer (DeliveryRollup.activity)."""
+    samples = queue_samples(event_rows)
     if not samples:
         return {}
-    spans = consumer_spans(deliveries, events, partials).orderBy("consumer").collect()  # a row per consumer
-    spans_frame = local_rows(deliveries.sparkSession, [tuple(r) for r in spans], SPANS_SCHEMA)
+    spans = consumer_spans(activity, event_rows)
+    fields = [f.split()[0] for f in SPANS_SCHEMA.split(", ")]
+    spans_frame = local_rows(deliveries.sparkSession, [tuple(r[f] for f in fields) for r in spans], SPANS_SCHEMA)
     minutes = (
         slow_consumer_samples(deliveries, events, t0_ns, spans_frame)
         .groupBy("consumer", "group", "minute")

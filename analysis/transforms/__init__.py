@@ -20,19 +20,16 @@ from .accounting import (
 from .codel import (
     NACK_OUTCOMES,
     codel_by_consumer,
-    codel_parts,
     codel_state,
-    codel_state_of,
     codel_totals,
     requeue_handoffs,
     requeue_takers,
 )
 from .histogram import histogram_counts, histogram_edges
 from .latency import with_confirm_latency, with_delivery_latencies
-from .phases import BASE, Segment, assign_phase, phase_summary, timeline_segments
+from .phases import BASE, Segment, assign_phase, timeline_segments
 from .stats import STAT_FIELDS, stats_by, stats_struct
 from .throughput import in_window, measurement_window_ns, throughput, window_counts, window_rates
-from .utilisation import consumer_summary, utilisation_by
 from .warmup import attach_intended_ns, attach_measured, attach_publish_times, mark_measured
 from .windows import per_second_windows, second_since
 
@@ -51,9 +48,7 @@ __all__ = [
     "rejects_at_publish",
     "NACK_OUTCOMES",
     "codel_by_consumer",
-    "codel_parts",
     "codel_state",
-    "codel_state_of",
     "codel_totals",
     "requeue_handoffs",
     "requeue_takers",
@@ -64,7 +59,6 @@ __all__ = [
     "BASE",
     "Segment",
     "assign_phase",
-    "phase_summary",
     "timeline_segments",
     "STAT_FIELDS",
     "stats_by",
@@ -74,8 +68,6 @@ __all__ = [
     "throughput",
     "window_counts",
     "window_rates",
-    "consumer_summary",
-    "utilisation_by",
     "attach_intended_ns",
     "attach_measured",
     "attach_publish_times",

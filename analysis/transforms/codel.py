@@ -15,28 +15,19 @@ from typing import Any, NamedTuple
 from pyspark.sql import Column, DataFrame, Window, WindowSpec, functions as F
 
 from ._common import NS_PER_S, Transform, few, is_acked
-from .stats import merged_stats, stats_struct
+from .stats import stats_struct
 
 __all__ = [
     "NACK_OUTCOMES",
     "nacked",
     "requeue_handoffs",
-    "codel_parts",
     "codel_state",
-    "codel_state_of",
     "requeue_takers",
     "codel_by_consumer",
-    "codel_by_consumer_of",
     "codel_totals",
-    "first_drops",
-    "state_first_drops",
-    "after_first_drop",
-    "AFTER_FIRST_DROP",
 ]
 
 NACK_OUTCOMES = ("nack_requeue", "nack_discard")
-AFTER_FIRST_DROP = "_after_first_drop"
-"""The key by which consumer partials are split at each consumer's first drop (after_first_drop)."""
 
 
 def nacked() -> Column:
@@ -80,67 +71,14 @@ def _consumer_order() -> WindowSpec:
     return Window.partitionBy("consumer").orderBy("start_ns", "receive_ns", "delivery_tag")
 
 
-def codel_parts() -> list[Column]:
-    """Aggregates of a group's deliveries that codel_state_of and codel_by_consumer_of roll up per
-    consumer (alongside utilisation.consumer_partials): its first nack's start_ns, its rows with
-    controller state, its nacks, its deliveries that left the buffer, its requeues and discards."""
-    return [
-        F.min(F.when(nacked(), F.col("start_ns"))).alias("_first_drop_ns"),
-        F.count_if(F.col("codel_dropping").isNotNull()).alias("_codel_rows"),
-        F.count_if(nacked()).alias("_nacks"),
-        F.count_if(F.col("start_ns").isNotNull()).alias("_decided"),
-        F.count_if(F.col("outcome") == "nack_requeue").alias("_nack_requeues"),
-        F.count_if(F.col("outcome") == "nack_discard").alias("_nack_discards"),
-    ]
-
-
-def first_drops(deliveries: DataFrame) -> DataFrame:
-    """Per consumer that nacked: `first_drop_ns`, the start_ns of its first nack (codel_state's). Any
-    rows that hold every nacked delivery will do: the job's deliveries of the ledger's ids."""
-    return (
-        deliveries.where(nacked() & F.col("consumer").isNotNull())
-        .groupBy("consumer")
-        .agg(F.min("start_ns").alias("first_drop_ns"))
-    )
-
-
-def after_first_drop(drops: Mapping[Any, int]) -> Column:
-    """True for a delivery that left its consumer's buffer at or after the consumer's first drop;
-    false otherwise (no drop, or still in the buffer). `drops`: consumer -> first_drop_ns, keyed as
-    the rows' consumer column is (a name, or its code: transforms.codes). As a key of the consumer
-    partials (AFTER_FIRST_DROP), it lets codel_by_consumer_of roll up the sojourn before and after
-    CoDel first acted from their sketches, without a pass of its own over the deliveries."""
-    if not drops:
-        return F.lit(False)
-    return F.coalesce(F.col("start_ns") >= _by_name(drops, None), F.lit(False))
-
-
 def codel_state(deliveries: DataFrame) -> DataFrame:
     """One row per consumer: `first_drop_ns` (the start_ns of its first nack; null if it nacked none),
     `codel_on` (its delivery rows carry controller state) and `touched` (CoDel on, or it nacked)."""
-    return deliveries.groupBy("consumer").agg(*codel_parts()).transform(_state)
-
-
-def codel_state_of(partials: DataFrame) -> DataFrame:
-    """codel_state's rows from partial rows with codel_parts (a few per consumer)."""
-    return (
-        partials.groupBy("consumer")
-        .agg(
-            F.min("_first_drop_ns").alias("_first_drop_ns"),
-            F.sum("_codel_rows").alias("_codel_rows"),
-            F.sum("_nacks").alias("_nacks"),
-        )
-        .transform(_state)
-    )
-
-
-def _state(parts: DataFrame) -> DataFrame:
-    on = F.col("_codel_rows") > 0
-    return parts.select(
-        "consumer",
-        F.col("_first_drop_ns").alias("first_drop_ns"),
+    on = F.count_if(F.col("codel_dropping").isNotNull()) > 0
+    return deliveries.groupBy("consumer").agg(
+        F.min(F.when(nacked(), F.col("start_ns"))).alias("first_drop_ns"),
         on.alias("codel_on"),
-        (on | (F.col("_nacks") > 0)).alias("touched"),
+        (on | (F.count_if(nacked()) > 0)).alias("touched"),
     )
 
 
@@ -163,17 +101,12 @@ class _Kept(NamedTuple):
     first_drops: dict[str, int]  # consumer -> the start_ns of its first nack
 
 
-def state_first_drops(state: Sequence[Sequence[Any]]) -> dict[str, int]:
-    """Consumer -> the start_ns of its first nack, from the collected rows of codel_state (or
-    codel_state_of); a consumer that nacked none is left out."""
-    return {str(row[0]): int(row[1]) for row in state if row[0] is not None and row[1] is not None}
-
-
 def _kept(state: Sequence[Sequence[Any]], takers: Sequence[Sequence[Any]]) -> _Kept:
     state = [row for row in state if row[0] is not None]  # a delivery without a consumer is no one's
     on = sorted(str(row[0]) for row in state if row[2])
     taken = {str(row[0]): int(row[1]) for row in takers if row[0] is not None}
-    return _Kept(on, taken, sorted(set(on) | set(taken)), state_first_drops(state))
+    drops = {str(row[0]): int(row[1]) for row in state if row[1] is not None}
+    return _Kept(on, taken, sorted(set(on) | set(taken)), drops)
 
 
 def _among(names: Sequence[str]) -> Column:
@@ -259,39 +192,6 @@ def codel_by_consumer(state: Sequence[Sequence[Any]], takers: Sequence[Sequence[
             F.first("first_drop_ns").alias("first_drop_ns"),
             stats_struct(F.when(measured & before, F.col("sojourn_ms"))).alias("sojourn_before_ms"),
             stats_struct(F.when(measured & ~before, F.col("sojourn_ms"))).alias("sojourn_after_ms"),
-        )
-        return _finished(kept, per_consumer, deliveries)
-
-    return _by_consumer
-
-
-def codel_by_consumer_of(
-    state: Sequence[Sequence[Any]], takers: Sequence[Sequence[Any]], deliveries: DataFrame, sojourn: str
-) -> Transform:
-    """codel_by_consumer's rows, applied to consumer partials (utilisation.consumer_partials) with
-    codel_parts among their aggregates, keyed by AFTER_FIRST_DROP at the first drops of `state`,
-    and whose metric `sojourn` is the sojourn of measured deliveries: the counts are summed and the
-    sojourn before and after the first drop merged from their sketches (10M deliveries: a pass of
-    its own with two sketches, 25.6 task-s, saved). Only the time dropping reads `deliveries`, and
-    only with CoDel on."""
-    kept = _kept(state, takers)
-
-    def _by_consumer(partials: DataFrame) -> DataFrame:
-        after = F.col(AFTER_FIRST_DROP)
-        decided, nacks = F.sum("_decided"), F.sum("_nacks")
-        per_consumer = (
-            partials.where(_among(kept.kept))
-            .groupBy("consumer", "group")
-            .agg(
-                decided.alias("decided"),
-                nacks.alias("nacks"),
-                F.sum("_nack_requeues").alias("requeued"),
-                F.sum("_nack_discards").alias("discarded"),
-                F.when(decided > 0, nacks / decided).alias("nack_share"),
-                merged_stats(F.when(~after, F.col(sojourn))).alias("sojourn_before_ms"),
-                merged_stats(F.when(after, F.col(sojourn))).alias("sojourn_after_ms"),
-            )
-            .withColumn("first_drop_ns", _by_name(kept.first_drops, None))
         )
         return _finished(kept, per_consumer, deliveries)
 

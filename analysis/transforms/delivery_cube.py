@@ -84,6 +84,7 @@ def delivery_cells(t0_ns: int, segments: Sequence[Segment], window: tuple[int, i
             "last_settle_ns": F.max("settle_ns"),
             "last_end_ns": F.max("end_ns"),
             "last_seen_ns": F.max(F.greatest("receive_ns", "start_ns", "end_ns")),
+            "last_receive_ns": F.max("receive_ns"),
             "prefetch_min": F.min("prefetch"),
             "prefetch_max": F.max("prefetch"),
             "auto_acks": F.count_if(F.col("outcome") == "auto_ack"),

@@ -13,14 +13,11 @@ from typing import Any, NamedTuple
 
 from pyspark.sql import Column, DataFrame, functions as F
 
-from ._common import Transform, is_acked, local_rows, seconds_to_ns
-from .stats import merged_stats, stats_struct
+from ._common import Transform, seconds_to_ns
 
-__all__ = ["BASE", "SEGMENT", "Segment", "timeline_segments", "assign_phase", "segment_index", "phase_summary"]
+__all__ = ["BASE", "Segment", "timeline_segments", "assign_phase", "segment_index"]
 
 BASE = "base"
-SEGMENT = "_segment"
-"""The key by which consumer partials are split by segment (segment_index at start_ns), for phase_summary."""
 
 
 class Segment(NamedTuple):
@@ -78,72 +75,3 @@ def segment_index(segments: Sequence[Segment], t0_ns: int, time_col: str) -> Col
     for i, seg in reversed(list(enumerate(segments))):
         index = F.when(_in_segment(time_col, t0_ns, seg), F.lit(i)).otherwise(index)
     return index
-
-
-def phase_summary(
-    segments: Sequence[Segment],
-    t0_ns: int,
-    publishes: DataFrame,
-    partials: DataFrame | None = None,
-    metrics: tuple[str, str] = ("sojourn_ms", "end_to_end"),
-) -> Transform:
-    """One row per segment: published (by intended_ns), acked (acked deliveries by
-    start_ns), their rates over the segment's length, and sojourn / end-to-end stats
-    over the segment's `measured` deliveries. Applied to deliveries carrying the
-    columns of latency.with_delivery_latencies and warmup.mark_measured.
-
-    `partials`: utilisation.consumer_partials of the deliveries split by SEGMENT (segment_index at
-    start_ns), whose `metrics` are the sojourn and end-to-end times of measured deliveries: the
-    deliveries' side then rolls up from their rows and their sketches (approximate percentiles
-    only), where it would sketch every delivery again (10M deliveries: 11.3 task-s)."""
-
-    def _summary(deliveries: DataFrame) -> DataFrame:
-        frame = local_rows(
-            deliveries.sparkSession,
-            [(i, s.phase, float(s.start_s), float(s.end_s)) for i, s in enumerate(segments)],
-            "segment int, phase string, start_s double, end_s double",
-        )
-        published = (
-            publishes.transform(assign_phase(segments, t0_ns, "intended_ns", "_phase", "segment"))
-            .where(F.col("segment").isNotNull())
-            .groupBy("segment")
-            .agg(F.count(F.lit(1)).alias("published"))
-        )
-        measured = F.col("measured")
-        if partials is None:
-            delivered = (
-                deliveries.withColumn("segment", segment_index(segments, t0_ns, "start_ns"))
-                .where(F.col("segment").isNotNull())
-                .groupBy("segment")
-                .agg(
-                    F.count_if(is_acked()).alias("acked"),
-                    stats_struct(F.when(measured, F.col("sojourn_ms"))).alias("sojourn_ms"),
-                    stats_struct(F.when(measured, F.col("end_to_end_ms"))).alias("end_to_end_ms"),
-                )
-            )
-        else:
-            sojourn, end_to_end = metrics
-            delivered = (
-                partials.where(F.col(SEGMENT).isNotNull())
-                .groupBy(F.col(SEGMENT).alias("segment"))
-                .agg(
-                    F.sum("_acked").alias("acked"),
-                    merged_stats(sojourn).alias("sojourn_ms"),
-                    merged_stats(end_to_end).alias("end_to_end_ms"),
-                )
-            )
-        length_s = F.col("end_s") - F.col("start_s")
-        return (
-            frame.join(published, on="segment", how="left")
-            .join(delivered, on="segment", how="left")
-            .fillna(0, subset=["published", "acked"])
-            .withColumns(
-                {
-                    "publish_per_s": F.col("published") / length_s,
-                    "ack_per_s": F.col("acked") / length_s,
-                }
-            )
-            .orderBy("segment")
-        )
-
-    return _summary

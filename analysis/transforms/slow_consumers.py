@@ -20,8 +20,6 @@ from .windows import second_since
 
 __all__ = [
     "queue_samples",
-    "consumer_spans",
-    "consumer_span_parts",
     "slow_consumer_samples",
     "SPANS_SCHEMA",
     "LEAVE_KINDS",
@@ -48,68 +46,17 @@ def queue_samples(events: DataFrame) -> DataFrame:
     )
 
 
-def consumer_span_parts() -> list[Column]:
-    """Aggregates of a group's deliveries that consumer_spans rolls up, with utilisation.span_parts's
-    `_first_ns` and `_last_settle_ns`: `_auto_ack`, `_max_prefetch`, `_last_receive_ns`."""
-    return [
-        F.bool_or(F.col("outcome") == "auto_ack").alias("_auto_ack"),  # fixed per consumer
-        F.max("prefetch").alias("_max_prefetch"),
-        F.max("receive_ns").alias("_last_receive_ns"),
-    ]
-
-
-def consumer_spans(deliveries: DataFrame, events: DataFrame, partials: DataFrame | None = None) -> DataFrame:
-    """Per consumer: group, why it is excluded (null: it has a window), and the span in which
-    samples count for it: first join (or receive) to last leave (or receive/settle).
-
-    `partials`: utilisation.consumer_partials of the deliveries with consumer_span_parts among its
-    aggregates, when the caller has them: the spans then roll up from their few rows instead of
-    aggregating every delivery again (10M deliveries, the slow-consumers block: 15-18 s against 20-23 s)."""
-    if partials is None:
-        partials = deliveries.groupBy("consumer", F.col("consumer_group").alias("group")).agg(  # group: fixed
-            *consumer_span_parts(),
-            F.min("receive_ns").alias("_first_ns"),
-            F.max("settle_ns").alias("_last_settle_ns"),
-        )
-    by_delivery = partials.groupBy("consumer", "group").agg(
-        F.bool_or("_auto_ack").alias("auto_ack"),
-        F.max("_max_prefetch").alias("max_prefetch"),
-        F.min("_first_ns").alias("first_receive_ns"),
-        F.greatest(F.max("_last_receive_ns"), F.max("_last_settle_ns")).alias("last_ns"),
-    )
-    by_event = (
-        events.where(F.col("kind").isin("consumer_join", *LEAVE_KINDS))
-        .groupBy(F.col("name").alias("consumer"))
-        .agg(
-            F.min(F.when(F.col("kind") == "consumer_join", F.col("ts_ns"))).alias("first_join_ns"),
-            F.max(F.when(F.col("kind") != "consumer_join", F.col("ts_ns"))).alias("last_leave_ns"),
-        )
-    )
-    return by_delivery.join(by_event, "consumer", "left").select(
-        "consumer",
-        "group",
-        F.when(F.col("auto_ack"), F.lit("auto_ack"))
-        .when(F.col("max_prefetch") <= 0, F.lit("no prefetch limit"))
-        .alias("excluded"),
-        F.least("first_join_ns", "first_receive_ns").alias("from_ns"),
-        F.greatest("last_leave_ns", "last_ns").alias("to_ns"),
-    )
-
-
 SPANS_SCHEMA = "consumer string, group string, excluded string, from_ns long, to_ns long"
-"""consumer_spans's columns, for a frame of its collected rows (summary.slow_consumers)."""
+"""The spans' columns (summary.slow_consumers.consumer_spans), for a frame of their rows."""
 
 
-def slow_consumer_samples(
-    deliveries: DataFrame, events: DataFrame, t0_ns: int, spans: DataFrame | None = None
-) -> DataFrame:
+def slow_consumer_samples(deliveries: DataFrame, events: DataFrame, t0_ns: int, spans: DataFrame) -> DataFrame:
     """One row per (windowed consumer, queue sample in its span): consumer, group, ts_ns, minute
     (of run time since t0), ready, outstanding, prefetch, slow.
 
-    `spans`: consumer_spans(deliveries, events) when the caller has it already, as a frame of its
-    few rows: the query below reads the consumers five times, and each would aggregate every
-    delivery again (10M messages: 16 -> 8 s)."""
-    consumers = (spans if spans is not None else consumer_spans(deliveries, events)).where(F.col("excluded").isNull())
+    `spans`: the consumers' spans (SPANS_SCHEMA), a frame of a few rows: the query below reads
+    them five times."""
+    consumers = spans.where(F.col("excluded").isNull())
     mine = deliveries.join(consumers.select("consumer"), "consumer", "left_semi")
     leaves = (
         events.where(F.col("kind").isin(*LEAVE_KINDS))

@@ -39,11 +39,6 @@ __all__ = [
     "percentiles",
     "stats_struct",
     "stats_by",
-    "mergeable_stats",
-    "mergeable_parts",
-    "MERGEABLE_FIELDS",
-    "merged_stats",
-    "merged_by",
 ]
 
 PERCENTILES = {"p50": 0.5, "p95": 0.95, "p99": 0.99}
@@ -140,46 +135,6 @@ def stats_struct(
     return _struct(F.count(col), F.avg(col), pcts, F.max(col), F.min(col), fields, quantiles)
 
 
-def mergeable_stats(value: str | Column) -> Column:
-    """An aggregate struct of `value` (count, sum, min, max and a KLL sketch) that merged_stats rolls
-    up over several groups' rows: one pass over the rows at the finest grain serves every coarser
-    grouping. Approximate percentiles only: a KLL sketch merges with its rank error bound intact
-    (same K), where an exact percentile would need every value again."""
-    return F.struct(*[part.alias(name) for name, part in mergeable_parts(value).items()])
-
-
-MERGEABLE_FIELDS = ("count", "sum", "min", "max", "sketch")
-
-
-def mergeable_parts(value: str | Column) -> dict[str, Column]:
-    """mergeable_stats's aggregates by field (MERGEABLE_FIELDS), for a caller that computes the
-    sketch apart from the rest: Spark compiles an aggregation of plain aggregates, but evaluates
-    every aggregate of one that holds a sketch row by row (utilisation.consumer_partials)."""
-    policy = _POLICY.get()
-    if policy.exact:
-        raise ValueError("exact percentiles do not merge: mergeable_stats needs an approximate policy")
-    col = as_column(value)
-    return {
-        "count": F.count(col),
-        "sum": F.sum(col),
-        "min": F.min(col),
-        "max": F.max(col),
-        "sketch": F.kll_sketch_agg_double(col.cast("double"), policy.kll_k),
-    }
-
-
-def merged_stats(partial: str | Column, fields: Sequence[str] = STAT_FIELDS, quantiles: Sequence[float] = ()) -> Column:
-    """An aggregate over rows that each hold a mergeable_stats struct in column `partial` (or an
-    expression of one: a null struct adds nothing): the stats_struct of all the values behind them
-    (a group of no values: count 0, the rest null)."""
-    p = as_column(partial)
-    count = F.coalesce(F.sum(p["count"]), F.lit(0))
-    mean = F.when(count > 0, F.sum(p["sum"]) / count)
-    fractions = _fractions(quantiles)
-    pcts = _sketch_quantiles(F.kll_merge_agg_double(p["sketch"]), fractions)
-    return _struct(count, mean, pcts, F.max(p["max"]), F.min(p["min"]), fields, quantiles)
-
-
 def _fractions(quantiles: Sequence[float]) -> list[float]:
     """PERCENTILES' fractions, then those of `quantiles` not among them."""
     fractions = list(PERCENTILES.values())
@@ -224,17 +179,3 @@ def stats_by(
         return df.groupBy(*keys).agg(*aggs, *also)
 
     return _stats
-
-
-def merged_by(
-    keys: Sequence[str], metrics: Sequence[str], fields: Sequence[str] = STAT_FIELDS, sums: Sequence[str] = ()
-) -> Transform:
-    """stats_by over partial rows: group rows holding a mergeable_stats struct per name in
-    `metrics` by `keys` (none = one row), roll each up into its stats struct (merged_stats), and
-    sum the count columns `sums` (0 over no rows, as a count is)."""
-
-    def _merged(partials: DataFrame) -> DataFrame:
-        totals = [F.coalesce(F.sum(c), F.lit(0)).alias(c) for c in sums]
-        return partials.groupBy(*keys).agg(*[merged_stats(name, fields).alias(name) for name in metrics], *totals)
-
-    return _merged

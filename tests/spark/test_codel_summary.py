@@ -3,24 +3,17 @@
 from __future__ import annotations
 
 import pytest
-from pyspark.sql import functions as F
 
-from analysis.job import APPROXIMATE
-from analysis.summary import codel as summary_codel, codel_block
+from analysis.summary import codel_block
 from analysis.transforms import (
     codel_by_consumer,
-    codel_parts,
     codel_state,
-    codel_state_of,
     codel_totals,
     mark_measured,
     requeue_handoffs,
     requeue_takers,
     with_delivery_latencies,
 )
-from analysis.transforms.codel import AFTER_FIRST_DROP, after_first_drop, first_drops
-from analysis.transforms.stats import percentile_policy
-from analysis.transforms.utilisation import consumer_partials
 
 MS = 1_000_000
 
@@ -191,31 +184,17 @@ def test_totals_cover_the_codel_consumers_and_follow_every_requeued_message(fram
     }
 
 
-def _block(deliveries, via):
-    """codel_block with each consumer's CoDel state from the deliveries, or rolled up from the
-    partial rows per consumer and phase the job has with approximate percentiles."""
-    if via == "deliveries":
-        return codel_block(deliveries)
-    return codel_block(deliveries, deliveries.transform(consumer_partials({}, also=codel_parts())))
-
-
-VIA = pytest.mark.parametrize("via", ["deliveries", "partials"])
-
-
-@VIA
-def test_the_block_is_empty_when_codel_was_off(frame, via):
-    block = _block(
+def test_the_block_is_empty_when_codel_was_off(frame):
+    block = codel_block(
         frame("delivery", d(OTHER, "m1", 0, 1, "ack", None))
         .transform(with_delivery_latencies)
-        .transform(mark_measured(0, "receive_ns")),
-        via,
+        .transform(mark_measured(0, "receive_ns"))
     )
     assert block["consumers"] == []
     assert block["totals"]["nacks"] == 0 and block["totals"]["nack_share"] is None
 
 
-@VIA
-def test_with_codel_off_everywhere_a_requeue_lists_its_acker_with_no_dropping_time(frame, via):
+def test_with_codel_off_everywhere_a_requeue_lists_its_acker_with_no_dropping_time(frame):
     deliveries = (
         frame(
             "delivery",
@@ -225,7 +204,7 @@ def test_with_codel_off_everywhere_a_requeue_lists_its_acker_with_no_dropping_ti
         .transform(with_delivery_latencies)
         .transform(mark_measured(0, "receive_ns"))
     )
-    block = _block(deliveries, via)
+    block = codel_block(deliveries)
     # the consumer that acked what another requeued is listed, CoDel off: no dropping state to time
     assert [
         (c["consumer"], c["codel_on"], c["dropping_s"], c["acked_requeued_from_others"]) for c in block["consumers"]
@@ -234,9 +213,8 @@ def test_with_codel_off_everywhere_a_requeue_lists_its_acker_with_no_dropping_ti
     assert block["totals"]["nacks"] == 0  # the totals cover the consumers with CoDel on: none
 
 
-@VIA
-def test_the_block_holds_plain_values_and_stats_blocks(frame, via):
-    block = _block(_deliveries(frame), via)
+def test_the_block_holds_plain_values_and_stats_blocks(frame):
+    block = codel_block(_deliveries(frame))
     slow = block["consumers"][-1]
     assert [c["consumer"] for c in block["consumers"]] == [FAST, PLAIN, SLOW]
     assert set(slow) == {
@@ -305,49 +283,13 @@ def test_the_job_writes_the_block_and_the_report_shows_it(tmp_path, spark, write
     assert '<section id="codel">' in (tmp_path / "report.html").read_text()
 
 
-def test_the_state_rolled_up_from_partials_is_the_state_of_the_deliveries(frame):
+def test_each_consumers_state_and_its_sojourn_before_and_after_its_first_drop(frame):
     deliveries = _deliveries(frame)
-    by_phase = deliveries.withColumn("phase", F.when(F.col("receive_ns") < 40 * MS, "a").otherwise("b"))
-    partials = by_phase.transform(consumer_partials({}, also=codel_parts()))
-    assert partials.count() > 4  # a consumer's rows span both phases: the roll-up has work to do
     state = {r.consumer: r.asDict() for r in deliveries.transform(codel_state).collect()}
-    assert {r.consumer: r.asDict() for r in partials.transform(codel_state_of).collect()} == state
     assert state[SLOW] == dict(consumer=SLOW, first_drop_ns=50 * MS, codel_on=True, touched=True)
     assert state[OTHER] == dict(consumer=OTHER, first_drop_ns=None, codel_on=False, touched=False)
-    assert codel_block(by_phase, partials) == codel_block(by_phase)
-
-
-def _split_partials(deliveries, drops):
-    """The job's consumer partials (approximate percentiles): split at `drops` (consumer -> ns), with
-    the sojourn of measured deliveries as their metric."""
-    sojourn = {"sojourn_ms": F.when(F.col("measured"), F.col("sojourn_ms"))}
-    split = {AFTER_FIRST_DROP: after_first_drop(drops)}
-    return deliveries.transform(consumer_partials(sojourn, also=codel_parts(), split=split))
-
-
-def test_the_rows_rolled_up_from_partials_split_at_the_first_drops_are_those_of_the_deliveries(frame, monkeypatch):
-    deliveries = _deliveries(frame).withColumn("phase", F.when(F.col("receive_ns") < 40 * MS, "a").otherwise("b"))
-    drops = {r.consumer: r.first_drop_ns for r in deliveries.transform(first_drops).collect()}
-    assert drops == {SLOW: 50 * MS, FAST: 5 * MS}  # the first nacks of the rows above
-    with percentile_policy(APPROXIMATE):
-        partials = _split_partials(deliveries, drops)
-        assert partials.where(F.col(AFTER_FIRST_DROP)).count() > 0 < partials.where(~F.col(AFTER_FIRST_DROP)).count()
-        expected = codel_block(deliveries)  # every row aggregated from the deliveries
-        monkeypatch.setattr(summary_codel, "codel_by_consumer", lambda *_: pytest.fail("aggregated the deliveries"))
-        block = codel_block(deliveries, partials, split_at=drops)
-    assert block == expected
-    slow = block["consumers"][-1]
+    slow = codel_block(deliveries)["consumers"][-1]
     # slow decided at 10, 50, 60, 100, 110, 120 ms: 10 before its first drop (50 ms), the rest after
     assert (slow["consumer"], slow["decided"], slow["nacks"], slow["requeued"], slow["discarded"]) == (SLOW, 6, 3, 2, 1)
     assert slow["sojourn_before_ms"]["count"] == 1 and slow["sojourn_before_ms"]["max"] == 10.0
     assert slow["sojourn_after_ms"]["count"] == 5 and slow["sojourn_after_ms"]["max"] == 75.0  # m6: 45 -> 120
-
-
-def test_partials_split_elsewhere_than_at_the_first_drops_are_not_rolled_up(frame):
-    deliveries = _deliveries(frame)
-    wrong = {SLOW: 100 * MS, FAST: 5 * MS}  # slow's first drop is at 50 ms
-    with percentile_policy(APPROXIMATE):
-        block = codel_block(deliveries, _split_partials(deliveries, wrong), split_at=wrong)
-        assert block == codel_block(deliveries)
-    slow = block["consumers"][-1]
-    assert slow["sojourn_before_ms"]["count"] == 1  # split at 100 ms it would have been 3

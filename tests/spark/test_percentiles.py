@@ -14,8 +14,6 @@ from analysis.transforms.stats import (
     EXACT,
     PERCENTILES,
     kll_rank_error,
-    mergeable_stats,
-    merged_by,
     percentile_policy,
     percentiles,
     stats_by,
@@ -105,37 +103,6 @@ def test_approximate_percentiles_of_many_groups_are_within_the_stated_rank_error
     error = APPROXIMATE.describe()["relative_rank_error"]
     for g, block in _stats(frame, APPROXIMATE, many_groups=True).items():  # percentile_approx per group
         _within_rank_error(block, values[g], error)
-
-
-def test_partial_sketches_merged_are_within_the_stated_rank_error(large):
-    frame, values = large
-    error = APPROXIMATE.describe()["relative_rank_error"]
-    # three partial groups of unequal sizes per group, each over more values than a sketch keeps
-    part = (F.col("v") * 1000).cast("long") % 3
-    with percentile_policy(APPROXIMATE):
-        partials = frame.groupBy("g", part.alias("part")).agg(mergeable_stats("v").alias("v"))
-        merged = {r.g: r.v for r in partials.transform(merged_by(["g"], ["v"])).collect()}
-    assert partials.count() == 6
-    for g, block in merged.items():
-        _within_rank_error(block, values[g], error)
-        assert block["mean"] == pytest.approx(values[g].mean(), rel=1e-9)
-
-
-def test_partials_without_values_merge_into_a_count_of_zero(spark):
-    frame = spark.createDataFrame([(0, 0, 1.0), (0, 1, 3.0), (1, 0, None), (1, 1, None)], "g int, part int, v double")
-    with percentile_policy(APPROXIMATE):
-        partials = frame.groupBy("g", "part").agg(mergeable_stats("v").alias("v"))
-        merged = {
-            r.g: r.v
-            for r in partials.transform(merged_by(["g"], ["v"], (*PERCENTILES, "count", "mean", "min"))).collect()
-        }
-    assert merged[1].asDict() == {"p50": None, "p95": None, "p99": None, "count": 0, "mean": None, "min": None}
-    assert merged[0].asDict() == {"p50": 1.0, "p95": 3.0, "p99": 3.0, "count": 2, "mean": 2.0, "min": 1.0}
-
-
-def test_exact_percentiles_do_not_merge():
-    with percentile_policy(EXACT), pytest.raises(ValueError, match="exact percentiles do not merge"):
-        mergeable_stats("v")
 
 
 def test_a_group_without_values_has_null_percentiles(spark):

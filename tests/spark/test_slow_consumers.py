@@ -6,10 +6,9 @@ import json
 
 import pytest
 
-from analysis.events.queue import queue_samples
-from analysis.summary.slow_consumers import slow_consumers_block as _block
-from analysis.transforms.slow_consumers import consumer_span_parts, consumer_spans
-from analysis.transforms.utilisation import consumer_partials
+from analysis.summary.deliveries import delivery_rollup
+from analysis.summary.slow_consumers import consumer_spans, slow_consumers_block as _block
+from analysis.transforms import mark_measured, with_delivery_latencies
 
 S = 1_000_000_000
 T0 = 1_000 * S
@@ -35,19 +34,20 @@ def _d(consumer: str, rx_s: float, settle_s: float | None, prefetch: int = 2, ou
         settle_ns=None if settle_s is None else T0 + int(settle_s * S),
         outcome=outcome if settle_s is not None or outcome != "ack" else "unsettled",
         prefetch=prefetch,
-        # two phases, so that the spans rolled up from per-phase partials have rows to combine
+        # two phases, so that the spans rolled up from the cube's cells per phase have cells to combine
         phase="base" if rx_s < 0.55 else "busy",
     )
 
 
-def slow_consumers_block(deliveries, events, t0_ns, partials=None):
-    """The block as the job computes it: the samples from the events' rows, the rest in Spark."""
-    return _block(deliveries, events, queue_samples([r.asDict() for r in events.collect()]), t0_ns, partials)
+def _activity(deliveries):
+    """The deliveries' rows per consumer, as the job rolls them up from its cube."""
+    prepared = deliveries.transform(with_delivery_latencies).transform(mark_measured(T0, "receive_ns"))
+    return delivery_rollup(prepared, T0, [], (T0, T0 + 100 * S)).activity()
 
 
-def _partials(deliveries):
-    """The partial rows per consumer and phase the job has with approximate percentiles."""
-    return deliveries.transform(consumer_partials({}, also=consumer_span_parts()))
+def slow_consumers_block(deliveries, events, t0_ns):
+    """The block as the job computes it: the spans from the cube's cells and the events' rows."""
+    return _block(deliveries, events, [r.asDict() for r in events.collect()], t0_ns, _activity(deliveries))
 
 
 def _event(kind: str, t_s: float, name: str, value=None, detail=None) -> dict:
@@ -65,8 +65,8 @@ def _event(kind: str, t_s: float, name: str, value=None, detail=None) -> dict:
 SAMPLES = [_sample(t, 0 if t <= 5 else 4) for t in range(1, 11)]
 
 
-@pytest.fixture(scope="module", params=["deliveries", "partials"])
-def block(frame, request):
+@pytest.fixture(scope="module")
+def block(frame):
     deliveries = frame(
         "delivery",
         *(
@@ -101,7 +101,7 @@ def block(frame, request):
         _event("prefetch_change", 8.5, "h/w/0", value=2.0, detail={"from": 3, "to": 2}),
         _event("phase_start", 8.5, "runner"),
     )
-    return slow_consumers_block(deliveries, events, T0, _partials(deliveries) if request.param == "partials" else None)
+    return slow_consumers_block(deliveries, events, T0)
 
 
 def _by_consumer(block) -> dict:
@@ -187,7 +187,7 @@ def test_several_samples_in_one_second_each_see_only_what_came_before_them(frame
     assert (row["seconds_sampled"], row["slow_seconds"]) == (5, 3)
 
 
-def test_the_spans_rolled_up_from_partials_are_the_spans_of_the_deliveries(frame):
+def test_a_span_runs_from_the_first_join_or_receive_to_the_last_leave_receive_or_settle(frame):
     deliveries = frame(
         "delivery",
         _d("a/w/0", 0.5, 9),  # base; busy holds the last receive (3 s) but an earlier settle (4 s)
@@ -196,11 +196,8 @@ def test_the_spans_rolled_up_from_partials_are_the_spans_of_the_deliveries(frame
         _d("b/w/0", 2, None, prefetch=1),
         _d("d/w/0", 1, 1, outcome="auto_ack"),
     )
-    events = frame("event", _event("consumer_join", 0.2, "a/w/0"), _event("consumer_leave", 8, "b/w/0"))
-    partials = _partials(deliveries)
-    assert partials.count() == 5  # a and b in two phases each, d in one
-    spans = {r.consumer: r.asDict() for r in consumer_spans(deliveries, events, partials).collect()}
-    assert spans == {r.consumer: r.asDict() for r in consumer_spans(deliveries, events).collect()}
+    events = [_event("consumer_join", 0.2, "a/w/0"), _event("consumer_leave", 8, "b/w/0")]
+    spans = {r["consumer"]: r for r in consumer_spans(_activity(deliveries), events)}
     assert spans["a/w/0"] == dict(consumer="a/w/0", group="a", excluded=None, from_ns=T0 + S // 5, to_ns=T0 + 9 * S)
     assert spans["b/w/0"] == dict(consumer="b/w/0", group="b", excluded=None, from_ns=T0 + S // 2, to_ns=T0 + 8 * S)
     assert spans["d/w/0"]["excluded"] == "auto_ack"
