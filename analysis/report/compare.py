@@ -12,14 +12,13 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import plotly.graph_objects as go
-import plotly.io as pio
 
 from analysis.history import METRICS, metric_values
 from analysis.settings_diff import Missing, differing_settings, format_setting
 
 from ._format import dig, esc, fmt_utc, plot_text
 from ._table import Column, html_table
-from .charts import _base_layout, _histogram_bins, _series, _windows
+from .charts import _base_layout, _histogram_bins, _series, _windows, figure_html
 from .page import _css
 
 __all__ = ["compare_rows", "render_compare"]
@@ -65,14 +64,7 @@ def _cell(cell: dict, first: bool) -> str:
 
 
 def _figure_html(fig: go.Figure, div_id: str, with_js: bool) -> str:
-    return pio.to_html(
-        fig,
-        full_html=False,
-        include_plotlyjs=with_js,
-        div_id=div_id,
-        default_height=f"{fig.layout.height or 420}px",
-        config={"displaylogo": False, "responsive": True},
-    )
+    return figure_html(fig, div_id, with_js, {"displaylogo": False, "responsive": True})
 
 
 def _histogram_figure(runs: Sequence[Run]) -> go.Figure:
