@@ -21,11 +21,13 @@ where the blocks had taken a query each.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import Column, DataFrame, functions as F
 
 from analysis.buckets import BUCKET_OFFSET, LN_GAMMA, Histogram
@@ -108,60 +110,73 @@ def cube(frame: DataFrame, projections: Iterable[Projection], cells: Cells | Non
 
 
 class Cube:
-    """A collected cube: counts and histograms per projection and key."""
+    """A collected cube: counts and histograms per projection and key, read from its Arrow table
+    (sorted by projection, keys and bucket once; each projection's rows a slice of it)."""
 
     def __init__(self, table: pa.Table, cell_columns: Sequence[str] = ()) -> None:
-        self._rows: dict[str, list[dict[str, Any]]] = {}
-        self._cells: list[dict[str, Any]] = []
-        for row in table.to_pylist():
-            if row["p"] == _CELLS:
-                self._cells.append({c: row[c] for c in cell_columns})
-            else:
-                self._rows.setdefault(row["p"], []).append(row)
+        is_cell = pc.equal(table["p"], _CELLS)
+        self._cells = [{c: row[c] for c in cell_columns} for row in table.filter(is_cell).to_pylist()]
+        rows = table.filter(pc.invert(is_cell)).select(["p", *_KEYS, "b", "n", "sum", "min", "max"])
+        # a key's rows next to each other, a null key's too (nulls sort last)
+        order = [(c, "ascending") for c in ("p", *_KEYS, "b")]
+        self._rows = rows.take(pc.sort_indices(rows, sort_keys=order))
+        names = self._rows["p"].to_numpy(zero_copy_only=False) if len(self._rows) else np.empty(0, object)
+        starts = np.flatnonzero(np.r_[True, names[1:] != names[:-1]]) if len(names) else np.empty(0, np.int64)
+        ends = np.r_[starts[1:], len(names)]
+        self._slices = {str(names[a]): (int(a), int(b)) for a, b in zip(starts, ends)}
 
     @property
     def cells(self) -> list[dict[str, Any]]:
         """The cells' rows: a dict per group, of its keys and aggregates by name."""
         return self._cells
 
+    def _groups(self, name: str, by: int) -> Iterator[tuple[Any, pa.Table]]:
+        """The projection's rows per key (the first `by` keys), in key order."""
+        if by not in (1, 2, 3):
+            raise ValueError(f"by is 1, 2 or 3, got {by}")
+        start, end = self._slices.get(name, (0, 0))
+        rows = self._rows.slice(start, end - start)
+        if not len(rows):
+            return
+        # a row starts a group where one of its keys differs from the row before's (null a value of its own)
+        changed = np.zeros(len(rows), dtype=bool)
+        changed[0] = True
+        for k in _KEYS[:by]:
+            values = rows[k].to_numpy(zero_copy_only=False)
+            changed[1:] |= values[1:] != values[:-1]
+        starts = np.flatnonzero(changed)
+        for a, b in zip(starts, np.r_[starts[1:], len(rows)]):
+            group = rows.slice(int(a), int(b - a))
+            first = [group[k][0].as_py() for k in _KEYS[:by]]
+            yield (first[0] if by == 1 else tuple(first)), group
+
     def counts(self, name: str, by: int = 1) -> dict[Any, int]:
         """How many rows the projection emitted, per first key (`by` 1) or per tuple of the first
         `by` keys (2 or 3)."""
-        out: dict[Any, int] = {}
-        for r in self._rows.get(name, []):
-            key = _key(r, by)
-            out[key] = out.get(key, 0) + int(r["n"])
-        return out
+        return {key: int(pc.sum(rows["n"]).as_py()) for key, rows in self._groups(name, by)}
 
     def histograms(self, name: str, by: int = 1) -> dict[Any, Histogram]:
         """The histogram of the projection's values (null ones left out), per first key (`by` 1) or
-        per tuple of the first `by` keys (2 or 3)."""
-        parts: dict[Any, list[dict[str, Any]]] = {}
-        for r in self._rows.get(name, []):
-            if r["b"] is not None:
-                parts.setdefault(_key(r, by), []).append(r)
-        return {key: _histogram(rows) for key, rows in parts.items()}
+        per tuple of the first `by` keys (2 or 3); a key with only null values has none."""
+        out = {}
+        for key, rows in self._groups(name, by):
+            valued = rows.filter(pc.is_valid(rows["b"]))
+            if len(valued):
+                out[key] = Histogram.from_columns(
+                    *[valued[c].to_numpy(zero_copy_only=False) for c in ("b", "n", "sum", "min", "max")]
+                )
+        return out
 
     def totals(self, name: str, by: int = 1) -> dict[Any, tuple[int, Any, Any, Any]]:
         """Of a projection that is not bucketed: per first key (`by` 1) or tuple of the first `by`
         keys, (rows emitted, sum, min, max), the last three over the non-null values (None when
         there are none)."""
         out: dict[Any, tuple[int, Any, Any, Any]] = {}
-        for r in self._rows.get(name, []):
-            if r["b"] is not None:
+        for key, rows in self._groups(name, by):
+            if rows["b"].null_count != len(rows):
                 raise ValueError(f"projection {name} is bucketed: read its histograms")
-            key = _key(r, by)
-            if key in out:
+            if len(rows) > 1:
                 raise ValueError(f"projection {name}: more keys than by={by} tells apart")
-            out[key] = (int(r["n"]), r["sum"], r["min"], r["max"])
+            (row,) = rows.to_pylist()
+            out[key] = (int(row["n"]), row["sum"], row["min"], row["max"])
         return out
-
-
-def _key(row: dict[str, Any], by: int) -> Any:
-    if by not in (1, 2, 3):
-        raise ValueError(f"by is 1, 2 or 3, got {by}")
-    return row["k1"] if by == 1 else tuple(row[k] for k in _KEYS[:by])
-
-
-def _histogram(rows: Sequence[dict[str, Any]]) -> Histogram:
-    return Histogram.from_columns(*[[r[c] for r in rows] for c in ("b", "n", "sum", "min", "max")])

@@ -64,7 +64,6 @@ from analysis.transforms import (
     mark_measured,
     measurement_window_ns,
     message_facts,
-    per_second_windows,
     rejects_at_publish,
     timeline_segments,
     with_confirm_latency,
@@ -125,6 +124,8 @@ LOG_HISTOGRAM = {
         "consumers[*].sojourn_quantiles_ms.ms",
         "phases[*].sojourn_ms",
         "phases[*].latency_ms.end_to_end",
+        "windows[*].sojourn_ms",
+        "windows[*].latency_ms",
         "model.*[*].processing_p99_ms",
         "model.*[*].advice.codel_interval_ms",
         "model.*[*].advice.codel_interval_why",
@@ -543,10 +544,6 @@ def summarize(
                     "computing slow consumers",
                     lambda: slow_consumers_block(deliveries, events, event_rows, t0, rollup.activity()),
                 ),
-                "windows": (
-                    "computing per-second windows",
-                    lambda: [window_row(r) for r in deliveries.transform(per_second_windows(t0, publishes)).collect()],
-                ),
                 "consumers_churn": (  # crashes, requeues
                     "computing consumer churn",
                     lambda: churn_block(
@@ -579,6 +576,7 @@ def summarize(
         publish_cube = blocks.pop("publish_cube")
         overall.update(rollup.overall_publishes(publish_cube, window))
         phases = [phase_row(r) for r in rollup.phases(publish_cube, segments)]
+        windows = [window_row(r) for r in rollup.windows(publish_cube)]
         redelivered = overall["redelivered"]
         ids = publish_cube.counts("ids")
         totals, unaccounted = ledger_totals(ledger_table.to_pylist(), ids, redelivered, MAX_UNACCOUNTED_IDS)
@@ -607,7 +605,7 @@ def summarize(
         "egress": blocks["egress"],
         "model": model,
         "phases": phases,
-        "windows": blocks["windows"],
+        "windows": windows,
         "sojourn_histogram": {"edges_ms": edges, "counts": counts},
         "events": shown,
         "network": network_block(event_rows, t0, duration_s, ended_ns),  # docs/network.md

@@ -117,7 +117,7 @@ def phase_row(r) -> dict:
 
 
 def window_row(r) -> dict:
-    """A `windows[]` entry from a collected transforms.windows.per_second_windows row."""
+    """A `windows[]` entry from a summary.deliveries window row."""
     components = r["components_ms"]  # null in a second in which no delivery ended
     return {
         "t_s": r["t_s"],

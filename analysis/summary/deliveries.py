@@ -18,6 +18,7 @@ from analysis.transforms._common import NS_PER_S
 from analysis.transforms.delivery_cube import DELIVERY_HISTOGRAMS, delivery_cells, delivery_projections
 from analysis.transforms.phases import Segment
 from analysis.transforms.stats import QUANTILES
+from analysis.transforms.windows import COMPONENTS
 
 __all__ = ["DeliveryRollup", "delivery_rollup"]
 
@@ -88,6 +89,7 @@ class DeliveryRollup:
         # name -> (k1, k2, k3) -> histogram, the keys of DELIVERY_HISTOGRAMS then None
         self._hist = {name: deliveries.histograms(name, by=3) for name in DELIVERY_HISTOGRAMS_KEYS}
         self._transit = deliveries.totals("transit_per_s", by=3)
+        self._cube = deliveries
 
     # -- the pieces ---------------------------------------------------------
     def _histogram(self, name: str, **where: Any) -> Histogram:
@@ -139,6 +141,38 @@ class DeliveryRollup:
                     "utilisation": _utilisation(_sum(c["busy_ns"] for c in cells), wall),
                     "sojourn_ms": _stats(self._histogram("sojourn_ms", consumer=consumer), QUANTILES),
                     "end_to_end_ms": _stats(self._histogram("end_to_end", consumer=consumer)),
+                }
+            )
+        return rows
+
+    def windows(self, publishes: Cube) -> list[dict[str, Any]]:
+        """A row per second since t0 (summary.blocks.window_row), from the first to the last second
+        with any activity, warm-up and drain included: publishes by publish time (their cube of
+        publish_projections), deliveries by receive, acks by settle, the sojourn stats of the
+        deliveries that started processing in the second, the end-to-end stats and the means of
+        windows.COMPONENTS of those that ended in it. A quiet second has counts of 0 and null stats."""
+        published = _by_second(publishes.counts("published_per_s"))
+        delivered = _by_second(self._cube.counts("delivered_per_s"))
+        acked = _by_second(self._cube.counts("acked_per_s"))
+        started = _by_second(self._cube.counts("sojourn_per_s"))
+        ended = _by_second(self._cube.counts("end_to_end_per_s"))
+        sojourn = _by_second(self._cube.histograms("sojourn_per_s"))
+        end_to_end = _by_second(self._cube.histograms("end_to_end_per_s"))
+        components = {name: _by_second(self._cube.totals(f"{name}_mean_per_s")) for name in COMPONENTS}
+        seconds = set(published) | set(delivered) | set(acked) | set(started) | set(ended)
+        if not seconds:
+            return []
+        rows = []
+        for t in range(min(seconds), max(seconds) + 1):
+            rows.append(
+                {
+                    "t_s": t,
+                    "published": published.get(t, 0),
+                    "delivered": delivered.get(t, 0),
+                    "acked": acked.get(t, 0),
+                    "sojourn_ms": _stats(sojourn.get(t, Histogram.empty())),
+                    "latency_ms": _stats(end_to_end.get(t, Histogram.empty())),
+                    "components_ms": {name: _mean(components[name].get(t)) for name in COMPONENTS},
                 }
             )
         return rows
@@ -256,6 +290,16 @@ class DeliveryRollup:
             if c == consumer and (phase is None or p == phase) and least is not None:
                 per_second[second] = least if second not in per_second else min(per_second[second], least)
         return list(per_second.values())
+
+
+def _by_second(values: Mapping[Any, Any]) -> dict[int, Any]:
+    """A projection's values keyed by second (the cube's keys are strings)."""
+    return {int(k): v for k, v in values.items() if k is not None}
+
+
+def _mean(total: tuple[int, Any, Any, Any] | None) -> float | None:
+    """The mean of an unbucketed projection's (rows, sum, min, max)."""
+    return total[1] / total[0] if total is not None and total[0] else None
 
 
 def _wall(cells: Sequence[Mapping[str, Any]], fallback: str) -> Any:

@@ -31,7 +31,7 @@ from .phases import BASE, Segment, assign_phase, timeline_segments
 from .stats import STAT_FIELDS, stats_by, stats_struct
 from .throughput import in_window, measurement_window_ns, throughput, window_counts, window_rates
 from .warmup import attach_intended_ns, attach_measured, attach_publish_times, mark_measured
-from .windows import per_second_windows, second_since
+from .windows import second_since
 
 __all__ = [
     "ACKED_OUTCOMES",
@@ -72,6 +72,5 @@ __all__ = [
     "attach_measured",
     "attach_publish_times",
     "mark_measured",
-    "per_second_windows",
     "second_since",
 ]

@@ -19,9 +19,9 @@ from analysis.cube import Cells, Projection
 from ._common import is_acked
 from .phases import Segment, segment_index
 from .throughput import in_window
-from .windows import second_since
+from .windows import COMPONENTS, second_since
 
-__all__ = ["DELIVERY_HISTOGRAMS", "delivery_projections", "delivery_cells", "publish_projections"]
+__all__ = ["DELIVERY_HISTOGRAMS", "delivery_projections", "window_projections", "delivery_cells", "publish_projections"]
 
 DELIVERY_HISTOGRAMS = {
     # name: (trace column, keys); the keys are among consumer, phase and segment
@@ -38,7 +38,8 @@ DELIVERY_HISTOGRAMS = {
 def delivery_projections(t0_ns: int, segments: Sequence[Segment]) -> list[Projection]:
     """The histograms of DELIVERY_HISTOGRAMS over measured deliveries with a value, and
     `transit_per_s`: per consumer, phase and second of receive, the least broker_network of the
-    measured deliveries (not bucketed: exact). Applied to deliveries with the columns of
+    measured deliveries (not bucketed: exact); and the per-second windows' (window_projections).
+    Applied to deliveries with the columns of
     latency.with_delivery_latencies and warmup.mark_measured."""
     measured = F.col("measured")
     key = {
@@ -58,6 +59,34 @@ def delivery_projections(t0_ns: int, segments: Sequence[Segment]) -> list[Projec
             F.col("broker_network_ms"),
             bucketed=False,
         ),
+        *window_projections(t0_ns),
+    ]
+
+
+def window_projections(t0_ns: int) -> list[Projection]:
+    """The per-second windows' projections of every delivery, warm-up included, each by the second
+    of its own time: `delivered_per_s` (receive), `acked_per_s` (the settle of an ack),
+    `sojourn_per_s` (processing start; the sojourn its value), `end_to_end_per_s` (processing end;
+    the end-to-end time its value) and, not bucketed, `<component>_mean_per_s` for each of
+    windows.COMPONENTS (processing end; their sums give the means)."""
+    end = F.col("end_ns").isNotNull()
+    return [
+        Projection("delivered_per_s", F.col("receive_ns").isNotNull(), [second_since(t0_ns, "receive_ns")]),
+        Projection("acked_per_s", is_acked() & F.col("settle_ns").isNotNull(), [second_since(t0_ns, "settle_ns")]),
+        Projection(
+            "sojourn_per_s", F.col("start_ns").isNotNull(), [second_since(t0_ns, "start_ns")], F.col("sojourn_ms")
+        ),
+        Projection("end_to_end_per_s", end, [second_since(t0_ns, "end_ns")], F.col("end_to_end_ms")),
+        *[
+            Projection(
+                f"{name}_mean_per_s",
+                end & F.col(column).isNotNull(),
+                [second_since(t0_ns, "end_ns")],
+                F.col(column),
+                bucketed=False,
+            )
+            for name, column in COMPONENTS.items()
+        ],
     ]
 
 
@@ -103,11 +132,13 @@ def publish_projections(t0_ns: int, segments: Sequence[Segment], window: tuple[i
     """What the same blocks need of every publish: `confirm`, the histogram of the confirm latency
     of measured publishes; `published_in_window`, the rows published in `window` (by publish_ns;
     id-less rows too); `published_by_segment`, the rows per timeline segment of their intended
-    time. Applied to publishes with latency.with_confirm_latency and warmup.mark_measured."""
+    time; `published_per_s`, the rows per second of their publish_ns (the per-second windows).
+    Applied to publishes with latency.with_confirm_latency and warmup.mark_measured."""
     start, end = window
     segment = segment_index(segments, t0_ns, "intended_ns")
     return [
         Projection("confirm", F.col("measured") & F.col("confirm_ms").isNotNull(), value=F.col("confirm_ms")),
         Projection("published_in_window", in_window("publish_ns", start, end)),
         Projection("published_by_segment", segment.isNotNull(), [segment]),
+        Projection("published_per_s", F.col("publish_ns").isNotNull(), [second_since(t0_ns, "publish_ns")]),
     ]

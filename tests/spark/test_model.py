@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import pytest
 
+from analysis.cube import cube
 from analysis.summary.deliveries import delivery_rollup
 from analysis.summary.model import model_block, model_row
-from analysis.transforms import mark_measured, per_second_windows, with_delivery_latencies
+from analysis.transforms import mark_measured, with_confirm_latency, with_delivery_latencies
 from analysis.transforms.codes import decoded, encoded
+from analysis.transforms.delivery_cube import publish_projections
 from analysis.transforms.model import ack_to_delivery
 from analysis.transforms.stats import QUANTILES
 
@@ -84,8 +86,9 @@ def test_model_inputs_and_predictions_by_hand(frame):
 
 
 def test_window_components_are_means_by_processing_end(frame):
-    windows = _deliveries(frame).transform(per_second_windows(0, frame("publish"))).collect()
-    got = {r.t_s: r.components_ms.asDict() for r in windows}
+    no_publishes = frame("publish").transform(with_confirm_latency).transform(mark_measured(0))
+    windows = _rollup(_deliveries(frame)).windows(cube(no_publishes, publish_projections(0, [], (0, 10_000 * MS))))
+    got = {r["t_s"]: r["components_ms"] for r in windows}
     assert got[0] == {
         "broker_network": 50.0,
         "sojourn": 0.0,

@@ -1,12 +1,24 @@
 import pytest
 
-from analysis.summary import stats_block
+from analysis.cube import cube
 from analysis.summary.blocks import window_row
-from analysis.transforms import per_second_windows, with_delivery_latencies
-from analysis.transforms.windows import WINDOW_LATENCY_FIELDS, WINDOW_SOJOURN_FIELDS
+from analysis.summary.deliveries import delivery_rollup
+from analysis.transforms import mark_measured, with_confirm_latency, with_delivery_latencies
+from analysis.transforms.delivery_cube import publish_projections
 
 T0 = 1_000_000_000_000
 MS = 1_000_000
+S = 1_000_000_000
+
+
+def _windows(publishes, deliveries):
+    """The summary's `windows` of these rows, from the two cubes as the job has them."""
+    window = (T0, T0 + 10 * S)
+    published = cube(
+        publishes.transform(with_confirm_latency).transform(mark_measured(T0)), publish_projections(T0, [], window)
+    )
+    measured = deliveries.transform(with_delivery_latencies).transform(mark_measured(T0, "receive_ns"))
+    return [window_row(r) for r in delivery_rollup(measured, T0, [], window).windows(published)]
 
 
 def _at(seconds: float) -> int:
@@ -47,18 +59,11 @@ def test_one_window_per_second_with_counts_and_percentiles_and_gaps_filled(frame
             settle_ns=None,
             outcome="unsettled",
         ),
-    ).transform(with_delivery_latencies)
+    )
 
-    rows = deliveries.transform(per_second_windows(T0, publishes)).collect()
+    rows = _windows(publishes, deliveries)
     got = [
-        (
-            r.t_s,
-            r.published,
-            r.delivered,
-            r.acked,
-            stats_block(r.sojourn_ms, WINDOW_SOJOURN_FIELDS)["p50"],
-            stats_block(r.latency_ms, WINDOW_LATENCY_FIELDS)["p99"],
-        )
+        (r["t_s"], r["published"], r["delivered"], r["acked"], r["sojourn_ms"]["p50"], r["latency_ms"]["p99"])
         for r in rows
     ]
     assert got == [
@@ -70,7 +75,7 @@ def test_one_window_per_second_with_counts_and_percentiles_and_gaps_filled(frame
         (4, 0, 1, 0, 50.0, 2000.0),  # c: 4.05 - 4.0; end 4.1 - publish 2.1; never acked
     ]
     # the means of the end-to-end components of the deliveries that ended in the second
-    components = [window_row(r)["components_ms"] for r in rows]
+    components = [r["components_ms"] for r in rows]
     nothing_ended = dict.fromkeys(("broker_network", "sojourn", "socket_wait", "processing", "ack_delay"))
     assert components[0] == components[3] == nothing_ended
     # a: receive 0.5 - publish 0.2, start 0.9 - receive 0.5, no read time, end 1.1 - start 0.9, settle 1.2 - end 1.1
@@ -81,5 +86,4 @@ def test_one_window_per_second_with_counts_and_percentiles_and_gaps_filled(frame
 
 
 def test_no_activity_gives_no_windows(frame):
-    empty_p, empty_d = frame("publish"), frame("delivery").transform(with_delivery_latencies)
-    assert empty_d.transform(per_second_windows(T0, empty_p)).collect() == []
+    assert _windows(frame("publish"), frame("delivery")) == []
