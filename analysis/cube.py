@@ -11,9 +11,10 @@ A projection that is not `bucketed` keeps one row per key: its sum, minimum and 
 exact (a per-second minimum, say).
 
 *Cells* are the plain aggregates many blocks roll up (counts, exact sums of nanoseconds, first
-and last times): one grouping of the frame by a few keys, with each aggregate a column of its
-own, in the same action as the projections (the two groupings' rows united and collected
-together). A cell aggregate is a row's worth of work per aggregate, not a row of the cube.
+and last times, means): named groupings of the frame by a few keys, with each aggregate a column
+of its own, in the same action as the projections (every grouping's rows united and collected
+together). A cell aggregate is compiled, a row's worth of work per aggregate, where a projection
+is a row of the cube per frame row: what can be a grouping of plain aggregates should be.
 
 The delivery cube of the prototype (benchmarks/NOTES.md, "A handful of jobs") took one action
 where the blocks had taken a query each.
@@ -51,10 +52,11 @@ class Projection:
 @dataclass(frozen=True)
 class Cells:
     """A grouping of the frame by `keys` (name -> column) with the aggregate columns `aggregates`
-    (name -> aggregate), collected beside the projections."""
+    (name -> aggregate), collected beside the projections; `name` tells a cube's groupings apart."""
 
     keys: Mapping[str, Column]
     aggregates: Mapping[str, Column] = field(default_factory=dict)
+    name: str = "cells"
 
 
 def bucket(value: Column) -> Column:
@@ -65,7 +67,7 @@ def bucket(value: Column) -> Column:
 
 _KEYS = ("k1", "k2", "k3")
 _CELLS = "__cells__"
-"""The projection name (column `p`) of the cells' rows in the collected table."""
+"""The projection name (column `p`) of the cells' rows in the collected table, before their name."""
 
 
 def _emitted(p: Projection) -> Column:
@@ -82,40 +84,49 @@ def _emitted(p: Projection) -> Column:
     return F.when(F.coalesce(p.when, F.lit(False)), row)
 
 
-def cube(frame: DataFrame, projections: Iterable[Projection], cells: Cells | None = None) -> Cube:
-    """The projections of every row of `frame`, aggregated, and its `cells`, collected: one Spark
-    action."""
+def cube(frame: DataFrame, projections: Iterable[Projection], cells: Sequence[Cells] = ()) -> Cube:
+    """The projections of every row of `frame`, aggregated, and its groupings `cells`, collected:
+    one Spark action."""
     wanted = list(projections)
     names = [p.name for p in wanted]
-    if len(set(names)) != len(names) or _CELLS in names:
+    if len(set(names)) != len(names) or any(n.startswith(_CELLS) for n in names):
         raise ValueError(f"projection names repeat or are reserved: {names}")
-    rows = frame.select(F.inline(F.filter(F.array(*[_emitted(p) for p in wanted]), lambda x: x.isNotNull())))
+    if len({c.name for c in cells}) != len(cells):
+        raise ValueError(f"cells names repeat: {[c.name for c in cells]}")
+    # every projection's struct, null where it emits nothing: dropped after `inline` rather than by a
+    # `filter` of the array, a higher-order function Spark evaluates row by row, interpreted
+    rows = frame.select(F.inline(F.array(*[_emitted(p) for p in wanted]))).where(F.col("p").isNotNull())
     table = rows.groupBy("p", *_KEYS, "b").agg(
         F.count(F.lit(1)).alias("n"),
         F.sum("v").alias("sum"),
         F.min("v").alias("min"),
         F.max("v").alias("max"),
     )
-    if cells is not None:
-        clash = set(cells.keys) & set(cells.aggregates) or (set(cells.keys) | set(cells.aggregates)) & set(
-            table.columns
-        )
+    columns: dict[str, list[str]] = {}
+    reserved = set(table.columns)
+    for c in cells:
+        own = [*c.keys, *c.aggregates]
+        clash = set(c.keys) & set(c.aggregates) or set(own) & reserved
         if clash:
-            raise ValueError(f"cell columns clash: {sorted(clash)}")
-        grouped = frame.groupBy(*[c.alias(name) for name, c in cells.keys.items()]).agg(
-            *[a.alias(name) for name, a in cells.aggregates.items()]
+            raise ValueError(f"cell columns of {c.name} clash: {sorted(clash)}")
+        grouped = frame.groupBy(*[k.alias(name) for name, k in c.keys.items()]).agg(
+            *[a.alias(name) for name, a in c.aggregates.items()]
         )
-        table = table.unionByName(grouped.withColumn("p", F.lit(_CELLS)), allowMissingColumns=True)
-    return Cube(table.toArrow(), list(cells.keys) + list(cells.aggregates) if cells is not None else [])
+        table = table.unionByName(grouped.withColumn("p", F.lit(_CELLS + c.name)), allowMissingColumns=True)
+        columns[c.name] = own
+    return Cube(table.toArrow(), columns)
 
 
 class Cube:
     """A collected cube: counts and histograms per projection and key, read from its Arrow table
     (sorted by projection, keys and bucket once; each projection's rows a slice of it)."""
 
-    def __init__(self, table: pa.Table, cell_columns: Sequence[str] = ()) -> None:
-        is_cell = pc.equal(table["p"], _CELLS)
-        self._cells = [{c: row[c] for c in cell_columns} for row in table.filter(is_cell).to_pylist()]
+    def __init__(self, table: pa.Table, cell_columns: Mapping[str, Sequence[str]] | None = None) -> None:
+        self._cells: dict[str, list[dict[str, Any]]] = {}
+        for name, own in (cell_columns or {}).items():
+            grouping = table.filter(pc.equal(table["p"], _CELLS + name)).select(list(own))
+            self._cells[name] = grouping.to_pylist()
+        is_cell = pc.starts_with(table["p"], _CELLS)
         rows = table.filter(pc.invert(is_cell)).select(["p", *_KEYS, "b", "n", "sum", "min", "max"])
         # a key's rows next to each other, a null key's too (nulls sort last)
         order = [(c, "ascending") for c in ("p", *_KEYS, "b")]
@@ -125,10 +136,9 @@ class Cube:
         ends = np.r_[starts[1:], len(names)]
         self._slices = {str(names[a]): (int(a), int(b)) for a, b in zip(starts, ends)}
 
-    @property
-    def cells(self) -> list[dict[str, Any]]:
-        """The cells' rows: a dict per group, of its keys and aggregates by name."""
-        return self._cells
+    def cells(self, name: str = "cells") -> list[dict[str, Any]]:
+        """The rows of the grouping `name`: a dict per group, of its keys and aggregates by name."""
+        return self._cells[name]
 
     def _groups(self, name: str, by: int) -> Iterator[tuple[Any, pa.Table]]:
         """The projection's rows per key (the first `by` keys), in key order."""

@@ -72,7 +72,7 @@ from analysis.transforms import (
 from analysis.transforms._common import Transform, few, seconds_to_ns
 from analysis.transforms.codel import NACK_OUTCOMES
 from analysis.transforms.codes import decoded, encoded
-from analysis.transforms.delivery_cube import publish_projections
+from analysis.transforms.delivery_cube import publish_cells, publish_projections
 from analysis.transforms.fidelity import lateness_projections
 from analysis.transforms.model import ack_to_delivery
 from analysis.transforms.stats import EXACT, PercentilePolicy, percentile_policy
@@ -423,6 +423,7 @@ def summarize(
                     *id_projections(),
                     *publish_projections(t0, segments, window),
                 ],
+                publish_cells(t0),
             )
             return {
                 "publish_cube": publish_cube,

@@ -15,7 +15,7 @@ from pyspark.sql import DataFrame
 from analysis.buckets import Histogram, merge
 from analysis.cube import Cube, cube
 from analysis.transforms._common import NS_PER_S
-from analysis.transforms.delivery_cube import DELIVERY_HISTOGRAMS, delivery_cells, delivery_projections
+from analysis.transforms.delivery_cube import DELIVERY_HISTOGRAMS, delivery_cells, delivery_projections, window_cells
 from analysis.transforms.phases import Segment
 from analysis.transforms.stats import QUANTILES
 from analysis.transforms.windows import COMPONENTS
@@ -76,7 +76,8 @@ def delivery_rollup(
     up. `deliveries`: with latency.with_delivery_latencies and warmup.mark_measured; `window`: the
     throughput's [start, end) in ns (throughput.measurement_window_ns)."""
     projections = delivery_projections(t0_ns, segments)
-    return DeliveryRollup(cube(deliveries, projections, delivery_cells(t0_ns, segments, window)), t0_ns)
+    cells = [delivery_cells(t0_ns, segments, window), *window_cells(t0_ns)]
+    return DeliveryRollup(cube(deliveries, projections, cells), t0_ns)
 
 
 class DeliveryRollup:
@@ -84,7 +85,7 @@ class DeliveryRollup:
     (publish_projections), rolled up per block."""
 
     def __init__(self, deliveries: Cube, t0_ns: int) -> None:
-        self._cells = deliveries.cells
+        self._cells = deliveries.cells()
         self._t0 = t0_ns
         # name -> (k1, k2, k3) -> histogram, the keys of DELIVERY_HISTOGRAMS then None
         self._hist = {name: deliveries.histograms(name, by=3) for name in DELIVERY_HISTOGRAMS_KEYS}
@@ -151,14 +152,13 @@ class DeliveryRollup:
         publish_projections), deliveries by receive, acks by settle, the sojourn stats of the
         deliveries that started processing in the second, the end-to-end stats and the means of
         windows.COMPONENTS of those that ended in it. A quiet second has counts of 0 and null stats."""
-        published = _by_second(publishes.counts("published_per_s"))
-        delivered = _by_second(self._cube.counts("delivered_per_s"))
-        acked = _by_second(self._cube.counts("acked_per_s"))
+        published = _by_second({r["t_s"]: r["rows"] for r in publishes.cells("published_per_s")})
+        delivered = _by_second({r["t_s"]: r["rows"] for r in self._cube.cells("received_per_s")})
+        acked = _by_second({r["t_s"]: r["rows"] for r in self._cube.cells("acked_per_s")})
+        ended = _by_second({r["t_s"]: r for r in self._cube.cells("ended_per_s")})
         started = _by_second(self._cube.counts("sojourn_per_s"))
-        ended = _by_second(self._cube.counts("end_to_end_per_s"))
         sojourn = _by_second(self._cube.histograms("sojourn_per_s"))
         end_to_end = _by_second(self._cube.histograms("end_to_end_per_s"))
-        components = {name: _by_second(self._cube.totals(f"{name}_mean_per_s")) for name in COMPONENTS}
         seconds = set(published) | set(delivered) | set(acked) | set(started) | set(ended)
         if not seconds:
             return []
@@ -172,7 +172,7 @@ class DeliveryRollup:
                     "acked": acked.get(t, 0),
                     "sojourn_ms": _stats(sojourn.get(t, Histogram.empty())),
                     "latency_ms": _stats(end_to_end.get(t, Histogram.empty())),
-                    "components_ms": {name: _mean(components[name].get(t)) for name in COMPONENTS},
+                    "components_ms": {name: ended[t][name] if t in ended else None for name in COMPONENTS},
                 }
             )
         return rows
@@ -293,13 +293,8 @@ class DeliveryRollup:
 
 
 def _by_second(values: Mapping[Any, Any]) -> dict[int, Any]:
-    """A projection's values keyed by second (the cube's keys are strings)."""
+    """Values keyed by second (a projection's keys are strings, a grouping's ints), the null key left out."""
     return {int(k): v for k, v in values.items() if k is not None}
-
-
-def _mean(total: tuple[int, Any, Any, Any] | None) -> float | None:
-    """The mean of an unbucketed projection's (rows, sum, min, max)."""
-    return total[1] / total[0] if total is not None and total[0] else None
 
 
 def _wall(cells: Sequence[Mapping[str, Any]], fallback: str) -> Any:

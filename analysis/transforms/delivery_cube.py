@@ -21,7 +21,15 @@ from .phases import Segment, segment_index
 from .throughput import in_window
 from .windows import COMPONENTS, second_since
 
-__all__ = ["DELIVERY_HISTOGRAMS", "delivery_projections", "window_projections", "delivery_cells", "publish_projections"]
+__all__ = [
+    "DELIVERY_HISTOGRAMS",
+    "delivery_projections",
+    "window_projections",
+    "window_cells",
+    "delivery_cells",
+    "publish_projections",
+    "publish_cells",
+]
 
 DELIVERY_HISTOGRAMS = {
     # name: (trace column, keys); the keys are among consumer, phase and segment
@@ -64,29 +72,37 @@ def delivery_projections(t0_ns: int, segments: Sequence[Segment]) -> list[Projec
 
 
 def window_projections(t0_ns: int) -> list[Projection]:
-    """The per-second windows' projections of every delivery, warm-up included, each by the second
-    of its own time: `delivered_per_s` (receive), `acked_per_s` (the settle of an ack),
-    `sojourn_per_s` (processing start; the sojourn its value), `end_to_end_per_s` (processing end;
-    the end-to-end time its value) and, not bucketed, `<component>_mean_per_s` for each of
-    windows.COMPONENTS (processing end; their sums give the means)."""
-    end = F.col("end_ns").isNotNull()
+    """The per-second windows' histograms of every delivery, warm-up included: `sojourn_per_s`, the
+    sojourn by the second of its processing start, `end_to_end_per_s`, the end-to-end time by the
+    second of its processing end (each counts the deliveries that started or ended in the second,
+    a null value too)."""
     return [
-        Projection("delivered_per_s", F.col("receive_ns").isNotNull(), [second_since(t0_ns, "receive_ns")]),
-        Projection("acked_per_s", is_acked() & F.col("settle_ns").isNotNull(), [second_since(t0_ns, "settle_ns")]),
         Projection(
             "sojourn_per_s", F.col("start_ns").isNotNull(), [second_since(t0_ns, "start_ns")], F.col("sojourn_ms")
         ),
-        Projection("end_to_end_per_s", end, [second_since(t0_ns, "end_ns")], F.col("end_to_end_ms")),
-        *[
-            Projection(
-                f"{name}_mean_per_s",
-                end & F.col(column).isNotNull(),
-                [second_since(t0_ns, "end_ns")],
-                F.col(column),
-                bucketed=False,
-            )
-            for name, column in COMPONENTS.items()
-        ],
+        Projection(
+            "end_to_end_per_s", F.col("end_ns").isNotNull(), [second_since(t0_ns, "end_ns")], F.col("end_to_end_ms")
+        ),
+    ]
+
+
+def window_cells(t0_ns: int) -> list[Cells]:
+    """The per-second windows' plain groupings of every delivery, warm-up included, each keyed by the
+    second (`t_s`) of its own time, null where that time is: `received_per_s` (deliveries by
+    receive), `acked_per_s` (acks by settle) and `ended_per_s` (by processing end, with the mean of
+    each of windows.COMPONENTS)."""
+    return [
+        Cells({"t_s": second_since(t0_ns, "receive_ns")}, {"rows": F.count(F.lit(1))}, name="received_per_s"),
+        Cells(
+            {"t_s": F.when(is_acked(), second_since(t0_ns, "settle_ns"))},
+            {"rows": F.count(F.lit(1))},
+            name="acked_per_s",
+        ),
+        Cells(
+            {"t_s": second_since(t0_ns, "end_ns")},
+            {name: F.avg(column) for name, column in COMPONENTS.items()},
+            name="ended_per_s",
+        ),
     ]
 
 
@@ -132,13 +148,17 @@ def publish_projections(t0_ns: int, segments: Sequence[Segment], window: tuple[i
     """What the same blocks need of every publish: `confirm`, the histogram of the confirm latency
     of measured publishes; `published_in_window`, the rows published in `window` (by publish_ns;
     id-less rows too); `published_by_segment`, the rows per timeline segment of their intended
-    time; `published_per_s`, the rows per second of their publish_ns (the per-second windows).
-    Applied to publishes with latency.with_confirm_latency and warmup.mark_measured."""
+    time. Applied to publishes with latency.with_confirm_latency and warmup.mark_measured."""
     start, end = window
     segment = segment_index(segments, t0_ns, "intended_ns")
     return [
         Projection("confirm", F.col("measured") & F.col("confirm_ms").isNotNull(), value=F.col("confirm_ms")),
         Projection("published_in_window", in_window("publish_ns", start, end)),
         Projection("published_by_segment", segment.isNotNull(), [segment]),
-        Projection("published_per_s", F.col("publish_ns").isNotNull(), [second_since(t0_ns, "publish_ns")]),
     ]
+
+
+def publish_cells(t0_ns: int) -> list[Cells]:
+    """The per-second windows' grouping of every publish row: `published_per_s`, the rows by the second
+    (`t_s`) of their publish_ns (null where it is)."""
+    return [Cells({"t_s": second_since(t0_ns, "publish_ns")}, {"rows": F.count(F.lit(1))}, name="published_per_s")]

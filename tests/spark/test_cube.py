@@ -8,7 +8,7 @@ import pytest
 from pyspark.sql import functions as F
 
 from analysis.buckets import RELATIVE_ERROR
-from analysis.cube import Projection, cube
+from analysis.cube import Cells, Projection, cube
 
 
 @pytest.fixture(scope="module")
@@ -55,3 +55,41 @@ def test_a_projection_name_given_twice_is_refused(spark):
     frame = spark.range(1)
     with pytest.raises(ValueError, match="repeat"):
         cube(frame, [Projection("x", F.lit(True)), Projection("x", F.lit(True))])
+
+
+def test_three_keys_exact_totals_and_groupings_beside_the_projections(spark, rows):
+    frame = spark.createDataFrame(rows, "g string, v double, f boolean")
+    got = cube(
+        frame,
+        [
+            Projection("by3", F.lit(True), [F.col("g"), F.col("f"), F.lit("x")], F.col("v")),
+            Projection("least", F.col("v").isNotNull(), [F.col("g")], F.col("v"), bucketed=False),
+        ],
+        [
+            Cells({"g": F.col("g")}, {"rows": F.count(F.lit(1)), "biggest": F.max("v")}, name="per_group"),
+            Cells({"f": F.col("f")}, {"rows": F.count(F.lit(1))}, name="per_flag"),
+        ],
+    )
+    by_key: dict[tuple, list] = {}
+    for g, v, f in rows:
+        by_key.setdefault((g, None if f is None else str(f).lower(), "x"), []).append(v)
+    assert got.counts("by3", by=3) == {k: len(vs) for k, vs in by_key.items()}  # a null key is a key of its own
+    for g in {g for g, _, _ in rows}:
+        values = [v for gg, v, _ in rows if gg == g and v is not None]
+        # not bucketed: one row per key, its sum, minimum and maximum exact
+        n, total, least, most = got.totals("least")[g]
+        assert (n, least, most) == (len(values), min(values), max(values))
+        assert total == pytest.approx(sum(values), rel=1e-12)
+    per_group = {r["g"]: r for r in got.cells("per_group")}
+    for g, r in per_group.items():
+        mine = [v for gg, v, _ in rows if gg == g]
+        assert r == {"g": g, "rows": len(mine), "biggest": max(v for v in mine if v is not None)}
+    flags = [f for _, _, f in rows]
+    assert {r["f"]: r["rows"] for r in got.cells("per_flag")} == {f: flags.count(f) for f in set(flags)}
+    with pytest.raises(ValueError, match="bucketed"):
+        got.totals("by3", by=3)
+
+
+def test_a_grouping_whose_columns_clash_with_the_cubes_is_refused(spark):
+    with pytest.raises(ValueError, match="clash"):
+        cube(spark.range(1), [Projection("x", F.lit(True))], [Cells({"n": F.col("id")})])

@@ -11,7 +11,7 @@ from analysis.summary.deliveries import delivery_rollup
 from analysis.summary.model import model_block, model_row
 from analysis.transforms import mark_measured, with_confirm_latency, with_delivery_latencies
 from analysis.transforms.codes import decoded, encoded
-from analysis.transforms.delivery_cube import publish_projections
+from analysis.transforms.delivery_cube import publish_cells, publish_projections
 from analysis.transforms.model import ack_to_delivery
 from analysis.transforms.stats import QUANTILES
 
@@ -87,7 +87,9 @@ def test_model_inputs_and_predictions_by_hand(frame):
 
 def test_window_components_are_means_by_processing_end(frame):
     no_publishes = frame("publish").transform(with_confirm_latency).transform(mark_measured(0))
-    windows = _rollup(_deliveries(frame)).windows(cube(no_publishes, publish_projections(0, [], (0, 10_000 * MS))))
+    windows = _rollup(_deliveries(frame)).windows(
+        cube(no_publishes, publish_projections(0, [], (0, 10_000 * MS)), publish_cells(0))
+    )
     got = {r["t_s"]: r["components_ms"] for r in windows}
     assert got[0] == {
         "broker_network": 50.0,

@@ -4,7 +4,7 @@ from analysis.cube import cube
 from analysis.summary.blocks import window_row
 from analysis.summary.deliveries import delivery_rollup
 from analysis.transforms import mark_measured, with_confirm_latency, with_delivery_latencies
-from analysis.transforms.delivery_cube import publish_projections
+from analysis.transforms.delivery_cube import publish_cells, publish_projections
 
 T0 = 1_000_000_000_000
 MS = 1_000_000
@@ -15,7 +15,9 @@ def _windows(publishes, deliveries):
     """The summary's `windows` of these rows, from the two cubes as the job has them."""
     window = (T0, T0 + 10 * S)
     published = cube(
-        publishes.transform(with_confirm_latency).transform(mark_measured(T0)), publish_projections(T0, [], window)
+        publishes.transform(with_confirm_latency).transform(mark_measured(T0)),
+        publish_projections(T0, [], window),
+        publish_cells(T0),
     )
     measured = deliveries.transform(with_delivery_latencies).transform(mark_measured(T0, "receive_ns"))
     return [window_row(r) for r in delivery_rollup(measured, T0, [], window).windows(published)]
