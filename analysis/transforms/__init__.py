@@ -29,7 +29,7 @@ from .histogram import histogram_counts, histogram_edges
 from .latency import with_confirm_latency, with_delivery_latencies
 from .phases import BASE, Segment, assign_phase, timeline_segments
 from .stats import STAT_FIELDS, stats_by, stats_struct
-from .throughput import in_window, measurement_window_ns, throughput, window_counts, window_rates
+from .throughput import in_window, measurement_window_ns
 from .warmup import attach_intended_ns, attach_measured, attach_publish_times, mark_measured
 from .windows import second_since
 
@@ -65,9 +65,6 @@ __all__ = [
     "stats_struct",
     "in_window",
     "measurement_window_ns",
-    "throughput",
-    "window_counts",
-    "window_rates",
     "attach_intended_ns",
     "attach_measured",
     "attach_publish_times",

@@ -1,18 +1,14 @@
 """Stats blocks: count, mean, percentiles and max, in one pass.
 
 Percentiles follow the policy in force (`percentile_policy`, set by the job from the size of
-the traces). Exact: Spark's `percentile` aggregate, which interpolates linearly between ranks
-like numpy's default, and keeps every distinct value of a group in memory. Approximate: a value
-of the group whose rank is within the policy's relative rank error of the exact rank, in memory
-bounded whatever n, from one of two sketches:
-
-- a KLL sketch (Apache DataSketches, `kll_sketch_agg_double`) with `kll_k` K: rank error at most
-  2.296 / K^0.9723 with 99 % confidence (DataSketches' bound; 9.3e-5 for K = 32,768). It takes a
-  value in less than half of `percentile_approx`'s time (six metrics over 10M deliveries, one
-  group: 3.2-4.1 against 8.0-10.3 s), but it allocates K values per group, whatever its size;
-- `percentile_approx` with `accuracy` A, rank error at most 1/A (deterministic), where a grouping
-  has many small groups (`many_groups`: a row per second), which the KLL sketch's allocation
-  makes slower (two metrics over 10M deliveries by second: 6.7-8.6 against 4.9-6.4 s).
+the traces), for the blocks not yet rolled up from a cube (analysis.cube, whose percentiles come
+from log buckets). Exact: Spark's `percentile` aggregate, which interpolates linearly between
+ranks like numpy's default, and keeps every distinct value of a group in memory. Approximate: a
+value of the group whose rank is within the policy's relative rank error of the exact rank, in
+memory bounded whatever n, from a KLL sketch (Apache DataSketches, `kll_sketch_agg_double`) with
+`kll_k` K: rank error at most 2.296 / K^0.9723 with 99 % confidence (DataSketches' bound; 9.3e-5
+for K = 32,768). The policy's `accuracy` (1 / 10,000) is the bound summary.json has always stated,
+which the sketch keeps.
 
 Nulls are ignored, so a metric can be restricted to some rows with `F.when(condition, value)`.
 """
@@ -94,16 +90,12 @@ def percentile_policy(policy: PercentilePolicy) -> Iterator[PercentilePolicy]:
         _POLICY.reset(token)
 
 
-def percentiles(value: Column, fractions: Sequence[float], many_groups: bool = False) -> Column:
+def percentiles(value: Column, fractions: Sequence[float]) -> Column:
     """An aggregate array column: the `fractions` percentiles of `value`, by the policy in force
-    (null when the group has no value). `many_groups`: the grouping has many small groups (a row
-    per second), for which an approximate percentile comes from `percentile_approx` rather than a
-    KLL sketch (see the module's docstring)."""
+    (null when the group has no value)."""
     policy = _POLICY.get()
     if policy.exact:
         return F.percentile(value, list(fractions))
-    if many_groups:
-        return F.percentile_approx(value, list(fractions), policy.accuracy)
     return _sketch_quantiles(F.kll_sketch_agg_double(value.cast("double"), policy.kll_k), fractions)
 
 
@@ -122,16 +114,15 @@ def stats_struct(
     value: str | Column,
     fields: Sequence[str] = STAT_FIELDS,
     quantiles: Sequence[float] = (),
-    many_groups: bool = False,
 ) -> Column:
     """An aggregate struct column with the requested stats fields of `value`.
 
     With `quantiles`, the struct also has the field `quantiles`: the array of those percentiles
     (null when the group has no value), taken from the same aggregate as p50, p95 and p99: one
-    sketch (or one sorted set of values, exact) per group, not two. `many_groups`: see percentiles."""
+    sketch (or one sorted set of values, exact) per group, not two."""
     col = as_column(value)
     fractions = _fractions(quantiles)
-    pcts = percentiles(col, fractions, many_groups)
+    pcts = percentiles(col, fractions)
     return _struct(F.count(col), F.avg(col), pcts, F.max(col), F.min(col), fields, quantiles)
 
 

@@ -50,9 +50,9 @@ def large(spark):
     frame.unpersist()
 
 
-def _stats(frame, policy, many_groups=False):
+def _stats(frame, policy):
     with percentile_policy(policy):
-        metric = stats_struct("v", many_groups=many_groups).alias("v")
+        metric = stats_struct("v").alias("v")
         return {r.g: r.v for r in frame.groupBy("g").agg(metric).collect()}
 
 
@@ -86,9 +86,8 @@ def test_the_stated_rank_error_bounds_both_sketches():
 
 def test_the_approximate_percentiles_come_from_the_sketch_the_summary_names(spark):  # builds JVM columns
     with percentile_policy(APPROXIMATE):
-        few, many = str(percentiles(F.col("v"), [0.5])), str(percentiles(F.col("v"), [0.5], many_groups=True))
-    assert "kll_sketch_agg_double(CAST(v AS DOUBLE), 32768)" in few and "percentile_approx" not in few
-    assert "percentile_approx(v" in many and "kll" not in many
+        column = str(percentiles(F.col("v"), [0.5]))
+    assert "kll_sketch_agg_double(CAST(v AS DOUBLE), 32768)" in column and "percentile_approx" not in column
 
 
 def test_approximate_percentiles_are_within_the_stated_rank_error(large):
@@ -98,19 +97,11 @@ def test_approximate_percentiles_are_within_the_stated_rank_error(large):
         _within_rank_error(block, values[g], error)
 
 
-def test_approximate_percentiles_of_many_groups_are_within_the_stated_rank_error(large):
-    frame, values = large
-    error = APPROXIMATE.describe()["relative_rank_error"]
-    for g, block in _stats(frame, APPROXIMATE, many_groups=True).items():  # percentile_approx per group
-        _within_rank_error(block, values[g], error)
-
-
 def test_a_group_without_values_has_null_percentiles(spark):
     frame = spark.createDataFrame([(0, 1.0), (1, None)], "g int, v double")
-    for many_groups in (False, True):
-        stats = _stats(frame, APPROXIMATE, many_groups)
-        assert stats[1].asDict() == {"count": 0, "mean": None, "p50": None, "p95": None, "p99": None, "max": None}
-        assert stats[0]["p50"] == stats[0]["p99"] == 1.0
+    stats = _stats(frame, APPROXIMATE)
+    assert stats[1].asDict() == {"count": 0, "mean": None, "p50": None, "p95": None, "p99": None, "max": None}
+    assert stats[0]["p50"] == stats[0]["p99"] == 1.0
 
 
 def test_auto_is_exact_up_to_the_limit_and_approximate_above():
