@@ -81,8 +81,8 @@ def delivery_rollup(
 
 
 class DeliveryRollup:
-    """The deliveries' cube (delivery_projections and delivery_cells) and the publishes' cube
-    (publish_projections), rolled up per block."""
+    """The deliveries' cube (delivery_projections, delivery_cells and window_cells) and the publishes'
+    cube (publish_projections and publish_cells), rolled up per block."""
 
     def __init__(self, deliveries: Cube, t0_ns: int) -> None:
         self._cells = deliveries.cells()
