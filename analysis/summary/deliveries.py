@@ -1,12 +1,13 @@
 """The blocks the deliveries' cube rolls up on the driver: the overall latencies and throughput,
-`consumers`, `phases` and the queueing model's inputs (transforms.delivery_cube says what each
-name is). Plain Python over the collected cells and histograms: every count, sum, minimum and
-maximum is exact, every percentile comes from log buckets (analysis.buckets).
+`consumers`, `phases`, the per-second `windows`, the queueing model's inputs and the slow
+consumers' activity (transforms.delivery_cube says what each name is). Plain Python over the
+collected cells and histograms: every count, sum, minimum and maximum is exact, every percentile
+comes from log buckets (analysis.buckets).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -21,8 +22,6 @@ from analysis.transforms.stats import QUANTILES
 from analysis.transforms.windows import COMPONENTS
 
 __all__ = ["DeliveryRollup", "delivery_rollup"]
-
-Key = tuple[Any, ...]
 
 
 def _stats(h: Histogram, quantiles: Sequence[float] = ()) -> dict[str, Any]:
@@ -88,7 +87,7 @@ class DeliveryRollup:
         self._cells = deliveries.cells()
         self._t0 = t0_ns
         # name -> (k1, k2, k3) -> histogram, the keys of DELIVERY_HISTOGRAMS then None
-        self._hist = {name: deliveries.histograms(name, by=3) for name in DELIVERY_HISTOGRAMS_KEYS}
+        self._hist = {name: deliveries.histograms(name, by=3) for name in DELIVERY_HISTOGRAMS}
         self._transit = deliveries.totals("transit_per_s", by=3)
         self._cube = deliveries
 
@@ -102,6 +101,11 @@ class DeliveryRollup:
     def _cells_where(self, **where: Any) -> list[dict[str, Any]]:
         return [c for c in self._cells if all(c[k] == v for k, v in where.items())]
 
+    def _by_consumer(self) -> Iterator[tuple[str, list[dict[str, Any]]]]:
+        """Each consumer, by name, with its cells."""
+        for consumer in sorted({c["consumer"] for c in self._cells}):
+            yield consumer, self._cells_where(consumer=consumer)
+
     # -- the blocks ---------------------------------------------------------
     def overall(self, window: tuple[int, int]) -> dict[str, Any]:
         """The whole run's deliveries: `sojourn_ms` (with its min) and the other delivery latencies as
@@ -109,7 +113,7 @@ class DeliveryRollup:
         (delivery rows with the flag)."""
         seconds = _seconds(window)
         return {
-            **{name: _stats(self._histogram(name)) for name in DELIVERY_HISTOGRAMS_KEYS},
+            **{name: _stats(self._histogram(name)) for name in DELIVERY_HISTOGRAMS},
             "deliver_per_s": _rate(sum(c["received_in_window"] for c in self._cells), seconds),
             "ack_per_s": _rate(sum(c["acked_in_window"] for c in self._cells), seconds),
             "redelivered": sum(c["redelivered"] for c in self._cells),
@@ -130,8 +134,7 @@ class DeliveryRollup:
         time, _wall), and over measured deliveries the sojourn (with its QUANTILES) and end-to-end
         stats (summary.blocks.consumer_row)."""
         rows = []
-        for consumer in sorted({c["consumer"] for c in self._cells}):
-            cells = self._cells_where(consumer=consumer)
+        for consumer, cells in self._by_consumer():
             wall = _wall(cells, "last_seen_ns")
             rows.append(
                 {
@@ -182,8 +185,7 @@ class DeliveryRollup:
         whether it acked automatically, its largest prefetch, its first receive and its last receive
         or settle."""
         rows = []
-        for consumer in sorted({c["consumer"] for c in self._cells}):
-            cells = self._cells_where(consumer=consumer)
+        for consumer, cells in self._by_consumer():
             rows.append(
                 {
                     "consumer": consumer,
@@ -234,8 +236,7 @@ class DeliveryRollup:
         min/max prefetch, whether the consumer acked automatically, throughput = acked per second of
         wall time (first receive to last settle, else to the last processing end), utilisation, and
         its span in seconds since t0 (`span_start_s`, `span_end_s`)."""
-        consumers = sorted({c["consumer"] for c in self._cells})
-        by_consumer = [self._model_row(consumer, None) for consumer in consumers]
+        by_consumer = [self._model_row(consumer, None) for consumer, _ in self._by_consumer()]
         phases = sorted({(c["consumer"], c["phase"]) for c in self._cells})
         by_phase = [self._model_row(consumer, phase) for consumer, phase in phases]
         return by_consumer, by_phase
@@ -286,7 +287,7 @@ class DeliveryRollup:
         """The least broker_network of each second (of receive) in which the consumer (in `phase`)
         had a measured delivery with one."""
         per_second: dict[Any, float] = {}
-        for (c, p, second), (_n, _sum, least, _most) in self._transit.items():
+        for (c, p, second), (_rows, _total, least, _most) in self._transit.items():
             if c == consumer and (phase is None or p == phase) and least is not None:
                 per_second[second] = least if second not in per_second else min(per_second[second], least)
         return list(per_second.values())
@@ -308,7 +309,6 @@ def _wall(cells: Sequence[Mapping[str, Any]], fallback: str) -> Any:
 
 
 _KEY_NAMES = {name: keys for name, (_column, keys) in DELIVERY_HISTOGRAMS.items()}
-DELIVERY_HISTOGRAMS_KEYS = tuple(DELIVERY_HISTOGRAMS)
 
 _MEASURED_INPUTS = (
     "processing_mean_ms",

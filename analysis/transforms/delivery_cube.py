@@ -1,7 +1,8 @@
-"""What the overall, per-consumer, per-phase and queueing-model blocks need of every delivery and
-publish, as one cube each (analysis.cube): the histograms of the latencies, the per-second minima
-of the wire time, and the cells of plain aggregates that the driver rolls up
-(analysis.summary.deliveries). Each name below is read there.
+"""What the overall, per-consumer, per-phase, per-second and queueing-model blocks need of every
+delivery and publish, as one cube each (analysis.cube): the histograms of the latencies, the
+per-second minima of the wire time, and the groupings of plain aggregates (the cells, the
+per-second counts and means) that the driver rolls up (analysis.summary.deliveries). Each name
+below is read there.
 
 The cells group the deliveries by consumer, its group, the trace's phase (at receive), the
 timeline segment (at start) and whether the delivery is measured (after the warm-up): every
@@ -47,8 +48,8 @@ def delivery_projections(t0_ns: int, segments: Sequence[Segment]) -> list[Projec
     """The histograms of DELIVERY_HISTOGRAMS over measured deliveries with a value, and
     `transit_per_s`: per consumer, phase and second of receive, the least broker_network of the
     measured deliveries (not bucketed: exact); and the per-second windows' (window_projections).
-    Applied to deliveries with the columns of
-    latency.with_delivery_latencies and warmup.mark_measured."""
+    Applied to deliveries with the columns of latency.with_delivery_latencies and
+    warmup.mark_measured."""
     measured = F.col("measured")
     key = {
         "consumer": F.col("consumer"),
