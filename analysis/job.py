@@ -53,12 +53,11 @@ from analysis.summary.blocks import ledger_totals
 from analysis.summary.codel import untouched
 from analysis.summary.deliveries import delivery_rollup
 from analysis.summary.flow_control import flow_control_projections
+from analysis.summary.histogram import sojourn_histogram
 from analysis.transforms import (
     DISCARD_CLASSES,
     attach_measured,
     classify,
-    histogram_counts,
-    histogram_edges,
     id_projections,
     ledger,
     mark_measured,
@@ -517,16 +516,6 @@ def summarize(
             overall = rollup.overall(window)
             consumers = [consumer_row(r) for r in rollup.consumers()]
 
-        def histogram() -> tuple[list[float], list[int]]:
-            sojourn = overall["sojourn_ms"]
-            edges = histogram_edges(sojourn["min"], sojourn["max"])
-            counts = [0] * (len(edges) - 1)
-            for r in deliveries.transform(
-                histogram_counts(edges, F.when(F.col("measured"), F.col("sojourn_ms")))
-            ).collect():
-                counts[r["bin"]] = r["count"]
-            return edges, counts
-
         # The blocks below read the cached frames and nothing of each other: their queries run side by
         # side, the longest (at 10M messages) first. Each is described in docs/summary.md.
         blocks = side_by_side(
@@ -565,7 +554,6 @@ def summarize(
                         else []
                     ),
                 ),
-                "sojourn_histogram": ("computing the sojourn histogram", histogram),
                 "egress": (  # {} when off
                     "computing egress",
                     lambda: egress_block(None if "egress_class" in delivery_nulls else deliveries, run.get("scenario")),
@@ -585,7 +573,6 @@ def summarize(
         depth = queue_depth(samples, t0)
         by_consumer_rows, by_phase_rows = rollup.model_inputs()
         model = model_block(by_consumer_rows, by_phase_rows, consumers, blocks.pop("ack_to_delivery"), depth, segments)
-        edges, counts = blocks.pop("sojourn_histogram")
 
     return {
         "schema_version": SUMMARY_SCHEMA_VERSION,
@@ -607,7 +594,7 @@ def summarize(
         "model": model,
         "phases": phases,
         "windows": windows,
-        "sojourn_histogram": {"edges_ms": edges, "counts": counts},
+        "sojourn_histogram": sojourn_histogram(rollup.histogram("sojourn_ms")),
         "events": shown,
         "network": network_block(event_rows, t0, duration_s, ended_ns),  # docs/network.md
         "fidelity": blocks["fidelity"],

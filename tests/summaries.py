@@ -1,7 +1,8 @@
 """Comparing two summary.json dicts: every key and count exactly, floating-point values to a
 relative tolerance (a mean summed in another order, or over other partitions, rounds differently
 in its last bits), and the percentiles the later summary estimates from log-bucket histograms
-(its `percentiles.log_histogram`) to the relative error it states."""
+(its `percentiles.log_histogram`) to the relative error it states; `recorded_differences` holds a
+summary to one recorded before the sojourn histogram was counted from log buckets."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import math
 import re
 from collections.abc import Sequence
 
-from analysis.buckets import RELATIVE_ERROR
+from analysis.buckets import GAMMA, RELATIVE_ERROR
 
 _PERCENTILE = re.compile(r"\.p\d+(_\d+)?$|\[\d+\]$")
 """A percentile field (pNN) of a stats block, or an item of a list of quantiles."""
@@ -67,3 +68,34 @@ def differences(before, after, rel: float = 1e-9, path: str = "", bounded: Seque
     if isinstance(before, str) and isinstance(after, str) and _bounded(path, bounded):
         return [] if _same_text(before, after, RELATIVE_ERROR * (1 + 1e-9)) else [f"{path}: {before!r} -> {after!r}"]
     return [] if before == after else [f"{path}: {before!r} -> {after!r}"]
+
+
+def recorded_differences(before: dict, after: dict) -> list[str]:
+    """differences() of two summaries, the sojourn histogram held to _histogram_differences."""
+    rest = {k: v for k, v in after.items() if k != "sojourn_histogram"}
+    return _histogram_differences(before["sojourn_histogram"], after["sojourn_histogram"]) + differences(
+        {k: v for k, v in before.items() if k != "sojourn_histogram"}, rest, bounded=bounded_paths(after)
+    )
+
+
+def _histogram_differences(before: dict, after: dict) -> list[str]:
+    """Where the sojourn histogram differs from the recorded one by more than its counting from log
+    buckets allows (analysis.summary.histogram): as many bins, each edge the recorded one or less than
+    one bucket (GAMMA - 1, relative) below it, the same total, and the same count in every bin
+    neither of whose edges moved."""
+    edges_b, edges_a, counts_b, counts_a = before["edges_ms"], after["edges_ms"], before["counts"], after["counts"]
+    if len(edges_a) != len(edges_b) or len(counts_a) != len(counts_b):
+        return [f"{len(counts_b)} bins before, {len(counts_a)} now"]
+    out = [
+        f"edge {i}: {b} -> {a}"
+        for i, (b, a) in enumerate(zip(edges_b, edges_a))
+        if a != b and not 0 < b - a < (GAMMA - 1) * abs(b)
+    ]
+    if sum(counts_a) != sum(counts_b):
+        out.append(f"{sum(counts_b)} values before, {sum(counts_a)} now")
+    out += [
+        f"bin {i}: {b} -> {a}"
+        for i, (b, a) in enumerate(zip(counts_b, counts_a))
+        if a != b and edges_a[i] == edges_b[i] and edges_a[i + 1] == edges_b[i + 1]
+    ]
+    return out

@@ -92,7 +92,7 @@ class DeliveryRollup:
         self._cube = deliveries
 
     # -- the pieces ---------------------------------------------------------
-    def _histogram(self, name: str, **where: Any) -> Histogram:
+    def histogram(self, name: str, **where: Any) -> Histogram:
         """The merged histogram of `name` over the keys that match `where` (key name -> value)."""
         names = _KEY_NAMES[name]
         positions = {names.index(k): v for k, v in where.items()}
@@ -113,7 +113,7 @@ class DeliveryRollup:
         (delivery rows with the flag)."""
         seconds = _seconds(window)
         return {
-            **{name: _stats(self._histogram(name)) for name in DELIVERY_HISTOGRAMS},
+            **{name: _stats(self.histogram(name)) for name in DELIVERY_HISTOGRAMS},
             "deliver_per_s": _rate(sum(c["received_in_window"] for c in self._cells), seconds),
             "ack_per_s": _rate(sum(c["acked_in_window"] for c in self._cells), seconds),
             "redelivered": sum(c["redelivered"] for c in self._cells),
@@ -143,8 +143,8 @@ class DeliveryRollup:
                     "delivered": sum(c["delivered"] for c in cells),
                     "acked": sum(c["acked"] for c in cells),
                     "utilisation": _utilisation(_sum(c["busy_ns"] for c in cells), wall),
-                    "sojourn_ms": _stats(self._histogram("sojourn_ms", consumer=consumer), QUANTILES),
-                    "end_to_end_ms": _stats(self._histogram("end_to_end", consumer=consumer)),
+                    "sojourn_ms": _stats(self.histogram("sojourn_ms", consumer=consumer), QUANTILES),
+                    "end_to_end_ms": _stats(self.histogram("end_to_end", consumer=consumer)),
                 }
             )
         return rows
@@ -218,8 +218,8 @@ class DeliveryRollup:
                     "acked": acked,
                     "publish_per_s": n_published / length,
                     "ack_per_s": acked / length,
-                    "sojourn_ms": _stats(self._histogram("sojourn_ms", segment=str(i))),
-                    "end_to_end_ms": _stats(self._histogram("end_to_end", segment=str(i))),
+                    "sojourn_ms": _stats(self.histogram("sojourn_ms", segment=str(i))),
+                    "end_to_end_ms": _stats(self.histogram("end_to_end", segment=str(i))),
                 }
             )
         return rows
@@ -263,8 +263,8 @@ class DeliveryRollup:
         n = sum(c["delivered"] for c in measured)
         if not n:  # no measured delivery: the measured inputs are unknown
             return {**row, **dict.fromkeys(_MEASURED_INPUTS)}
-        processing = self._histogram("processing", **where)
-        transit = self._histogram("broker_network", **where)
+        processing = self.histogram("processing", **where)
+        transit = self.histogram("broker_network", **where)
         both = sum(c["both"] for c in measured)
         minima = self._transit_minima(consumer, phase)
         return {
@@ -272,7 +272,7 @@ class DeliveryRollup:
             "processing_mean_ms": processing.mean(),
             "processing_p99_ms": processing.quantiles([0.99])[0],
             "transit_min_ms": transit.min(),
-            "sojourn_mean_ms": self._histogram("sojourn_ms", **where).mean(),
+            "sojourn_mean_ms": self.histogram("sojourn_ms", **where).mean(),
             "measured_deliveries": n,
             "buffer_empty_share": _ratio(
                 sum(c["buffer_empty"] for c in measured), sum(c["with_buffer_len"] for c in measured)

@@ -25,7 +25,6 @@ from .codel import (
     requeue_handoffs,
     requeue_takers,
 )
-from .histogram import histogram_counts, histogram_edges
 from .latency import with_confirm_latency, with_delivery_latencies
 from .phases import BASE, Segment, assign_phase, timeline_segments
 from .stats import STAT_FIELDS, stats_by, stats_struct
@@ -52,8 +51,6 @@ __all__ = [
     "codel_totals",
     "requeue_handoffs",
     "requeue_takers",
-    "histogram_counts",
-    "histogram_edges",
     "with_confirm_latency",
     "with_delivery_latencies",
     "BASE",

@@ -18,7 +18,7 @@ import pytest
 
 from analysis import job
 from analysis.job import analyze
-from tests.summaries import bounded_paths, differences
+from tests.summaries import recorded_differences
 
 RUNS = Path(__file__).resolve().parents[1] / "data" / "runs"
 ADDED_KEYS = {"percentiles"}  # additive changes since the recording (docs/summary.md)
@@ -37,7 +37,7 @@ def test_the_summary_keeps_its_numbers(scenario, spark, tmp_path):
     before = json.loads((run_dir / "summary.before.json").read_text())
     after = analyze(run_dir, spark=spark)
     assert set(after) - set(before) <= ADDED_KEYS
-    assert differences(before, after, bounded=bounded_paths(after)) == []
+    assert recorded_differences(before, after) == []
 
 
 PERCENTILE_KEYS = {"p50", "p95", "p99", "processing_p99_ms", "codel_interval_ms", "codel_interval_why", "ms"}
@@ -115,4 +115,4 @@ def test_the_cached_plan_keeps_the_numbers(scenario, spark, tmp_path, monkeypatc
     shutil.copytree(RUNS / scenario, run_dir)
     before = json.loads((run_dir / "summary.before.json").read_text())
     after = analyze(run_dir, spark=spark)
-    assert differences(before, after, bounded=bounded_paths(after)) == []
+    assert recorded_differences(before, after) == []

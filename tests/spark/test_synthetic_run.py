@@ -11,7 +11,9 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
+from analysis.buckets import GAMMA
 from analysis.job import analyze
+from analysis.summary.histogram import histogram_edges
 from benchmarks.synth import generate
 
 MESSAGES = 100_000
@@ -68,3 +70,15 @@ def test_the_sojourn_percentiles_are_within_the_stated_relative_error_of_numpy(s
         assert abs(got - exact) <= error * abs(exact), (name, exact, got)
     assert summary["sojourn_ms"]["max"] == pytest.approx(values[-1])
     assert summary["sojourn_ms"]["mean"] == pytest.approx(values.mean())
+
+
+def test_the_sojourn_histogram_counts_every_measured_delivery_in_its_bin(synthetic):
+    drawn, summary = synthetic
+    p = drawn.params
+    values = _measured_sojourns(drawn.out_dir, p.t0_ns + int(p.warmup_s * 1e9))
+    edges, counts = summary["sojourn_histogram"]["edges_ms"], summary["sojourn_histogram"]["counts"]
+    assert counts == np.histogram(values, edges)[0].tolist()
+    # the edges are the nice ones of the values' range, but where one fell inside a log bucket
+    nice = histogram_edges(float(values[0]), float(values[-1]))
+    assert len(edges) == len(nice)
+    assert all(n - e < (GAMMA - 1) * abs(n) for e, n in zip(edges, nice) if e != n)
