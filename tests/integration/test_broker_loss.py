@@ -51,7 +51,7 @@ if Path(RABBITMQCTL).exists():
         "broker-loss",
         f"""
 name: it-fault
-queue: {{name: sojourn.it.fault}}
+queue: {{name: sojourn.it.fault, purge_on_start: true}}
 run: {{duration_s: {DURATION_S}, warmup_s: 1, drain_timeout_s: 20}}
 producers: [{{name: p, rate: {RATE}, confirms: true}}]
 consumers: [{{name: c, prefetch: 20, processing_ms: 5}}]

@@ -33,7 +33,7 @@ RATE = 100
 DURATION_S = 40
 SCENARIO = f"""
 name: it-broker-restart
-queue: {{name: sojourn.it.broker-restart, durable: false}}
+queue: {{name: sojourn.it.broker-restart, purge_on_start: true, durable: false}}
 run: {{duration_s: {DURATION_S}, warmup_s: 1, drain_timeout_s: 30}}
 producers: [{{name: p, rate: {RATE}, confirms: true}}]
 consumers: [{{name: c, prefetch: 20, processing_ms: 15}}]

@@ -29,6 +29,7 @@ broker:
   url: amqp://guest:guest@127.0.0.1:5672/
 queue:
   name: sojourn.it.browser
+  purge_on_start: true
 run:
   duration_s: 3
   warmup_s: 1

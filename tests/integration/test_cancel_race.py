@@ -72,7 +72,7 @@ _PHASES = "\n".join(
 
 SCENARIO = f"""
 name: it-cancel-race
-queue: {{name: {QUEUE}}}   # kept at the end: its counters are read after the run
+queue: {{name: {QUEUE}, purge_on_start: true}}   # kept at the end: its counters are read after the run
 run: {{duration_s: 7, warmup_s: 0, drain_timeout_s: 30}}
 producers: [{{name: p, rate: 1500}}]
 consumers: [{{name: c, count: 2, prefetch: 30, processing_ms: 0}}]

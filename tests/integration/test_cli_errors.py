@@ -75,7 +75,7 @@ run_in_batch(
     "ctrl-c",
     """
 name: it-interrupt
-queue: {name: sojourn.it.interrupt}
+queue: {name: sojourn.it.interrupt, purge_on_start: true}
 run: {duration_s: 60, drain_timeout_s: 5}
 producers: [{name: p, rate: 100}]
 consumers: [{name: c, prefetch: 50, processing_ms: 15}]

@@ -16,6 +16,7 @@ SCENARIO = f"""
 name: it-codel
 queue:
   name: sojourn.it.codel
+  purge_on_start: true
 run:
   duration_s: 11
   warmup_s: 2

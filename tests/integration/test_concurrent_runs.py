@@ -19,7 +19,7 @@ def _start(tmp_path: Path, name: str) -> tuple[subprocess.Popen, Path]:
         tmp_path / f"{name}.yaml",
         f"""
 name: it-{name}
-queue: {{name: sojourn.it.{name}, delete_on_end: true}}
+queue: {{name: sojourn.it.{name}, purge_on_start: true, delete_on_end: true}}
 run: {{duration_s: {SECONDS}, drain_timeout_s: 20}}
 producers: [{{name: p, rate: {RATE}, arrival: constant, confirms: true}}]
 consumers: [{{name: c, prefetch: 10}}]

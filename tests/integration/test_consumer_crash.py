@@ -24,7 +24,7 @@ from tests.integration.traces import read_rows
 QUEUE = "sojourn.it.consumer-crash"
 SCENARIO = f"""
 name: it-consumer-crash
-queue: {{name: {QUEUE}, delete_on_end: true}}
+queue: {{name: {QUEUE}, purge_on_start: true, delete_on_end: true}}
 run: {{duration_s: 14, drain_timeout_s: 10}}
 producers: [{{name: p, count: 0, rate: 75}}]
 consumers: [{{name: c, prefetch: 20, processing_ms: 2}}]

@@ -37,6 +37,7 @@ SCENARIOS = {
 name: it-discards-maxlen
 queue:
   name: sojourn.it.discards.maxlen
+  purge_on_start: true
   arguments: {{x-max-length: 50, x-overflow: drop-head, x-dead-letter-exchange: {DLX}}}
   delete_on_end: true
 {COMMON}
@@ -51,6 +52,7 @@ consumers:
 name: it-discards-expired
 queue:
   name: sojourn.it.discards.expired
+  purge_on_start: true
   arguments: {{x-message-ttl: {TTL_MS}, x-dead-letter-exchange: {DLX}}}
   delete_on_end: true
 {COMMON}
@@ -70,6 +72,7 @@ timeline:
 name: it-discards-rejected
 queue:
   name: sojourn.it.discards.rejected
+  purge_on_start: true
   arguments: {x-max-length: 50, x-overflow: reject-publish}
   delete_on_end: true
 """
@@ -87,6 +90,7 @@ consumers:
 name: it-discards-codel
 queue:
   name: sojourn.it.discards.codel
+  purge_on_start: true
   arguments: {{x-dead-letter-exchange: {DLX}}}
   delete_on_end: true
 {COMMON}

@@ -19,7 +19,7 @@ MAX_DEPTH_UNITS, SIZE_BYTES = 100, 3000  # 3,000 B = 2 work units: a class holds
 # with a prefetch far above what the classes hold: the broker never stops pushing.
 SCENARIO = f"""
 name: it-egress
-queue: {{name: sojourn.it.egress, delete_on_end: true}}
+queue: {{name: sojourn.it.egress, purge_on_start: true, delete_on_end: true}}
 run: {{duration_s: 6, drain_timeout_s: 20}}
 producers:
   - name: p

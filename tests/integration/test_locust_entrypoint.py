@@ -16,6 +16,7 @@ SCENARIO = """
 name: it-locust
 queue:
   name: sojourn.it.locust-{tag}
+  purge_on_start: true
   delete_on_end: true
 run:
   duration_s: 5

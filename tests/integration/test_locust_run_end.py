@@ -24,6 +24,7 @@ SCENARIO = f"""
 name: it-plain-locust
 queue:
   name: sojourn.it.plain-locust-{{tag}}
+  purge_on_start: true
   delete_on_end: true
 run:
   duration_s: {DURATION_S}

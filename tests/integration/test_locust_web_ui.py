@@ -40,6 +40,7 @@ name: it-web-ui
 description: the web UI's own test scenario
 queue:
   name: sojourn.it.web-ui
+  purge_on_start: true
   delete_on_end: true
 run:
   duration_s: {DURATION_S}

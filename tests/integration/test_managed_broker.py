@@ -141,7 +141,7 @@ def run_blocked_producer(port: int, directory: Path) -> None:
     scenario.write_text(f"""
 name: it-blocked
 broker: {{managed: {{port: {port}}}}}   # the node is up already: the run uses it as it is
-queue: {{name: sojourn.it.blocked}}
+queue: {{name: sojourn.it.blocked, purge_on_start: true}}
 run: {{duration_s: 3, drain_timeout_s: 2}}
 producers:
   - {{name: p, rate: 10, confirms: true, max_blocked_wait_s: 0.3}}

@@ -34,6 +34,7 @@ ARITHMETIC = (
 name: it-network
 queue:
   name: sojourn.it.network
+  purge_on_start: true
   arguments: {x-max-length: 200, x-overflow: reject-publish}   # keeps the drain short
   delete_on_end: true
 run: {duration_s: 13, warmup_s: 1, drain_timeout_s: 15}
@@ -112,7 +113,7 @@ def test_throughput_and_sojourn_through_the_proxy_follow_the_queueing_arithmetic
 
 OUTAGE = """
 name: it-outage
-queue: {name: sojourn.it.outage}
+queue: {name: sojourn.it.outage, purge_on_start: true}
 run: {duration_s: 9, warmup_s: 1, drain_timeout_s: 20}
 network:
   upstream: {latency_ms: 2}

@@ -16,6 +16,7 @@ broker:
   url: amqp://guest:guest@127.0.0.1:5672/
 queue:
   name: sojourn.it.nightly.{name}
+  purge_on_start: true
 run:
   duration_s: 2     # enough: the checks are on verdicts, JUnit, history and pages (~50 acks/s vs "> 10")
   warmup_s: 1

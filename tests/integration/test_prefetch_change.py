@@ -12,7 +12,7 @@ run_in_batch(
     "prefetch-change",
     """
 name: it-prefetch-change
-queue: {name: sojourn.it.prefetch-change, delete_on_end: true}
+queue: {name: sojourn.it.prefetch-change, purge_on_start: true, delete_on_end: true}
 run: {duration_s: 8, drain_timeout_s: 20}
 producers: [{name: p, rate: 200}]
 consumers: [{name: c, prefetch: 1, processing_ms: 10}]

@@ -33,7 +33,7 @@ DURATION_S = 16
 
 SCENARIO = f"""
 name: it-processing-overshoot
-queue: {{name: sojourn.it.processing-overshoot, delete_on_end: true}}
+queue: {{name: sojourn.it.processing-overshoot, purge_on_start: true, delete_on_end: true}}
 run: {{duration_s: {DURATION_S}, warmup_s: 0, drain_timeout_s: 10}}
 producers:
   - {{name: p, rate: {RATE}, arrival: constant, size_bytes: 64, confirms: true}}

@@ -8,7 +8,7 @@ from tests.integration.traces import read_rows
 
 SCENARIO = """
 name: it-publisher-outcomes
-queue: {name: sojourn.it.outcomes, arguments: {x-max-priority: 5}, delete_on_end: true}
+queue: {name: sojourn.it.outcomes, purge_on_start: true, arguments: {x-max-priority: 5}, delete_on_end: true}
 run: {duration_s: 3, drain_timeout_s: 10}
 producers:
   - {name: lost, rate: 40, confirms: true, mandatory: true, exchange: amq.direct, routing_key: sojourn.nowhere}

@@ -43,6 +43,7 @@ SCENARIO = (
 name: it-queueing-table
 queue:
   name: sojourn.it.queueing-table
+  purge_on_start: true
   arguments: {{x-max-length: 300, x-overflow: reject-publish}}   # always fed, and a short drain
   delete_on_end: true
 # No warm-up: the queue fills in the first second and prefetch 1 never drains it, so every message

@@ -25,7 +25,7 @@ STALL_S = 0.4
 
 SCENARIO = f"""
 name: it-receive-stamps
-queue: {{name: sojourn.it.receive-stamps, delete_on_end: true}}
+queue: {{name: sojourn.it.receive-stamps, purge_on_start: true, delete_on_end: true}}
 run: {{duration_s: 6, warmup_s: 1, drain_timeout_s: 10}}
 network:
   downstream: {{latency_ms: {DOWNSTREAM_MS}}}

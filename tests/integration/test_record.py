@@ -274,7 +274,7 @@ def test_a_recording_replays_with_its_counts_and_gaps(vhost, tmp_path: Path):
     scenario.write_text(f"""
 name: it-record-replay
 broker: {{url: "{URL}"}}
-queue: {{name: sojourn.rec.replay, delete_on_end: true}}
+queue: {{name: sojourn.rec.replay, purge_on_start: true, delete_on_end: true}}
 run: {{duration_s: {offsets[-1] + 1.0:.3f}, drain_timeout_s: 10}}
 producers:
   - name: rec

@@ -44,7 +44,7 @@ def test_a_replay_across_two_worker_processes_publishes_every_row_once_on_time(t
         tmp_path / "replay.yaml",
         """
 name: it-replay
-queue: {name: sojourn.it.replay}
+queue: {name: sojourn.it.replay, purge_on_start: true}
 run: {duration_s: 5, drain_timeout_s: 20}
 producers:
   - name: rec

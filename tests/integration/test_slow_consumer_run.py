@@ -18,7 +18,7 @@ from tests.integration.traces import read_rows
 # (prefetch 5, 200 ms each) has all 5 unacked for all but ~10 ms of each 200 ms.
 SCENARIO = """
 name: it-slow-consumers
-queue: {name: sojourn.it.slow-consumers, delete_on_end: true}
+queue: {name: sojourn.it.slow-consumers, purge_on_start: true, delete_on_end: true}
 run: {duration_s: 8, drain_timeout_s: 30}
 network: {upstream: {latency_ms: 5}, downstream: {latency_ms: 5}}
 producers: [{name: p, rate: 120}]

@@ -15,6 +15,7 @@ broker:
   url: amqp://guest:guest@127.0.0.1:5672/
 queue:
   name: sojourn.it.short
+  purge_on_start: true
 run:
   duration_s: 8
   warmup_s: 1
@@ -86,6 +87,7 @@ SATURATED = """
 name: it-saturated
 queue:
   name: sojourn.it.saturated
+  purge_on_start: true
 run:
   duration_s: 12
   warmup_s: 4

@@ -32,7 +32,7 @@ ON_TIME_MS = 0.05 * PROXY_DELAY_S * 1000
 
 SCENARIO = f"""
 name: it-start-barrier
-queue: {{name: sojourn.it.start-barrier, delete_on_end: true}}
+queue: {{name: sojourn.it.start-barrier, purge_on_start: true, delete_on_end: true}}
 run: {{duration_s: {DURATION_S}, warmup_s: {WARMUP_S}, drain_timeout_s: 10}}
 network:
   upstream: {{latency_ms: 1}}

@@ -29,7 +29,7 @@ from tests.integration.traces import read_rows
 
 SCENARIO = """
 name: it-{name}
-queue: {{name: sojourn.it.{name}}}
+queue: {{name: sojourn.it.{name}, purge_on_start: true}}
 run: {{duration_s: 60, drain_timeout_s: 5}}
 producers: [{{name: p, rate: 100}}]
 consumers: [{{name: c, prefetch: 50, processing_ms: 15}}]

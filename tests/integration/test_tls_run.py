@@ -35,7 +35,7 @@ pytestmark = [
 SCENARIO = """
 name: it-tls
 broker: {{url: "{url}", connect_timeout_s: 5}}
-queue: {{name: sojourn.it.tls, delete_on_end: true}}
+queue: {{name: sojourn.it.tls, purge_on_start: true, delete_on_end: true}}
 run: {{duration_s: 3, drain_timeout_s: 10}}
 producers:
   - {{name: p, rate: 100, confirms: true}}
