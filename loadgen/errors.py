@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["LoadgenError", "BrokerUnreachable", "BrokerRefused", "BrokerOperationFailed"]
+__all__ = ["LoadgenError", "BrokerUnreachable", "BrokerRefused", "BrokerOperationFailed", "QueueHoldsMessages"]
 
 
 class LoadgenError(Exception):
@@ -37,3 +37,23 @@ class BrokerOperationFailed(LoadgenError):
         self.reply_text = reply_text
         code = f" {reply_code}" if reply_code is not None else ""
         super().__init__(f"{operation} failed:{code} {reply_text}")
+
+
+class QueueHoldsMessages(LoadgenError):
+    """The run would start on a queue it did not create that holds messages, and the scenario does
+    not say whether to purge or keep them (`queue.purge_on_start` absent): nothing is started and
+    nothing is purged (exit 2). `where` is "<scenario file>: <YAML path>"; `key` the key to set."""
+
+    def __init__(self, where: str, queue: str, messages: int, key: str = "queue.purge_on_start"):
+        self.where = where
+        self.queue = queue
+        self.messages = messages
+        self.key = key
+        super().__init__(
+            f"{where}: queue {queue!r} already holds {messages:,} message{'' if messages == 1 else 's'} and was "
+            f"not created by this run; sojourn does not purge a queue it did not create, nor start on its "
+            f"messages, unless the scenario says so.\n"
+            f"  Set {key}: true to purge them (they are lost), or {key}: false to keep them and start anyway "
+            f"(sojourn's consumers then receive and ack them like any consumer), or name a queue of the run's "
+            f'own in queue.name (one that does not exist yet). docs/scenarios.md, "Pointing sojourn at a real queue".'
+        )

@@ -11,6 +11,7 @@ from loadgen.errors import BrokerOperationFailed
 
 __all__ = [
     "declare_queue",
+    "declare_queue_counts",
     "queue_depth",
     "queue_counts",
     "queue_exists",
@@ -101,6 +102,15 @@ def declare_queue(
 ) -> int:
     """Declare the queue and return its ready-message count. Raises BrokerOperationFailed
     (e.g. 406 PRECONDITION_FAILED when it exists with other arguments)."""
+    return declare_queue_counts(
+        channel, name, durable=durable, auto_delete=auto_delete, arguments=arguments, timeout_s=timeout_s
+    )[0]
+
+
+def declare_queue_counts(
+    channel, name: str, *, durable: bool, auto_delete: bool, arguments: Mapping[str, Any], timeout_s: float = 10.0
+) -> tuple[int, int]:
+    """Declare the queue and return (messages ready, consumers) from its declare-ok, as declare_queue."""
     frame = wait_for(
         lambda cb: channel.queue_declare(
             name, durable=durable, auto_delete=auto_delete, arguments=dict(arguments) or None, callback=cb
@@ -109,7 +119,7 @@ def declare_queue(
         timeout_s,
         channel=channel,
     )
-    return frame.method.message_count
+    return frame.method.message_count, frame.method.consumer_count
 
 
 def queue_depth(channel, name: str, timeout_s: float = 10.0) -> int:

@@ -6,12 +6,13 @@ RunContext (loadgen.run.runtime)."""
 from __future__ import annotations
 
 import logging
+import sys
 from typing import TYPE_CHECKING, Any
 
 from gevent.lock import RLock
 
 from loadgen.amqp import connection as amqp, topology
-from loadgen.errors import BrokerOperationFailed
+from loadgen.errors import BrokerOperationFailed, QueueHoldsMessages
 from loadgen.run.deadletter import DeadLetterCapture
 from loadgen.scenario.names import slot_queue_name
 from loadgen.scenario.topology import required_exchanges
@@ -20,9 +21,24 @@ if TYPE_CHECKING:
     from loadgen.netem import NetemProcess
     from loadgen.run.deadletter import CapturePlan
 
-__all__ = ["BrokerSide"]
+__all__ = ["BrokerSide", "start_policy"]
 
 log = logging.getLogger("sojourn")
+
+
+def start_policy(existed: bool, ready: int, purge_on_start: bool | None) -> str:
+    """What the start does with the `ready` messages a queue holds: "none" when the run created it
+    (`existed` false) or it holds none, else as `queue.purge_on_start` says: "purge" (true), "keep"
+    (false), "refuse" (absent: a queue the run did not create is never purged unless told to)."""
+    if not existed or ready <= 0:
+        return "none"
+    if purge_on_start is None:
+        return "refuse"
+    return "purge" if purge_on_start else "keep"
+
+
+def _kept_existing(what: str, name: str, key: str) -> None:
+    log.warning("%s: %s %r existed before this run, so it is not deleted", key, what, name)
 
 
 class BrokerSide:
@@ -34,6 +50,7 @@ class BrokerSide:
     dead_letter_plan: CapturePlan | None
     dead_letters: DeadLetterCapture | None
     _claimed: set[tuple[str, str, int]]
+    _created: set[tuple[str, str]]  # ("queue" | "exchange", name) this run declared into existence
     _control: Any
     _control_conn: Any
     _control_lock: RLock
@@ -106,13 +123,26 @@ class BrokerSide:
             return amqp.open_channel(self._control_conn)
 
     def declare_topology(self, purge: bool) -> int:
-        """The scenario's exchanges, then its queue (purged when `purge` and purge_on_start), then the
-        queue's bindings; every exchange used but not declared must exist. Returns the queue's depth.
-        A refusal raises topology.TopologyError naming the object and saying what to do."""
+        """The scenario's exchanges, then its queue, then the queue's bindings; every exchange used but
+        not declared must exist. Returns the queue's depth. A refusal raises topology.TopologyError
+        naming the object and saying what to do.
+
+        `purge`: this is the run's start in the process that owns it (the local runner or the
+        master). Then the queue is looked at first (a passive declare, which needs no permission):
+        one that existed before the run and holds messages is purged, kept or refused as
+        queue.purge_on_start says (start_policy), before anything is declared; other consumers on
+        it are warned about; and what this run creates is noted, since only that is ever deleted
+        at the end (delete_queue, delete_exchanges). Otherwise (a worker, or the topology declared
+        again after a broker restart) only declare."""
         s = self.scenario
         q = s.queue
+        where = f"{s.source_path}: queue.purge_on_start"
         with self._control_lock:
+            found = self.queue_counts_if_exists(q.name) if purge else None
+            if purge and found is not None and start_policy(True, found[0], q.purge_on_start) == "refuse":
+                raise QueueHoldsMessages(where, q.name, found[0])
             for i, x in enumerate(s.exchanges):
+                existed = self._exchange_exists(x.name) if purge else True
                 self._declare(
                     lambda ch, x=x: topology.declare_exchange(
                         ch,
@@ -126,17 +156,24 @@ class BrokerSide:
                     x.name,
                     f"exchanges[{i}]",
                 )
+                if not existed:
+                    self.note_created("exchange", x.name)
             for name, path in required_exchanges(s):
                 if not self._exchange_exists(name):
                     raise topology.missing_exchange(name, f"{s.source_path}: {path}")
-            depth = self._declare(
-                lambda ch: topology.declare_queue(
+            depth, consumers = self._declare(
+                lambda ch: topology.declare_queue_counts(
                     ch, q.name, durable=q.durable, auto_delete=q.auto_delete, arguments=q.declare_arguments()
                 ),
                 "queue",
                 q.name,
                 "queue",
             )
+            if purge:
+                existed = found is not None
+                if not existed:
+                    self.note_created("queue", q.name)
+                depth = self._start_on(q.name, existed, depth, consumers, q.purge_on_start, where)
             for i, b in enumerate(s.bindings):
                 self._declare(
                     lambda ch, b=b: topology.bind_queue(ch, q.name, b.exchange, b.routing_key, b.arguments),
@@ -144,11 +181,66 @@ class BrokerSide:
                     b.exchange,
                     f"bindings[{i}]",
                 )
-            if purge and q.purge_on_start and depth:
-                topology.purge_queue(self.control(), q.name)
-                self.event("broker_depth", "runner", q.name, float(depth), {"purged": True})
-                depth = 0
         return depth
+
+    def _start_on(
+        self, queue: str, existed: bool, depth: int, consumers: int, purge_on_start: bool | None, where: str
+    ) -> int:
+        """The start on `queue`, just declared (`depth` ready messages and `consumers` consumers, none
+        of them the run's yet): warn about other consumers, then purge, keep or refuse what it holds
+        (start_policy). Returns the depth the run starts with."""
+        if consumers:
+            log.warning(
+                "queue %r already has %d consumer%s other than sojourn's: they compete with the run's "
+                "consumers for its messages (theirs are not traced), and they receive what the run publishes",
+                queue,
+                consumers,
+                "" if consumers == 1 else "s",
+            )
+            self.event("queue_consumers", "runner", queue, float(consumers), {"at": "start"})
+        policy = start_policy(existed, depth, purge_on_start)
+        if policy == "refuse":  # messages arrived between the passive declare and this one
+            raise QueueHoldsMessages(where, queue, depth)
+        if policy == "purge":
+            purged = topology.purge_queue(self.control(), queue)
+            self.event("broker_depth", "runner", queue, float(depth), {"purged": True})
+            sys.stderr.write(
+                f"[sojourn] queue {queue!r}: purged {purged:,} message{'' if purged == 1 else 's'} it held "
+                f"before the run (queue.purge_on_start: true)\n"
+            )
+            return 0
+        if policy == "keep":
+            log.warning(
+                "queue %r: keeping the %d message%s it held before the run (queue.purge_on_start: false); "
+                "the run's consumers receive and ack them too (traced without a message id), and the census "
+                "counts what is left",
+                queue,
+                depth,
+                "" if depth == 1 else "s",
+            )
+            self.event("broker_depth", "runner", queue, float(depth), {"kept": True})
+        return depth
+
+    def queue_counts_if_exists(self, name: str) -> tuple[int, int] | None:
+        """(messages ready, consumers) of the queue `name`, or None when it does not exist."""
+        channel = self.new_channel()  # a missing queue closes the channel it was asked on
+        try:
+            return topology.queue_counts(channel, name)
+        except BrokerOperationFailed as exc:
+            if exc.reply_code == topology.NOT_FOUND:
+                return None
+            raise topology.refused(exc, "queue", name, f"{self.scenario.source_path}: queue") from None
+        finally:
+            if channel.is_open:
+                channel.close()
+
+    def note_created(self, kind: str, name: str) -> None:
+        """The queue or exchange (`kind`) `name` did not exist before this run declared it."""
+        self._created.add((kind, name))
+
+    def created(self, kind: str, name: str) -> bool:
+        """This run declared the queue or exchange (`kind`) `name` into existence: it did not exist before."""
+        return (kind, name) in self._created
 
     def _declare(self, operation, kind: str, name: str, yaml_path: str):
         """operation(control channel); a refusal becomes a TopologyError located in the scenario."""
@@ -180,20 +272,34 @@ class BrokerSide:
             self.dead_letters.stop()
 
     def delete_queue(self) -> None:
-        """queue.delete_on_end: remove the queue (and what the census counted in it), and the capture queue."""
+        """queue.delete_on_end: remove the queue (and what the census counted in it), and the capture
+        queue; each only if this run created it. A queue that existed before the run is never deleted."""
+        name = self.scenario.queue.name
         with self._control_lock:
-            topology.delete_queue(self.control(), self.scenario.queue.name)
-            if self.dead_letters is not None:
-                topology.delete_queue(self.control(), self.dead_letters.plan.queue)
-        self.event("queue_deleted", "runner", self.scenario.queue.name)
+            if self.created("queue", name):
+                topology.delete_queue(self.control(), name)
+                self.event("queue_deleted", "runner", name)
+            else:
+                _kept_existing("queue", name, "queue.delete_on_end")
+            capture = self.dead_letters
+            if capture is not None:
+                if self.created("queue", capture.plan.queue):
+                    topology.delete_queue(self.control(), capture.plan.queue)
+                else:
+                    _kept_existing("dead-letter capture queue", capture.plan.queue, "queue.delete_on_end")
 
     def delete_exchanges(self) -> None:
-        """exchanges[].delete_on_end: remove those exchanges (and their bindings) after the run."""
-        for x in self.scenario.exchanges:
-            if x.delete_on_end:
-                with self._control_lock:
-                    topology.delete_exchange(self.control(), x.name)
-                self.event("exchange_deleted", "runner", x.name)
+        """exchanges[].delete_on_end: remove those exchanges (and their bindings) after the run, each
+        only if this run created it."""
+        for i, x in enumerate(self.scenario.exchanges):
+            if not x.delete_on_end:
+                continue
+            if not self.created("exchange", x.name):
+                _kept_existing("exchange", x.name, f"exchanges[{i}].delete_on_end")
+                continue
+            with self._control_lock:
+                topology.delete_exchange(self.control(), x.name)
+            self.event("exchange_deleted", "runner", x.name)
 
     def queue_depth(self) -> int | None:
         try:

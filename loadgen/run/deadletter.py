@@ -155,23 +155,52 @@ class DeadLetterCapture:
 
     # -- setup ----------------------------------------------------------------
     def declare(self, purge: bool) -> None:
-        """The exchange if it is missing, the capture queue (purged like the run's queue) and its bindings."""
+        """The exchange if it is missing, the capture queue and its bindings. `purge`: the run's start
+        (the declaring process): a capture queue that existed before the run and holds messages is
+        purged, kept or refused as `queue.purge_on_start` says, like the run's queue (broker_side)."""
+        from loadgen.errors import QueueHoldsMessages
+        from loadgen.run.broker_side import start_policy
+
         plan = self.plan
+        purge_on_start = self.ctx.scenario.queue.purge_on_start
         probe = self.ctx.new_channel()  # a missing exchange closes the channel it was asked on
         try:
             exists = topology.exchange_exists(probe, plan.exchange)
         finally:
             if probe.is_open:
                 probe.close()
+        found = self.ctx.queue_counts_if_exists(plan.queue) if purge else None
+        where = f"{self.ctx.scenario.source_path}: queue.purge_on_start"
+        if found is not None and start_policy(True, found[0], purge_on_start) == "refuse":
+            raise QueueHoldsMessages(where, plan.queue, found[0])
         channel = self.ctx.new_channel()
         try:
             if not exists:
                 topology.declare_exchange(channel, plan.exchange, exchange_type=CREATED_EXCHANGE_TYPE, durable=False)
                 log.info("declared dead-letter exchange %r (%s, not durable)", plan.exchange, CREATED_EXCHANGE_TYPE)
             depth = topology.declare_queue(channel, plan.queue, durable=False, auto_delete=False, arguments={})
-            if purge and depth:
-                topology.purge_queue(channel, plan.queue)
-                self.ctx.event("broker_depth", "runner", plan.queue, float(depth), {"purged": True})
+            if purge:
+                if found is None:
+                    self.ctx.note_created("queue", plan.queue)
+                policy = start_policy(found is not None, depth, purge_on_start)
+                if policy == "refuse":  # dead-letters arrived since the passive declare
+                    raise QueueHoldsMessages(where, plan.queue, depth)
+                if policy == "purge":
+                    purged = topology.purge_queue(channel, plan.queue)
+                    self.ctx.event("broker_depth", "runner", plan.queue, float(depth), {"purged": True})
+                    log.warning(
+                        "dead-letter capture queue %r: purged %d messages it held before the run "
+                        "(queue.purge_on_start: true)",
+                        plan.queue,
+                        purged,
+                    )
+                elif policy == "keep":
+                    log.warning(
+                        "dead-letter capture queue %r: keeping the %d messages it held before the run "
+                        "(queue.purge_on_start: false); they are read as dead-letters of this run's queue",
+                        plan.queue,
+                        depth,
+                    )
             for key in plan.binding_keys:
                 topology.bind_queue(channel, plan.queue, plan.exchange, key)
         finally:

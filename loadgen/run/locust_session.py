@@ -30,7 +30,7 @@ from locust.runners import MasterRunner, WorkerRunner
 from loadgen.amqp import kstamp
 from loadgen.broker_help import broker_help
 from loadgen.childenv import child_env
-from loadgen.errors import BrokerOperationFailed, BrokerUnreachable
+from loadgen.errors import BrokerOperationFailed, BrokerUnreachable, QueueHoldsMessages
 from loadgen.netem import NetemError
 from loadgen.redact import mask_text, mask_url
 from loadgen.replay.sources import describe
@@ -210,7 +210,7 @@ def start(environment) -> None:
             ctx.start_dead_letter_capture(purge=True)
         if role != "master":  # each process that runs participants has its own network proxy
             ctx.start_netem()
-    except (BrokerUnreachable, BrokerOperationFailed, NetemError) as exc:
+    except (BrokerUnreachable, BrokerOperationFailed, QueueHoldsMessages, NetemError) as exc:
         _fail(environment, exc)
         return
     freeze_heap()  # set up: keep the collector from walking all of it mid-run

@@ -118,6 +118,7 @@ class RunContext(RunClock, BrokerSide, Drain):
         self.counters = {"published": 0, "confirmed": 0, "delivered": 0, "acked": 0}
         self.lateness = Lateness()  # publish lateness, for the console's "fell behind" warning
         self._claimed: set[tuple[str, str, int]] = set()
+        self._created: set[tuple[str, str]] = set()  # what this run declared into existence (broker_side)
         self._control = None
         self._control_conn = None
         self._control_lock = RLock()

@@ -112,6 +112,12 @@ def _queue_arguments(value: Any) -> FrozenMapping:
     return args
 
 
+def _purge_on_start(value: Any) -> bool | None:
+    """`queue.purge_on_start`: true, false, or absent/null (None: purge nothing, and refuse to start
+    on a queue that existed before the run and holds messages; loadgen.run.broker_side)."""
+    return None if value is None else boolean(value)
+
+
 def _queue_type(value: Any) -> str | None:
     return None if value is None else cast(str, choice(*QUEUE_TYPES)(value))
 
@@ -129,7 +135,10 @@ class QueueSpec:
     durable: bool = field(metadata=yaml(boolean, False))  # a quorum queue's default is true: see read_queue
     auto_delete: bool = field(metadata=yaml(boolean, False))
     arguments: FrozenMapping = field(metadata=yaml(_queue_arguments, FrozenMapping(), layout="{}"))
-    purge_on_start: bool = field(metadata=yaml(boolean, True))
+    purge_on_start: bool | None = field(metadata=yaml(_purge_on_start, None))
+    """What to do with messages a queue that existed before the run holds: True purges them, False
+    keeps them and starts anyway, None (the key absent) refuses to start. A queue the run creates
+    needs neither (docs/scenarios.md, "Pointing sojourn at a real queue")."""
     delete_on_end: bool = field(metadata=yaml(boolean, False))
 
     @property

@@ -220,7 +220,7 @@ def test_a_queue_existing_with_other_arguments_stops_the_run_and_is_left_alone(t
         tmp_path / "x.yaml",
         f"""
 name: it-topology-precondition
-queue: {{name: {queue}, arguments: {{x-max-length: 5}}, delete_on_end: true}}
+queue: {{name: {queue}, arguments: {{x-max-length: 5}}, purge_on_start: true, delete_on_end: true}}
 run: {{duration_s: 2}}
 producers: [{{name: p, rate: 10}}]
 consumers: [{{name: c}}]
@@ -237,7 +237,8 @@ consumers: [{{name: c}}]
         assert "Traceback" not in result.stderr
         status = _run_status(tmp_path / "run")
         assert status["status"] == "failed" and "PRECONDITION_FAILED" in status["error"]
-        # Not purged, not counted, not deleted (delete_on_end is for the run's own queue).
+        # Not purged (though purge_on_start asks it: the declaration was refused first), not counted,
+        # not deleted (delete_on_end is for a queue the run created).
         connection, channel = _channel()
         assert channel.queue_declare(queue, passive=True).method.message_count == 3
         connection.close()

@@ -51,7 +51,7 @@ def test_minimal_scenario_gets_every_documented_default(tmp_path):
     assert s.name == "minimal"
     assert s.description == ""
     assert s.broker == Broker("amqp://guest:guest@127.0.0.1:5672/", 30, 5.0)
-    assert s.queue == QueueSpec("q.min", False, False, {}, True, False)
+    assert s.queue == QueueSpec("q.min", False, False, {}, None, False)  # purge_on_start: absent (broker_side)
     assert s.run == RunSpec(10.0, 0.0, 30.0)
     assert s.producers == (ProducerGroup("main", 1, 50.0, "constant", 100, False, True, 100, "", "q.min"),)
     assert s.consumers == (ConsumerGroup("main", 1, 100, "consumer", "manual", Processing.fixed(0)),)
