@@ -95,7 +95,9 @@ def cube(frame: DataFrame, projections: Iterable[Projection], cells: Sequence[Ce
         raise ValueError(f"cells names repeat: {[c.name for c in cells]}")
     # every projection's struct, null where it emits nothing: dropped after `inline` rather than by a
     # `filter` of the array, a higher-order function Spark evaluates row by row, interpreted
-    rows = frame.select(F.inline(F.array(*[_emitted(p) for p in wanted]))).where(F.col("p").isNotNull())
+    # (with no projection, one that emits nothing, so that the table has its columns)
+    emitted = [_emitted(p) for p in wanted] or [_emitted(Projection(_CELLS, F.lit(False)))]
+    rows = frame.select(F.inline(F.array(*emitted))).where(F.col("p").isNotNull())
     table = rows.groupBy("p", *_KEYS, "b").agg(
         F.count(F.lit(1)).alias("n"),
         F.sum("v").alias("sum"),

@@ -50,6 +50,7 @@ from analysis.summary import (
     window_row,
 )
 from analysis.summary.blocks import ledger_totals
+from analysis.summary.by_id import deliveries_by_id, requeue_handoffs
 from analysis.summary.codel import untouched
 from analysis.summary.deliveries import delivery_rollup
 from analysis.summary.flow_control import flow_control_projections
@@ -128,6 +129,8 @@ LOG_HISTOGRAM = {
         "model.*[*].processing_p99_ms",
         "model.*[*].advice.codel_interval_ms",
         "model.*[*].advice.codel_interval_why",
+        "codel.consumers[*].sojourn_before_ms",
+        "codel.consumers[*].sojourn_after_ms",
         "fidelity.*.lateness_ms",
         "flow_control.*.blocked_ms",
     ],
@@ -150,9 +153,6 @@ _UNREAD_DELIVERY_COLUMNS = (
 )
 """Delivery columns no block reads (the trace keeps them for the user): not cached, since the
 cache costs by the column."""
-
-_BY_ID_DELIVERY_COLUMNS = ("consumer", "consumer_group", "outcome", "receive_ns", "start_ns", "end_ns", "settle_ns")
-"""The delivery columns the blocks that look deliveries up by id read (summary.churn, summary.codel)."""
 
 CODED_DELIVERY_COLUMNS = ("consumer", "consumer_group", "phase", "outcome", "egress_class")
 """The delivery trace's few-valued strings, cached as codes (transforms.codes)."""
@@ -471,8 +471,7 @@ def summarize(
             # The cache holds primitive columns only, so that queries read its column batches as they are
             # (transforms.codes): the few-valued strings as codes, and the ids (a string per row) only
             # where the priorities need them.
-            ids_cached = with_priorities
-            columns = [c for c in enriched.columns if ids_cached or c != "message_id"]
+            columns = [c for c in enriched.columns if with_priorities or c != "message_id"]
             values = delivery_values or {}
             # no consumer had CoDel on and none nacked: nothing for the codel block to read
             codel_untouched = "codel_dropping" in delivery_nulls and not set(NACK_OUTCOMES) & set(
@@ -494,20 +493,6 @@ def summarize(
                 )
 
             deliveries = on_codes({}, lambda frame: frame)
-            # For the blocks that look deliveries up by id (churn's repeats and held messages, CoDel's
-            # requeue hand-offs): the deliveries of the ledger's ids with the columns those blocks read,
-            # cached from one scan of the trace where each of their queries scanned it (10M messages: six
-            # scans, 14.4 task-s against 7.7). Small traces scan the trace: there the cache's own job
-            # cost more than the scans (the quickstart run: 1.05 of the time, five pairs).
-            if ids_cached:
-                delivery_ids = deliveries
-            elif truncate_plans:
-                delivery_ids = traces["delivery"]
-            else:
-                ids = few(ledger_rows.select("message_id"))
-                by_id = traces["delivery"].select("message_id", *_BY_ID_DELIVERY_COLUMNS)
-                delivery_ids = keep(by_id.join(ids, "message_id", "left_semi"))
-            classified = ledger_rows.where(F.col("account").isNotNull())  # the published ids
 
         with step("computing latency statistics and throughput"):
             # One Spark action: the deliveries' cube, from which the overall, per-consumer, per-phase and
@@ -515,6 +500,14 @@ def summarize(
             rollup = delivery_rollup(deliveries, t0, segments, window)
             overall = rollup.overall(window)
             consumers = [consumer_row(r) for r in rollup.consumers()]
+
+        with step("following requeued, held and repeated messages by id"):
+            # One Spark action: the deliveries of the ledger's ids (every id CoDel's hand-offs and churn
+            # follow), collected; their blocks read them on this process (summary.by_id).
+            by_id = deliveries_by_id(
+                traces["delivery"].join(few(ledger_rows.select("message_id")), "message_id", "left_semi")
+            )
+            handoffs = requeue_handoffs(by_id)
 
         # The blocks below read the cached frames and nothing of each other: their queries run side by
         # side, the longest (at 10M messages) first. Each is described in docs/summary.md.
@@ -528,22 +521,15 @@ def summarize(
                 ),
                 "codel": (  # {} when it was off
                     "computing CoDel",
-                    lambda: untouched() if codel_untouched else codel_block(deliveries, with_ids=delivery_ids),
+                    lambda: (
+                        untouched()
+                        if codel_untouched
+                        else codel_block(deliveries, rollup.cells("codel_state"), handoffs)
+                    ),
                 ),
                 "slow_consumers": (  # docs/slow-consumers.md
                     "computing slow consumers",
                     lambda: slow_consumers_block(deliveries, events, event_rows, t0, rollup.activity()),
-                ),
-                "consumers_churn": (  # crashes, requeues
-                    "computing consumer churn",
-                    lambda: churn_block(
-                        deliveries,
-                        events,
-                        classified,
-                        ledger_rows,
-                        consumers=[c["consumer"] for c in consumers],
-                        with_ids=delivery_ids,
-                    ),
                 ),
                 "priorities": (  # the check was made above
                     "computing priority classes",
@@ -562,6 +548,12 @@ def summarize(
             at_once=PARALLEL_BLOCKS,
         )
         blocks.update(early()["publishes"])  # the blocks begun beside the accounting
+        accounts = {
+            r["message_id"]: r["account"]
+            for r in ledger_table.select(["message_id", "account"]).to_pylist()
+            if r["account"] is not None
+        }
+        blocks["consumers_churn"] = churn_block(event_rows, rollup.cells(), by_id, accounts)  # crashes, requeues
         publish_cube = blocks.pop("publish_cube")
         overall.update(rollup.overall_publishes(publish_cube, window))
         phases = [phase_row(r) for r in rollup.phases(publish_cube, segments)]

@@ -16,6 +16,7 @@ from pyspark.sql import DataFrame
 from analysis.buckets import Histogram, merge
 from analysis.cube import Cube, cube
 from analysis.transforms._common import NS_PER_S
+from analysis.transforms.codel import codel_state_cells
 from analysis.transforms.delivery_cube import DELIVERY_HISTOGRAMS, delivery_cells, delivery_projections, window_cells
 from analysis.transforms.phases import Segment
 from analysis.transforms.stats import QUANTILES
@@ -75,7 +76,7 @@ def delivery_rollup(
     up. `deliveries`: with latency.with_delivery_latencies and warmup.mark_measured; `window`: the
     throughput's [start, end) in ns (throughput.measurement_window_ns)."""
     projections = delivery_projections(t0_ns, segments)
-    cells = [delivery_cells(t0_ns, segments, window), *window_cells(t0_ns)]
+    cells = [delivery_cells(t0_ns, segments, window), *window_cells(t0_ns), codel_state_cells()]
     return DeliveryRollup(cube(deliveries, projections, cells), t0_ns)
 
 
@@ -92,6 +93,11 @@ class DeliveryRollup:
         self._cube = deliveries
 
     # -- the pieces ---------------------------------------------------------
+    def cells(self, name: str = "cells") -> list[dict[str, Any]]:
+        """The deliveries' grouping `name`: `cells` (delivery_cells), `codel_state`
+        (transforms.codel.codel_state_cells) or a window_cells one."""
+        return self._cube.cells(name) if name != "cells" else self._cells
+
     def histogram(self, name: str, **where: Any) -> Histogram:
         """The merged histogram of `name` over the keys that match `where` (key name -> value)."""
         names = _KEY_NAMES[name]

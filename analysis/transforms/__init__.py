@@ -17,14 +17,7 @@ from .accounting import (
     message_facts,
     rejects_at_publish,
 )
-from .codel import (
-    NACK_OUTCOMES,
-    codel_by_consumer,
-    codel_state,
-    codel_totals,
-    requeue_handoffs,
-    requeue_takers,
-)
+from .codel import NACK_OUTCOMES
 from .latency import with_confirm_latency, with_delivery_latencies
 from .phases import BASE, Segment, assign_phase, timeline_segments
 from .stats import STAT_FIELDS, stats_by, stats_struct
@@ -46,11 +39,6 @@ __all__ = [
     "message_facts",
     "rejects_at_publish",
     "NACK_OUTCOMES",
-    "codel_by_consumer",
-    "codel_state",
-    "codel_totals",
-    "requeue_handoffs",
-    "requeue_takers",
     "with_confirm_latency",
     "with_delivery_latencies",
     "BASE",

@@ -108,7 +108,8 @@ def window_cells(t0_ns: int) -> list[Cells]:
 
 
 def delivery_cells(t0_ns: int, segments: Sequence[Segment], window: tuple[int, int]) -> Cells:
-    """The deliveries' plain aggregates per consumer, group, phase, segment and measured: counts,
+    """The deliveries' plain aggregates per consumer, group, phase, segment and measured: counts (the
+    crashed and unsettled ones for churn among them),
     the busy time and the first and last times in ns (exact), the prefetch range, the counts and
     sums behind the model's means, and the throughput window's counts (`window`: [start, end) ns)."""
     start, end = window
@@ -125,6 +126,8 @@ def delivery_cells(t0_ns: int, segments: Sequence[Segment], window: tuple[int, i
             "delivered": F.count(F.lit(1)),
             "acked": F.count_if(is_acked()),
             "redelivered": F.count_if(F.col("redelivered")),
+            "crashed": F.count_if(F.col("outcome") == "crashed"),
+            "unsettled": F.count_if(F.col("outcome") == "unsettled"),
             "busy_ns": F.sum(F.col("end_ns") - F.col("start_ns")),
             "first_ns": F.min("receive_ns"),
             "last_settle_ns": F.max("settle_ns"),

@@ -2,18 +2,15 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 
+from analysis.cube import cube
 from analysis.summary import codel_block
-from analysis.transforms import (
-    codel_by_consumer,
-    codel_state,
-    codel_totals,
-    mark_measured,
-    requeue_handoffs,
-    requeue_takers,
-    with_delivery_latencies,
-)
+from analysis.summary.by_id import deliveries_by_id, requeue_handoffs
+from analysis.transforms import mark_measured, with_delivery_latencies
+from analysis.transforms.codel import codel_state_cells
 
 MS = 1_000_000
 
@@ -68,21 +65,18 @@ def _deliveries(frame, warmup_end_ns=0):
     )
 
 
-def collected(deliveries, handoffs):
-    """What codel_block hands codel_by_consumer: each consumer's CoDel state and the consumers that
-    acked what another requeued, collected."""
-    state = [tuple(r) for r in deliveries.transform(codel_state).collect()]
-    return codel_by_consumer(state, [tuple(r) for r in handoffs.transform(requeue_takers).collect()])
+def handoffs(deliveries):
+    """The requeued messages' hand-offs, as the job follows them: from the deliveries collected by id."""
+    return requeue_handoffs(deliveries_by_id(deliveries))
 
 
 def by_consumer(deliveries):
-    return deliveries.transform(collected(deliveries, deliveries.transform(requeue_handoffs)))
+    """The block's consumer rows, their fields as attributes."""
+    return [SimpleNamespace(**c) for c in codel_block(deliveries)["consumers"]]
 
 
 def test_handoffs_name_the_acker_and_the_consumer_that_last_requeued_the_message(frame):
-    got = sorted(
-        (r.message_id, r.acker, r.last_requeuer) for r in _deliveries(frame).transform(requeue_handoffs).collect()
-    )
+    got = sorted((r.message_id, r.acker, r.last_requeuer) for r in handoffs(_deliveries(frame)))
     # m10 was requeued but never acked
     assert got == [("m10", None, FAST), ("m2", FAST, SLOW), ("m4", PLAIN, SLOW), ("m8", FAST, FAST)]
 
@@ -94,7 +88,7 @@ def test_the_last_requeue_before_the_acked_delivery_counts(frame):
         d(FAST, "m1", 7, 8, "nack_requeue", True, settle_ms=9),
         d(SLOW, "m1", 10, 11, "ack", False),
     )
-    [row] = deliveries.transform(requeue_handoffs).collect()
+    [row] = handoffs(deliveries)
     assert (row.acker, row.last_requeuer) == (SLOW, FAST)
 
 
@@ -102,14 +96,14 @@ def test_a_requeue_sent_after_the_ack_was_received_has_no_requeuer(frame):
     deliveries = frame(
         "delivery", d(FAST, "m1", 0, 1, "ack", False), d(SLOW, "m1", 0, 5, "nack_requeue", True, settle_ms=6)
     )  # a duplicate, later
-    [row] = deliveries.transform(requeue_handoffs).collect()
+    [row] = handoffs(deliveries)
     assert (row.acker, row.last_requeuer) == (FAST, None)
 
 
 def test_per_consumer_counts_nacks_and_their_share_of_what_left_the_buffer(frame):
     got = {
         r.consumer: (r.codel_on, r.decided, r.nacks, r.requeued, r.discarded, r.nack_share)
-        for r in by_consumer(_deliveries(frame)).collect()
+        for r in by_consumer(_deliveries(frame))
     }
     assert got == {
         SLOW: (True, 6, 3, 2, 1, 3 / 6),  # m7 never left the buffer: 6 decisions
@@ -119,7 +113,7 @@ def test_per_consumer_counts_nacks_and_their_share_of_what_left_the_buffer(frame
 
 
 def test_dropping_time_sums_the_gaps_after_each_decision_taken_while_dropping(frame):
-    got = {r.consumer: r.dropping_s for r in by_consumer(_deliveries(frame)).collect()}
+    got = {r.consumer: r.dropping_s for r in by_consumer(_deliveries(frame))}
     # slow: dropping after the decisions at 50, 60, 100, 110 ms; next decisions at 60, 100, 110, 120:
     #       10 + 40 + 10 + 10 = 70 ms
     # fast: dropping after 5 ms (next 20) and 30 ms (next 55): 15 + 25 = 40 ms
@@ -129,7 +123,7 @@ def test_dropping_time_sums_the_gaps_after_each_decision_taken_while_dropping(fr
 
 
 def test_sojourn_is_split_at_the_consumers_first_drop(frame):
-    rows = {r.consumer: r for r in by_consumer(_deliveries(frame)).collect()}
+    rows = {r.consumer: r for r in by_consumer(_deliveries(frame))}
     slow = rows[SLOW]
     # before the first drop (50 ms): m1 waited 10 - 0 = 10 ms
     assert (slow.sojourn_before_ms["count"], slow.sojourn_before_ms["max"]) == (1, 10.0)
@@ -142,7 +136,7 @@ def test_sojourn_is_split_at_the_consumers_first_drop(frame):
 
 
 def test_sojourn_stats_leave_out_the_warm_up(frame):
-    rows = {r.consumer: r for r in by_consumer(_deliveries(frame, warmup_end_ns=15 * MS)).collect()}
+    rows = {r.consumer: r for r in by_consumer(_deliveries(frame, warmup_end_ns=15 * MS))}
     # received before 15 ms: m1, m2 (slow); so before = none, after = m3 m4 m5 m6
     assert rows[SLOW].sojourn_before_ms["count"] == 0
     assert rows[SLOW].sojourn_after_ms["count"] == 4
@@ -150,7 +144,7 @@ def test_sojourn_stats_leave_out_the_warm_up(frame):
 
 
 def test_handoffs_are_counted_for_the_consumer_that_acked(frame):
-    got = {r.consumer: r.acked_requeued_from_others for r in by_consumer(_deliveries(frame)).collect()}
+    got = {r.consumer: r.acked_requeued_from_others for r in by_consumer(_deliveries(frame))}
     assert got == {SLOW: 0, FAST: 1, PLAIN: 1}  # fast's ack of its own m8 is not a handoff
 
 
@@ -161,14 +155,11 @@ def test_a_delivery_without_a_consumer_puts_no_consumer_on_codel(frame):
     rows = [dict(d(SLOW, "m1", 0, 5, "nack_discard", True, settle_ms=6), consumer=None, consumer_group=None)]
     rows.append(d(named_none, "m2", 0, 1, "ack", None))  # CoDel off, nothing requeued: not listed
     deliveries = frame("delivery", *rows).transform(with_delivery_latencies).transform(mark_measured(0, "receive_ns"))
-    assert by_consumer(deliveries).collect() == []
+    assert by_consumer(deliveries) == []
 
 
 def test_totals_cover_the_codel_consumers_and_follow_every_requeued_message(frame):
-    deliveries = _deliveries(frame)
-    handoffs = deliveries.transform(requeue_handoffs)
-    by = collected(deliveries, handoffs)
-    t = deliveries.transform(by).transform(codel_totals(handoffs)).first().asDict()
+    t = codel_block(_deliveries(frame))["totals"]
     # nacks 3 + 2, decisions 6 + 4; dropping 70 + 40 ms
     # requeued ids m2 m4 m8 m10: m2, m4 acked elsewhere, m8 by its requeuer, m10 never
     assert t == {
@@ -285,9 +276,14 @@ def test_the_job_writes_the_block_and_the_report_shows_it(tmp_path, spark, write
 
 def test_each_consumers_state_and_its_sojourn_before_and_after_its_first_drop(frame):
     deliveries = _deliveries(frame)
-    state = {r.consumer: r.asDict() for r in deliveries.transform(codel_state).collect()}
-    assert state[SLOW] == dict(consumer=SLOW, first_drop_ns=50 * MS, codel_on=True, touched=True)
-    assert state[OTHER] == dict(consumer=OTHER, first_drop_ns=None, codel_on=False, touched=False)
+    state = {r["consumer"]: r for r in cube(deliveries, [], [codel_state_cells()]).cells("codel_state")}
+    # six of slow's rows carry controller state (m7 none), it decided 6 (m7 never left the buffer), nacked 3
+    assert state[SLOW] == dict(
+        consumer=SLOW, group="slow", decided=6, nacks=3, requeued=2, discarded=1, first_drop_ns=50 * MS, codel_rows=6
+    )
+    assert state[OTHER] == dict(
+        consumer=OTHER, group="other", decided=1, nacks=0, requeued=0, discarded=0, first_drop_ns=None, codel_rows=0
+    )
     slow = codel_block(deliveries)["consumers"][-1]
     # slow decided at 10, 50, 60, 100, 110, 120 ms: 10 before its first drop (50 ms), the rest after
     assert (slow["consumer"], slow["decided"], slow["nacks"], slow["requeued"], slow["discarded"]) == (SLOW, 6, 3, 2, 1)

@@ -1,11 +1,15 @@
-"""consumers_churn on hand-made traces: every expected number below is counted by hand from the rows."""
+"""consumers_churn on hand-made traces: every expected number below is counted by hand from the rows.
+
+The block reads the deliveries as the job hands them over: their cells (per consumer and group, the
+crashed, unsettled and redelivered counts of the deliveries' cube) and the rows of the messages it
+follows by id (here every delivery)."""
 
 from __future__ import annotations
 
 import json
+from collections import Counter
 
-import pytest
-
+from analysis.summary.by_id import BY_ID_COLUMNS
 from analysis.summary.churn import churn_block
 
 A, A_LATER, B = "a/w:1/0", "a/w:1/0", "b/w:1/0"
@@ -29,19 +33,24 @@ def _event(ts, kind, source, detail=None):
     return dict(ts_ns=ts, kind=kind, source=source, name=source, detail=json.dumps(detail) if detail else None)
 
 
-@pytest.fixture()
-def classified(spark):
-    def _make(accounts: dict[str, str]):
-        return spark.createDataFrame(
-            [(m, a, True) for m, a in accounts.items()], "message_id string, account string, confirmed boolean"
-        )
+def churn(deliveries, events, accounts):
+    """churn_block of delivery and event rows, with `accounts` (message id -> account class)."""
+    cells = Counter()
+    for r in deliveries:
+        key = (r["consumer"], r["consumer_group"])
+        cells[key + ("crashed",)] += r["outcome"] == "crashed"
+        cells[key + ("unsettled",)] += r["outcome"] == "unsettled"
+        cells[key + ("redelivered",)] += bool(r.get("redelivered"))
+    rows = [
+        {"consumer": c, "group": g, **{n: cells[(c, g, n)] for n in ("crashed", "unsettled", "redelivered")}}
+        for c, g in sorted({(r["consumer"], r["consumer_group"]) for r in deliveries})
+    ]
+    by_id = [{k: r.get(k) for k in BY_ID_COLUMNS} for r in deliveries]
+    return churn_block(events, rows, by_id, accounts)
 
-    return _make
 
-
-def _churn_run(frame, m6_account="left_in_broker"):
-    deliveries = frame(
-        "delivery",
+def _churn_run(m6_account="left_in_broker"):
+    deliveries = [
         _ack(A, "a", "m1", 2),
         _ack(A, "a", "m2", 3),
         # a crashes at 5: m3 in hand (processed, not acked), m4 still buffered
@@ -54,9 +63,8 @@ def _churn_run(frame, m6_account="left_in_broker"):
         _ack(B, "b", "m5", 2),
         _ack(B, "b", "m7", 3),
         dict(message_id="m6", consumer=B, consumer_group="b", receive_ns=3, outcome="unsettled"),
-    )
-    events = frame(
-        "event",
+    ]
+    events = [
         _event(1, "consumer_join", A),
         _event(5, "consumer_crash", A, {"unacked": 2, "in_hand": "m3"}),
         _event(8, "consumer_join", A),
@@ -67,15 +75,15 @@ def _churn_run(frame, m6_account="left_in_broker"):
         _event(21, "consumer_leave", B, {"clean": False}),
         _event(4, "connection_lost", "p/w:1/0", {"reason": "reset"}),  # a producer's: not consumer churn
         _event(0, "phase_start", "runner"),
-    )
+    ]
     accounts = {f"m{i}": "acked" for i in range(1, 8)}
     accounts["m6"] = m6_account
     return deliveries, events, accounts
 
 
-def test_per_group_counts_of_joins_crashes_requeues_and_repeats(frame, classified):
-    deliveries, events, accounts = _churn_run(frame)
-    block = churn_block(deliveries, events, classified(accounts))
+def test_per_group_counts_of_joins_crashes_requeues_and_repeats():
+    deliveries, events, accounts = _churn_run()
+    block = churn(deliveries, events, accounts)
     a, b = block["groups"]
     assert a == {
         "group": "a",
@@ -111,9 +119,9 @@ def test_per_group_counts_of_joins_crashes_requeues_and_repeats(frame, classifie
     }
 
 
-def test_totals_and_the_nothing_lost_check(frame, classified):
-    deliveries, events, accounts = _churn_run(frame)
-    block = churn_block(deliveries, events, classified(accounts))
+def test_totals_and_the_nothing_lost_check():
+    deliveries, events, accounts = _churn_run()
+    block = churn(deliveries, events, accounts)
     assert block["churn"] is True and block["nothing_lost"] is True
     totals = block["totals"]
     assert (
@@ -127,36 +135,35 @@ def test_totals_and_the_nothing_lost_check(frame, classified):
     assert totals["held_then"] == {"acked": 2, "left_in_broker": 1} and totals["held_messages"] == 3
 
 
-def test_a_held_message_that_ended_unaccounted_fails_the_check(frame, classified):
-    deliveries, events, accounts = _churn_run(frame, m6_account="unaccounted")
-    block = churn_block(deliveries, events, classified(accounts))
+def test_a_held_message_that_ended_unaccounted_fails_the_check():
+    deliveries, events, accounts = _churn_run(m6_account="unaccounted")
+    block = churn(deliveries, events, accounts)
     assert block["nothing_lost"] is False
     assert block["groups"][1]["held_then"] == {"unaccounted": 1} and block["totals"]["held_unaccounted"] == 1
 
 
-def test_a_held_id_the_accounting_never_saw_counts_as_unaccounted(frame, classified):
-    deliveries, events, accounts = _churn_run(frame)
+def test_a_held_id_the_accounting_never_saw_counts_as_unaccounted():
+    deliveries, events, accounts = _churn_run()
     del accounts["m6"]
-    assert churn_block(deliveries, events, classified(accounts))["totals"]["held_unaccounted"] == 1
+    assert churn(deliveries, events, accounts)["totals"]["held_unaccounted"] == 1
 
 
-def test_a_message_held_by_two_groups_counts_once_in_the_totals(frame, classified):
-    deliveries = frame(
-        "delivery",
+def test_a_message_held_by_two_groups_counts_once_in_the_totals():
+    deliveries = [
         dict(message_id="m1", consumer=A, consumer_group="a", receive_ns=1, outcome="crashed"),
         dict(message_id="m1", consumer=B, consumer_group="b", receive_ns=2, outcome="unsettled", redelivered=True),
         _ack(A, "a", "m1", 9, redelivered=True),
-    )
-    events = frame("event", _event(1, "consumer_join", A), _event(1, "consumer_join", B))
-    block = churn_block(deliveries, events, classified({"m1": "acked"}))
+    ]
+    events = [_event(1, "consumer_join", A), _event(1, "consumer_join", B)]
+    block = churn(deliveries, events, {"m1": "acked"})
     assert [g["held_messages"] for g in block["groups"]] == [1, 1]
     assert block["totals"]["held_messages"] == 1 and block["totals"]["redelivered"] == 2
 
 
-def test_a_run_without_churn_says_so(frame, classified):
-    deliveries = frame("delivery", _ack(A, "a", "m1", 2), _ack(A, "a", "m2", 3))
-    events = frame("event", _event(1, "consumer_join", A), _event(9, "consumer_leave", A, {"clean": True}))
-    block = churn_block(deliveries, events, classified({"m1": "acked", "m2": "acked"}))
+def test_a_run_without_churn_says_so():
+    deliveries = [_ack(A, "a", "m1", 2), _ack(A, "a", "m2", 3)]
+    events = [_event(1, "consumer_join", A), _event(9, "consumer_leave", A, {"clean": True})]
+    block = churn(deliveries, events, {"m1": "acked", "m2": "acked"})
     assert block["churn"] is False and block["nothing_lost"] is True
     assert block["groups"][0]["joins"] == 1 and block["groups"][0]["clean_leaves"] == 1
     assert block["totals"]["held_messages"] == 0 and block["totals"]["held_then"] == {}
