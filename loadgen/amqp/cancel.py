@@ -16,15 +16,23 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from loadgen.amqp import internals
+
 __all__ = ["keep_deliveries_across_cancel"]
 
+MISSING = internals.check("cancel")  # pika internals this pika lacks: then the channel is left as pika made it
 
-def keep_deliveries_across_cancel(channel: Any, on_message: Callable[[Any, Any, Any, bytes], None]) -> None:
+
+def keep_deliveries_across_cancel(channel: Any, on_message: Callable[[Any, Any, Any, bytes], None]) -> bool:
     """Make `channel` hand deliveries for a consumer tag it is cancelling to `on_message`
     (channel, method, properties, body) instead of rejecting or dropping them. Call once, right
-    after the channel opened; deliveries for live consumers go through pika as before."""
-    pika_on_deliver = channel._on_deliver
-    cancelling = channel._cancelled  # pika's set of tags between basic.cancel and cancel-ok
+    after the channel opened; deliveries for live consumers go through pika as before. A pika
+    without the internals used here (MISSING, or this channel lacking them) is left alone: such a
+    delivery is then requeued unseen, as pika does. Returns whether the channel was patched."""
+    pika_on_deliver = getattr(channel, "_on_deliver", None)
+    cancelling = getattr(channel, "_cancelled", None)  # pika's set of tags between basic.cancel and cancel-ok
+    if MISSING or pika_on_deliver is None or not isinstance(cancelling, set):
+        return False
 
     def on_deliver(method_frame: Any, header_frame: Any, body: bytes) -> None:
         if method_frame.method.consumer_tag in cancelling:
@@ -34,3 +42,4 @@ def keep_deliveries_across_cancel(channel: Any, on_message: Callable[[Any, Any, 
 
     # pika calls self._on_deliver(...) through the instance (Channel._handle_content_frame)
     channel._on_deliver = on_deliver
+    return True

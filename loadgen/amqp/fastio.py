@@ -23,14 +23,19 @@ from typing import Any
 
 import pika
 
+from loadgen.amqp import internals
+
 __all__ = ["COALESCE_BYTES", "FrameWriter", "SojournProperties", "send_now", "tune"]
 
 COALESCE_BYTES = 128 * 1024  # at most this much joined into one send()
+MISSING = internals.check("fastio")  # pika internals this pika lacks: then nothing is patched
 
 
 def tune(conn) -> bool:
     """Coalesce `conn`'s writes; False when its transport is not pika's plaintext one (TLS, or a
     pika whose internals differ), which is then left unchanged."""
+    if MISSING:
+        return False
     try:
         from pika.adapters.utils.io_services_utils import _AsyncPlaintextTransport
     except ImportError:  # pragma: no cover - a pika without the module

@@ -31,7 +31,11 @@ import sys
 import time
 import types
 
+from loadgen.amqp import internals
+
 __all__ = ["ReceiveStamps", "enable", "platform_reason", "expected_source", "SO_TIMESTAMPNS"]
+
+MISSING = internals.check("kstamp")  # pika internals this pika lacks: then no stamps (enable says why)
 
 # Python does not name them; Linux's values (asm-generic/socket.h: SO_TIMESTAMPNS_OLD, and the
 # control message type is the same number). A 64-bit struct timespec: seconds, nanoseconds.
@@ -70,6 +74,8 @@ def enable(conn) -> ReceiveStamps | str:
     reason = platform_reason()
     if reason is not None:
         return reason
+    if MISSING:
+        return f"pika {internals.pika_version()} lacks the internals sojourn reads from: {', '.join(MISSING)}"
     try:
         from pika.adapters.utils.io_services_utils import _AsyncPlaintextTransport, _AsyncSSLTransport
     except ImportError:  # pragma: no cover - a pika without the module

@@ -30,8 +30,12 @@ from typing import Any, Protocol
 import gevent
 import pika
 
-from loadgen.amqp import connection as amqp, fastio, kstamp
+from loadgen.amqp import connection as amqp, fastio, internals, kstamp
 from loadgen.amqp.cancel import keep_deliveries_across_cancel
+
+# pika's `_frame_buffer` (reading) and `_transport` (write_buffered), read with getattr and a
+# neutral default, so a pika without them only loses what they tell; said once here.
+internals.check("link")
 
 __all__ = [
     "ConsumerLink",
