@@ -7,8 +7,11 @@ port, bound to loopback) and fills in a memory watermark and a disk free limit u
 from __future__ import annotations
 
 import math
+import os
 import re
+import shutil
 from collections.abc import Mapping
+from pathlib import Path
 
 from loadgen.errors import LoadgenError
 
@@ -16,6 +19,11 @@ __all__ = [
     "BrokerSettingsError",
     "DEFAULT_SETTINGS",
     "MIB",
+    "MIN_ABSOLUTE_WATERMARK",
+    "NODE_BASE_MEMORY",
+    "check_against_host",
+    "information_bytes",
+    "settings_warnings",
     "Settings",
     "effective_settings",
     "node_url",
@@ -48,6 +56,14 @@ _TLS_LISTENER_PREFIX = "listeners.ssl."
 _TLS_LISTENER = re.compile(r"^127\.0\.0\.1:(\d{1,5})$")
 _TLS_FILES = ("ssl_options.cacertfile", "ssl_options.certfile", "ssl_options.keyfile")
 _KEY = re.compile(r"^[A-Za-z0-9_$-]+(\.[A-Za-z0-9_$-]+)*$")
+# A nonzero absolute memory watermark below this is refused. A RabbitMQ node uses 125-140 MiB at
+# rest (docs/broker.md, "What was measured"; RabbitMQ's memory guide puts a node's baseline in
+# the same range), and the memory alarm blocks every publish while the node uses more than the
+# watermark, so under 1 MiB the node can never accept a message: such a value is a missing unit
+# (a bare number is bytes: 123 for 123MiB), not a limit. 0 stays allowed: RabbitMQ documents a
+# zero watermark as the way to block every publisher at once (a warning says so).
+MIN_ABSOLUTE_WATERMARK = MIB
+NODE_BASE_MEMORY = 128 * MIB  # below this the alarm is set during boot: publishing blocks at once (a warning)
 # rabbit.schema's information units: bytes, or k/kiB/M/MiB/G/GiB (powers of 2), kB/MB/GB (powers of 10).
 _INFORMATION_UNIT = re.compile(r"^\d+([kmg](i?b)?)?$", re.IGNORECASE)
 
@@ -205,7 +221,108 @@ def _validate(key: str, value: str) -> str:
         raise BrokerSettingsError(key, value, "must be true or false")
     if key in ("vm_memory_high_watermark.absolute", "disk_free_limit.absolute") and not _INFORMATION_UNIT.match(value):
         raise BrokerSettingsError(key, value, "must be bytes or a size such as 100MiB, 100MB or 1GiB")
+    if key == "vm_memory_high_watermark.absolute" and 0 < information_bytes(value) < MIN_ABSOLUTE_WATERMARK:
+        hint = f"a bare number is bytes: did you mean {value}MiB? " if value.isdigit() else ""
+        raise BrokerSettingsError(
+            key,
+            value,
+            f"{information_bytes(value):,} bytes can not work: a RabbitMQ node needs 125-140 MiB to run, so "
+            f"below 1 MiB it never accepts a message ({hint}0 blocks every publisher on purpose)",
+        )
     return value
+
+
+def information_bytes(value: str) -> int:
+    """A validated size (`123`, `100MiB`, `1GB`, `512k`) in bytes, as RabbitMQ reads it: a bare
+    number is bytes; k, M, G alone or with iB are powers of 2; kB, MB, GB powers of 10."""
+    found = re.match(r"^(\d+)([kmg])?(i)?(b)?$", value.strip(), re.IGNORECASE)
+    if not found:
+        raise ValueError(f"not a size: {value!r}")
+    number, unit, binary, b = found.groups()
+    if unit is None:
+        return int(number)
+    power = "kmg".index(unit.lower()) + 1
+    decimal = b is not None and binary is None
+    return int(number) * (1000**power if decimal else 1024**power)
+
+
+def _ram_bytes() -> int | None:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):  # not a POSIX system that says
+        return None
+
+
+def _disk(data_dir: str | Path) -> tuple[int, int] | None:
+    """(total, free) bytes of the file system `data_dir` is (or will be) on: its nearest existing directory."""
+    path = Path(data_dir).absolute()
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    try:
+        usage = shutil.disk_usage(path)
+    except OSError:
+        return None
+    return usage.total, usage.free
+
+
+def check_against_host(settings: Mapping[str, str], data_dir: str | Path) -> None:
+    """Refuse a disk limit the node's disk can never meet: `disk_free_limit` above the total size of
+    the file system holding `data_dir` (where checkable): the disk alarm would block every publisher
+    for good. `settings` as effective_settings returns them."""
+    disk = _disk(data_dir)
+    if disk is None:
+        return
+    total = disk[0]
+    limit, key = _disk_limit(settings)
+    if limit is not None and limit > total:
+        raise BrokerSettingsError(
+            key,
+            settings[key],
+            f"asks for {limit / MIB:,.0f} MiB free on a disk of {total / MIB:,.0f} MiB ({Path(data_dir)}): "
+            f"the disk alarm would block every publisher for good",
+        )
+
+
+def _disk_limit(settings: Mapping[str, str]) -> tuple[int | None, str]:
+    if "disk_free_limit.absolute" in settings:
+        return information_bytes(settings["disk_free_limit.absolute"]), "disk_free_limit.absolute"
+    if "disk_free_limit.relative" in settings:
+        ram = _ram_bytes()
+        relative = float(settings["disk_free_limit.relative"])
+        return (None if ram is None else int(relative * ram)), "disk_free_limit.relative"
+    return None, ""
+
+
+def settings_warnings(settings: Mapping[str, str], data_dir: str | Path | None = None) -> list[str]:
+    """Settings RabbitMQ accepts that block publishing from the start: a memory watermark below the
+    node's own use at rest, a disk limit above the disk's free space. `settings` as effective_settings
+    returns them."""
+    out: list[str] = []
+    blocks = "the memory alarm is set while the node boots and blocks every publisher at once"
+    if "vm_memory_high_watermark.absolute" in settings:
+        watermark = information_bytes(settings["vm_memory_high_watermark.absolute"])
+        if watermark < NODE_BASE_MEMORY:
+            out.append(
+                f"vm_memory_high_watermark.absolute={settings['vm_memory_high_watermark.absolute']}: "
+                f"{watermark / MIB:,.1f} MiB is below a node's own use at rest (125-140 MiB): {blocks}"
+            )
+    elif "vm_memory_high_watermark.relative" in settings:
+        relative = float(settings["vm_memory_high_watermark.relative"])
+        ram = _ram_bytes()
+        if relative == 0 or (ram is not None and relative * ram < NODE_BASE_MEMORY):
+            out.append(
+                f"vm_memory_high_watermark.relative={settings['vm_memory_high_watermark.relative']}: "
+                f"{relative * (ram or 0) / MIB:,.1f} MiB of this machine's RAM, below a node's own use at "
+                f"rest (125-140 MiB): {blocks}"
+            )
+    disk = _disk(data_dir) if data_dir is not None else None
+    limit, key = _disk_limit(settings)
+    if disk is not None and limit is not None and disk[1] < limit <= disk[0]:
+        out.append(
+            f"{key}={settings[key]}: more than the {disk[1] / MIB:,.0f} MiB free now on the node's disk: "
+            f"the disk alarm blocks every publisher at once"
+        )
+    return out
 
 
 _WHOLE_NUMBERS: Mapping[str, tuple[int, int | None]] = {

@@ -77,8 +77,23 @@ def print_warnings(scenario, capture: bool = True) -> None:
         *egress_warnings(scenario),
         *replay_warnings(scenario, load_sources(scenario)),  # parsed once per process (cached)
         *(capture_warnings(scenario) if capture else []),
+        *_managed_warnings(scenario),
     ]:
         print(f"warning: {warning}", file=sys.stderr)
+
+
+def _managed_warnings(scenario) -> list[str]:
+    """A private node's settings that RabbitMQ accepts but that block publishing from the start."""
+    managed = scenario.broker.managed
+    if managed is None:
+        return []
+    from loadgen.broker.config import effective_settings, settings_warnings
+    from loadgen.broker.managed import default_dir
+
+    return [
+        f"{scenario.source_path}: broker.managed.settings.{w}"
+        for w in settings_warnings(effective_settings(dict(managed.settings)), default_dir(managed.port))
+    ]
 
 
 @contextmanager

@@ -73,7 +73,15 @@ def managed(value: Any) -> ManagedSpec | None:
             f"expected true or a mapping such as {{port: 5674, settings: "
             f"{{vm_memory_high_watermark.absolute: 200MiB}}}}, got {show(value)}"
         )
-    return ManagedSpec(**mapping_fields(value, ManagedSpec))
+    spec = ManagedSpec(**mapping_fields(value, ManagedSpec))
+    from loadgen.broker.config import BrokerSettingsError, check_against_host, effective_settings
+    from loadgen.broker.managed import default_dir
+
+    try:  # where checkable: the disk the node's directory is on (as `sojourn run` starts it, from here)
+        check_against_host(effective_settings(dict(spec.settings)), default_dir(spec.port))
+    except BrokerSettingsError as err:
+        raise Invalid(f"{err.reason}, got {show(err.value)}", err.value, f"settings.{err.key}") from None
+    return spec
 
 
 @dataclass(frozen=True)

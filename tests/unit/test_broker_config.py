@@ -157,9 +157,9 @@ def test_typed_settings_within_their_bounds_are_written_as_given():
 
 @pytest.mark.parametrize("value", ["104857600", "100MB", "100MiB", "2GB", "2GiB", "512kB", "1024M", "64k"])
 def test_information_units_rabbitmq_accepts_are_accepted(value):
-    assert (
-        effective_settings({"vm_memory_high_watermark.absolute": value})["vm_memory_high_watermark.absolute"] == value
-    )
+    # disk_free_limit: the same units; a memory watermark below 1 MiB (512kB, 64k) is refused for
+    # its size (tests/unit/test_broker_limits.py)
+    assert effective_settings({"disk_free_limit.absolute": value})["disk_free_limit.absolute"] == value
 
 
 def test_a_negative_watermark_in_mib_is_refused():
