@@ -38,7 +38,7 @@ CPU_KEYS = ("broker_cores", "loadgen_cores", "busiest_process_cores", "machine_b
 
 SCENARIO = """\
 name: bench-e2e
-queue: {{name: {queue}, delete_on_end: true}}
+queue: {{name: {queue}, purge_on_start: true, delete_on_end: true}}
 run: {{duration_s: {seconds}, warmup_s: {warmup}, drain_timeout_s: 60}}
 producers:
   - {{name: p, count: {users}, rate: {rate}, arrival: constant, size_bytes: {size}, confirms: true,

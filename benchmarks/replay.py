@@ -37,7 +37,7 @@ TARGET = (2000, 1.0)  # at 2,000 msg/s per worker, p99 lateness under 1 ms
 
 SCENARIO = """
 name: bench-replay
-queue: {{name: sojourn.bench.replay, arguments: {{x-max-length: 1000}}, delete_on_end: true}}
+queue: {{name: sojourn.bench.replay, arguments: {{x-max-length: 1000}}, purge_on_start: true, delete_on_end: true}}
 run: {{duration_s: {duration}, drain_timeout_s: 5}}
 producers:
   - name: replay
@@ -51,7 +51,7 @@ BURST_START, BURST_END = "<!-- replay-burst-bench:start -->", "<!-- replay-burst
 
 BURSTY_SCENARIO = """
 name: bench-replay-bursty
-queue: {{name: sojourn.bench.replay-bursty, delete_on_end: true}}
+queue: {{name: sojourn.bench.replay-bursty, purge_on_start: true, delete_on_end: true}}
 run: {{duration_s: {duration}, warmup_s: 0, drain_timeout_s: 30}}
 producers:
   - name: replay

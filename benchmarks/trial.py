@@ -217,7 +217,7 @@ def _context(url: str, seconds: float, producer: str, consumer: str, trace: bool
     from loadgen.scenario import load_scenario
 
     yaml = (
-        f"name: bench\nbroker: {{url: '{url}'}}\nqueue: {{name: {QUEUE}}}\n"
+        f"name: bench\nbroker: {{url: '{url}'}}\nqueue: {{name: {QUEUE}, purge_on_start: true}}\n"
         f"run: {{duration_s: {seconds}, warmup_s: 0, drain_timeout_s: 5}}\n"
         f"producers:\n  - {{name: p, {producer}}}\nconsumers:\n  - {{name: c, {consumer}}}\n"
     )
