@@ -13,10 +13,17 @@ consumer_crash event), when the broker requeues it; without one, until the end o
 
 from __future__ import annotations
 
+import warnings
+
 from pyspark.sql import Column, DataFrame, Window, functions as F
 
 from ._common import NS_PER_S, Transform, few
 from .windows import second_since
+
+# The two windows below without a partition order the queue samples (a row a second, read by one
+# task): the Spark Connect client warns of every such window as the plan is sent, which a user
+# running `sojourn analyze` would read as a problem of theirs.
+warnings.filterwarnings("ignore", message="WARN WindowExpression: No Partition Defined", category=UserWarning)
 
 __all__ = [
     "queue_samples",
