@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -17,18 +18,6 @@ from .by_id import Handoff, deliveries_by_id, requeue_handoffs
 
 __all__ = ["codel_block", "untouched"]
 
-_CONSUMER_FIELDS = (
-    "consumer",
-    "group",
-    "codel_on",
-    "decided",
-    "nacks",
-    "requeued",
-    "discarded",
-    "nack_share",
-    "dropping_s",
-    "acked_requeued_from_others",
-)
 _TOTAL_FIELDS = (
     "nacks",
     "requeued",
@@ -70,10 +59,9 @@ def codel_block(
     if handoffs is None:
         handoffs = requeue_handoffs(deliveries_by_id(deliveries))
     on = sorted({s["consumer"] for s in state if s["codel_rows"]})
-    taken: dict[str, int] = {}
-    for h in handoffs:
-        if h.acker is not None and h.last_requeuer is not None and h.acker != h.last_requeuer:
-            taken[h.acker] = taken.get(h.acker, 0) + 1
+    # a message another consumer requeued last, acked (SQL's comparison: a null is no one)
+    elsewhere = [h for h in handoffs if None not in (h.acker, h.last_requeuer) and h.acker != h.last_requeuer]
+    taken = Counter(str(h.acker) for h in elsewhere)
     kept = sorted(set(on) | set(taken))
     first_drops = {s["consumer"]: s["first_drop_ns"] for s in state if s["first_drop_ns"] is not None}
     rows = deliveries.transform(codel_rows(kept, on, first_drops))
@@ -110,9 +98,7 @@ def codel_block(
         "nack_share": nacks / decided_on if decided_on else None,
         "dropping_s": float(sum(c["dropping_s"] for c in with_codel)),
         "requeued_messages": len(handoffs),
-        "requeued_acked_by_other": sum(
-            1 for h in handoffs if h.acker is not None and h.acker != h.last_requeuer and h.last_requeuer is not None
-        ),
+        "requeued_acked_by_other": len(elsewhere),
         "requeued_acked_by_same": sum(1 for h in handoffs if h.acker is not None and h.acker == h.last_requeuer),
         "requeued_not_acked": sum(1 for h in handoffs if h.acker is None),
     }
