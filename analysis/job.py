@@ -507,7 +507,6 @@ def summarize(
             by_id = deliveries_by_id(
                 traces["delivery"].join(few(ledger_rows.select("message_id")), "message_id", "left_semi")
             )
-            handoffs = requeue_handoffs(by_id)
 
         # The blocks below read the cached frames and nothing of each other: their queries run side by
         # side, the longest (at 10M messages) first. Each is described in docs/summary.md.
@@ -524,7 +523,7 @@ def summarize(
                     lambda: (
                         untouched()
                         if codel_untouched
-                        else codel_block(deliveries, rollup.cells("codel_state"), handoffs)
+                        else codel_block(deliveries, rollup.cells("codel_state"), requeue_handoffs(by_id))
                     ),
                 ),
                 "slow_consumers": (  # docs/slow-consumers.md

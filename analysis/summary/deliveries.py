@@ -96,7 +96,7 @@ class DeliveryRollup:
     def cells(self, name: str = "cells") -> list[dict[str, Any]]:
         """The deliveries' grouping `name`: `cells` (delivery_cells), `codel_state`
         (transforms.codel.codel_state_cells) or a window_cells one."""
-        return self._cube.cells(name) if name != "cells" else self._cells
+        return self._cube.cells(name)
 
     def histogram(self, name: str, **where: Any) -> Histogram:
         """The merged histogram of `name` over the keys that match `where` (key name -> value)."""
