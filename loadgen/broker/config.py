@@ -65,7 +65,7 @@ _KEY = re.compile(r"^[A-Za-z0-9_$-]+(\.[A-Za-z0-9_$-]+)*$")
 MIN_ABSOLUTE_WATERMARK = MIB
 NODE_BASE_MEMORY = 128 * MIB  # below this the alarm is set during boot: publishing blocks at once (a warning)
 # rabbit.schema's information units: bytes, or k/kiB/M/MiB/G/GiB (powers of 2), kB/MB/GB (powers of 10).
-_INFORMATION_UNIT = re.compile(r"^\d+([kmg](i?b)?)?$", re.IGNORECASE)
+_INFORMATION_UNIT = re.compile(r"^(\d+)(?:([kmg])(?:(i)?(b))?)?$", re.IGNORECASE)  # number, unit, i, b
 
 
 class BrokerSettingsError(LoadgenError, ValueError):
@@ -235,7 +235,7 @@ def _validate(key: str, value: str) -> str:
 def information_bytes(value: str) -> int:
     """A validated size (`123`, `100MiB`, `1GB`, `512k`) in bytes, as RabbitMQ reads it: a bare
     number is bytes; k, M, G alone or with iB are powers of 2; kB, MB, GB powers of 10."""
-    found = re.match(r"^(\d+)([kmg])?(i)?(b)?$", value.strip(), re.IGNORECASE)
+    found = _INFORMATION_UNIT.match(value.strip())
     if not found:
         raise ValueError(f"not a size: {value!r}")
     number, unit, binary, b = found.groups()
