@@ -62,13 +62,28 @@ class BrokerSide:
         ) -> None: ...
 
     def control(self):
-        """The process's control channel (topology, depth checks, slot claims, census)."""
+        """The process's control channel (topology, depth checks, slot claims, census). A channel the
+        broker closed (a refused operation) is replaced on the same connection: the slot markers
+        (claim_slot) are exclusive to it and go with it. A new connection only when that one is gone."""
         with self._control_lock:
             if self._control is None or not self._control.is_open:
-                conn = self._connect_direct(f"sojourn-control-{self.worker}")
-                self._control_conn = conn
+                conn = self._control_conn
+                if conn is None or not conn.is_open:
+                    self.close_control()  # e.g. still closing: nothing of it is used again
+                    conn = self._control_conn = self._connect_direct(f"sojourn-control-{self.worker}")
                 self._control = amqp.open_channel(conn)
             return self._control
+
+    def close_control(self) -> None:
+        """Close the control connection, if open (its slot markers go with it), so that the next use
+        opens a new one: after the broker did not answer on it, and at the end. Never raises."""
+        with self._control_lock:
+            conn, self._control, self._control_conn = self._control_conn, None, None
+            try:
+                if conn is not None and conn.is_open:
+                    conn.close()
+            except Exception as exc:  # noqa: BLE001 - a connection already dying
+                log.debug("closing the control connection: %s", exc)
 
     def connect(self, name: str, on_close=None):
         """A producer's or consumer's connection, open when this returns: through the network
@@ -307,8 +322,8 @@ class BrokerSide:
                 return topology.queue_depth(self.control(), self.scenario.queue.name)
         except Exception as exc:  # noqa: BLE001 - a failed probe must not kill the drain
             log.warning("queue depth check failed: %s", exc)
-            with self._control_lock:
-                self._control = None
+            if getattr(exc, "reply_code", None) is None:  # no answer: not this connection again
+                self.close_control()
             return None
 
     def _dead_letter_depth(self) -> int | None:

@@ -10,6 +10,7 @@ ready and consumers always come from the declare. docs/slow-consumers.md.
 
 A failed sample (a lost connection, a queue gone) also has the broker checked for a restart
 (loadgen.run.restarts.LostQueueWatch): the run's topology is declared again and the restart recorded.
+One the broker did not answer also closes the control connection (the next sample opens a new one).
 """
 
 from __future__ import annotations
@@ -204,6 +205,10 @@ class QueueSampler:
         except Exception as exc:  # noqa: BLE001 - a failed sample must not end the run
             self._failed(exc)
             self._close_channel()
+            if getattr(exc, "reply_code", None) is None:
+                # No answer, or the connection went: close the control connection rather than leave it
+                # (with the slot markers exclusive to it) for the next sample to open a new one beside.
+                self.ctx.close_control()
             if self.restarts is not None:
                 self.restarts.failed()
             return None

@@ -184,10 +184,6 @@ class RunContext(RunClock, BrokerSide, Drain):
             self.netem.stop()  # it records its own statistics and flushes them before exiting
         if self.dead_letters is not None:
             self.dead_letters.close()
-        try:
-            if self._control is not None and self._control_conn.is_open:
-                self._control_conn.close()
-        except Exception:  # noqa: BLE001
-            pass
+        self.close_control()
         self.event("run_end", "runner", self.role)
         self.writer.close()

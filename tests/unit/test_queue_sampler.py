@@ -112,3 +112,108 @@ def test_the_probe_reads_the_queue_over_http_with_basic_auth():
     finally:
         server.shutdown()
         server.server_close()
+
+
+# -- the control connection after a failed sample ----------------------------------------------------
+
+
+class _Connection:
+    def __init__(self, number):
+        self.number = number
+        self.is_open = True
+
+    def close(self):
+        self.is_open = False
+
+
+class _Channel:
+    def __init__(self, conn):
+        self.conn = conn
+        self._open = True
+
+    @property
+    def is_open(self):
+        return self._open and self.conn.is_open
+
+    def close(self):
+        self._open = False
+
+
+class _Broker:
+    """What the sampler's passive declares get, in turn: (ready, consumers) or an exception."""
+
+    def __init__(self, *answers):
+        self.answers = list(answers)
+        self.asked_on: list[int] = []  # the connection each declare went out on
+
+    def queue_counts(self, channel, _queue, _timeout_s):
+        self.asked_on.append(channel.conn.number)
+        answer = self.answers.pop(0)
+        if isinstance(answer, Exception):
+            if getattr(answer, "reply_code", None) is not None:
+                channel.close()  # the broker closes the channel it refused on
+            raise answer
+        return answer
+
+
+def _sampler_on_broker_side(monkeypatch, broker: _Broker):
+    """A QueueSampler on the real control-connection logic (BrokerSide), pika replaced by fakes."""
+    from gevent.lock import RLock
+
+    from loadgen.run import broker_side, queue_sampler
+    from loadgen.run.broker_side import BrokerSide
+
+    connections: list[_Connection] = []
+
+    class Side(BrokerSide):
+        def _connect_direct(self, name, on_close=None):
+            connections.append(_Connection(len(connections)))
+            return connections[-1]
+
+    events: list[tuple] = []
+    side = Side()
+    side.scenario = SimpleNamespace(queue=SimpleNamespace(name="q"), broker=SimpleNamespace(url="amqp://h/"))
+    side.worker, side._control, side._control_conn, side._control_lock = "w", None, None, RLock()
+    side.writer = SimpleNamespace(append=lambda kind, row: events.append(row))
+    monkeypatch.setattr(broker_side.amqp, "open_channel", lambda conn: _Channel(conn))
+    monkeypatch.setattr(queue_sampler.topology, "queue_counts", broker.queue_counts)
+    side.control()  # the run's start: topology and slot markers on the first connection
+    return QueueSampler(side), side, connections, events
+
+
+def test_a_sample_without_an_answer_closes_the_control_connection_and_the_next_opens_a_new_one(monkeypatch):
+    from loadgen.errors import BrokerOperationFailed
+
+    no_answer = BrokerOperationFailed("queue.declare passive 'q'", None, "no answer from the broker within 2 s")
+    broker = _Broker((7, 1), no_answer, (5, 1))
+    sampler, side, connections, events = _sampler_on_broker_side(monkeypatch, broker)
+    assert sampler.sample()["ready"] == 7
+    assert sampler.sample() is None and sampler.failures == 1
+    # closed, not left open beside the next one with the slot markers exclusive to it
+    assert [c.is_open for c in connections] == [False]
+    assert sampler.sample()["ready"] == 5
+    assert broker.asked_on == [0, 0, 1] and [c.is_open for c in connections] == [False, True]
+    assert [row[4] for row in events] == [7.0, 5.0]  # queue_sample values: the failed second has none
+    side.close_control()
+    assert not any(c.is_open for c in connections)
+
+
+def test_a_refused_sample_keeps_the_connection_and_its_slot_markers(monkeypatch):
+    from loadgen.errors import BrokerOperationFailed
+
+    gone = BrokerOperationFailed("queue.declare passive 'q'", 404, "NOT_FOUND - no queue 'q'")
+    broker = _Broker(gone, (3, 0))
+    sampler, side, connections, _events = _sampler_on_broker_side(monkeypatch, broker)
+    assert sampler.sample() is None
+    assert sampler.sample()["ready"] == 3
+    assert broker.asked_on == [0, 0] and len(connections) == 1 and connections[0].is_open
+
+
+def test_a_control_channel_the_broker_closed_is_reopened_on_the_same_connection(monkeypatch):
+    sampler, side, connections, _events = _sampler_on_broker_side(monkeypatch, _Broker())
+    first = side.control()
+    first.close()  # e.g. a refused declaration on it
+    again = side.control()
+    assert again is not first and again.is_open and again.conn is connections[0] and len(connections) == 1
+    connections[0].close()  # the connection itself went: a new one, the old one not used again
+    assert side.control().conn is connections[1]
