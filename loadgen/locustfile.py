@@ -26,6 +26,8 @@ import re
 import sys
 import time
 
+import gevent
+
 # Locust loads this file by path; make the package importable from a plain checkout too.
 _REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if _REPO not in sys.path:
@@ -44,6 +46,7 @@ from loadgen.users.producer import Producer  # noqa: E402
 
 log = logging.getLogger("sojourn")
 RETRY_AFTER_S = 1.0
+FINISHED_IDLE_S = 1.0  # a user whose run is over here waits this long per call until Locust stops it
 _RETRIES: dict[tuple[str, str], HeldBack] = {}  # (participant, error type) -> its retry warning's rate limit
 # pika logs every channel open/close at INFO and a traceback for every cut connection;
 # sojourn logs and traces each lost connection itself (connection_lost events).
@@ -116,6 +119,13 @@ class SojournUser(User):
     @task
     def run_participant(self):
         ctx = locust_session.context()
+        if ctx.stopping.is_set():
+            # The run is over in this process (a worker's users all left, or the test stopped) and
+            # Locust (wait_time 0) calls the task straight back until the master stops the test:
+            # wait instead of spinning through the participant's start once more. A second, so a
+            # graceful stop (--stop-timeout) still ends the task soon.
+            gevent.sleep(FINISHED_IDLE_S)
+            return
         if self.participant is None or self.participant.ctx is not ctx:
             slot = ctx.claim_slot(self.kind, self.group, SCENARIO.max_count(self.kind, self.group))
             cls = Producer if self.kind == "producers" else Consumer
