@@ -4,10 +4,13 @@
 
 A check takes `make(consumer_fields, timeline="") -> Running`: a Consumer running in its own
 greenlet on a recording link, whose `send(ids)` gets those messages to it (the fake hands them
-over as the I/O loop would; the broker's side publishes them and waits until they arrived) and
-whose `left_with_broker()` says how many messages the broker still holds for redelivery. The
-run's clock (`run.t`, seconds since t0) is the test's. Expected values come from the scenario
-text."""
+over as the I/O loop would; the broker's side publishes them and waits until they arrived), whose
+`left_with_broker()` says how many messages the broker still holds for redelivery, and whose
+`fault(kind)` has the broker close the consumer's channel ("close_channel": the fake closes it with
+a 406 and redelivers what was unacked once the consumer is back; against the broker, an ack of a
+delivery tag the channel never had) or cancel its subscription ("cancel": the queue deleted; the
+consumer's basic.consume then finds it gone and declares it again through the run). The run's
+clock (`run.t`, seconds since t0) is the test's. Expected values come from the scenario text."""
 
 from __future__ import annotations
 
@@ -73,6 +76,14 @@ class FakeRun:
         self.late_ns: list[int] = []
         self.writer = self  # the trace writer's append
         self.lateness = self  # the console's lateness windows' note
+        self.declared = 0  # declare_topology calls (a queue found gone, declared again)
+        self.on_declare: Callable[[], None] = lambda: None  # the broker's side of declare_topology
+
+    def declare_topology(self, purge: bool) -> int:
+        assert not purge  # only the run's start purges
+        self.declared += 1
+        self.on_declare()
+        return 0
 
     def append(self, kind: str, row: tuple) -> None:
         assert kind in ("delivery", "publish"), kind
@@ -123,15 +134,16 @@ class Running:
         send: Callable[[Running, list[str]], None],
         left: Callable[[Running], int],
         clock: Callable[[], int] = time.time_ns,
+        fault: Callable[[Running, str], None] | None = None,
     ):
         self.run = FakeRun(scenario)
         self.queue = scenario.queue.name
         self.links: list[Any] = []
         self.reports: list[tuple] = []
-        self._send, self._left = send, left
+        self._send, self._left, self._fault = send, left, fault
 
-        def opened(*args: Any) -> Any:
-            self.links.append(open_link(*args))
+        def opened(*args: Any, **callbacks: Any) -> Any:
+            self.links.append(open_link(*args, **callbacks))
             return self.links[-1]
 
         self.consumer = Consumer(self.run, "c", 0, lambda *r: self.reports.append(r), opened, clock)
@@ -147,6 +159,20 @@ class Running:
 
     def left_with_broker(self) -> int:
         return self._left(self)
+
+    def fault(self, kind: str) -> None:
+        assert self._fault is not None, "this harness has no faults"
+        self._fault(self, kind)
+
+    def kinds(self) -> list[str]:
+        return [e[0] for e in self.run.events]
+
+    def subscribed(self, links: int) -> bool:
+        """`links` links opened and the last one subscribed."""
+        return len(self.links) >= links and any(c[0] == "consume" for c in self.links[links - 1].calls)
+
+    def rows_of(self, message_id: str) -> list[dict]:
+        return [row for row in self.run.deliveries if row["message_id"] == message_id]
 
     def until(self, done: Callable[[], bool], timeout_s: float = 5.0) -> None:
         wait_until(done, timeout_s)
@@ -221,3 +247,66 @@ def check_a_crash_settles_nothing_it_holds_and_the_broker_keeps_it(make: Make) -
     assert ("crash",) in r.link.calls and ("cancel",) not in r.link.calls and ("close",) not in r.link.calls
     r.until(lambda: r.left_with_broker() == len(crashed))
     r.stop()
+
+
+def check_a_channel_closed_by_the_broker_requeues_what_the_consumer_held_and_it_rejoins(make: Make) -> None:
+    # Three deliveries of 300 ms each: the first in hand, two buffered, when the broker closes the
+    # channel (a 406). None of them can be acked any more: each is traced unsettled (the one in hand
+    # once its processing ends), the consumer closes that connection and subscribes again, and the
+    # broker redelivers all three, which are then acked: each message ends acked once.
+    r = make("prefetch: 10, processing_ms: 300")
+    ids = ["m0", "m1", "m2"]
+    r.send(ids)
+    r.until(lambda: r.consumer.buffered() == 2)  # the first is in hand
+    first = r.link
+    r.fault("close_channel")
+    r.until(lambda: r.subscribed(2), timeout_s=10)
+    r.until(lambda: all(any(row["outcome"] == "ack" for row in r.rows_of(m)) for m in ids), timeout_s=10)
+    for m in ids:
+        outcomes = [row["outcome"] for row in r.rows_of(m)]
+        assert outcomes == ["unsettled", "ack"], (m, outcomes)
+        unsettled, acked = r.rows_of(m)
+        assert unsettled["settle_ns"] is None and acked["redelivered"] is True
+    assert r.rows_of("m0")[0]["end_ns"] is not None  # the one in hand was processed, not acked
+    assert first.acks == [] and ("close",) in first.calls  # nothing acked on the dead channel; its connection closed
+    [closed] = [e for e in r.run.events if e[0] == "channel_closed"]
+    assert closed[1] == 406 and closed[2]["reply_code"] == 406 and closed[2]["unsettled"] == 3
+    assert "PRECONDITION_FAILED" in closed[2]["reply_text"]
+    [leave] = [e for e in r.run.events if e[0] == "consumer_leave"]
+    assert leave[2]["reason"] == "channel_closed" and leave[2]["clean"] is False
+    assert r.kinds().count("consumer_join") == 2
+    r.stop()
+    assert r.left_with_broker() == 0
+
+
+def check_a_cancel_from_the_broker_settles_the_buffer_and_the_consumer_rejoins(make: Make) -> None:
+    # The queue is deleted under a consumer holding three deliveries (basic.cancel from the broker):
+    # it processes and acks them on the channel still open, leaves, finds the queue gone on its way
+    # back (404 on basic.consume), declares it again through the run, and consumes what comes next.
+    r = make("prefetch: 10, processing_ms: 50")
+    ids = ["m0", "m1", "m2"]
+    r.send(ids)
+    first = r.link
+    r.fault("cancel")
+    r.until(lambda: r.run.declared == 1 and r.subscribed(len(r.links)) and len(r.links) >= 3, timeout_s=10)
+    assert [r.outcomes().get(m) for m in ids] == ["ack"] * 3  # all three acked on the first link
+    assert sorted(first.acks) == sorted(row["delivery_tag"] for row in r.run.deliveries)
+    assert ("cancel",) not in first.calls and ("close",) in first.calls  # the broker had cancelled already
+    kinds = r.kinds()
+    assert kinds.count("consumer_cancelled") == 1 and kinds.count("queue_recreated") == 1
+    [leave] = [e for e in r.run.events if e[0] == "consumer_leave"]
+    assert leave[2]["reason"] == "cancelled" and leave[2]["clean"] is True
+    [gone] = [e for e in r.run.events if e[0] == "channel_closed"]  # the basic.consume on no queue
+    assert gone[2]["reply_code"] == 404
+    assert kinds == [
+        "consumer_join",
+        "consumer_cancelled",
+        "consumer_leave",
+        "channel_closed",
+        "queue_recreated",
+        "consumer_join",
+    ]
+    r.send(["after"])
+    r.until(lambda: r.outcomes().get("after") == "ack")
+    r.stop()
+    assert r.left_with_broker() == 0

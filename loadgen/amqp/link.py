@@ -4,13 +4,18 @@
 sets the prefetch, consumes, cancels, acks and nacks by delivery tag, sends what is queued now,
 reads the kernel's receive stamp of the bytes in hand, and closes or crashes the link. Deliveries
 reach it as `on_message(link, tag, redelivered, headers, priority, size)`, in the I/O loop, and
-`on_crossed` the same for a delivery that crossed a basic.cancel (loadgen.amqp.cancel).
+`on_crossed` the same for a delivery that crossed a basic.cancel (loadgen.amqp.cancel). The
+broker's own faults on the channel reach it as `on_channel_close(link, reply_code, reply_text)`
+(the broker closed the channel, its connection still open: a 406 on an unknown delivery tag, a
+delivery held past `consumer_timeout`) and `on_cancel(link)` (the broker sent basic.cancel: the
+queue was deleted); a lost connection is `on_close` alone.
 
 `ProducerLink` is the producer's: publish (properties from `message_properties`), send what is
 queued now, the bytes still queued for the socket, close. The broker's answers reach it as plain
 values: `on_confirm(acked, delivery_tag, multiple)`, `on_return(message_id, reply_code,
 reply_text, exchange, routing_key)`, `on_blocked(reason)`, `on_unblocked()`, `on_close(exc)` and
-`on_channel_close(channel_number, exc)`, in the I/O loop.
+`on_channel_close(reply_code, reply_text)` (only when the broker closed the channel while the
+connection stays open: a 404 on a publish to an exchange that is gone, a 406), in the I/O loop.
 
 `PikaConsumerLink` and `PikaProducerLink` are the production implementations: pika's
 GeventConnection, publishes, acks and nacks as pre-built frames (loadgen.amqp.fastio), kernel
@@ -29,6 +34,7 @@ from typing import Any, Protocol
 
 import gevent
 import pika
+from pika.exceptions import ChannelClosedByBroker
 
 from loadgen.amqp import connection as amqp, fastio, internals, kstamp
 from loadgen.amqp.cancel import keep_deliveries_across_cancel
@@ -65,7 +71,10 @@ class ConsumerLink(Protocol):
 
     def set_prefetch(self, prefetch: int, global_qos: bool) -> None: ...
 
-    def consume(self, queue: str, auto_ack: bool) -> None: ...
+    def consume(self, queue: str, auto_ack: bool) -> None:
+        """Subscribe and wait for consume-ok; a refusal (no such queue: 404) raises
+        BrokerOperationFailed with the broker's reply code."""
+        ...
 
     def cancel(self, timeout_s: float) -> None: ...
 
@@ -97,6 +106,8 @@ class PikaConsumerLink:
         stamps: kstamp.ReceiveStamps | str,
         on_message: OnMessage,
         on_crossed: OnMessage,
+        on_channel_close: Callable[[ConsumerLink, int, str], None] | None = None,
+        on_cancel: Callable[[ConsumerLink], None] | None = None,
     ):
         self._conn = conn
         self._channel = channel
@@ -108,6 +119,14 @@ class PikaConsumerLink:
         self.ack = frames.ack  # bound methods: no extra call per settle
         self.nack = frames.nack
         keep_deliveries_across_cancel(channel, self._deliver_crossed)  # not requeued unseen (amqp/cancel.py)
+        if on_channel_close is not None:
+            channel.add_on_close_callback(
+                lambda _ch, exc: (
+                    isinstance(exc, ChannelClosedByBroker) and on_channel_close(self, exc.reply_code, exc.reply_text)
+                )
+            )
+        if on_cancel is not None:  # the broker's basic.cancel (pika drops the consumer tag itself)
+            channel.add_on_cancel_callback(lambda _frame: on_cancel(self))
 
     @property
     def is_open(self) -> bool:
@@ -127,7 +146,12 @@ class PikaConsumerLink:
         )
 
     def consume(self, queue: str, auto_ack: bool) -> None:
-        self._consumer_tag = self._channel.basic_consume(queue, self._deliver, auto_ack=auto_ack)
+        channel = self._channel
+
+        def start(cb: Callable[..., None]) -> None:
+            self._consumer_tag = channel.basic_consume(queue, self._deliver, auto_ack=auto_ack, callback=cb)
+
+        amqp.wait_for(start, "basic.consume", channel=channel)
 
     def cancel(self, timeout_s: float) -> None:
         channel, tag = self._channel, self._consumer_tag
@@ -174,15 +198,23 @@ def _wait_closed(conn: Any, timeout_s: float) -> bool:
 
 
 def open_consumer_link(
-    connect: Callable[..., Any], name: str, on_close: Callable[..., None], on_message: OnMessage, on_crossed: OnMessage
+    connect: Callable[..., Any],
+    name: str,
+    on_close: Callable[..., None],
+    on_message: OnMessage,
+    on_crossed: OnMessage,
+    *,
+    on_channel_close: Callable[[ConsumerLink, int, str], None] | None = None,
+    on_cancel: Callable[[ConsumerLink], None] | None = None,
 ) -> PikaConsumerLink:
     """Connect (`connect(name, on_close=...)`: RunContext.connect), turn kernel receive stamps
     on, open the channel, and hand its deliveries to `on_message` (those crossing a cancel to
-    `on_crossed`) as plain values."""
+    `on_crossed`) as plain values; a channel the broker closes to `on_channel_close`, the broker's
+    basic.cancel to `on_cancel`."""
     conn = connect(name, on_close=on_close)
     stamps = kstamp.enable(conn)
     channel = amqp.open_channel(conn)
-    return PikaConsumerLink(conn, channel, stamps, on_message, on_crossed)
+    return PikaConsumerLink(conn, channel, stamps, on_message, on_crossed, on_channel_close, on_cancel)
 
 
 # -- the producer's link ---------------------------------------------------------
@@ -246,20 +278,25 @@ def open_producer_link(
     name: str,
     *,
     on_close: Callable[[BaseException], None],
-    on_channel_close: Callable[[Any, BaseException], None],
+    on_channel_close: Callable[[int, str], None],
     on_blocked: Callable[[str], None],
     on_unblocked: Callable[[], None],
     on_return: Callable[[Any, int, str, str, str], None] | None = None,
     on_confirm: Callable[[bool, int, bool], None] | None = None,
 ) -> PikaProducerLink:
     """Connect (`connect(name, on_close=...)`: RunContext.connect) and open the channel; with
-    `on_return`, mandatory publishes come back there; with `on_confirm`, confirms are on."""
+    `on_return`, mandatory publishes come back there; with `on_confirm`, confirms are on;
+    `on_channel_close(reply_code, reply_text)` only for a channel the broker closed (a close of
+    the client's own, or with the connection, is not one)."""
     conn = connect(name, on_close=lambda _conn, exc: on_close(exc))
     conn.add_on_connection_blocked_callback(lambda _conn, frame: on_blocked(getattr(frame.method, "reason", "")))
     conn.add_on_connection_unblocked_callback(lambda _conn, _frame: on_unblocked())
-    channel = amqp.open_channel(
-        conn, on_close=lambda ch, exc: on_channel_close(getattr(ch, "channel_number", "?"), exc)
-    )
+
+    def channel_closed(_channel: Any, exc: BaseException) -> None:
+        if isinstance(exc, ChannelClosedByBroker):  # not the client's own close, nor a lost connection
+            on_channel_close(exc.reply_code, exc.reply_text)
+
+    channel = amqp.open_channel(conn, on_close=channel_closed)
     if on_return is not None:
 
         def returned(_channel: Any, method: Any, props: Any, _body: bytes) -> None:

@@ -32,6 +32,8 @@ import gevent
 from gevent.event import Event
 
 from loadgen.amqp.link import ConsumerLink, open_consumer_link
+from loadgen.amqp.topology import NOT_FOUND
+from loadgen.errors import BrokerOperationFailed
 from loadgen.rules.codel import CoDel
 from loadgen.rules.egress import EgressBuffer
 from loadgen.run.runtime import Participant
@@ -111,7 +113,8 @@ def delivery_row(
 
 
 OpenLink = Callable[..., ConsumerLink]
-"""open_link(name, on_close, on_message, on_crossed): loadgen.amqp.link.open_consumer_link's shape."""
+"""open_link(name, on_close, on_message, on_crossed, *, on_channel_close, on_cancel):
+loadgen.amqp.link.open_consumer_link's shape."""
 
 
 class Consumer(Participant):
@@ -126,7 +129,7 @@ class Consumer(Participant):
     ):
         """`open_link`: the AMQP link (default: pika's over ctx.connect), a seam as `clock_ns` is."""
         super().__init__(ctx, group, slot, report, clock_ns)
-        self._open_link: OpenLink = open_link or (lambda *args: open_consumer_link(ctx.connect, *args))
+        self._open_link: OpenLink = open_link or (lambda *a, **kw: open_consumer_link(ctx.connect, *a, **kw))
         base = ctx.scenario.consumer(group)
         spec = base.egress
         # With egress the buffer is an EgressBuffer: len(), truth and popleft() work as on the deque.
@@ -139,6 +142,9 @@ class Consumer(Participant):
         self._has_work = Event()
         self._busy = False
         self._link: ConsumerLink | None = None  # subscribed while joined
+        # The broker's fault on the current link, if any: ("channel_closed" | "cancelled", detail).
+        # The consumer's greenlet then leaves that link and joins again (_rejoin).
+        self._fault: tuple[str, dict] | None = None
         self._prefetch = 0
         self._crossed = 0  # deliveries that crossed a basic.cancel since the last event said so
         self._leaving = False
@@ -186,6 +192,8 @@ class Consumer(Participant):
                         self._leave(clean=True)
                     self._wait_for_change(t)
                     continue
+                if self._fault is not None:
+                    self._rejoin(settings)
                 if self._link is None:
                     self._join(settings)
                 elif settings.prefetch != self._prefetch:
@@ -210,12 +218,18 @@ class Consumer(Participant):
 
     # -- connection ---------------------------------------------------------
     def _join(self, settings) -> None:
-        self._leaving = False
-        self._link = self._open_link(
-            f"sojourn-consumer-{self.name}", self._on_connection_closed, self._on_message, self._on_crossed_cancel
-        )
-        self._set_prefetch(settings)
-        self._consume(settings)
+        """Connect and subscribe. A queue that is gone (404 on basic.consume: deleted during the
+        run) is declared again, once, as the run declared it (RunContext.declare_topology), with a
+        `queue_recreated` event: what the broker lost with it counts as lost_with_queue."""
+        try:
+            self._subscribe(settings)
+        except BrokerOperationFailed as exc:
+            if exc.reply_code != NOT_FOUND:
+                raise
+            self._drop_link()
+            self._recreate_queue(exc)
+            self._subscribe(settings)
+        assert self._link is not None
         self.ctx.event(
             "consumer_join",
             self.name,
@@ -226,6 +240,50 @@ class Consumer(Participant):
                 "receive_stamp": self._link.receive_stamp,
             },
         )
+
+    def _subscribe(self, settings) -> None:
+        self._leaving = False
+        self._fault = None
+        self._link = self._open_link(
+            f"sojourn-consumer-{self.name}",
+            self._on_connection_closed,
+            self._on_message,
+            self._on_crossed_cancel,
+            on_channel_close=self._on_channel_closed,
+            on_cancel=self._on_cancelled,
+        )
+        self._set_prefetch(settings)
+        self._consume(settings)
+
+    def _drop_link(self) -> None:
+        """Close the current link (its connection too) without a word: a link that failed to join."""
+        link, self._link = self._link, None
+        if link is not None:
+            self._leaving = True
+            link.close(CLOSE_WAIT_S)
+            self._leaving = False
+
+    def _recreate_queue(self, exc: BrokerOperationFailed) -> None:
+        name = self.ctx.scenario.queue.name
+        log.warning("consumer %s: queue %r is gone (%s); declaring it again", self.name, name, exc)
+        depth = self.ctx.declare_topology(purge=False)
+        self.ctx.event(
+            "queue_recreated",
+            self.name,
+            name,
+            float(depth),
+            detail={"reply_code": exc.reply_code, "reply_text": exc.reply_text},
+        )
+
+    def _rejoin(self, settings) -> None:
+        """The broker closed this consumer's channel, or cancelled its subscription: leave that link
+        (a cancelled one first processes and acks what it holds, on the channel still open; a
+        closed one's buffer is already traced unsettled, requeued by the broker) and close its
+        connection. The loop then joins again at once, as after a lost connection."""
+        fault = self._fault
+        assert fault is not None
+        self._leave(clean=fault[0] == "cancelled", subscribed=False, reason=fault[0])
+        self._fault = None
 
     def _consume(self, settings) -> None:
         assert self._link is not None
@@ -258,9 +316,11 @@ class Consumer(Participant):
         self._link.set_prefetch(settings.prefetch, global_qos=settings.prefetch_scope == "channel")
         self._prefetch = settings.prefetch
 
-    def _leave(self, clean: bool) -> None:
-        """Stop consuming. Clean: cancel, then process and ack what is buffered.
-        Otherwise (interrupt): buffered deliveries are traced unsettled; the broker requeues them."""
+    def _leave(self, clean: bool, subscribed: bool = True, reason: str | None = None) -> None:
+        """Stop consuming. Clean: cancel (unless the broker did: not `subscribed`), then process and
+        ack what is buffered. Otherwise (interrupt, or a channel the broker closed): buffered
+        deliveries are traced unsettled; the broker requeues them. `reason`: why, when not the
+        consumer's own choice (the broker's channel_closed or cancelled), for the leave event."""
         link = self._link
         if link is None:
             self._trace_unsettled_buffer()
@@ -268,7 +328,8 @@ class Consumer(Participant):
         self._leaving = True
         if clean and link.is_open:
             try:
-                link.cancel(CLOSE_WAIT_S)
+                if subscribed:
+                    link.cancel(CLOSE_WAIT_S)
                 settings = self.ctx.scenario.settings_at(self.ctx.elapsed_s()).consumer(self.group)
                 while self._buffer and link.is_open:
                     self._process_one(settings)
@@ -277,9 +338,10 @@ class Consumer(Participant):
         self._trace_unsettled_buffer()
         link.close(CLOSE_WAIT_S)
         self._link = None
-        self.ctx.event(
-            "consumer_leave", self.name, self.name, detail={"clean": clean, "crossed_cancel": self._take_crossed()}
-        )
+        detail: dict[str, Any] = {"clean": clean, "crossed_cancel": self._take_crossed()}
+        if reason is not None:
+            detail["reason"] = reason
+        self.ctx.event("consumer_leave", self.name, self.name, detail=detail)
 
     def _crash(self, settings) -> None:
         """`leave: crash`: finish the delivery in hand without acking it, then drop the TCP
@@ -331,6 +393,49 @@ class Consumer(Participant):
         log.warning("consumer %s lost its connection: %s", self.name, exc)
         self._link = None
         self._trace_unsettled_buffer()
+
+    def _on_channel_closed(self, link: ConsumerLink, reply_code: int, reply_text: str) -> None:
+        """Runs in the hub: the broker closed this consumer's channel, its connection still open (a
+        406 on an unknown delivery tag, a delivery held past consumer_timeout). The broker requeues
+        every delivery it held: the buffer is traced unsettled now (the one in hand when its
+        processing ends), each to be redelivered; the greenlet leaves the link and joins again."""
+        if self._leaving or link is not self._link:
+            return
+        held = len(self._buffer) + (1 if self._busy else 0)
+        self.ctx.event(
+            "channel_closed",
+            self.name,
+            self.name,
+            float(reply_code),
+            detail={"reply_code": reply_code, "reply_text": reply_text, "unsettled": held},
+        )
+        log.warning(
+            "consumer %s: the broker closed its channel (%s %s); %d unsettled deliveries go back to the queue; "
+            "rejoining",
+            self.name,
+            reply_code,
+            reply_text,
+            held,
+        )
+        self._trace_unsettled_buffer()
+        self._fault = ("channel_closed", {"reply_code": reply_code})
+        self._has_work.set()
+
+    def _on_cancelled(self, link: ConsumerLink) -> None:
+        """Runs in the hub: the broker cancelled the subscription (basic.cancel: the queue was
+        deleted, or its node went away). The channel stays open: the greenlet processes and acks
+        what is buffered, leaves the link and joins again."""
+        if self._leaving or link is not self._link:
+            return
+        queue = self.ctx.scenario.queue.name
+        self.ctx.event(
+            "consumer_cancelled", self.name, self.name, detail={"queue": queue, "buffered": len(self._buffer)}
+        )
+        log.warning(
+            "consumer %s: the broker cancelled its subscription to %r (basic.cancel); rejoining", self.name, queue
+        )
+        self._fault = ("cancelled", {})
+        self._has_work.set()
 
     def _on_crossed_cancel(self, link: ConsumerLink, tag: int, redelivered: bool, headers, priority, size: int) -> None:
         """A delivery sent before the broker saw this consumer's basic.cancel: a delivery like any

@@ -12,6 +12,7 @@ import functools
 import logging
 import time
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import gevent
 from gevent.event import Event
@@ -50,6 +51,8 @@ OpenLink = Callable[..., ProducerLink]
 """open_link(name, *, on_close, on_channel_close, on_blocked, on_unblocked, on_return, on_confirm):
 loadgen.amqp.link.open_producer_link's shape."""
 
+REJOIN_AFTER_S = 1.0  # a link lost (connection or channel) is opened again this long after
+
 
 class Producer(Participant):
     def __init__(
@@ -70,7 +73,12 @@ class Producer(Participant):
         self._entered = False
         self._link: ProducerLink | None = None  # open while joined
         self._leaving = False
-        self._pending: dict[int, list] = {}  # delivery tag -> publish row (confirms on)
+        # Each link (connection and channel) is a generation: its callbacks carry it and are
+        # ignored once another link replaced it, and its delivery tags count from 1 in a dict of
+        # its own, given up (traced) when its channel or connection closes, so a tag of one
+        # channel never settles a publish of another.
+        self._generation = 0
+        self._pending: dict[int, list] = {}  # the current generation's delivery tag -> publish row (confirms on)
         self._next_tag = 1
         self._window_open = Event()
         self._window_open.set()
@@ -177,26 +185,50 @@ class Producer(Participant):
     def _join(self, settings) -> None:
         if self._link is not None and self._link.is_open:
             return
+        self._drop_link()  # a link whose channel the broker closed: its connection goes too
         self._leaving = False
         self._unblocked.set()
+        self._generation += 1
+        gen = self._generation
+        self._give_up_pending("unconfirmed")  # nothing is left by now; never carried into a new generation
+        self._pending = {}
         self._next_tag = 1
+
+        def current(callback: Callable[..., None]) -> Callable[..., None]:
+            """`callback`, for as long as this link is the producer's."""
+
+            def call(*args: Any) -> None:
+                if gen == self._generation:
+                    callback(*args)
+
+            return call
+
         self._link = self._open_link(
             f"sojourn-producer-{self.name}",
-            on_close=self._on_connection_closed,
-            on_channel_close=self._on_channel_closed,
-            on_blocked=self._on_blocked,
-            on_unblocked=self._on_unblocked,
-            on_return=self._on_return if settings.mandatory else None,
-            on_confirm=self._on_confirm if settings.confirms else None,
+            on_close=current(self._on_connection_closed),
+            on_channel_close=current(self._on_channel_closed),
+            on_blocked=current(self._on_blocked),
+            on_unblocked=current(self._on_unblocked),
+            on_return=self._on_return if settings.mandatory else None,  # by message id: no tag to confuse
+            on_confirm=current(self._on_confirm) if settings.confirms else None,
         )
         self.ctx.event("producer_join", self.name, self.name)
+
+    def _drop_link(self) -> None:
+        """Close the current link's connection (a channel the broker closed leaves it open) and
+        forget the link: a new generation, so its callbacks (the close this causes) are ignored."""
+        link, self._link = self._link, None
+        if link is not None:
+            self._give_up_pending("unconfirmed")  # its close already said so, but for a close not yet seen
+            self._generation += 1
+            link.close()
 
     def _leave(self) -> None:
         link = self._link
         if link is None:
             return
         deadline = time.monotonic() + CONFIRM_GRACE_S
-        while self._pending and time.monotonic() < deadline and link.connection_open:
+        while self._pending and time.monotonic() < deadline and link.is_open:  # a dead channel confirms nothing
             gevent.sleep(0.01)
         # Still blocked: the broker has not read what is in the socket since the block began.
         self._give_up_pending("unconfirmed" if self._unblocked.is_set() else "blocked_timeout")
@@ -213,12 +245,20 @@ class Producer(Participant):
         elif intended_s < self._unblocked_at_s:  # due during the last block, sent after it: waited too
             blocked_ms = (self._unblocked_at_s - max(intended_s, self._blocked_since_s)) * 1000
         link = self._link  # None after a reconnect that failed: this publish fails too, and tries again
-        while (
-            link is not None
-            and settings.confirms
-            and len(self._pending) >= settings.confirm_window
-            and not self.ctx.stopping.is_set()
-        ):
+        while True:
+            if link is not None and not link.is_open and link.connection_open:
+                # The broker closed the channel (said and traced by _on_channel_closed), now or while
+                # the window was full: close the connection, open a new link after the pause; this
+                # publish then goes on it, late.
+                link = self._rejoin_later(settings)
+            if (
+                link is None
+                or not link.is_open  # a closed channel confirms nothing: its publishes were given up
+                or not settings.confirms
+                or len(self._pending) < settings.confirm_window
+                or self.ctx.stopping.is_set()
+            ):
+                break
             link.send_now()  # the publishes whose confirms open the window go first
             self._window_open.clear()
             self._window_open.wait(1.0)
@@ -279,7 +319,7 @@ class Producer(Participant):
             row[OUTCOME] = "failed"
             self._trace(row)
             self.report("publish", self._request_name(settings.exchange, routing_key), 0.0, len(body), exc)
-            self._reconnect_later(settings)
+            self._rejoin_later(settings)
             return
         self.ctx.counters["published"] += 1
         if blocked_ms is None:  # a wait on a blocked connection is the broker's delay, not lateness
@@ -385,11 +425,32 @@ class Producer(Participant):
         self._window_open.set()
         self._unblocked.set()  # a blocked connection that closed blocks no one any more
 
-    def _on_channel_closed(self, channel_number, exc) -> None:
-        """The channel closed: as part of leaving or of a lost connection (said elsewhere), or the
-        broker closed it alone, for a reason the next failed publish would not tell."""
-        if not self._leaving and self._link is not None and self._link.connection_open:
-            log.warning("producer %s: the broker closed its channel %s: %s", self.name, channel_number, exc)
+    def _on_channel_closed(self, reply_code: int, reply_text: str) -> None:
+        """Runs in the hub: the broker closed the channel, the connection still open (a publish to
+        an exchange that is gone: 404; a 406). Every publish it had not confirmed is traced
+        `channel_closed` (the broker routed those before the faulty one, and dropped the rest);
+        the confirm window opens; the next publish reopens the link (_rejoin_later)."""
+        if self._leaving:
+            return
+        unconfirmed = len(self._pending)
+        self.ctx.event(
+            "channel_closed",
+            self.name,
+            self.name,
+            float(reply_code),
+            detail={"reply_code": reply_code, "reply_text": reply_text, "unconfirmed": unconfirmed},
+        )
+        log.warning(
+            "producer %s: the broker closed its channel (%s %s); %d unconfirmed publishes traced channel_closed; "
+            "reopening in %g s",
+            self.name,
+            reply_code,
+            reply_text,
+            unconfirmed,
+            REJOIN_AFTER_S,
+        )
+        self._give_up_pending("channel_closed")
+        self._window_open.set()
 
     def _give_up_pending(self, outcome: str) -> None:
         now_ns = self._now_ns()
@@ -401,13 +462,16 @@ class Producer(Participant):
             self._trace(row)
         self._pending.clear()
 
-    def _reconnect_later(self, settings) -> None:
-        self._link = None
-        if self.ctx.sleep_until(self.ctx.elapsed_s() + 1.0, self.ctx.stopping):
+    def _rejoin_later(self, settings) -> ProducerLink | None:
+        """Close the lost link (its connection, when still open), and after REJOIN_AFTER_S join
+        again; the new link, or None when that failed (the next publish fails and tries again)."""
+        self._drop_link()
+        if self.ctx.sleep_until(self.ctx.elapsed_s() + REJOIN_AFTER_S, self.ctx.stopping):
             try:
                 self._join(settings)
             except Exception as exc:  # noqa: BLE001
                 log.warning("producer %s could not reconnect: %s", self.name, exc)
+        return self._link
 
     # -- helpers ------------------------------------------------------------
     def _trace(self, row: list) -> None:

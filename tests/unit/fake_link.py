@@ -1,12 +1,23 @@
 """In-memory links (loadgen.amqp.link) for driving a Consumer or a Producer in unit tests: the
-broker's side (deliveries, confirms, returns, blocks, a lost connection) is handed over as the
-I/O loop would, and what the participant asks of the link is recorded (tests/consumer_checks.py
-runs the consumer's checks on pika's adapter against the broker too)."""
+broker's side (deliveries, confirms, returns, blocks, a lost connection, a channel the broker
+closes, a basic.cancel from the broker) is handed over as the I/O loop would, and what the
+participant asks of the link is recorded (tests/consumer_checks.py and tests/producer_checks.py
+run the same checks on pika's adapters against the broker too)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
+
+from loadgen.errors import BrokerOperationFailed
+
+
+class FakeBroker:
+    """What the consumer's links share of the broker: the queues that are gone (a basic.consume on
+    one closes the channel with 404, as RabbitMQ does)."""
+
+    def __init__(self) -> None:
+        self.gone: set[str] = set()
 
 
 class FakeStamps:
@@ -20,16 +31,27 @@ class FakeLink:
     """One connection and channel, in memory: records what the consumer asked of it."""
 
     def __init__(
-        self, name: str, on_close: Callable[..., None], on_message: Callable[..., None], on_crossed: Callable[..., None]
+        self,
+        name: str,
+        on_close: Callable[..., None],
+        on_message: Callable[..., None],
+        on_crossed: Callable[..., None],
+        *,
+        on_channel_close: Callable[..., None] | None = None,
+        on_cancel: Callable[..., None] | None = None,
+        broker: FakeBroker | None = None,
     ):
         self.name = name
         self.on_close, self.on_message, self.on_crossed = on_close, on_message, on_crossed
+        self.on_channel_close, self.on_cancel = on_channel_close, on_cancel
+        self.broker = broker or FakeBroker()
         self.stamps: FakeStamps | None = FakeStamps()
         self.receive_stamp = "kernel"
         self.is_open = True
         self.calls: list[tuple] = []  # ("qos", prefetch, global), ("consume", queue, auto_ack), ("cancel",), ...
         self.acks: list[int] = []
         self.nacks: list[tuple[int, bool]] = []  # (tag, requeue)
+        self.ids: dict[int, str] = {}  # delivery tag -> message id
         self._tag = 0
 
     # -- ConsumerLink --------------------------------------------------------
@@ -38,6 +60,10 @@ class FakeLink:
 
     def consume(self, queue: str, auto_ack: bool) -> None:
         self.calls.append(("consume", queue, auto_ack))
+        if queue in self.broker.gone:  # RabbitMQ closes the channel: 404 NOT_FOUND
+            text = f"NOT_FOUND - no queue '{queue}' in vhost '/'"
+            self.close_channel(404, text)
+            raise BrokerOperationFailed("basic.consume", 404, text)
 
     def cancel(self, timeout_s: float) -> None:
         self.calls.append(("cancel",))
@@ -74,14 +100,32 @@ class FakeLink:
         size: int = 100,
         priority: int | None = None,
         crossed: bool = False,
+        redelivered: bool = False,
     ) -> int:
         """Hand the consumer one delivery, as the I/O loop does; its delivery tag."""
         self._tag += 1
+        self.ids[self._tag] = message_id
         if self.stamps is not None:
             self.stamps.kernel_ns = kernel_ns
         headers = {"sojourn-id": message_id, "sojourn-pub-ns": 1}
-        (self.on_crossed if crossed else self.on_message)(self, self._tag, False, headers, priority, size)
+        (self.on_crossed if crossed else self.on_message)(self, self._tag, redelivered, headers, priority, size)
         return self._tag
+
+    def close_channel(self, reply_code: int, reply_text: str) -> None:
+        """The broker closes the channel (the connection stays open): it requeues what was unacked."""
+        self.is_open = False
+        if self.on_channel_close is not None:
+            self.on_channel_close(self, reply_code, reply_text)
+
+    def broker_cancel(self) -> None:
+        """The broker cancels the subscription (basic.cancel: the queue was deleted); the channel stays open."""
+        if self.on_cancel is not None:
+            self.on_cancel(self)
+
+    def unacked(self) -> list[int]:
+        """Tags neither acked nor nacked: what the broker requeues when the channel closes."""
+        settled = set(self.settled())
+        return [tag for tag in range(1, self._tag + 1) if tag not in settled]
 
     def settled(self) -> list[int]:
         return self.acks + [tag for tag, _ in self.nacks]
@@ -109,6 +153,7 @@ class FakeProducerLink:
     ):
         self.name = name
         self.on_close, self.on_blocked, self.on_unblocked = on_close, on_blocked, on_unblocked
+        self.on_channel_close = on_channel_close
         self.on_return, self.on_confirm = on_return, on_confirm
         self.is_open = self.connection_open = True
         self.published: list[dict] = []
@@ -142,3 +187,9 @@ class FakeProducerLink:
     def lose(self, exc: BaseException) -> None:
         self.is_open = self.connection_open = False
         self.on_close(exc)
+
+    def close_channel(self, reply_code: int, reply_text: str) -> None:
+        """The broker closes the channel (a publish to an exchange that is gone), the connection
+        stays open: nothing it had not confirmed will be."""
+        self.is_open = False
+        self.on_channel_close(reply_code, reply_text)

@@ -8,26 +8,54 @@ from __future__ import annotations
 
 import time
 
+import gevent
 import pytest
 
 from tests import consumer_checks
 from tests.consumer_checks import MS, Clock, Running
-from tests.unit.fake_link import FakeLink
+from tests.unit.fake_link import FakeBroker, FakeLink
 
 QUEUE = "unit.consumer"
 
 
 def _make(tmp_path, clock=time.time_ns):
+    broker = FakeBroker()
+
     def make(consumer: str, timeline: str = "") -> Running:
         return Running(
             consumer_checks.scenario(tmp_path / "s.yaml", QUEUE, consumer, timeline),
-            FakeLink,
+            lambda *args, **callbacks: FakeLink(*args, broker=broker, **callbacks),
             lambda r, ids: [r.link.deliver(i) for i in ids],
             lambda r: r.link.left(),
             clock,
+            lambda r, kind: _fault(r, kind, broker),
         )
 
     return make
+
+
+def _fault(r: Running, kind: str, broker: FakeBroker) -> None:
+    """The broker's side of a fault on the fake: a 406 that closes the channel, after which what
+    was unacked is redelivered once the consumer has subscribed again; or the queue deleted under
+    the consumer (basic.cancel), declared again when the run is asked to."""
+    link = r.link
+    if kind == "close_channel":
+        held = [link.ids[tag] for tag in link.unacked()]
+        link.close_channel(406, "PRECONDITION_FAILED - unknown delivery tag 1000000")
+        links = len(r.links)
+
+        def redeliver() -> None:
+            consumer_checks.wait_until(lambda: r.subscribed(links + 1))
+            for message_id in held:
+                r.link.deliver(message_id, redelivered=True)
+
+        gevent.spawn(redeliver)
+    elif kind == "cancel":
+        broker.gone.add(r.queue)
+        r.run.on_declare = lambda: broker.gone.discard(r.queue)
+        link.broker_cancel()
+    else:
+        raise AssertionError(kind)
 
 
 def _by_tag(r: Running) -> dict[int, str]:
@@ -45,6 +73,50 @@ def test_a_prefetch_change_resubscribes_per_consumer_scope(tmp_path, scope):
 
 def test_a_crash_settles_nothing_it_holds_and_the_broker_keeps_it(tmp_path):
     consumer_checks.check_a_crash_settles_nothing_it_holds_and_the_broker_keeps_it(_make(tmp_path))
+
+
+def test_a_channel_closed_by_the_broker_requeues_what_the_consumer_held_and_it_rejoins(tmp_path):
+    consumer_checks.check_a_channel_closed_by_the_broker_requeues_what_the_consumer_held_and_it_rejoins(_make(tmp_path))
+
+
+def test_a_cancel_from_the_broker_settles_the_buffer_and_the_consumer_rejoins(tmp_path):
+    consumer_checks.check_a_cancel_from_the_broker_settles_the_buffer_and_the_consumer_rejoins(_make(tmp_path))
+
+
+def test_a_close_of_an_old_link_after_the_rejoin_touches_nothing_of_the_new_one(tmp_path):
+    # The first link's channel closed and the consumer moved on; a late word from that link (its
+    # channel or connection closing again) must not trace, or drop, what the new link holds.
+    r = _make(tmp_path)("prefetch: 10, processing_ms: 300")
+    old = r.link
+    old.close_channel(406, "PRECONDITION_FAILED - unknown delivery tag 7")
+    r.until(lambda: r.subscribed(2))
+    r.send(["m0", "m1"])
+    r.until(lambda: r.consumer.buffered() == 1)  # m0 in hand, m1 buffered
+    old.close_channel(406, "PRECONDITION_FAILED - unknown delivery tag 8")
+    old.broker_cancel()
+    r.until(lambda: len(r.link.acks) == 2)
+    assert r.outcomes() == {"m0": "ack", "m1": "ack"} and len(r.links) == 2
+    assert r.kinds().count("channel_closed") == 1 and "consumer_cancelled" not in r.kinds()
+    r.stop()
+
+
+def test_a_queue_that_stays_gone_fails_the_join_for_the_participant_retry(tmp_path):
+    # Declared again, the queue is still not there (someone deletes it as fast): the join raises
+    # the broker's refusal (the locustfile records participant_error and retries after a pause)
+    # instead of looping on connections.
+    broker = FakeBroker()
+    r = Running(
+        consumer_checks.scenario(tmp_path / "s.yaml", QUEUE, "prefetch: 10"),
+        lambda *args, **callbacks: FakeLink(*args, broker=broker, **callbacks),
+        lambda r, ids: None,
+        lambda r: 0,
+    )
+    broker.gone.add(QUEUE)  # declare_topology leaves it gone (on_declare does nothing)
+    r.link.broker_cancel()
+    r.greenlet.join(5)
+    assert r.greenlet.dead and r.greenlet.exception is not None
+    assert getattr(r.greenlet.exception, "reply_code", None) == 404
+    assert r.run.declared == 1 and len(r.links) == 3 and all(not link.is_open for link in r.links)
 
 
 def test_each_delivery_found_the_earlier_ones_waiting_in_the_buffer(tmp_path):

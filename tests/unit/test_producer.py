@@ -7,6 +7,7 @@ scenario text."""
 from __future__ import annotations
 
 import gevent
+from gevent.event import Event
 
 from tests import producer_checks
 from tests.producer_checks import Publishing
@@ -18,27 +19,102 @@ def _make(tmp_path, broker_confirms: bool = False):
     confirms each publish as it comes (else the test does)."""
 
     def make(producer: str, duration_s: float = 1.0) -> Publishing:
-        p = Publishing(tmp_path / "s.yaml", "unit.producer", producer, FakeProducerLink, duration_s)
+        confirming = Event()
+        confirming.set()
+        p = Publishing(
+            tmp_path / "s.yaml",
+            "unit.producer",
+            producer,
+            FakeProducerLink,
+            duration_s,
+            lambda p, kind: _fault(p, kind, confirming),
+        )
         if broker_confirms:
-            gevent.spawn(_confirm_as_they_come, p)
+            gevent.spawn(_confirm_as_they_come, p, confirming)
         return p
 
     return make
 
 
-def _confirm_as_they_come(p: Publishing) -> None:
-    confirmed = 0
+def _confirm_as_they_come(p: Publishing, confirming: Event) -> None:
+    """Each link's publishes confirmed as they come, with that link's own tags (from 1), while
+    `confirming`; a link whose channel closed confirms nothing more."""
+    confirmed: dict[int, int] = {}
     while p.greenlet is None or not p.greenlet.dead:  # until the producer has left
-        while confirmed < len(p.link.published):
-            confirmed += 1
-            p.link.confirm(confirmed)
+        confirming.wait()
+        for link in p.links:
+            done = confirmed.get(id(link), 0)
+            while link.is_open and done < len(link.published):
+                done += 1
+                link.confirm(done)
+            confirmed[id(link)] = done
         gevent.sleep(0)
+
+
+def _fault(p: Publishing, kind: str, confirming: Event) -> None:
+    """The broker closes the channel with two publishes unconfirmed (404: its exchange is gone)."""
+    if kind == "close_channel":
+        confirming.clear()
+        link = p.link
+        p.until(lambda: len(link.published) - len(link.confirmed) >= 2)
+        link.close_channel(404, f"NOT_FOUND - no exchange '{producer_checks.EXCHANGE}' in vhost '/'")
+        confirming.set()
+    elif kind != "restore":
+        raise AssertionError(kind)
 
 
 def test_the_confirm_window_bounds_what_is_unconfirmed_and_every_publish_is_confirmed(tmp_path):
     producer_checks.check_the_confirm_window_bounds_what_is_unconfirmed_and_every_publish_is_confirmed(
         _make(tmp_path, broker_confirms=True)
     )
+
+
+def test_a_channel_closed_by_the_broker_traces_what_it_left_unconfirmed_and_the_producer_reopens(tmp_path):
+    producer_checks.check_a_channel_closed_by_the_broker_traces_what_it_left_unconfirmed_and_the_producer_reopens(
+        _make(tmp_path, broker_confirms=True)
+    )
+
+
+def test_a_full_window_on_a_channel_the_broker_closed_neither_waits_nor_confuses_tags(tmp_path):
+    # The window (3) is full of publishes on a channel the broker then closes: the three are traced
+    # channel_closed at once, the producer reopens and fills the window again on the new channel,
+    # whose tags count from 1: its confirm of tag 1 settles the 4th publish, not a stale 1st.
+    p = _make(tmp_path)("rate: 10, arrival: constant, size_bytes: 64, confirms: true, confirm_window: 3")
+    p.start()
+    p.until(lambda: len(p.link.published) == 3)
+    first = p.link
+    gevent.sleep(0.05)
+    assert len(p.links) == 1 and len(p.run.publishes) == 0  # waiting on the full window
+    first.close_channel(406, "PRECONDITION_FAILED - fake")
+    p.until(lambda: len(p.links) == 2 and len(p.link.published) == 3)
+    assert [row["outcome"] for row in p.run.publishes] == ["channel_closed"] * 3
+    assert first.closed  # its connection closed: not left open
+    p.link.confirm(1)
+    p.until(lambda: len(p.run.publishes) == 4)
+    fourth = p.rows()[3]
+    assert fourth["outcome"] == "confirmed" and fourth["message_id"] == p.link.published[0]["id"]
+    first.confirm(3, multiple=True)  # a late word from the old channel settles nothing
+    first.lose(ConnectionError("late close of the old connection"))
+    assert "connection_lost" not in [e[0] for e in p.run.events]
+    for tag in range(2, 8):
+        p.until(lambda tag=tag: len(p.link.published) >= tag)
+        p.link.confirm(tag)
+    p.finish()
+    assert p.outcomes() == ["channel_closed"] * 3 + ["confirmed"] * 7
+    [closed] = [e for e in p.run.events if e[0] == "channel_closed"]
+    assert closed[2] == {"reply_code": 406, "reply_text": "PRECONDITION_FAILED - fake", "unconfirmed": 3}
+
+
+def test_the_drain_sees_a_producer_idle_once_its_channel_closed_with_publishes_unconfirmed(tmp_path):
+    p = _make(tmp_path)("rate: 10, arrival: constant, size_bytes: 64, confirms: true", duration_s=0.3)
+    p.start()
+    p.until(lambda: len(p.link.published) == 3)
+    assert not p.producer.idle()
+    p.run.draining.set()
+    p.link.close_channel(406, "PRECONDITION_FAILED - fake")
+    assert p.producer.idle()  # nothing will confirm them: the drain does not wait for them
+    p.finish()
+    assert p.outcomes() == ["channel_closed"] * 3
 
 
 def test_the_window_fills_when_the_broker_confirms_one_at_a_time(tmp_path):
