@@ -200,6 +200,10 @@ PUBLISH_OUTCOMES = {
     "sent": "written to the socket; confirms off, so no broker answer is expected",
     "nacked": "the broker nacked the publish: discarded, reason publish_nacked",
     "unconfirmed": "confirms on, but no answer before the connection closed or the run ended",
+    "channel_closed": "confirms on, not yet confirmed when the broker closed the producer's channel while its "
+    "connection stayed open (a publish to an exchange that is gone: 404; a 406; a `channel_closed` event names "
+    "the reply): never confirmed; the broker had routed the ones before the publish that caused the close "
+    "(acked or left in the broker like any other) and dropped the rest: discarded, reason channel_closed",
     "failed": "basic.publish raised (connection gone); never reached the socket",
     "returned": "mandatory publish that no queue took: the broker returned it (basic.return); discarded, "
     "reason unroutable",
@@ -238,12 +242,23 @@ EVENT_KINDS = {
     "phase_end": "a timeline phase ended (name = phase)",
     "consumer_join": "a consumer connected and started consuming (name = consumer)",
     "consumer_leave": "a consumer stopped consuming (name = consumer; detail: clean, and crossed_cancel: "
-    "deliveries the broker sent before it saw the basic.cancel, traced and processed like any other)",
+    "deliveries the broker sent before it saw the basic.cancel, traced and processed like any other; reason, "
+    "when the broker made it leave: channel_closed or cancelled, after which it joins again)",
     "prefetch_change": "a phase changed a live consumer's prefetch (name = consumer, value = new prefetch; "
     "detail.crossed_cancel: deliveries that crossed the re-subscription's basic.cancel)",
     "producer_join": "a producer started publishing (name = producer)",
     "producer_leave": "a producer stopped publishing (name = producer)",
     "connection_lost": "a connection closed unexpectedly (detail has the reason)",
+    "channel_closed": "the broker closed a producer's or consumer's channel, its connection still open (name = "
+    "producer or consumer; value = reply code; detail: reply_code, reply_text, and unconfirmed (a producer's "
+    "publishes traced channel_closed) or unsettled (a consumer's deliveries traced unsettled, requeued by the "
+    "broker)); the participant closes that connection and joins again",
+    "consumer_cancelled": "the broker cancelled a consumer's subscription (basic.cancel: the queue was deleted, "
+    "or its node went away; name = consumer; detail: queue, buffered): it processes and acks what it holds, "
+    "then joins again",
+    "queue_recreated": "a consumer found the run's queue gone (404 on basic.consume: deleted during the run) and "
+    "declared the topology again (name = queue; value = its depth then; detail: the broker's reply). Messages "
+    "that reached the broker before it and were never acked count as lost_with_queue",
     "consumer_crash": "a consumer crashed on the timeline (leave: crash): dropped its TCP connection without "
     "closing (name = consumer, value = deliveries it held; detail: unacked, in_hand = the "
     "id processed but not acked)",

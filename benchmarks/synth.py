@@ -100,6 +100,7 @@ DISCARD_CLASSES = (
     "dead_lettered_delivery_limit",
     "egress_discard",
     "lost_with_queue",
+    "channel_closed",
 )
 
 _PHASES = ("base", "busy", "slow")
@@ -796,6 +797,7 @@ def _accounts(p: SynthParams, fates: np.ndarray) -> dict[str, int]:
         "left_in_broker": n["left_in_broker"],
         "connection_lost": 0,
         "lost_with_queue": 0,
+        "channel_closed": 0,
         "unaccounted": 0,
     }
     assert sum(accounts.values()) == p.messages

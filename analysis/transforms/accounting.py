@@ -3,8 +3,8 @@
 First match wins, in this order (docs/summary.md, docs/discards.md): acked,
 consumer_nack_discard, egress_discard, publish_rejected_maxlen, publish_nacked, unroutable, publish_failed,
 publish_failed_blocked, dead_lettered_maxlen, dead_lettered_expired, dead_lettered_rejected,
-dead_lettered_delivery_limit, left_in_broker, connection_lost, lost_with_queue, unaccounted. All counts are
-exact (`count`, never an approximate distinct count).
+dead_lettered_delivery_limit, left_in_broker, channel_closed, connection_lost, lost_with_queue, unaccounted. All
+counts are exact (`count`, never an approximate distinct count).
 """
 
 from __future__ import annotations
@@ -51,6 +51,7 @@ ACCOUNT_CLASSES = (
     "publish_failed_blocked",
     *DEAD_LETTER_CLASSES.values(),
     "left_in_broker",
+    "channel_closed",
     "connection_lost",
     "lost_with_queue",
     "unaccounted",
@@ -67,6 +68,7 @@ DISCARD_CLASSES = (
     *DEAD_LETTER_CLASSES.values(),
     "egress_discard",
     "lost_with_queue",
+    "channel_closed",
 )
 
 # x-overflow values with which a full queue makes the broker nack the publish.
@@ -75,18 +77,20 @@ _REJECTING_OVERFLOW = ("reject-publish", "reject-publish-dlx")
 # Written to the socket but never confirmed: lost if the producer's connection died afterwards.
 _UNCONFIRMED = ("unconfirmed", "sent")
 
-_REACHED_BROKER = ("confirmed", "sent", "unconfirmed")
+_REACHED_BROKER = ("confirmed", "sent", "unconfirmed", "channel_closed")
 
 # message_facts: what a row of the union says of its message, as bits of one int (`_bits`). The
 # grouping by id ORs them, so the outcome strings stay out of the shuffle.
 _PUBLISHED, _CONFIRMED, _NACKED, _FAILED, _BLOCKED, _RETURNED, _REACHED = (1 << i for i in range(7))
 _ACKED, _NACK_DISCARD, _EGRESS_DISCARD, _PROCESSED, _HEADLESS, _HELD, _LEFT, _REQUEUED = (1 << i for i in range(7, 15))
+_CHANNEL_CLOSED = 1 << 15  # publish outcome channel_closed (added after the others)
 _PUBLISH_FLAGS = (
     ("_nacked", _NACKED),
     ("_failed", _FAILED),
     ("_blocked", _BLOCKED),
     ("_returned", _RETURNED),
     ("_reached", _REACHED),
+    ("_channel_closed", _CHANNEL_CLOSED),
 )
 _DELIVERY_FLAGS = (
     ("_acked", _ACKED),
@@ -127,7 +131,7 @@ def message_facts(
 
     Columns: message_id; from its publish rows `_publishes` (how many), `_confirms` (how many were
     confirmed), `confirmed`, the outcome
-    flags `_nacked`, `_failed`, `_blocked`, `_returned`, `_reached`, `_unconfirmed_ns` (latest
+    flags `_nacked`, `_failed`, `_blocked`, `_returned`, `_reached`, `_channel_closed`, `_unconfirmed_ns` (latest
     publish that was sent but never confirmed), `_lost_ns` (the last connection loss its
     producer traced: `losses`, the last `connection_lost` event per producer, events.accounting),
     `priority` (first non-null),
@@ -167,6 +171,7 @@ def message_facts(
             (outcome == "blocked_timeout", _BLOCKED),
             (outcome == "returned", _RETURNED),
             (outcome.isin(*_REACHED_BROKER), _REACHED),
+            (outcome == "channel_closed", _CHANNEL_CLOSED),
         )
         delivery_bits = _bits(
             0,
@@ -253,11 +258,16 @@ def classify(
     `connection_lost` event at or after its publish time: the broker dropped it
     with the connection. Without such an event it stays unaccounted.
 
+    `channel_closed`: a publish not yet confirmed when the broker closed its producer's channel
+    (outcome `channel_closed`), found nowhere afterwards (not acked, dead-lettered or left): the
+    broker dropped it with the channel (the publish that caused the close, and those after it).
+
     `lost_with_queue`: a publish that reached the broker (confirmed, or sent) no later than the
-    broker's last restart (`restart_ns`: its last `broker_restart` event, collected by
+    broker's last restart or the run's queue declared again after it was deleted (`restart_ns`:
+    the last `broker_restart` or `queue_recreated` event, collected by
     events.accounting.accounting_inputs), found nowhere afterwards: the broker lost it with
-    its in-memory state (a non-durable queue, or a transient message), or dropped it unroutable
-    before the queue was declared again.
+    its in-memory state (a non-durable queue, or a transient message) or with the deleted queue,
+    or dropped it unroutable before the queue was declared again.
 
     A dead-lettered message is explained by the reason of its first capture (earliest
     `received_ns`: a message that cycles through dead-letter exchanges keeps the cause that
@@ -316,8 +326,10 @@ def _with_account(events: DataFrame | None, publish_rejects: bool, restart_ns: i
         )
         for code, account_class in enumerate(DEAD_LETTER_CLASSES.values()):
             account = account.when(F.col("_dead_code") == code, account_class)
-        account = account.when(flag("_left"), "left_in_broker").when(
-            F.coalesce(F.col("_lost_ns") >= F.col("_unconfirmed_ns"), F.lit(False)), "connection_lost"
+        account = (
+            account.when(flag("_left"), "left_in_broker")
+            .when(flag("_channel_closed"), "channel_closed")
+            .when(F.coalesce(F.col("_lost_ns") >= F.col("_unconfirmed_ns"), F.lit(False)), "connection_lost")
         )
         if restart_ns is not None:
             account = account.when(

@@ -92,6 +92,7 @@ def test_totals_satisfy_the_accounting_identity(frame):
         "publish_failed_blocked": 0,
         "egress_discard": 0,
         "lost_with_queue": 0,
+        "channel_closed": 0,
     }
     # published = acked + discarded_total + left_in_broker + unaccounted: 11 = 4 + 3 + 2 + 2
     assert totals["published"] == sum(totals[c] for c in ACCOUNT_CLASSES)
@@ -183,6 +184,52 @@ def test_what_reached_the_broker_before_it_restarted_and_was_never_seen_again_is
     }
     totals = accounting_totals(classified).first().asDict()
     assert totals["published"] == sum(totals[c] for c in ACCOUNT_CLASSES) == 7
+
+
+def test_a_publish_unconfirmed_when_the_broker_closed_its_channel_is_discarded_only_if_found_nowhere(frame):
+    # p's channel was closed by the broker (a publish to a deleted exchange) with three publishes
+    # unconfirmed: one the broker had routed and a consumer acked, one it had routed and the census
+    # found, one it dropped with the channel. A confirmed publish found nowhere stays unaccounted.
+    publishes = frame(
+        "publish",
+        dict(message_id="routed-acked", producer="p", publish_ns=100, outcome="channel_closed"),
+        dict(message_id="routed-left", producer="p", publish_ns=110, outcome="channel_closed"),
+        dict(message_id="dropped", producer="p", publish_ns=120, outcome="channel_closed"),
+        dict(message_id="confirmed", producer="p", publish_ns=90, outcome="confirmed"),
+    )
+    deliveries = frame("delivery", dict(message_id="routed-acked", outcome="ack"))
+    leftovers = frame("leftover", dict(message_id="routed-left"))
+    events = frame("event", dict(ts_ns=130, kind="channel_closed", source="p", name="p"))
+    classified = publishes.transform(classify_messages(deliveries, leftovers, events))
+    assert {r.message_id: r.account for r in classified.collect()} == {
+        "routed-acked": "acked",
+        "routed-left": "left_in_broker",
+        "dropped": "channel_closed",
+        "confirmed": "unaccounted",
+    }
+    totals = accounting_totals(classified).first().asDict()
+    assert totals["channel_closed"] == 1 and totals["published"] == sum(totals[c] for c in ACCOUNT_CLASSES) == 4
+    assert "channel_closed" in DISCARD_CLASSES
+
+
+def test_what_was_published_before_a_deleted_queue_was_declared_again_is_lost_with_it(frame):
+    # the run's queue was deleted and a consumer declared it again at t=200 (queue_recreated)
+    publishes = frame(
+        "publish",
+        dict(message_id="in-queue", producer="p", publish_ns=100, outcome="confirmed"),  # went with the queue
+        dict(message_id="while-gone", producer="p", publish_ns=150, outcome="confirmed"),  # dropped unroutable
+        dict(message_id="after", producer="p", publish_ns=250, outcome="confirmed"),  # after it: unexplained
+        dict(message_id="acked", producer="p", publish_ns=120, outcome="confirmed"),
+    )
+    deliveries = frame("delivery", dict(message_id="acked", outcome="ack"))
+    events = frame("event", dict(ts_ns=200, kind="queue_recreated", source="c", name="q"))
+    classified = publishes.transform(classify_messages(deliveries, frame("leftover"), events))
+    assert {r.message_id: r.account for r in classified.collect()} == {
+        "in-queue": "lost_with_queue",
+        "while-gone": "lost_with_queue",
+        "after": "unaccounted",
+        "acked": "acked",
+    }
 
 
 def test_without_a_restart_nothing_is_lost_with_the_queue(frame):

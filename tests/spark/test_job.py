@@ -120,6 +120,7 @@ def test_every_message_is_accounted_for(analysed):
             "dead_lettered_delivery_limit": 0,
             "egress_discard": 0,
             "lost_with_queue": 0,
+            "channel_closed": 0,
         },
         "discarded_total": 1,
         "left_in_broker": 1,
