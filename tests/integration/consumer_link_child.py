@@ -90,6 +90,7 @@ class RecordingProducer:
         self.published: list[dict] = []
         self.outstanding: list[int] = []
         self.confirmed: set[int] = set()
+        self.closed = False
 
     @property
     def is_open(self) -> bool:
@@ -111,6 +112,7 @@ class RecordingProducer:
         return self.inner.write_buffered()
 
     def close(self) -> None:
+        self.closed = True
         self.inner.close()
 
 
@@ -118,8 +120,11 @@ def main(url: str, base: Path) -> int:
     control = amqp.connect(url, name="sojourn-consumer-link-checks")
     channel = amqp.open_channel(control)
 
+    def declare(queue: str) -> None:
+        amqp.wait_for(lambda cb: channel.queue_declare(queue, callback=cb), "queue.declare", channel=channel)
+
     def consuming_in(queue: str):
-        def open_link(name, on_close, on_message, on_crossed):
+        def open_link(name, on_close, on_message, on_crossed, on_channel_close=None, on_cancel=None):
             rec = Recording()
             rec.inner = open_consumer_link(
                 connect,
@@ -127,8 +132,19 @@ def main(url: str, base: Path) -> int:
                 on_close,
                 lambda _link, *delivery: on_message(rec, *delivery),
                 lambda _link, *delivery: on_crossed(rec, *delivery),
+                on_channel_close=on_channel_close and (lambda _link, *reply: on_channel_close(rec, *reply)),
+                on_cancel=on_cancel and (lambda _link: on_cancel(rec)),
             )
             return rec
+
+        def fault(r: Running, kind: str) -> None:
+            if kind == "close_channel":  # an ack of a tag the channel never had: 406, the broker requeues
+                r.link.inner.ack(1_000_000, now=True)
+            elif kind == "cancel":  # the queue deleted under the consumer: basic.cancel
+                r.run.on_declare = lambda: declare(queue)
+                amqp.wait_for(lambda cb: channel.queue_delete(queue, callback=cb), "queue.delete", channel=channel)
+            else:
+                raise AssertionError(kind)
 
         def send(r: Running, ids: list[str]) -> None:
             before = r.run.counters["delivered"]
@@ -139,7 +155,7 @@ def main(url: str, base: Path) -> int:
 
         def make(consumer: str, timeline: str = "") -> Running:
             scenario = consumer_checks.scenario(base / f"{queue}.yaml", queue, consumer, timeline)
-            return Running(scenario, open_link, send, lambda _r: queue_counts(channel, queue)[0])
+            return Running(scenario, open_link, send, lambda _r: queue_counts(channel, queue)[0], fault=fault)
 
         return make
 
@@ -160,8 +176,32 @@ def main(url: str, base: Path) -> int:
             rec.inner = open_producer_link(connect, name, **callbacks)
             return rec
 
+        exchange = producer_checks.EXCHANGE
+
+        def restore() -> None:
+            amqp.wait_for(
+                lambda cb: channel.exchange_declare(exchange, "direct", callback=cb),
+                "exchange.declare",
+                channel=channel,
+            )
+            amqp.wait_for(
+                lambda cb: channel.queue_bind(queue, exchange, "k", callback=cb), "queue.bind", channel=channel
+            )
+
+        def fault(_p: Publishing, kind: str) -> None:
+            if kind == "close_channel":  # the producer's exchange deleted: its next publish gets a 404
+                amqp.wait_for(
+                    lambda cb: channel.exchange_delete(exchange, callback=cb), "exchange.delete", channel=channel
+                )
+            elif kind == "restore":
+                restore()
+            else:
+                raise AssertionError(kind)
+
         def make(producer: str, duration_s: float = 1.0) -> Publishing:
-            return Publishing(base / f"{queue}.yaml", queue, producer, open_link, duration_s)
+            if exchange in producer:
+                restore()
+            return Publishing(base / f"{queue}.yaml", queue, producer, open_link, duration_s, fault)
 
         return make
 
@@ -187,6 +227,24 @@ def main(url: str, base: Path) -> int:
             ("channel",),
         ),
         ("crash", consumer.check_a_crash_settles_nothing_it_holds_and_the_broker_keeps_it, consuming_in, ()),
+        (
+            "producer-channel-closed",
+            producer.check_a_channel_closed_by_the_broker_traces_what_it_left_unconfirmed_and_the_producer_reopens,
+            producing_in,
+            (),
+        ),
+        (
+            "consumer-channel-closed",
+            consumer.check_a_channel_closed_by_the_broker_requeues_what_the_consumer_held_and_it_rejoins,
+            consuming_in,
+            (),
+        ),
+        (
+            "consumer-cancelled",
+            consumer.check_a_cancel_from_the_broker_settles_the_buffer_and_the_consumer_rejoins,
+            consuming_in,
+            (),
+        ),
     ]
     failed = 0
     for name, check, harness, args in checks:
@@ -200,6 +258,12 @@ def main(url: str, base: Path) -> int:
             print(f"FAILED {name}\n{traceback.format_exc()}")
         finally:
             amqp.wait_for(lambda cb, q=queue: channel.queue_delete(q, callback=cb), "queue.delete", channel=channel)
+            if name == "producer-channel-closed":
+                amqp.wait_for(
+                    lambda cb: channel.exchange_delete(producer_checks.EXCHANGE, callback=cb),
+                    "exchange.delete",
+                    channel=channel,
+                )
     control.close()
     return 1 if failed else 0
 
