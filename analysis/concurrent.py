@@ -26,7 +26,7 @@ def side_by_side(
 ) -> dict[str, Any]:
     """Each block's result by its key, the blocks run `at_once` at a time in the order given (put
     the longest first), each a stage of its own (its name and time), each in a copy of the caller's
-    context (stats.percentile_policy is a context variable). Spark takes queries from several
+    context (a setting a context variable holds reaches the block). Spark takes queries from several
     threads; each has its own jobs. A failing block raises once every other has ended."""
     if at_once <= 1:
         return {key: _staged(say, spark, block) for key, block in blocks.items()}

@@ -55,6 +55,7 @@ from analysis.summary.codel import untouched
 from analysis.summary.deliveries import delivery_rollup
 from analysis.summary.flow_control import flow_control_projections
 from analysis.summary.histogram import sojourn_histogram
+from analysis.summary.model import ack_to_delivery_rows
 from analysis.transforms import (
     DISCARD_CLASSES,
     attach_measured,
@@ -74,18 +75,14 @@ from analysis.transforms.codel import NACK_OUTCOMES
 from analysis.transforms.codes import decoded, encoded
 from analysis.transforms.delivery_cube import publish_cells, publish_projections
 from analysis.transforms.fidelity import lateness_projections
-from analysis.transforms.model import ack_to_delivery
-from analysis.transforms.stats import EXACT, PercentilePolicy, percentile_policy
+from analysis.transforms.model import ack_to_delivery, ack_to_delivery_projections
 
 __all__ = [
     "analyze",
     "spark_for",
     "read_traces",
     "summarize",
-    "percentile_policy_for",
     "SUMMARY_SCHEMA_VERSION",
-    "EXACT_PERCENTILE_ROWS",
-    "PERCENTILE_CHOICES",
     "Progress",
     "Traces",
 ]
@@ -95,19 +92,6 @@ MAX_UNACCOUNTED_IDS = 100
 MAX_EVENTS = 10_000
 """Events are the run's timeline (phase changes, depth samples): small by nature;
 the cap only keeps a runaway event stream from flooding the driver and the report."""
-
-EXACT_PERCENTILE_ROWS = 500_000
-"""With `percentiles="auto"`, exact percentiles up to this many delivery (and publish) rows;
-approximate ones above. Exact percentiles keep every distinct value of a group in memory: a
-million deliveries ran a 1 GiB driver out of memory."""
-PERCENTILE_CHOICES = ("auto", "exact", "approximate")
-APPROXIMATE = PercentilePolicy(exact=False, accuracy=10_000)
-
-TRUNCATE_PLAN_ROWS = 50_000
-"""Up to this many trace rows, the deep frames are checkpointed (their rows kept, their plan dropped)
-rather than cached: on a quickstart run (12,000 rows) each later query then plans in a fraction of
-the time, 1 s of 12 in all; from 200,000 rows on, scanning checkpointed rows costs more than
-planning saves (docs/analysis.md, "The plan")."""
 
 CACHE_LEVEL = StorageLevel.MEMORY_AND_DISK_DESER
 """The cached frames stay deserialized (Spark's in-memory column batches, spilled to disk when
@@ -133,6 +117,19 @@ LOG_HISTOGRAM = {
         "codel.consumers[*].sojourn_after_ms",
         "fidelity.*.lateness_ms",
         "flow_control.*.blocked_ms",
+        "model.*[*].check.ack_to_delivery.p50_ms",
+        "model.*[*].check.ack_to_delivery.p95_ms",
+        "model.*[*].check.round_trip_ms",
+        "model.*[*].check.predicted.round_trip_ms",
+        "model.*[*].check.predicted.buffer_wait_ms",
+        "model.*[*].prefetch_advice.round_trip_ms",
+        "model.*[*].prefetch_advice.ratio",
+        "model.*[*].prefetch_advice.why",
+        "egress.*.classes[*].sojourn_ms",
+        "priorities[*].sojourn_ms",
+        "priorities[*].end_to_end_ms",
+        "fidelity.*.replay.inter_arrival_ms.intended",
+        "fidelity.*.replay.inter_arrival_ms.published",
     ],
 }
 """summary.json's `percentiles.log_histogram`: the values estimated from log-bucket histograms
@@ -158,43 +155,32 @@ CODED_DELIVERY_COLUMNS = ("consumer", "consumer_group", "phase", "outcome", "egr
 """The delivery trace's few-valued strings, cached as codes (transforms.codes)."""
 
 
-def percentile_policy_for(choice: str, delivery_rows: int, publish_rows: int) -> PercentilePolicy:
-    """`auto`: exact up to EXACT_PERCENTILE_ROWS rows of either kind, approximate above."""
-    if choice not in PERCENTILE_CHOICES:
-        raise ValueError(f"percentiles must be one of {', '.join(PERCENTILE_CHOICES)}, got {choice!r}")
-    if choice == "auto":
-        choice = "exact" if max(delivery_rows, publish_rows) <= EXACT_PERCENTILE_ROWS else "approximate"
-    return EXACT if choice == "exact" else APPROXIMATE
-
-
 def analyze(
     run_dir: str | Path,
     master: str | None = None,
     spark: SparkSession | None = None,
     progress: Progress | None = None,
-    percentiles: str = "auto",
     remote: str | None = None,
     server: bool | None = None,
 ) -> dict:
     """Analyse one run directory; write and return its summary.
 
     `spark` wins; without it the session is spark_for's (`remote`, `master` and `server` choose it)
-    and is let go at the end. `percentiles`: auto, exact or approximate (see percentile_policy_for).
+    and is let go at the end.
     Raises AnalysisError for bad inputs; nothing is written then.
     """
-    from analysis.session import LOG_NAME, configure, is_connect
+    from analysis.session import LOG_NAME, configure
 
     run_dir = Path(run_dir)
     if spark is None:
         with spark_for([run_dir], master, run_dir / LOG_NAME, progress, remote=remote, server=server) as session:
-            return analyze(run_dir, spark=session, progress=progress, percentiles=percentiles)
+            return analyze(run_dir, spark=session, progress=progress)
     say: Progress = progress or (lambda _message: None)
     run = load_run_json(run_dir)
     slo_exprs = slo_expressions(run, run_dir)
     kinds = trace_files.scan(run_dir)
     rows, size = trace_files.total_rows(kinds), trace_files.total_bytes(kinds)
-    policy = percentile_policy_for(percentiles, kinds["delivery"].rows, kinds["publish"].rows)
-    say(f"traces: {rows:,} rows, {size / 1e6:,.1f} MB of Parquet; percentiles {policy.describe()['method']}")
+    say(f"traces: {rows:,} rows, {size / 1e6:,.1f} MB of Parquet")
     configure(spark, size, rows, [kinds[kind].file_bytes for kind in ("delivery", "publish")])
     with stage(say, "reading traces"):
         frames = trace_files.read(spark, kinds)
@@ -202,10 +188,6 @@ def analyze(
         frames,
         run,
         say,
-        policy,
-        # Spark Connect's client releases a checkpoint's rows from a finalizer, which can run inside
-        # Thread.start and deadlock there (pyspark 4.3.0): its sessions cache instead.
-        truncate_plans=rows <= TRUNCATE_PLAN_ROWS and not is_connect(spark),
         delivery_nulls=kinds["delivery"].null_columns,
         publish_nulls=kinds["publish"].null_columns,
         delivery_values=trace_files.distinct_values(kinds["delivery"], CODED_DELIVERY_COLUMNS),
@@ -333,18 +315,12 @@ def summarize(
     traces: Traces,
     run: Mapping[str, Any],
     progress: Progress | None = None,
-    policy: PercentilePolicy = EXACT,
-    truncate_plans: bool = False,
     delivery_nulls: Collection[str] = (),
     publish_nulls: Collection[str] = (),
     delivery_values: Mapping[str, Sequence[str]] | None = None,
     event_rows: Sequence[Mapping[str, Any]] | None = None,
 ) -> dict:
     """Compose the transforms over the trace frames into the summary dict (no `slo` yet).
-
-    `truncate_plans`: the deep frame of the deliveries is checkpointed locally
-    instead of cached, so that every later query plans over their rows rather than the plan that
-    made them (the job picks it for traces of up to TRUNCATE_PLAN_ROWS rows).
 
     `delivery_nulls`: delivery columns null in every row (traces.KindFiles.null_columns, from the
     footers): left out of the cache and put back as null literals, which cost nothing to cache or
@@ -369,7 +345,7 @@ def summarize(
     a local relation; the deliveries,
     which look the few ids that need it up in the ledger for their publish times, are cached;
     every block below aggregates those cached frames or re-reads the publish columns it needs.
-    Percentiles follow `policy`.
+    Every percentile comes from a cube's log buckets (analysis.cube).
     """
     say: Progress = progress or (lambda _message: None)
     spark = traces["publish"].sparkSession
@@ -384,13 +360,11 @@ def summarize(
 
     cached: list[DataFrame] = []
 
-    def keep(frame: DataFrame, deep: bool = False) -> DataFrame:
-        if deep and truncate_plans:
-            return frame.localCheckpoint(eager=True, storageLevel=CACHE_LEVEL)
+    def keep(frame: DataFrame) -> DataFrame:
         cached.append(frame.persist(CACHE_LEVEL))
         return frame
 
-    with percentile_policy(policy), contextlib.ExitStack() as cleanup:
+    with contextlib.ExitStack() as cleanup:
         cleanup.callback(lambda: [frame.unpersist() for frame in cached])
         events = keep(traces["event"])
         if event_rows is None:
@@ -478,7 +452,7 @@ def summarize(
                 values.get("outcome", NACK_OUTCOMES)
             )
             codes = {c: values[c] for c in columns if c in values and c not in nulls}
-            coded = keep(enriched.select(*[c for c in columns if c not in nulls]).transform(encoded(codes)), deep=True)
+            coded = keep(enriched.select(*[c for c in columns if c not in nulls]).transform(encoded(codes)))
 
             def on_codes(keys: Mapping[str, str], transform: Transform) -> DataFrame:
                 """`transform` of the cached deliveries with the columns of `keys` left as their codes, so
@@ -516,7 +490,12 @@ def summarize(
             {
                 "ack_to_delivery": (
                     "computing the ack-to-delivery times",
-                    lambda: on_codes({"consumer": "consumer", "phase": "phase"}, ack_to_delivery).collect(),
+                    lambda: ack_to_delivery_rows(
+                        cube(
+                            on_codes({"consumer": "consumer", "phase": "phase"}, ack_to_delivery),
+                            ack_to_delivery_projections(),
+                        )
+                    ),
                 ),
                 "codel": (  # {} when it was off
                     "computing CoDel",
@@ -534,7 +513,7 @@ def summarize(
                     "computing priority classes",
                     lambda: (
                         # every published id's class: the ledger holds the notable ones only
-                        priority_rows(publishes, deliveries, facts.transform(classify(*rules)), DISCARD_CLASSES)
+                        priority_rows(deliveries, facts.transform(classify(*rules)), DISCARD_CLASSES)
                         if with_priorities
                         else []
                     ),
@@ -578,7 +557,7 @@ def summarize(
             },
             "confirm": stats_block(overall["confirm"]),
         },
-        "percentiles": {**policy.describe(), "log_histogram": LOG_HISTOGRAM},
+        "percentiles": {**describe_log_histogram(), "log_histogram": LOG_HISTOGRAM},
         "consumers": consumers,
         "codel": blocks["codel"],
         "egress": blocks["egress"],

@@ -10,7 +10,6 @@ stages adaptive execution submits from other threads inherit; read from Spark's 
 the end). One run, in one process: it says where the time goes, not whether a change helped (for
 that, pair two commands with `farm-bench --vs`, docs/benchmarks.md).
 
-    python -m benchmarks.actions /tmp/runs/10M --percentiles approximate
 """
 
 from __future__ import annotations
@@ -139,7 +138,6 @@ def loadavg() -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.actions", description=__doc__.split("\n")[0])
     parser.add_argument("run_dir", type=Path)
-    parser.add_argument("--percentiles", default="auto", choices=("auto", "exact", "approximate"))
     parser.add_argument("--stages", type=int, default=0, metavar="N", help="also list the N heaviest Spark stages")
     args = parser.parse_args(argv)
 
@@ -153,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
     load_before, started = loadavg(), time.monotonic()
     undo = timing(actions)
     try:
-        analyze(args.run_dir, percentiles=args.percentiles, progress=lambda m: print(m, file=sys.stderr, flush=True))
+        analyze(args.run_dir, progress=lambda m: print(m, file=sys.stderr, flush=True))
     finally:
         undo()
         analysis.session.stop_spark = stop_spark

@@ -49,13 +49,8 @@ def _parser() -> argparse.ArgumentParser:
         "session; the JVM's log goes to the first RUN_DIR/spark.log.",
     )
     ana.add_argument("run_dirs", metavar="RUN_DIR", nargs="+")
-    ana.add_argument(
-        "--percentiles",
-        choices=("auto", "exact", "approximate"),
-        default="auto",
-        help="auto (default): exact up to 500,000 deliveries, approximate (rank error "
-        "1/10,000, stated in summary.json) above; exact needs memory for every value",
-    )
+    # gone: every percentile comes from log buckets now; a script that still passes it is told so
+    ana.add_argument("--percentiles", choices=("auto", "exact", "approximate"), help=argparse.SUPPRESS)
     _add_spark_master(ana)
 
     swp = sub.add_parser(

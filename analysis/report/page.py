@@ -79,6 +79,9 @@ def _percentiles(block: Any) -> str | None:
         return None
     if block.get("method") == "exact":
         return "exact"
+    relative = as_number(block.get("relative_error"))
+    if block.get("method") == "log_histogram" and relative is not None:
+        return f"from log buckets: within {relative * 100:.4g} % of the exact value"
     error = as_number(block.get("relative_rank_error"))
     if block.get("method") == "approximate" and error is not None:
         confidence = as_number(block.get("confidence"))

@@ -1,4 +1,4 @@
-"""A collected stats struct (transforms.stats.stats_struct) as summary.json's plain stats block."""
+"""A stats dict (a histogram's `stats`, or collected aggregates) as summary.json's plain stats block."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ __all__ = ["stats_block"]
 
 
 def stats_block(struct: Any, fields: Sequence[str] = STAT_FIELDS) -> dict:
-    """A collected stats struct (a Row, a dict or None) as the summary's plain dict.
+    """A stats dict or Row (or None) as the summary's plain dict.
 
     Every value but `count` is null when the count is 0; a missing struct (no
     rows at all in the group) is an empty block.

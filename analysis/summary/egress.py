@@ -1,4 +1,4 @@
-"""summary.json's `egress` block: transforms.egress's rows per group and class, in the scenario's class order.
+"""summary.json's `egress` block: transforms.egress's cube per group and class, in the scenario's class order.
 
 The limits (`max_depth_units`, `min_burst`) and the class order come from run.json's resolved scenario.
 """
@@ -10,7 +10,8 @@ from typing import Any
 
 from pyspark.sql import DataFrame
 
-from analysis.transforms.egress import egress_class_rows
+from analysis.buckets import Histogram
+from analysis.transforms.egress import egress_cube
 
 from ._stats import stats_block
 
@@ -34,8 +35,12 @@ def egress_block(deliveries: DataFrame | None, scenario: Any) -> dict:
     so), and nothing is read."""
     specs = _specs(scenario)
     rows: dict[str, dict[str, Any]] = {}
-    for r in egress_class_rows(deliveries).collect() if deliveries is not None else []:
-        rows.setdefault(r["consumer_group"], {})[r["egress_class"]] = r
+    if deliveries is not None:
+        figures = egress_cube(deliveries)
+        waits = figures.histograms("egress_sojourn", by=2)
+        for r in figures.cells("egress"):
+            key = (r["consumer_group"], r["egress_class"])
+            rows.setdefault(key[0], {})[key[1]] = {**r, "sojourn_ms": waits.get(key, Histogram.empty()).stats()}
     out = {}
     for group in [*specs, *sorted(g for g in rows if g not in specs)]:
         spec = specs.get(group, {})

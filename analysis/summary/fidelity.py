@@ -11,14 +11,7 @@ from pyspark.sql import DataFrame
 
 from analysis.buckets import Histogram
 from analysis.cube import Cube
-from analysis.transforms.fidelity import (
-    GAP_QUANTILES,
-    LATE_THRESHOLDS_MS,
-    gap_ks_distance,
-    inter_arrival,
-    replay_distinct,
-    replay_per_second,
-)
+from analysis.transforms.fidelity import GAP_QUANTILES, LATE_THRESHOLDS_MS, ks_distance, replay_cube
 
 from ._stats import stats_block
 
@@ -96,12 +89,19 @@ def correlation(xs: list, ys: list) -> float | None:
     return None if sxx == 0 or syy == 0 else sxy / (sxx * syy) ** 0.5
 
 
-def _gaps(struct: Any) -> dict[str, Any]:
-    return stats_block(struct, ("count", "mean", *GAP_QUANTILES))
+def _gaps(histogram: Histogram | None) -> dict[str, Any]:
+    """count, mean and GAP_QUANTILES of a group's gaps (an empty block without any)."""
+    stats = (histogram or Histogram.empty()).stats(list(GAP_QUANTILES.values()))
+    return stats_block(stats, ("count", "mean", *GAP_QUANTILES))
 
 
 def _replay_entry(
-    plan: Mapping[str, Any], published: int, distinct: int, series_rows: list, gaps_row: Any, ks: float | None
+    plan: Mapping[str, Any],
+    published: int,
+    distinct: int,
+    series_rows: list,
+    gaps: tuple[Histogram | None, Histogram | None],
+    ks: float | None,
 ) -> dict:
     expected = _count(plan.get("expected"))
     series = _series(series_rows)
@@ -117,12 +117,20 @@ def _replay_entry(
         "per_second_max_diff": max(diffs) if diffs else None,
         "per_second_correlation": correlation(series["intended"], series["published"]),
         "inter_arrival_ms": {
-            "intended": _gaps(gaps_row["intended"] if gaps_row is not None else None),
-            "published": _gaps(gaps_row["published"] if gaps_row is not None else None),
+            "intended": _gaps(gaps[0]),
+            "published": _gaps(gaps[1]),
             "ks_distance": ks,
             "faithful": None if ks is None else ks <= KS_FAITHFUL,
         },
     }
+
+
+def _by_group(counts: Mapping[tuple[Any, Any], int]) -> dict[Any, dict[int, int]]:
+    """A cube's counts per (group, whole number as a string) as {group: {number: count}}."""
+    out: dict[Any, dict[int, int]] = {}
+    for (group, value), n in counts.items():
+        out.setdefault(group, {})[int(value)] = n
+    return out
 
 
 def fidelity_block(publishes: DataFrame, publish_cube: Cube, t0_ns: int, replay: Any = None) -> dict[str, dict]:
@@ -131,7 +139,8 @@ def fidelity_block(publishes: DataFrame, publish_cube: Cube, t0_ns: int, replay:
     `publish_cube`: the publishes' cube with transforms.fidelity.lateness_projections. `replay`
     is run.json's `replay` object (absent: None). A group is replayed when its rows carry
     `replay_index` or run.json lists it; only replayed groups get a `replay` entry, and the
-    replay computations (queries of `publishes`) run only when some group is replayed.
+    replay's cube (transforms.fidelity.replay_cube, one Spark action over `publishes`) is made
+    only when some group is replayed.
     """
     plans = _replay_plans(replay)
     groups = set(publish_cube.counts("lateness"))
@@ -140,17 +149,21 @@ def fidelity_block(publishes: DataFrame, publish_cube: Cube, t0_ns: int, replay:
     late_over = {ms: publish_cube.counts(f"late_over_{ms}_ms") for ms in LATE_THRESHOLDS_MS}
     replayed = sorted(set(replay_published) | set(plans))
     per_second: dict[str, list] = {g: [] for g in replayed}
-    gaps: dict[str, Any] = {}
-    ks: dict[str, float] = {}
+    gaps: dict[str, tuple[Histogram | None, Histogram | None]] = {}
+    ks: dict[str, float | None] = {}
     distinct: dict[str, int] = {}
     if replay_published:
-        distinct = {
-            r["producer_group"]: int(r["replay_distinct"]) for r in publishes.transform(replay_distinct).collect()
-        }
-        for r in publishes.transform(replay_per_second(int(t0_ns))).collect():
-            per_second.setdefault(r["producer_group"], []).append(r)
-        gaps = {r["producer_group"]: r for r in publishes.transform(inter_arrival).collect()}
-        ks = {r["producer_group"]: r["ks_distance"] for r in publishes.transform(gap_ks_distance).collect()}
+        figures = replay_cube(publishes, int(t0_ns))
+        distinct = {r["producer_group"]: int(r["replay_distinct"]) for r in figures.cells("replay_distinct")}
+        intended, sent = figures.counts("intended_per_s", by=2), figures.counts("published_per_s", by=2)
+        for g, t in sorted(set(intended) | set(sent), key=lambda k: (k[0], int(k[1]))):
+            per_second.setdefault(g, []).append(
+                {"t_s": int(t), "intended": intended.get((g, t), 0), "published": sent.get((g, t), 0)}
+            )
+        histograms = [figures.histograms(f"{kind}_gap") for kind in ("intended", "published")]
+        gaps = {g: (histograms[0].get(g), histograms[1].get(g)) for g in set(histograms[0]) | set(histograms[1])}
+        units = [_by_group(figures.counts(f"{kind}_gap_units", by=2)) for kind in ("intended", "published")]
+        ks = {g: ks_distance(units[0].get(g, {}), units[1].get(g, {})) for g in set(units[0]) | set(units[1])}
 
     block: dict[str, dict] = {}
     for group in sorted(groups | set(replayed)):
@@ -171,7 +184,7 @@ def fidelity_block(publishes: DataFrame, publish_cube: Cube, t0_ns: int, replay:
                     replay_published.get(group, 0),
                     distinct.get(group, 0),
                     per_second.get(group, []),
-                    gaps.get(group),
+                    gaps.get(group, (None, None)),
                     ks.get(group),
                 )
                 if group in replayed

@@ -1,5 +1,6 @@
 """summary.json's `model` block: the queueing-model check (DOMAIN.md §2) per consumer, and per consumer
-and phase, from the collected rows of transforms.model.model_inputs and ack_to_delivery.
+and phase, from the deliveries' cube's model inputs (summary.deliveries) and the ack-to-delivery
+pairs' cube (transforms.model.ack_to_delivery, rolled up here by ack_to_delivery_rows).
 
 Pure Python arithmetic (`predict`, `advise`, `regime`, `prefetch_advice`, `model_row`). Definitions
 (docs/summary.md, the `model` block):
@@ -22,9 +23,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from analysis.buckets import merge
+
+if TYPE_CHECKING:
+    from analysis.cube import Cube
 
 __all__ = [
+    "ack_to_delivery_rows",
     "predict",
     "advise",
     "regime",
@@ -289,6 +296,32 @@ def model_row(inputs: Mapping[str, Any]) -> dict:
     }
 
 
+def ack_to_delivery_rows(pairs: Cube) -> list[dict[str, Any]]:
+    """Per consumer and phase, and per consumer (phase None: the whole run, every phase's histogram
+    merged), the ack-to-delivery times of the cube of transforms.model.ack_to_delivery_projections:
+    `ack_to_delivery_count` and `_min_ms` (exact), `_p50_ms` and `_p95_ms` (log buckets)."""
+    by_phase = pairs.histograms("ack_to_delivery", by=2)
+    consumers: dict[Any, list] = {}
+    for (consumer, _phase), h in by_phase.items():
+        consumers.setdefault(consumer, []).append(h)
+    rows = [((c, p), h) for (c, p), h in by_phase.items() if p is not None]
+    rows += [((c, None), merge(*hs)) for c, hs in consumers.items()]
+    out = []
+    for (consumer, phase), h in rows:
+        p50, p95 = h.quantiles([0.5, 0.95])
+        out.append(
+            {
+                "consumer": consumer,
+                "phase": phase,
+                "ack_to_delivery_count": h.n,
+                "ack_to_delivery_min_ms": h.min(),
+                "ack_to_delivery_p50_ms": p50,
+                "ack_to_delivery_p95_ms": p95,
+            }
+        )
+    return out
+
+
 Segments = Sequence[tuple[str, float, float]]
 """Timeline segments (phase, start_s, end_s) since t0, as transforms.phases.timeline_segments."""
 
@@ -350,10 +383,10 @@ def model_block(
 ) -> dict:
     """The queueing-model check per consumer, and per consumer and phase (the trace's
     phase column) when a consumer saw more than one (transforms.model.model_inputs), with
-    the ack-to-delivery times (transforms.model.ack_to_delivery) and the queue's samples
+    the ack-to-delivery times (ack_to_delivery_rows) and the queue's samples
     (summary.json's `queue_depth` rows: t_s, ready) for the regime."""
     by_id = {c["consumer"]: c for c in consumers}
-    drawn = {(r["consumer"], r["phase"]): r.asDict() for r in drawn_rows}
+    drawn = {(r["consumer"], r["phase"]): r for r in drawn_rows}
     samples = list(queue_depth)
     segments = [(str(name), float(start), float(end)) for name, start, end in segments]
 

@@ -10,14 +10,15 @@ from collections.abc import Sequence
 
 from pyspark.sql import DataFrame, functions as F
 
+from analysis.buckets import Histogram
+from analysis.cube import Cells, Projection, cube
 from analysis.transforms._common import is_acked
-from analysis.transforms.stats import stats_by
 
 from ._stats import stats_block
 
 __all__ = ["carries_priorities", "priority_rows"]
 
-_LATENCIES = {"sojourn_ms": "sojourn_ms", "end_to_end_ms": "end_to_end_ms"}
+_LATENCIES = ("sojourn_ms", "end_to_end_ms")
 
 
 def carries_priorities(publishes: DataFrame) -> bool:
@@ -25,36 +26,48 @@ def carries_priorities(publishes: DataFrame) -> bool:
     return publishes.where(F.col("priority").isNotNull()).limit(1).count() > 0
 
 
-def priority_rows(
-    publishes: DataFrame, deliveries: DataFrame, classified: DataFrame, discard_classes: Sequence[str]
-) -> list[dict]:
-    """One dict per priority (ascending; no priority first) or [] when no publish had one.
+def priority_rows(deliveries: DataFrame, classified: DataFrame, discard_classes: Sequence[str]) -> list[dict]:
+    """One dict per priority (ascending; no priority first) of a run where some publish carried one
+    (carries_priorities: the caller asks).
 
     `classified` is accounting's one row per message id with its `account` class and the
-    `priority` its publish carried (accounting.classify); a message
-    counts as discarded when its class is in `discard_classes`. Latencies are over acked
-    deliveries after the warm-up (`measured`), like the run's overall statistics.
+    `priority` its publish carried (accounting.classify); a message counts as discarded when its
+    class is in `discard_classes`. Latencies are over acked deliveries after the warm-up
+    (`measured`), like the run's overall statistics: log-bucket histograms.
+
+    One cube (one Spark action) over the ids' classes and, below them, the acked deliveries with
+    their publish's priority: the counts a grouping of its cells, each latency a projection.
     """
-    if not carries_priorities(publishes):
-        return []
     classes = classified.select("message_id", "priority")
-    counts = {
-        r["priority"]: r
-        for r in classified.groupBy("priority")
-        .agg(
-            F.count(F.lit(1)).alias("published"),
-            F.count_if(F.col("account") == "acked").alias("acked"),
-            F.count_if(F.col("account").isin(*discard_classes)).alias("discarded"),
-            F.count_if(F.col("account") == "left_in_broker").alias("left_in_broker"),
-        )
-        .collect()
-    }
     # The publish's priority names the class; the delivery's own column (schema 4) would clash.
-    acked = deliveries.drop("priority").where(is_acked() & F.col("measured")).join(classes, "message_id", "left")
-    latency = {r["priority"]: r for r in acked.transform(stats_by(["priority"], _LATENCIES)).collect()}
+    acked = (
+        deliveries.drop("priority")
+        .where(is_acked() & F.col("measured"))
+        .join(classes, "message_id", "left")
+        .select("priority", *_LATENCIES, F.lit(None).cast("string").alias("account"))
+    )
+    both = classified.select("priority", "account", *[F.lit(None).cast("double").alias(m) for m in _LATENCIES])
+    rows = both.withColumn("_class", F.lit(True)).unionByName(acked.withColumn("_class", F.lit(False)))
+    is_class = F.col("_class")
+    counts = Cells(
+        {"priority": F.col("priority")},
+        {
+            "published": F.count_if(is_class),
+            "acked": F.count_if(is_class & (F.col("account") == "acked")),
+            "discarded": F.count_if(is_class & F.col("account").isin(*discard_classes)),
+            "left_in_broker": F.count_if(is_class & (F.col("account") == "left_in_broker")),
+        },
+        name="priorities",
+    )
+    latencies = [Projection(m, ~is_class, [F.col("priority")], F.col(m)) for m in _LATENCIES]
+    figures = cube(rows, latencies, [counts])
+    # a projection's keys are strings: the priorities back as the ints the cells keep
+    waits = {m: {(int(k) if k is not None else None): h for k, h in figures.histograms(m).items()} for m in _LATENCIES}
     out = []
-    for priority in sorted(counts, key=lambda p: (p is not None, p)):
-        c, lat = counts[priority], latency.get(priority)
+    for c in sorted(figures.cells("priorities"), key=lambda c: (c["priority"] is not None, c["priority"])):
+        if not c["published"]:  # acked deliveries of an id no publish row names: no class of its own
+            continue
+        priority = c["priority"]
         out.append(
             {
                 "priority": priority,
@@ -62,7 +75,7 @@ def priority_rows(
                 "acked": int(c["acked"]),
                 "discarded": int(c["discarded"]),
                 "left_in_broker": int(c["left_in_broker"]),
-                **{name: stats_block(lat[name] if lat is not None else None) for name in _LATENCIES},
+                **{m: stats_block(waits[m].get(priority, Histogram.empty()).stats()) for m in _LATENCIES},
             }
         )
     return out

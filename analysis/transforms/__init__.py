@@ -20,7 +20,7 @@ from .accounting import (
 from .codel import NACK_OUTCOMES
 from .latency import with_confirm_latency, with_delivery_latencies
 from .phases import BASE, Segment, assign_phase, timeline_segments
-from .stats import STAT_FIELDS, stats_by, stats_struct
+from .stats import STAT_FIELDS
 from .throughput import in_window, measurement_window_ns
 from .warmup import attach_intended_ns, attach_measured, attach_publish_times, mark_measured
 from .windows import second_since
@@ -46,8 +46,6 @@ __all__ = [
     "assign_phase",
     "timeline_segments",
     "STAT_FIELDS",
-    "stats_by",
-    "stats_struct",
     "in_window",
     "measurement_window_ns",
     "attach_intended_ns",

@@ -11,12 +11,13 @@ the offered load is what the schedule or the file asked for from the first messa
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from pyspark.sql import Column, DataFrame, Window, functions as F
 
-from analysis.cube import Projection
+from analysis.cube import Cells, Cube, Projection, cube
 
-from ._common import NS_PER_MS, Transform, ms_between
-from .stats import percentiles
+from ._common import NS_PER_MS, ms_between
 from .windows import second_since
 
 __all__ = [
@@ -24,10 +25,8 @@ __all__ = [
     "GAP_QUANTILES",
     "lateness",
     "lateness_projections",
-    "replay_distinct",
-    "replay_per_second",
-    "inter_arrival",
-    "gap_ks_distance",
+    "replay_cube",
+    "ks_distance",
     "GAP_RESOLUTION_MS",
 ]
 
@@ -53,7 +52,7 @@ def lateness_projections() -> list[Projection]:
     """What the fidelity block needs of every publish, per producer group (analysis.cube):
     `lateness` (every row counted, the histogram of the lateness where there is one),
     `late_over_<n>_ms` (rows later than n ms, for LATE_THRESHOLDS_MS) and `replay_published`
-    (replayed rows; their distinct count is replay_distinct's)."""
+    (replayed rows; their distinct count is replay_cube's)."""
     late, group = lateness(), [F.col("producer_group")]
     return [
         Projection("lateness", F.lit(True), group, late),
@@ -62,60 +61,12 @@ def lateness_projections() -> list[Projection]:
     ]
 
 
-def replay_distinct(publishes: DataFrame) -> DataFrame:
-    """One row per producer group with replayed rows: `replay_distinct`, its distinct
-    (replay_index, replay_loop) pairs: a query of its own, since a distinct count grouped with the
-    lateness would group every row by the counted value as well."""
-    return (
-        publishes.where(_replayed())
-        .groupBy("producer_group")
-        .agg(F.count_distinct(F.struct("replay_index", "replay_loop")).alias("replay_distinct"))
-    )
-
-
-def replay_per_second(t0_ns: int) -> Transform:
-    """Replayed publishes -> one row per (producer_group, t_s) with any activity: `intended`
-    (rows whose intended_ns falls in that whole second since t0) and `published` (rows whose
-    publish_ns does). Seconds with neither are absent: both counts are 0 there."""
-
-    def _per_second(publishes: DataFrame) -> DataFrame:
-        rows = publishes.where(_replayed())
-        times = (
-            rows.select(
-                "producer_group",
-                F.explode(
-                    F.array(
-                        F.struct(second_since(t0_ns, "intended_ns").alias("t_s"), F.lit(True).alias("intended")),
-                        F.struct(second_since(t0_ns, "publish_ns").alias("t_s"), F.lit(False).alias("intended")),
-                    )
-                ).alias("a"),
-            )
-            .select("producer_group", "a.*")
-            .where(F.col("t_s").isNotNull())
-        )
-        return (
-            times.groupBy("producer_group", "t_s")
-            .agg(F.count_if(F.col("intended")).alias("intended"), F.count_if(~F.col("intended")).alias("published"))
-            .orderBy("producer_group", "t_s")
-        )
-
-    return _per_second
-
-
-def _gap_struct(gap: str) -> Column:
-    value = F.col(gap)
-    pcts = percentiles(value, list(GAP_QUANTILES.values()))
-    return F.struct(
-        F.count(value).alias("count"),
-        F.avg(value).alias("mean"),
-        *[pcts[i].alias(name) for i, name in enumerate(GAP_QUANTILES)],
-    )
-
-
 def _gaps(publishes: DataFrame) -> DataFrame:
     """Replayed publishes with `_intended_gap` and `_published_gap` (ms): the gap to the group's
     previous row by intended_ns / by publish_ns (null for the first)."""
-    rows = publishes.where(_replayed()).select("producer_group", "intended_ns", "publish_ns")
+    rows = publishes.where(_replayed()).select(
+        "producer_group", "intended_ns", "publish_ns", "replay_index", "replay_loop"
+    )
     return rows.withColumns(
         {
             "_intended_gap": (
@@ -132,21 +83,6 @@ def _gaps(publishes: DataFrame) -> DataFrame:
     )
 
 
-def inter_arrival(publishes: DataFrame) -> DataFrame:
-    """Replayed publishes -> one row per producer group: `intended` and `published`, structs of
-    count, mean and GAP_QUANTILES (ms, exact, linear interpolation) of the gaps between
-    consecutive rows of the group ordered by intended_ns / by publish_ns."""
-    return (
-        _gaps(publishes)
-        .groupBy("producer_group")
-        .agg(
-            _gap_struct("_intended_gap").alias("intended"),
-            _gap_struct("_published_gap").alias("published"),
-        )
-        .orderBy("producer_group")
-    )
-
-
 GAP_RESOLUTION_MS = 0.1
 """Gaps are compared to this resolution (rounded) for the KS distance: the publisher's timing is
 good to tens of microseconds, and a file's gaps are often exact (a constant rate); compared
@@ -154,28 +90,51 @@ unrounded, a jitter of a microsecond would put every published gap on the other 
 intended one."""
 
 
-def gap_ks_distance(publishes: DataFrame) -> DataFrame:
-    """Replayed publishes -> one row per producer group: `ks_distance`, the two-sample
-    Kolmogorov-Smirnov distance D = max |F_intended(x) - F_published(x)| between the empirical
-    distributions of the intended and the published gaps, each rounded to GAP_RESOLUTION_MS
-    (exact otherwise: every gap, ties taken together). 0 when the publishes kept the file's
-    spacing; 1 when the two never overlap."""
+def replay_cube(publishes: DataFrame, t0_ns: int) -> Cube:
+    """The replayed publishes' figures per producer group, in one cube (one Spark action):
+
+    - cells `replay_distinct`: per group, `replay_distinct`, its distinct (replay_index,
+      replay_loop) pairs;
+    - `intended_per_s` / `published_per_s`, keyed by group and second since t0: the rows whose
+      intended_ns / publish_ns falls in that whole second (a second with neither is absent);
+    - `intended_gap` / `published_gap`, keyed by group: the gaps (ms) between consecutive rows of
+      the group ordered by intended_ns / by publish_ns, as log-bucket histograms;
+    - `intended_gap_units` / `published_gap_units`, keyed by group and the gap in whole
+      GAP_RESOLUTION_MS (rounded): how many gaps of each, for ks_distance.
+    """
     gaps = _gaps(publishes)
-
-    def rounded(column: str) -> Column:
-        return F.round(F.col(column) / GAP_RESOLUTION_MS) * GAP_RESOLUTION_MS
-
-    both = gaps.select(
-        "producer_group", rounded("_intended_gap").alias("gap"), F.lit(1).alias("a"), F.lit(0).alias("b")
-    ).unionByName(
-        gaps.select("producer_group", rounded("_published_gap").alias("gap"), F.lit(0).alias("a"), F.lit(1).alias("b"))
+    group = F.col("producer_group")
+    projections = []
+    for kind, time, gap in (
+        ("intended", "intended_ns", "_intended_gap"),
+        ("published", "publish_ns", "_published_gap"),
+    ):
+        second, value = second_since(t0_ns, time), F.col(gap)
+        units = F.round(value / F.lit(GAP_RESOLUTION_MS)).cast("long")
+        projections += [
+            Projection(f"{kind}_per_s", second.isNotNull(), [group, second]),
+            Projection(f"{kind}_gap", value.isNotNull(), [group], value),
+            Projection(f"{kind}_gap_units", value.isNotNull(), [group, units]),
+        ]
+    distinct = Cells(
+        {"producer_group": group},
+        {"replay_distinct": F.count_distinct(F.struct("replay_index", "replay_loop"))},
+        name="replay_distinct",
     )
-    both = both.where(F.col("gap").isNotNull())
-    upto = Window.partitionBy("producer_group").orderBy("gap").rangeBetween(Window.unboundedPreceding, 0)
-    whole = Window.partitionBy("producer_group")
-    cdf = both.select(
-        "producer_group",
-        (F.sum("a").over(upto) / F.sum("a").over(whole)).alias("fa"),
-        (F.sum("b").over(upto) / F.sum("b").over(whole)).alias("fb"),
-    )
-    return cdf.groupBy("producer_group").agg(F.max(F.abs(F.col("fa") - F.col("fb"))).alias("ks_distance"))
+    return cube(gaps, projections, [distinct])
+
+
+def ks_distance(intended: Mapping[int, int], published: Mapping[int, int]) -> float | None:
+    """The two-sample Kolmogorov-Smirnov distance D = max |F_intended(x) - F_published(x)| between
+    two empirical distributions given as counts per value (gaps in whole GAP_RESOLUTION_MS: ties
+    taken together): 0 when the publishes kept the file's spacing, 1 when the two never overlap;
+    None when either has no value."""
+    n_a, n_b = sum(intended.values()), sum(published.values())
+    if not n_a or not n_b:
+        return None
+    d = seen_a = seen_b = 0.0
+    for value in sorted(set(intended) | set(published)):
+        seen_a += intended.get(value, 0)
+        seen_b += published.get(value, 0)
+        d = max(d, abs(seen_a / n_a - seen_b / n_b))
+    return d

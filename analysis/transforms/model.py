@@ -1,6 +1,8 @@
 """The queueing-model check's round trip as the traces show it: the time from an ack to the delivery
-it drew. Its other inputs roll up from the deliveries' cube (summary.deliveries); the arithmetic on
-them, the definitions of p, R and R_p95, and the regime rule are analysis.summary.model's.
+it drew, paired per row and aggregated into a cube of its own (one Spark action; the driver rolls
+it up in summary.model.ack_to_delivery_rows). Its other inputs roll up from the deliveries' cube
+(summary.deliveries); the arithmetic on them, the definitions of p, R and R_p95, and the regime rule
+are analysis.summary.model's.
 """
 
 from __future__ import annotations
@@ -8,11 +10,13 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame, functions as F
 from pyspark.sql.types import IntegralType
 
+from analysis.cube import Projection
+
 from ._common import NS_PER_MS
-from .stats import percentiles
 
 __all__ = [
     "ack_to_delivery",
+    "ack_to_delivery_projections",
 ]
 
 
@@ -22,8 +26,8 @@ channel's tags stay below 2^40: a trillion deliveries)."""
 
 
 def ack_to_delivery(deliveries: DataFrame) -> DataFrame:
-    """Per consumer and phase, and per consumer (phase null): the time from an ack to the delivery
-    it drew, over measured deliveries: count, min, p50 and p95 (`ack_to_delivery_*`).
+    """Each measured delivery an ack drew: its `consumer`, `phase` and `gap_ms`, the time from the ack
+    to the delivery (aggregated by ack_to_delivery_projections).
 
     With prefetch n and acks in delivery order, the broker sends a channel's k-th delivery only
     once the ack of its (k-n)-th has arrived; if the message was already published when that ack
@@ -37,8 +41,7 @@ def ack_to_delivery(deliveries: DataFrame) -> DataFrame:
     One join of two narrow projections of the deliveries on (consumer, delivery tag) (one long where the
     consumer is a code, as in the job's cache: a map of longs instead of one of byte strings), hashed
     rather than sorted (pairing rows by tag needs a shuffle; no grouping the job already does is
-    keyed so); the latest-ack pick groups on the join's own partitioning (no second shuffle); the
-    two grouping sets shuffle only their partial aggregates.
+    keyed so); the latest-ack pick groups on the join's own partitioning (no second shuffle).
     """
     windowed = F.col("outcome") != "auto_ack"
     packed = isinstance(deliveries.schema["consumer"].dataType, IntegralType)
@@ -64,33 +67,18 @@ def ack_to_delivery(deliveries: DataFrame) -> DataFrame:
         & (drawn_tag > 0)  # a channel's tags start at 1: the first deliveries were drawn by no ack
     ).select(*keyed(drawn_tag), "phase", "receive_ns", "publish_ns")
     consumer = F.shiftright("_key", _TAG_BITS).cast("int").alias("consumer") if packed else "consumer"
-    pairs = (
+    return (
         drawn.join(acks.hint("shuffle_hash"), keys)
         # published by the ack (else nothing was waiting), before the delivery; filtered ahead of the
         # latest-ack pick, which it does not change (an older ack of the tag fails it too)
         .where((F.col("publish_ns") <= F.col("_ack_ns")) & (F.col("_ack_ns") <= F.col("receive_ns")))
         .groupBy(*keys, "receive_ns", "phase", "publish_ns")
         .agg(F.max("_ack_ns").alias("_ack_ns"))
-        .select(consumer, "phase", ((F.col("receive_ns") - F.col("_ack_ns")) / F.lit(NS_PER_MS)).alias("_gap_ms"))
+        .select(consumer, "phase", ((F.col("receive_ns") - F.col("_ack_ns")) / F.lit(NS_PER_MS)).alias("gap_ms"))
     )
-    gap = F.col("_gap_ms")
-    q = percentiles(gap, [0.5, 0.95])
-    return (
-        # (consumer, phase) and (consumer): a rollup would add the grand total, a third sketch per pair
-        pairs.groupingSets([["consumer", "phase"], ["consumer"]], "consumer", "phase")
-        .agg(
-            F.grouping("phase").alias("_whole_run"),
-            F.count(gap).alias("ack_to_delivery_count"),
-            F.min(gap).alias("ack_to_delivery_min_ms"),
-            q[0].alias("ack_to_delivery_p50_ms"),
-            q[1].alias("ack_to_delivery_p95_ms"),
-        )
-        .select(
-            "consumer",
-            F.when(F.col("_whole_run") == 0, F.col("phase")).alias("phase"),
-            "ack_to_delivery_count",
-            "ack_to_delivery_min_ms",
-            "ack_to_delivery_p50_ms",
-            "ack_to_delivery_p95_ms",
-        )  # unordered: the summary looks rows up by (consumer, phase), and a sort is one more Spark job
-    )
+
+
+def ack_to_delivery_projections() -> list[Projection]:
+    """The cube of ack_to_delivery's pairs: the gaps' log-bucket histogram per (consumer, phase), of
+    which the driver merges a consumer's whole run (summary.model.ack_to_delivery_rows)."""
+    return [Projection("ack_to_delivery", F.lit(True), [F.col("consumer"), F.col("phase")], F.col("gap_ms"))]

@@ -8,11 +8,11 @@ import pytest
 
 from analysis.cube import cube
 from analysis.summary.deliveries import delivery_rollup
-from analysis.summary.model import model_block, model_row
+from analysis.summary.model import ack_to_delivery_rows, model_block, model_row
 from analysis.transforms import mark_measured, with_confirm_latency, with_delivery_latencies
 from analysis.transforms.codes import decoded, encoded
 from analysis.transforms.delivery_cube import publish_cells, publish_projections
-from analysis.transforms.model import ack_to_delivery
+from analysis.transforms.model import ack_to_delivery, ack_to_delivery_projections
 from analysis.transforms.stats import QUANTILES
 
 MS = 1_000_000
@@ -203,11 +203,16 @@ def _prepared(frame, *rows):
     return frame("delivery", *rows).transform(with_delivery_latencies).transform(mark_measured(0, "receive_ns"))
 
 
+def _drawn(deliveries):
+    """The job's ack-to-delivery rows of these deliveries (their pairs' cube, rolled up)."""
+    return ack_to_delivery_rows(cube(deliveries.transform(ack_to_delivery), ack_to_delivery_projections()))
+
+
 def _block(deliveries, samples=(), segments=()):
     """The job's model block from these deliveries (utilisation as the consumers block has it)."""
     rows, phase_rows = _inputs(deliveries)
     consumers = [{"consumer": r["consumer"], "utilisation": r["utilisation"]} for r in rows]
-    drawn = deliveries.transform(ack_to_delivery).collect()
+    drawn = _drawn(deliveries)
     return model_block(rows, phase_rows, consumers, drawn, list(samples), list(segments))
 
 
@@ -253,7 +258,8 @@ def test_ack_to_delivery_pairs_each_delivery_with_the_ack_that_freed_its_slot(fr
         pairs = deliveries.transform(encoded(names)).transform(ack_to_delivery).transform(decoded(names))
     else:
         pairs = deliveries.transform(ack_to_delivery)
-    got = {(r.consumer, r.phase): r.asDict() for r in pairs.collect()}
+    rows = ack_to_delivery_rows(cube(pairs, ack_to_delivery_projections()))
+    got = {(r["consumer"], r["phase"]): r for r in rows}
     assert set(got) == {("A", None), ("A", "base"), ("A", "slow")}
     whole = got[("A", None)]
     assert whole["ack_to_delivery_count"] == 2

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from analysis.summary.priority import priority_rows
+from analysis.summary.priority import carries_priorities, priority_rows
 
 DISCARDS = ("publish_nacked", "consumer_nack_discard")
 
@@ -39,10 +39,13 @@ def _frames(spark, frame, priorities):
     return publishes, deliveries, classified
 
 
+def _rows(publishes, deliveries, classified):
+    """The block as the job makes it: its rows where some publish carried a priority, else none."""
+    return priority_rows(deliveries, classified, DISCARDS) if carries_priorities(publishes) else []
+
+
 def test_each_priority_has_its_counts_and_latencies(spark, frame):
-    rows = priority_rows(
-        *_frames(spark, frame, {"a1": 5, "a2": 5, "a3": 5, "b1": 1, "b2": 1, "n1": None, "n2": None}), DISCARDS
-    )
+    rows = _rows(*_frames(spark, frame, {"a1": 5, "a2": 5, "a3": 5, "b1": 1, "b2": 1, "n1": None, "n2": None}))
     assert [r["priority"] for r in rows] == [None, 1, 5]
     none, low, high = rows
     assert (high["published"], high["acked"], high["discarded"], high["left_in_broker"]) == (3, 2, 1, 0)
@@ -56,6 +59,4 @@ def test_each_priority_has_its_counts_and_latencies(spark, frame):
 
 
 def test_no_priority_anywhere_gives_no_block(spark, frame):
-    assert (
-        priority_rows(*_frames(spark, frame, dict.fromkeys(("a1", "a2", "a3", "b1", "b2", "n1", "n2"))), DISCARDS) == []
-    )
+    assert _rows(*_frames(spark, frame, dict.fromkeys(("a1", "a2", "a3", "b1", "b2", "n1", "n2")))) == []

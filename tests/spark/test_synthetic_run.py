@@ -23,7 +23,7 @@ MESSAGES = 100_000
 def synthetic(tmp_path_factory, spark):
     run_dir = tmp_path_factory.mktemp("synth") / "synth-100k"
     drawn = generate(run_dir, MESSAGES, seed=11)
-    return drawn, analyze(run_dir, spark=spark, percentiles="approximate")
+    return drawn, analyze(run_dir, spark=spark)
 
 
 def test_the_accounting_is_exactly_what_the_generator_drew(synthetic):

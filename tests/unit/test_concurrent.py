@@ -37,7 +37,7 @@ def test_one_at_a_time_runs_them_in_the_order_given():
 
 
 def test_each_block_sees_the_callers_context():
-    token = SETTING.set("approximate")  # as stats.percentile_policy sets its policy
+    token = SETTING.set("approximate")  # a setting held in a context variable
     try:
         got = side_by_side(lambda _m: None, None, dict.fromkeys("abc", ("reading the setting", SETTING.get)), at_once=2)
     finally:

@@ -199,6 +199,10 @@ def test_header_names_the_scenario_run_status_and_utc_start(page):
             },
             "percentiles approximate: rank within 0.01 % of the exact one's (99 % confidence)",
         ),
+        (  # a summary of today's analysis: every percentile from log buckets
+            {"method": "log_histogram", "relative_error": 0.004975, "gamma": 1.01},
+            "percentiles from log buckets: within 0.4975 % of the exact value",
+        ),
     ],
 )
 def test_the_header_says_how_the_percentiles_were_computed(block, shown):
