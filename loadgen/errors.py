@@ -2,7 +2,20 @@
 
 from __future__ import annotations
 
-__all__ = ["LoadgenError", "BrokerUnreachable", "BrokerRefused", "BrokerOperationFailed", "QueueHoldsMessages"]
+__all__ = [
+    "EXIT_INTERNAL",
+    "LoadgenError",
+    "BrokerUnreachable",
+    "BrokerRefused",
+    "BrokerOperationFailed",
+    "QueueHoldsMessages",
+]
+
+
+EXIT_INTERNAL = 6
+"""The exit status of a run a part of the load generator ended: one of its guarded greenlets raised
+(loadgen.run.guarded). The run was stopped at once; its traces, census and analysis are as after a stop,
+and run.json says status `failed` with the error (`error`, `internal_error`)."""
 
 
 class LoadgenError(Exception):

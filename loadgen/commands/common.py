@@ -13,7 +13,7 @@ from typing import Any
 
 from loadgen.broker_help import broker_help
 from loadgen.commands.stopping import stop_run_group
-from loadgen.errors import LoadgenError
+from loadgen.errors import EXIT_INTERNAL, LoadgenError
 
 __all__ = [
     "EXIT_OK",
@@ -22,6 +22,7 @@ __all__ = [
     "EXIT_BROKER",
     "EXIT_INTERRUPTED",
     "EXIT_ANALYSIS",
+    "EXIT_INTERNAL",
     "analysis_failures",
     "spark_choice",
     "require_analysis",
@@ -31,12 +32,14 @@ __all__ = [
     "broker_for",
     "run_locust",
     "recover_traces",
+    "ended_by_internal_error",
     "say",
 ]
 
 EXIT_OK, EXIT_SLO, EXIT_INPUT, EXIT_BROKER, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 EXIT_LOADGEN = 4  # the load generator ended without starting the run (see the run's locust.log)
 EXIT_ANALYSIS = 5  # the Spark analysis failed (out of memory, a lost cluster): the message names the JVM's log
+# EXIT_INTERNAL (6, loadgen.errors): a part of the load generator failed mid-run, which ended the run
 
 LOCUSTFILE = Path(__file__).resolve().parents[1] / "locustfile.py"
 
@@ -220,6 +223,26 @@ def recover_traces(run_dir: str) -> None:
         say(f"converted {rows:,} trace rows a stopped trace writer had left unconverted")
 
 
+def ended_by_internal_error(run_dir: str, analysed: bool = True) -> str | None:
+    """run.json's `error` when a part of the load generator failed and ended the run (its
+    `internal_error`, loadgen.run.guarded), said on stderr; None otherwise. The command then exits
+    EXIT_INTERNAL once what was captured is analysed."""
+    from loadgen.run.runinfo import read_run_json
+
+    try:
+        run = read_run_json(run_dir)
+    except (OSError, ValueError):
+        return None
+    if not isinstance(run, dict) or not run.get("internal_error"):
+        return None
+    error = str(run.get("error") or run["internal_error"])
+    say(
+        f"{run_dir}: the run was ended early by an {error}; what it captured is kept"
+        f"{' and analysed' if analysed else ''} (exit status {EXIT_INTERNAL})"
+    )
+    return error
+
+
 def run_locust(scenario, run_dir: str, processes: int = 0, verbose: bool = False) -> bool:
     """Run Locust headless in a child process on `scenario`, as resolved for the run (the child
     reads it from RUN_DIR/run.json, loadgen.run.handoff); return True if it was interrupted.
@@ -334,6 +357,6 @@ def run_locust(scenario, run_dir: str, processes: int = 0, verbose: bool = False
             f"above and {run_dir}/locust.log",
             EXIT_LOADGEN,
         )
-    if code not in (0, 1) and not interrupted:
+    if code not in (0, 1, EXIT_INTERNAL) and not interrupted:  # 6 is said from run.json (run.py)
         print(f"sojourn: locust exited with status {code}; see {run_dir}/locust.log", file=sys.stderr)
     return interrupted

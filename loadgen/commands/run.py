@@ -10,12 +10,14 @@ from typing import Any
 from loadgen.commands.common import (
     EXIT_BROKER,
     EXIT_INPUT,
+    EXIT_INTERNAL,
     EXIT_INTERRUPTED,
     EXIT_OK,
     EXIT_SLO,
     CliError,
     analysis_failures,
     broker_for,
+    ended_by_internal_error,
     load,
     print_warnings,
     recover_traces,
@@ -44,6 +46,7 @@ def cmd_run(args) -> int:
         os.makedirs(run_dir, exist_ok=True)
         interrupted = run_locust(for_run, run_dir, args.processes, verbose=args.verbose)
     census_error = _census_error(run_dir)
+    internal_error = ended_by_internal_error(run_dir, analysed=not args.no_analyze)
     if census_error:
         say(
             f"the census at the end failed ({census_error}): the messages still in the broker are not known "
@@ -56,6 +59,8 @@ def cmd_run(args) -> int:
         code = analyze_runs([run_dir], spark_choice(args))
     if interrupted:
         return EXIT_INTERRUPTED
+    if internal_error:  # the run ended early: its analysis, SLOs included, covers only what it captured
+        return EXIT_INTERNAL
     return EXIT_BROKER if census_error else code
 
 

@@ -7,12 +7,14 @@ import os
 
 from loadgen.commands.common import (
     EXIT_INPUT,
+    EXIT_INTERNAL,
     EXIT_INTERRUPTED,
     EXIT_OK,
     EXIT_SLO,
     CliError,
     analysis_failures,
     broker_for,
+    ended_by_internal_error,
     load,
     require_analysis,
     run_locust,
@@ -44,11 +46,14 @@ def cmd_sweep(args) -> int:
         if os.path.exists(os.path.join(run_dir, "traces")):
             raise CliError(f"{run_dir}: already holds a run's traces; choose another --out", EXIT_INPUT)
     interrupted = False
+    internal_errors = 0  # runs a part of the load generator ended early (loadgen.run.guarded)
     for i, (scenario, (v, run_dir)) in enumerate(zip(scenarios, runs)):
         say(f"sweep {path}={v}")
         with broker_for(scenario) as for_run:  # per run: the swept field may be a broker setting
             os.makedirs(run_dir, exist_ok=True)
             interrupted = run_locust(for_run, run_dir, args.processes, verbose=args.verbose)
+        if ended_by_internal_error(run_dir):  # said now; the sweep goes on, and exits 6 at the end
+            internal_errors += 1
         if interrupted:  # as `sojourn run` does: analyse what ran (this run's part too), then exit 130/143
             runs = [r for r in runs[: i + 1] if os.path.isfile(os.path.join(r[1], "run.json"))]
             say(
@@ -96,6 +101,9 @@ def cmd_sweep(args) -> int:
     print(f"  runs and reports: {out}/{label}-*/report.html; table: {out}/sweep.md")
     if interrupted:
         return EXIT_INTERRUPTED
+    if internal_errors:
+        say(f"{internal_errors} of {len(runs)} runs were ended early by an internal error (see above)")
+        return EXIT_INTERNAL
     failed = any(not s.get("passed") for _v, _d, summary in summaries for s in summary.get("slo", []))
     return EXIT_SLO if failed else EXIT_OK
 

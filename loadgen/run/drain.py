@@ -14,6 +14,7 @@ from gevent.event import Event
 
 from loadgen.rules.lateness import Lateness
 from loadgen.rules.repeats import HeldBack
+from loadgen.run import guarded
 
 __all__ = ["Drain", "DRAIN_POLL_S", "DRAIN_STABLE_CHECKS", "LATENESS_EVERY_S"]
 
@@ -56,8 +57,8 @@ class Drain:
         ) -> None: ...
 
     def start_drain_monitor(self) -> None:
-        self._greenlets.append(gevent.spawn(self._drain_monitor))
-        self._greenlets.append(gevent.spawn(self._lateness_watch))
+        self._greenlets.append(guarded.spawn("drain_monitor", self._drain_monitor))
+        self._greenlets.append(guarded.spawn("lateness_watch", self._lateness_watch))
 
     def _lateness_watch(self) -> None:
         """Say loudly, while it happens and at the end, when publishes leave late: the first window

@@ -30,19 +30,19 @@ from locust.runners import MasterRunner, WorkerRunner
 from loadgen.amqp import kstamp
 from loadgen.broker_help import broker_help
 from loadgen.childenv import child_env
-from loadgen.errors import BrokerOperationFailed, BrokerUnreachable, QueueHoldsMessages
+from loadgen.errors import EXIT_INTERNAL, BrokerOperationFailed, BrokerUnreachable, QueueHoldsMessages
 from loadgen.netem import NetemError
 from loadgen.redact import mask_text, mask_url
 from loadgen.replay.sources import describe
 from loadgen.rules.barrier import START_MARGIN_DISTRIBUTED_S, START_MARGIN_S, START_TIMEOUT_S, StartBarrier
-from loadgen.run import finish, locust_stats, webui
+from loadgen.run import finish, guarded, locust_stats, webui
 from loadgen.run.census import census_then_cleanup
 from loadgen.run.deadletter import capture_warnings
 from loadgen.run.locust_output import write_csv_stats, write_html_report
 from loadgen.run.memory import MemorySampler, merge_into_run_json
 from loadgen.run.queue_sampler import QueueSampler
 from loadgen.run.runinfo import default_run_dir, update_run_json, write_run_json
-from loadgen.run.runtime import RunContext, freeze_heap
+from loadgen.run.runtime import RunContext, freeze_heap, worker_name
 
 __all__ = [
     "init",
@@ -64,6 +64,7 @@ _READY_MSG = "sojourn_ready"  # a worker's count of ready participants, to the m
 _T0_MSG = "sojourn_t0"  # the master's t0 and start-up detail, to every worker
 _FINISHED_MSG = "sojourn_finished"
 _CONVERTED_MSG = "sojourn_converted"  # a worker's traces are converted (after _FINISHED_MSG)
+_FAULT_MSG = "sojourn_fault"  # a guarded greenlet of a worker failed (loadgen.run.guarded): the master ends the run
 WORKERS_CONVERT_S = 120.0
 """How long the master waits, once the test has stopped, for finished workers to convert their traces."""
 
@@ -87,6 +88,7 @@ class _State:
     converted_workers: ClassVar[set[str]] = set()
     ended = False
     failed = False  # the start failed (e.g. a refused declaration): no census, no deletion at the end
+    fault: dict[str, str] | None = None  # the guarded greenlet whose failure ended the run (_end_on_fault)
     barrier: StartBarrier | None = None  # the run's start barrier, in the local runner or master
     sampler: QueueSampler | None = None  # queue depth once a second, in the declaring process
     memory: MemorySampler | None = None  # this process's and its children's memory (loadgen.run.memory)
@@ -124,6 +126,7 @@ def init(environment, scenario, scenario_path: str, overrides: list[str]) -> Non
     _State.headless = bool(getattr(opts, "headless", True))
     _State.analyze = bool(getattr(opts, "sojourn_analyze", False))
     _State.driven = finish.driven_by_sojourn_run()
+    guarded.set_handler(lambda fault: _on_fault(environment, fault))
     if not environment.host:  # the broker is the load's "host" (Locust's UI and report show it)
         environment.host = mask_url(scenario.broker.url)
     if _State.role == "master":
@@ -134,6 +137,7 @@ def init(environment, scenario, scenario_path: str, overrides: list[str]) -> Non
         environment.runner.register_message(
             _CONVERTED_MSG, lambda msg, **_kw: _State.converted_workers.add(str(msg.data))
         )
+        environment.runner.register_message(_FAULT_MSG, lambda msg, **_kw: _end_on_fault(environment, dict(msg.data)))
     if _State.role == "worker":
         environment.runner.register_message(_T0_MSG, lambda msg, **_kw: _t0_from_master(environment, msg.data))
     if _State.role != "worker" and getattr(environment, "web_ui", None) is not None:
@@ -185,6 +189,7 @@ def start(environment) -> None:
         run_dir, run_id = opts.run_dir, opts.run_id
     _State.ended = False
     _State.failed = False
+    _State.fault = None
     _State.warmup_over = False
     _State.note = ""
     opened_s = time.monotonic()
@@ -216,10 +221,10 @@ def start(environment) -> None:
     freeze_heap()  # set up: keep the collector from walking all of it mid-run
     if role == "worker":
         ctx.on_ready = lambda ready: environment.runner.send_message(_READY_MSG, {"worker": ctx.worker, "ready": ready})
-        gevent.spawn(_report_finished, environment, ctx)
+        guarded.spawn("finish_reporter", _report_finished, environment, ctx)
     elif barrier is not None:
         ctx.on_ready = lambda ready: barrier.report("local", ready)
-        gevent.spawn(_start_when_ready, environment, ctx, barrier)
+        guarded.spawn("start_waiter", _start_when_ready, environment, ctx, barrier)
 
 
 def _worker_ready(msg, **_kwargs) -> None:
@@ -275,12 +280,12 @@ def _begin(environment, ctx: RunContext, t0_ns: int, detail: dict) -> None:
         _State.sampler = QueueSampler(ctx).start()
     name = "worker-" + ctx.worker if role == "worker" else role
     _State.memory = MemorySampler(name, ctx.elapsed_s)
-    gevent.spawn(_State.memory.run, ctx.stopping.wait)
+    guarded.spawn("memory_sampler", _State.memory.run, ctx.stopping.wait)
     if role != "master":
         ctx.start_drain_monitor()
     if role != "worker":
-        gevent.spawn(_timeline, environment, ctx)
-        gevent.spawn(_progress, environment, ctx)
+        guarded.spawn("timeline", _timeline, environment, ctx)
+        guarded.spawn("progress", _progress, environment, ctx)
 
 
 def _next_run_place(scenario_name: str) -> tuple[str, str]:
@@ -305,6 +310,69 @@ def _fail(environment, exc: Exception) -> None:
     if _State.role != "worker" and _State.ctx is not None:
         update_run_json(_State.ctx.run_dir, status="failed", error=mask_text(str(exc)))
     gevent.spawn_later(0, environment.runner.quit)
+
+
+def _on_fault(environment, fault: guarded.Fault) -> None:
+    """A guarded greenlet of this process raised (loadgen.run.guarded; the guard logged its traceback):
+    an `internal_error` event in the run's traces, then the run ends (a worker asks its master to)."""
+    ctx = _State.ctx
+    process = f"{_State.role} process {ctx.worker if ctx is not None else worker_name()}"
+    if ctx is not None:
+        ctx.event(
+            "internal_error",
+            "runner",
+            fault.part,
+            detail={"error": fault.error, "traceback": fault.traceback, "process": process},
+        )
+    report = {"part": fault.part, "process": process, "error": fault.error}
+    if _State.role == "worker":
+        environment.runner.send_message(_FAULT_MSG, report)
+    else:
+        _end_on_fault(environment, report)
+
+
+def _end_on_fault(environment, report: dict[str, str]) -> None:
+    """The local runner or master: a guarded greenlet failed here or in a worker (`report`: its part,
+    process and error). The first one ends the run at once, as a stopped test ends (every user stops,
+    then the census and the traces, stop()), with run.json status `failed` and exit status 6."""
+    if _State.fault is not None or _State.failed:
+        return  # the run is already ending (or never started: that error and its exit status stand)
+    _State.fault = report
+    environment.process_exit_code = EXIT_INTERNAL
+    sys.stderr.write(
+        f"error: internal error: the {report['part']} greenlet of the {report['process']} failed "
+        f"({report['error']}); ending the run now: run.json says status failed, exit status {EXIT_INTERNAL}. "
+        "The traceback is above and in the run's events (internal_error).\n"
+    )
+    ctx = _State.ctx
+    if ctx is None:
+        return
+    if _State.ended:  # after the test stopped (e.g. a worker converting its traces): run.json says so
+        update_run_json(ctx.run_dir, status="failed", **_fault_fields())
+        return
+    gevent.spawn(_stop_on_fault, environment)
+
+
+def _stop_on_fault(environment) -> None:
+    """Stop the test (a master's workers first: the census counts only once their consumers are gone),
+    then, headless, quit Locust; under the web UI it stays, as after Stop."""
+    try:
+        environment.runner.stop()
+    except Exception:  # then at least Locust exits (quit stops what is left)
+        log.exception("sojourn: stopping the test after an internal error failed")
+    if _State.headless:
+        environment.runner.quit()
+
+
+def _fault_fields() -> dict[str, Any]:
+    """run.json's account of the fault that ended the run: `error` in words, `internal_error` by field."""
+    f = _State.fault
+    if f is None:
+        return {}
+    return {
+        "error": f"internal error: the {f['part']} greenlet of the {f['process']} failed: {f['error']}",
+        "internal_error": dict(f),
+    }
 
 
 def _report_finished(environment, ctx: RunContext) -> None:
@@ -386,11 +454,16 @@ def stop(environment) -> None:
         ctx.delete_exchanges()  # exchanges[].delete_on_end, after the queue and the dead-letter capture
     except Exception as exc:  # noqa: BLE001 - the traces matter more than the cleanup
         log.error("sojourn: could not delete the scenario's exchanges: %s", mask_text(str(exc)))
-    status = "completed" if drained else "interrupted"
+    status = "failed" if _State.fault is not None else "completed" if drained else "interrupted"
     # census_error (docs/summary.md, `run`): the leftovers are not known, so messages still in the
     # broker would count as unaccounted; the command's exit status and the report say so.
     update_run_json(
-        ctx.run_dir, status=status, broker_depth_at_end=depth, census_error=census_error, ended_ns=stopped_ns
+        ctx.run_dir,
+        status=status,
+        broker_depth_at_end=depth,
+        census_error=census_error,
+        ended_ns=stopped_ns,
+        **_fault_fields(),
     )
     _State.note = "converting the traces"
     _write_memory(ctx)
@@ -527,7 +600,8 @@ def quit(environment) -> None:  # noqa: A001 - mirrors Locust's event name
     _stop_sampler()
     if not _State.ended and not _State.failed and _State.role != "worker":
         try:
-            update_run_json(ctx.run_dir, status="interrupted", ended_ns=time.time_ns())
+            status = "failed" if _State.fault is not None else "interrupted"
+            update_run_json(ctx.run_dir, status=status, ended_ns=time.time_ns(), **_fault_fields())
         except OSError:
             pass
     _write_memory(ctx)

@@ -19,6 +19,8 @@ from typing import Any
 import gevent
 from locust import stats as locust_stats
 
+from loadgen.run import guarded
+
 __all__ = ["RequestBatcher", "batcher", "flush", "FLUSH_EVERY_S"]
 
 FLUSH_EVERY_S = 0.1
@@ -34,7 +36,7 @@ class RequestBatcher:
         self._fire = environment.events.request.fire
         self._pending: list[tuple[str, str, float, int]] = []
         self._clock = clock
-        self._greenlet = gevent.spawn(self._loop, every_s) if every_s else None
+        self._greenlet = guarded.spawn("stats_batcher", self._loop, every_s) if every_s else None
         # Before the runner sends or prints its final statistics: test_stop fires first.
         environment.events.test_stop.add_listener(lambda **_kw: self.flush())
 

@@ -30,6 +30,7 @@ from gevent.event import Event
 
 from loadgen.amqp import topology
 from loadgen.redact import mask_text
+from loadgen.run import guarded
 from loadgen.run.restarts import LostQueueWatch
 
 __all__ = [
@@ -141,7 +142,7 @@ class QueueSampler:
     # -- lifecycle ------------------------------------------------------------
     def start(self) -> QueueSampler:
         self.restarts = LostQueueWatch(self.ctx).start()
-        self._greenlet = gevent.spawn(self._run)
+        self._greenlet = guarded.spawn("queue_sampler", self._run)
         return self
 
     def stop(self, timeout_s: float = 5.0) -> None:

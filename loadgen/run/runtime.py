@@ -27,6 +27,7 @@ from gevent.lock import RLock
 from loadgen.replay.sources import load_sources
 from loadgen.rules.lateness import Lateness
 from loadgen.rules.schedule import producer_rng
+from loadgen.run import guarded
 from loadgen.run.broker_side import BrokerSide
 from loadgen.run.clock import RunClock
 from loadgen.run.deadletter import DeadLetterCapture, capture_plan
@@ -129,7 +130,7 @@ class RunContext(RunClock, BrokerSide, Drain):
         self.dead_letters: DeadLetterCapture | None = None  # the capture, in the process that declares
         self.replay_traces = load_sources(scenario)  # group -> trace (parsed once per process)
         self.event("run_start", "runner", self.role)
-        self._greenlets.append(gevent.spawn(self._flush_loop))
+        self._greenlets.append(guarded.spawn("trace_flush", self._flush_loop))
 
     # -- time ---------------------------------------------------------------
     def fix_t0(self, t0_ns: int, detail: dict[str, Any]) -> None:

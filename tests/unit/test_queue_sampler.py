@@ -203,14 +203,14 @@ def test_a_refused_sample_keeps_the_connection_and_its_slot_markers(monkeypatch)
 
     gone = BrokerOperationFailed("queue.declare passive 'q'", 404, "NOT_FOUND - no queue 'q'")
     broker = _Broker(gone, (3, 0))
-    sampler, side, connections, _events = _sampler_on_broker_side(monkeypatch, broker)
+    sampler, _side, connections, _events = _sampler_on_broker_side(monkeypatch, broker)
     assert sampler.sample() is None
     assert sampler.sample()["ready"] == 3
     assert broker.asked_on == [0, 0] and len(connections) == 1 and connections[0].is_open
 
 
 def test_a_control_channel_the_broker_closed_is_reopened_on_the_same_connection(monkeypatch):
-    sampler, side, connections, _events = _sampler_on_broker_side(monkeypatch, _Broker())
+    _sampler, side, connections, _events = _sampler_on_broker_side(monkeypatch, _Broker())
     first = side.control()
     first.close()  # e.g. a refused declaration on it
     again = side.control()
