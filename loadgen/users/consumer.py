@@ -208,8 +208,8 @@ class Consumer(Participant):
                     self._has_work.clear()
                     self._has_work.wait(0.05)
             clean = not ctx.stopping.is_set()
-        finally:
-            self._leave(clean=clean)
+        finally:  # a subscription the broker cancelled is not cancelled again (no cancel-ok would come)
+            self._leave(clean=clean, subscribed=self._fault is None or self._fault[0] != "cancelled")
 
     def _wait_for_change(self, t: float) -> None:
         upcoming = [c for c in self.ctx.scenario.boundaries() if c > t]

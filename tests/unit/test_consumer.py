@@ -100,6 +100,19 @@ def test_a_close_of_an_old_link_after_the_rejoin_touches_nothing_of_the_new_one(
     r.stop()
 
 
+def test_a_consumer_cancelled_as_the_run_drains_processes_its_buffer_without_cancelling_again(tmp_path):
+    # The broker cancels the subscription just as the drain ends: the consumer leaves with what it
+    # holds processed and acked, and sends no basic.cancel of its own (no cancel-ok would come).
+    r = _make(tmp_path)("prefetch: 10, processing_ms: 50")
+    tags = [r.link.deliver(f"m{i}") for i in range(3)]
+    r.run.drained.set()
+    r.link.broker_cancel()
+    r.greenlet.join(5)
+    assert r.greenlet.dead
+    assert sorted(r.links[0].acks) == tags and ("cancel",) not in r.links[0].calls
+    assert set(r.outcomes().values()) == {"ack"}
+
+
 def test_a_queue_that_stays_gone_fails_the_join_for_the_participant_retry(tmp_path):
     # Declared again, the queue is still not there (someone deletes it as fast): the join raises
     # the broker's refusal (the locustfile records participant_error and retries after a pause)
