@@ -222,6 +222,8 @@ def test_a_consumers_channel_closed_by_a_406_requeues_what_it_held_and_it_rejoin
     m = _accounted(summary, run_dir)
     assert m["acked"] == m["published"] and m["discarded_total"] == 0
     assert m["redelivered"] >= len(unsettled)
+    churn = summary["consumers_churn"]  # every message the closed channel held ended somewhere known
+    assert churn["nothing_lost"] is True and churn["totals"]["held_messages"] == len(unsettled)
     _row("consumer channel closed by the broker (406 unknown delivery tag)", run_dir, proc.returncode, summary)
 
 
@@ -283,6 +285,8 @@ def test_a_delivery_held_past_consumer_timeout_closes_the_channel_and_the_consum
     summary = analyze_in_process(run_dir)
     m = _accounted(summary, run_dir)
     assert m["acked"] == m["published"]
+    churn = summary["consumers_churn"]
+    assert churn["nothing_lost"] is True and churn["totals"]["held_messages"] == len(unsettled)
     _row("consumer channel closed by consumer_timeout (private node)", run_dir, proc.returncode, summary)
 
 
