@@ -92,3 +92,32 @@ def test_a_drain_monitor_that_raises_in_a_worker_ends_the_run_at_once_with_every
         f"(total {m['discarded_total']}), left in broker {m['left_in_broker']}, unaccounted {m['unaccounted']}; "
         f"ended {ended_s:.1f} s after t0, command {took_s:.0f} s"
     )
+
+
+def test_a_queue_sampler_that_raises_in_the_local_runner_ends_the_run_as_well(tmp_path: Path):
+    """The same in a single process (no --processes): the local runner's own queue sampler. Without
+    the analysis: the traces alone account for every message."""
+    scenario = write_scenario(tmp_path / "s.yaml", SCENARIO.replace(QUEUE, QUEUE + "-local"))
+    run_dir = tmp_path / "run"
+    started = time.monotonic()
+    result = sojourn(
+        "run", scenario, "--out", str(run_dir), "--no-analyze", env={FAULT_ENV: "queue_sampler@3"}, timeout=120
+    )
+    took_s = time.monotonic() - started
+    assert result.returncode == 6, (result.stderr + result.stdout)[-4000:]
+    assert "internal error: the queue_sampler greenlet of the local process" in result.stderr
+    assert "what it captured is kept (exit status 6)" in result.stderr
+
+    run = json.loads((run_dir / "run.json").read_text())
+    assert run["status"] == "failed" and run["internal_error"]["part"] == "queue_sampler"
+    assert run["internal_error"]["process"].startswith("local process ")
+    ended_s = (run["ended_ns"] - run["t0_ns"]) / S
+    assert 2.5 <= ended_s < 3 + 8, ended_s  # the sampler starts at t0 (0.2 s after it heard it)
+    assert took_s < DURATION_S + DRAIN_TIMEOUT_S, took_s
+    (fault,) = [e for e in read_rows(run_dir, "event") if e["kind"] == "internal_error"]
+    assert fault["name"] == "queue_sampler" and "_run" in json.loads(fault["detail"])["traceback"]
+
+    out = independent_outcomes(run_dir)
+    assert 150 <= len(out["published"]) <= 700  # ~100/s for ~3 s
+    assert out["published"] == out["acked"] | out["left"] and not out["acked"] & out["left"]
+    assert run["broker_depth_at_end"] == len(out["left"])
