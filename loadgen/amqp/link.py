@@ -71,9 +71,10 @@ class ConsumerLink(Protocol):
 
     def set_prefetch(self, prefetch: int, global_qos: bool) -> None: ...
 
-    def consume(self, queue: str, auto_ack: bool) -> None:
-        """Subscribe and wait for consume-ok; a refusal (no such queue: 404) raises
-        BrokerOperationFailed with the broker's reply code."""
+    def consume(self, queue: str, auto_ack: bool, wait: bool = False) -> None:
+        """Subscribe; with `wait`, until consume-ok, a refusal (no such queue: 404) raising
+        BrokerOperationFailed with the broker's reply code (a join waits; a re-subscription for a
+        new prefetch does not, so the delivery in hand is processed meanwhile)."""
         ...
 
     def cancel(self, timeout_s: float) -> None: ...
@@ -145,8 +146,11 @@ class PikaConsumerLink:
             channel=channel,
         )
 
-    def consume(self, queue: str, auto_ack: bool) -> None:
+    def consume(self, queue: str, auto_ack: bool, wait: bool = False) -> None:
         channel = self._channel
+        if not wait:
+            self._consumer_tag = channel.basic_consume(queue, self._deliver, auto_ack=auto_ack)
+            return
 
         def start(cb: Callable[..., None]) -> None:
             self._consumer_tag = channel.basic_consume(queue, self._deliver, auto_ack=auto_ack, callback=cb)

@@ -253,7 +253,7 @@ class Consumer(Participant):
             on_cancel=self._on_cancelled,
         )
         self._set_prefetch(settings)
-        self._consume(settings)
+        self._consume(settings, wait=True)  # a queue that is gone raises here (404)
 
     def _drop_link(self) -> None:
         """Close the current link (its connection too) without a word: a link that failed to join."""
@@ -285,9 +285,9 @@ class Consumer(Participant):
         self._leave(clean=fault[0] == "cancelled", subscribed=False, reason=fault[0])
         self._fault = None
 
-    def _consume(self, settings) -> None:
+    def _consume(self, settings, wait: bool = False) -> None:
         assert self._link is not None
-        self._link.consume(self.ctx.scenario.queue.name, auto_ack=settings.ack_mode == "auto")
+        self._link.consume(self.ctx.scenario.queue.name, auto_ack=settings.ack_mode == "auto", wait=wait)
 
     def _change_prefetch(self, settings) -> None:
         """A phase changed the prefetch of a live consumer.

@@ -50,9 +50,9 @@ class Recording:
         self.calls.append(("qos", prefetch, global_qos))
         self.inner.set_prefetch(prefetch, global_qos)
 
-    def consume(self, queue: str, auto_ack: bool) -> None:
+    def consume(self, queue: str, auto_ack: bool, wait: bool = False) -> None:
         self.calls.append(("consume", queue, auto_ack))
-        self.inner.consume(queue, auto_ack)
+        self.inner.consume(queue, auto_ack, wait)
 
     def cancel(self, timeout_s: float) -> None:
         self.calls.append(("cancel",))

@@ -58,12 +58,13 @@ class FakeLink:
     def set_prefetch(self, prefetch: int, global_qos: bool) -> None:
         self.calls.append(("qos", prefetch, global_qos))
 
-    def consume(self, queue: str, auto_ack: bool) -> None:
+    def consume(self, queue: str, auto_ack: bool, wait: bool = False) -> None:
         self.calls.append(("consume", queue, auto_ack))
         if queue in self.broker.gone:  # RabbitMQ closes the channel: 404 NOT_FOUND
             text = f"NOT_FOUND - no queue '{queue}' in vhost '/'"
             self.close_channel(404, text)
-            raise BrokerOperationFailed("basic.consume", 404, text)
+            if wait:  # the consume-ok waited for never comes
+                raise BrokerOperationFailed("basic.consume", 404, text)
 
     def cancel(self, timeout_s: float) -> None:
         self.calls.append(("cancel",))
