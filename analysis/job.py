@@ -30,7 +30,6 @@ from analysis.events.queue import queue_depth, queue_samples
 from analysis.events.timeline import timeline
 from analysis.progress import Progress, stage
 from analysis.run_file import load_run_json, slo_expressions
-from analysis.session import moved, sibling
 from analysis.slo import evaluate_slos
 from analysis.summary import (
     carries_priorities,
@@ -190,6 +189,7 @@ def analyze(
         say,
         delivery_nulls=kinds["delivery"].null_columns,
         publish_nulls=kinds["publish"].null_columns,
+        publish_valued=kinds["publish"].valued_columns,
         delivery_values=trace_files.distinct_values(kinds["delivery"], CODED_DELIVERY_COLUMNS),
         event_rows=trace_files.read_rows(kinds["event"]),
     )
@@ -317,6 +317,7 @@ def summarize(
     progress: Progress | None = None,
     delivery_nulls: Collection[str] = (),
     publish_nulls: Collection[str] = (),
+    publish_valued: Collection[str] = (),
     delivery_values: Mapping[str, Sequence[str]] | None = None,
     event_rows: Sequence[Mapping[str, Any]] | None = None,
 ) -> dict:
@@ -329,7 +330,8 @@ def summarize(
 
     `publish_nulls`: the same of the publish trace. The optional blocks whose columns the footers
     say are null in every row (CoDel and its nacks, egress classes, publish priorities) are given
-    as empty without a Spark query.
+    as empty without a Spark query. `publish_valued`: the publish columns the footers show a value
+    in (traces.KindFiles.valued_columns): a priority there needs no query to say the run has some.
 
     `delivery_values`: the distinct values of the delivery trace's few-valued string columns
     (traces.distinct_values of CODED_DELIVERY_COLUMNS): the cache holds them as codes
@@ -378,18 +380,15 @@ def summarize(
             say(f"events: keeping the first {MAX_EVENTS} of more")
         samples = queue_samples(event_rows)
 
-        # The blocks that read only the publish trace and the events start now, beside the accounting
-        # (whose planning on the driver leaves a core idle on small runs), in a session of their own: the
-        # accounting plans with session-wide settings of its own (_setting), which their queries must not
-        # take. Each is described in docs/summary.md.
-        side = sibling(spark)
-        side_publishes = moved(publishes, side)
-
+        # The blocks that read only the publish trace and the events: they start once the accounting's
+        # grouping is planned and run (it plans with session-wide settings of its own, _setting, which
+        # their queries must not take), and run beside the deliveries' blocks. Each is described in
+        # docs/summary.md.
         def from_publishes() -> dict[str, Any]:
             # one action: the publishes' cube (analysis.cube) for both blocks and the accounting's counts of
             # the publish rows; the replay's own queries after
             publish_cube = cube(
-                side_publishes,
+                publishes,
                 [
                     *lateness_projections(),
                     *flow_control_projections(),
@@ -400,23 +399,17 @@ def summarize(
             )
             return {
                 "publish_cube": publish_cube,
-                "fidelity": fidelity_block(side_publishes, publish_cube, t0, run.get("replay")),
+                "fidelity": fidelity_block(publishes, publish_cube, t0, run.get("replay")),
                 "flow_control": flow_control_block(publish_cube, event_rows, int(ended_ns or window[1])),
             }
-
-        early = cleanup.enter_context(
-            in_background(
-                say,
-                side,
-                {"publishes": ("computing publish lateness, flow control and replay fidelity", from_publishes)},
-            )
-        )
 
         with step("computing accounting"):
             inputs = accounting_inputs(event_rows)
             # One grouping by message id, of which only the ids some block looks up are kept; the rest
             # were published once and acked, and are counted (docs/analysis.md, "The plan").
-            with_priorities = "priority" not in publish_nulls and carries_priorities(traces["publish"])
+            with_priorities = "priority" not in publish_nulls and (
+                "priority" in publish_valued or carries_priorities(traces["publish"])
+            )
             facts = traces["publish"].transform(
                 message_facts(traces["delivery"], leftovers, dead_letters, inputs.losses)
             )
@@ -429,6 +422,13 @@ def summarize(
             # plan (a local relation), not as a query.
             with _bypassing_partial_aggregation(spark), _without_constraint_propagation(spark):
                 ledger_table = facts.transform(ledger(warmup_end, *rules)).toArrow()
+            early = cleanup.enter_context(
+                in_background(
+                    say,
+                    spark,
+                    {"publishes": ("computing publish lateness, flow control and replay fidelity", from_publishes)},
+                )
+            )
             # with its schema: Spark Connect infers none from an empty table
             ledger_rows = spark.createDataFrame(ledger_table, schema=from_arrow_schema(ledger_table.schema))
             # The latencies are derived from the cached times as each block reads them: a cached column
@@ -525,7 +525,7 @@ def summarize(
             },
             at_once=PARALLEL_BLOCKS,
         )
-        blocks.update(early()["publishes"])  # the blocks begun beside the accounting
+        blocks.update(early()["publishes"])  # the blocks begun after the accounting
         accounts = {
             r["message_id"]: r["account"]
             for r in ledger_table.select(["message_id", "account"]).to_pylist()

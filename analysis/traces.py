@@ -27,8 +27,10 @@ __all__ = ["KindFiles", "scan", "read", "read_rows", "total_rows", "total_bytes"
 class KindFiles(NamedTuple):
     """One trace kind's part files, their rows, each file's bytes on disk (`file_bytes`, in the order
     of `files`), the files whose footers could not vouch for the `schema_version` column (no
-    statistics): those get one Spark scan, and the columns null in every row of every file
-    (`null_columns`: by the footers' statistics, or absent from an older trace)."""
+    statistics): those get one Spark scan, the columns null in every row of every file
+    (`null_columns`: by the footers' statistics, or absent from an older trace), and the columns
+    the footers' statistics show a value in (`valued_columns`: some row group counts fewer nulls
+    than rows; a column in neither set has no statistics to tell)."""
 
     kind: str
     files: tuple[Path, ...]
@@ -36,6 +38,7 @@ class KindFiles(NamedTuple):
     file_bytes: tuple[int, ...]
     unverified: tuple[Path, ...]
     null_columns: frozenset[str] = frozenset()
+    valued_columns: frozenset[str] = frozenset()
 
     @property
     def bytes(self) -> int:
@@ -79,7 +82,7 @@ def _same_type(found, expected) -> bool:
 def _check_footer(path: Path, kind: str):
     """Compare a part file's footer with the schema: columns, types, schema version. Returns
     (rows, whether the schema_version column's statistics vouch for every row, the columns null
-    in every row)."""
+    in every row, the columns with a value in some row)."""
     import pyarrow.parquet as pq
 
     try:
@@ -109,7 +112,12 @@ def _check_footer(path: Path, kind: str):
     if missing or wrong:
         raise TraceColumnsError(path=path, kind=kind, missing=missing, present=present, wrong_types=wrong)
     vouched = _version_stats_ok(metadata, present.index("schema_version"), path, kind)
-    return metadata.num_rows, vouched, _null_columns(metadata, present, expected.names)
+    return (
+        metadata.num_rows,
+        vouched,
+        _null_columns(metadata, present, expected.names),
+        _valued_columns(metadata, present, expected.names),
+    )
 
 
 def _null_columns(metadata, present: list[str], names: list[str]) -> set[str]:
@@ -125,6 +133,22 @@ def _null_columns(metadata, present: list[str], names: list[str]) -> set[str]:
         if all(_null_in_every_row(group, column) for group in groups):
             nulls.add(name)
     return nulls
+
+
+def _valued_columns(metadata, present: list[str], names: list[str]) -> set[str]:
+    """The columns of `names` with a value in some row of the file, by its statistics: a row
+    group whose null count is below its rows."""
+    valued = set()
+    for name in names:
+        if name in present:
+            column = present.index(name)
+            for i in range(metadata.num_row_groups):
+                group = metadata.row_group(i)
+                stats = group.column(column).statistics
+                if stats is not None and stats.has_null_count and stats.null_count < group.num_rows:
+                    valued.add(name)
+                    break
+    return valued
 
 
 def _null_in_every_row(group, column: int) -> bool:
@@ -173,15 +197,18 @@ def scan(run_dir: str | Path) -> dict[str, KindFiles]:
     kinds = {}
     for kind in schema.KINDS:
         files = _part_files(Path(run_dir) / "traces" / kind)
-        rows, unverified, nulls = 0, [], None
+        rows, unverified, nulls, valued = 0, [], None, set()
         for path in files:
-            n, vouched, null_here = _check_footer(path, kind)
+            n, vouched, null_here, valued_here = _check_footer(path, kind)
             rows += n
             if not vouched:
                 unverified.append(path)
             nulls = null_here if nulls is None else nulls & null_here
+            valued |= valued_here
         sizes = tuple(p.stat().st_size for p in files)
-        kinds[kind] = KindFiles(kind, tuple(files), rows, sizes, tuple(unverified), frozenset(nulls or ()))
+        kinds[kind] = KindFiles(
+            kind, tuple(files), rows, sizes, tuple(unverified), frozenset(nulls or ()), frozenset(valued)
+        )
     return kinds
 
 

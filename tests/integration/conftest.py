@@ -58,8 +58,7 @@ def free_port(avoid: frozenset[int] | set[int] = frozenset()) -> int:
 
 def _cli_env(extra: dict | None = None) -> dict:
     """The environment of a command a test starts: this one's, without a PYSPARK_SUBMIT_ARGS, so
-    that the command's Spark JVM gets analysis.session's own settings (for a few thousand rows:
-    C1 alone, and the class archive), as a user's does."""
+    that the command's Spark JVM gets analysis.session's own settings, as a user's does."""
     env = {**os.environ, **(extra or {})}
     if "PYSPARK_SUBMIT_ARGS" not in (extra or {}):
         env.pop("PYSPARK_SUBMIT_ARGS", None)

@@ -373,6 +373,21 @@ def test_a_file_without_statistics_vouches_for_no_null_column(tmp_path, write_tr
     assert trace_files.scan(tmp_path)["delivery"].null_columns == set()
 
 
+def test_the_footers_say_which_columns_hold_a_value(tmp_path, write_trace):
+    """A priority in some publish is read from the footers (no query asks whether the run has one);
+    a file without statistics says nothing either way."""
+    rows = [
+        dict(message_id="a", intended_ns=T0, publish_ns=T0),
+        dict(message_id="b", intended_ns=T0, publish_ns=T0, priority=5),
+    ]
+    path = write_trace(tmp_path, "publish", rows)
+    found = trace_files.scan(tmp_path)["publish"]
+    assert "priority" in found.valued_columns and "priority" not in found.null_columns
+    assert "blocked_ms" in found.null_columns and "blocked_ms" not in found.valued_columns
+    pq.write_table(pq.read_table(path), path, write_statistics=False)
+    assert trace_files.scan(tmp_path)["publish"].valued_columns == set()
+
+
 def test_columns_null_in_every_row_give_the_summary_they_give_cached(analysed, spark, monkeypatch):
     """The job caches the deliveries without the columns null in every row and puts them back as
     null literals: the same summary as caching them."""

@@ -1,0 +1,48 @@
+"""How many Spark actions the analysis takes (every collect, toArrow, count, first, take and eager
+checkpoint of a DataFrame, counted by benchmarks.actions.timing as the job calls them): a plain run
+at most PLAIN_RUN_ACTIONS, and each optional feature at most one more (issue 47's plan: one grouping
+by message id, one cube of the deliveries, one of the publishes, the deliveries of the notable ids,
+the ack-to-delivery pairs, the slow consumers' minutes)."""
+
+from __future__ import annotations
+
+import collections
+import shutil
+from pathlib import Path
+
+import pytest
+
+from analysis.job import analyze
+from benchmarks.actions import timing
+
+RUNS = Path(__file__).resolve().parents[1] / "data" / "runs"
+
+PLAIN_RUN_ACTIONS = 6
+
+FEATURE_RUNS = {
+    "quickstart": 0,  # none
+    "priority-classes": 1,  # publish priorities
+    "egress-discard": 2,  # egress classes; its publishes carry priorities
+    "codel-slow-consumer": 1,  # CoDel
+    "replay-burst": 2,  # trace replay; its file's rows carry priorities
+}
+"""Recorded runs and how many optional features each has on."""
+
+
+def _actions(spark, run_dir: Path) -> dict[str, int]:
+    """The analysis' Spark actions by the line of analysis/ that asked for them."""
+    times: dict[str, list[float]] = collections.defaultdict(list)
+    undo = timing(times)
+    try:
+        analyze(run_dir, spark=spark)
+    finally:
+        undo()
+    return {where: len(calls) for where, calls in times.items()}
+
+
+@pytest.mark.parametrize("scenario", sorted(FEATURE_RUNS))
+def test_each_optional_feature_adds_at_most_one_action(scenario, spark, tmp_path):
+    run_dir = tmp_path / scenario
+    shutil.copytree(RUNS / scenario, run_dir)
+    actions = _actions(spark, run_dir)
+    assert sum(actions.values()) <= PLAIN_RUN_ACTIONS + FEATURE_RUNS[scenario], actions
