@@ -268,6 +268,8 @@ EVENT_KINDS = {
     "publish_returned": "the broker returned a mandatory publish no queue took (name = message id; "
     "detail has the reply code and text)",
     "participant_error": "a producer or consumer failed; it retries after a pause (detail has the error)",
+    "internal_error": "a part of the load generator failed: one of its long-lived greenlets raised and the run "
+    "was ended at once (name = the greenlet, e.g. drain_monitor; detail: error, traceback, process)",
     "broker_restart": "the broker came back without the run's in-memory state (it restarted): the topology "
     "was declared again (name = queue; value = its depth then; detail: down_since_ns, queue_durable, depth_after). "
     "Messages that reached the broker before it and were never acked count as lost_with_queue",
