@@ -11,7 +11,15 @@ import argparse
 import sys
 from pathlib import Path
 
-from loadgen.broker.config import MIB, BrokerSettingsError, parse_setting, watermark_settings
+from loadgen.broker.config import (
+    MIB,
+    BrokerSettingsError,
+    check_against_host,
+    effective_settings,
+    parse_setting,
+    settings_warnings,
+    watermark_settings,
+)
 from loadgen.broker.managed import (
     DEFAULT_PORT,
     STATE_FILE,
@@ -159,6 +167,12 @@ def _up(args) -> int:
         print(existing.url)
         return EXIT_OK
     broker = ManagedBroker(existing.dir, args.port or existing.port, settings, args.management_port)
+    # as for a scenario's private node (loadgen.scenario.broker): a disk limit its disk can never meet
+    # is refused, settings RabbitMQ accepts but that block every publisher are said
+    effective = effective_settings(dict(settings))
+    check_against_host(effective, broker.dir)
+    for warning in settings_warnings(effective, broker.dir):
+        _say(f"warning: {warning}")
     try:
         result = broker.start(timeout=args.timeout, progress=_say)
     except KeyboardInterrupt:

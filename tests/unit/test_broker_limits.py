@@ -96,3 +96,34 @@ def test_what_blocks_publishing_at_once_is_warned_about(monkeypatch, tmp_path):
     assert warnings({"vm_memory_high_watermark.relative": 0.02}) == []  # 163.8 MiB
     [disk] = warnings({"disk_free_limit.absolute": "6GiB"})
     assert "more than the 5,120 MiB free now" in disk
+
+
+def test_broker_up_refuses_a_disk_limit_above_the_disk_before_it_starts_a_node(monkeypatch, tmp_path, capsys):
+    """`sojourn broker up --setting` is held to the same checks as a scenario's private node: exit 2,
+    the key and value named, and no node started."""
+    from loadgen.broker import managed
+    from loadgen.cli import main
+
+    monkeypatch.setattr(config, "_disk", lambda _d: (10 * 2**30, 5 * 2**30))
+    started = []
+    monkeypatch.setattr(managed.ManagedBroker, "start", lambda self, **_kw: started.append(self))
+    argv = ["broker", "up", "--dir", str(tmp_path / "node"), "--setting", "disk_free_limit.absolute=11GiB"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "disk_free_limit.absolute='11GiB'" in err and "a disk of 10,240 MiB" in err
+    assert started == []
+
+
+def test_broker_up_says_what_would_block_every_publisher(monkeypatch, tmp_path, capsys):
+    from loadgen.broker import managed
+    from loadgen.cli import main
+
+    monkeypatch.setattr(config, "_disk", lambda _d: (10 * 2**30, 5 * 2**30))
+
+    class Started:
+        seconds, pid = 0.1, 1234
+
+    monkeypatch.setattr(managed.ManagedBroker, "start", lambda self, **_kw: Started())
+    argv = ["broker", "up", "--dir", str(tmp_path / "node"), "--setting", "disk_free_limit.absolute=6GiB"]
+    assert main(argv) == 0
+    assert "warning: disk_free_limit.absolute=6GiB" in capsys.readouterr().err
