@@ -12,9 +12,9 @@ Two kinds of settings are derived from the size of the traces (docs/analysis.md,
 The JVM's own output (log4j, its warnings at start) goes to a log file when one is named, not
 to the user's terminal.
 
-The JVM starts with Java's defaults: the class archives, JIT flags chosen by row count and the
-garbage collector chosen for a short-lived driver served a JVM started for every analysis; the
-analysis now runs on a warm server (analysis.server), which none of them reached.
+The JVM starts with Java's defaults but for its collector (PARALLEL_GC): the class archives and
+the JIT flags chosen by row count served a JVM started for every analysis; the analysis now runs
+on a warm server (analysis.server), which none of them reached.
 """
 
 from __future__ import annotations
@@ -56,6 +56,12 @@ re-planning and no whole-stage code generation cost less than they save. Above i
 a synthetic 100k-message run (200,000 rows) took 0.82 of the time with the larger traces' settings,
 a 50k-message run (100,000 rows) 0.98 (paired, docs/benchmarks.md)."""
 
+PARALLEL_GC = "-XX:+UseParallelGC"
+"""The one JVM option kept, for its heap rather than its speed: with Java's default collector (G1) a
+1M-message run analysed in a Spark of the command's own ran its 1 GiB heap out of memory fetching a
+task result (a large buffer, which G1 must place in contiguous regions; 2026-12-04, both rounds of
+`python -m benchmarks analysis`), where the parallel collector's whole heap serves it."""
+
 _MIB = 1 << 20
 _GIB = 1 << 30
 _MIN_HEAP = 1 * _GIB
@@ -86,12 +92,13 @@ def jvm_settings(trace_bytes: int, machine_bytes: int) -> dict[str, str]:
     """The local driver's JVM settings for traces of this size (Parquet bytes on disk).
 
     Heap: 12x the Parquet bytes, at least 1 GiB, at most 60 % of the machine's memory; what
-    does not fit spills to local disk. No shuffle checksums.
+    does not fit spills to local disk. The parallel collector (PARALLEL_GC). No shuffle checksums.
     """
     heap = max(_MIN_HEAP, min(_HEAP_PER_TRACE_BYTE * trace_bytes, int(_MAX_HEAP_SHARE * machine_bytes)))
     heap_mib = heap // _MIB
     return {
         "spark.driver.memory": f"{heap_mib}m",
+        "spark.driver.extraJavaOptions": PARALLEL_GC,
         # The shuffle files' checksums diagnose corruption on a cluster's disks and network; a local
         # shuffle is written and read by one JVM within seconds.
         "spark.shuffle.checksum.enabled": "false",

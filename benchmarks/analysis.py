@@ -3,14 +3,15 @@
 For each size (a recorded quickstart run, then synthetic runs of 100k, 1M and 10M messages; 30M
 with --large) every round runs, one after the other, each as a fresh process as a user would:
 `sojourn analyze RUN_DIR` on the warm local Spark server (analysis.server: the benchmark's own,
-in --work, started before the first round), `sojourn analyze --no-server RUN_DIR` (a Spark of the
-command's own, its start included), the DuckDB baseline and the pandas baseline
+in --work, up and warmed, with one untimed analysis of the run before the first round, as
+`farm-bench --warmup` does), `sojourn analyze --no-server RUN_DIR` (a Spark of the command's own,
+its start included), the DuckDB baseline and the pandas baseline
 (benchmarks/analysis_baselines.py: the publish-delivery join, sojourn and end-to-end percentiles
 overall, per consumer and per second, counts, acked-or-not accounting). On the quickstart-size run
-each round also times the first analysis with no server up (the server's start included), before
-the others. Wall time and the peak memory of each command's whole process tree are measured, and
-the server JVM's peak resident memory; the ratios are taken within each round; the growth
-exponent of the warm server's time against size is fitted from 1M messages up. The synthetic runs
+the first analysis with no server up (the server's start included) is timed once per round before
+the rounds, each time from a stopped server. Wall time and the peak memory of each command's whole
+process tree are measured, and the server JVM's peak resident memory; the ratios are taken within
+each round; the growth exponent of the warm server's time against size is fitted from 1M messages up. The synthetic runs
 are generated once into --work (not timed) and reused.
 
     python -m benchmarks analysis                          # quickstart, 100k, 1M, 10M; 3 rounds
@@ -195,18 +196,14 @@ def _run(sizes: list[str], rounds: int, work: Path, engines: tuple[str, ...], en
         trials: dict[str, list[dict]] = {e: [] for e in (*engines, "first")}
         ratios: dict[str, list[float]] = {e: [] for e in engines if e != "sojourn"}
         loads = []
-        for i in range(rounds):
-            loads.append(os.getloadavg()[0])
-            got = {}
-            if name == "quickstart" and "sojourn" in engines:  # the first analysis: no server up
+        if name == "quickstart" and "sojourn" in engines:  # the first analysis: no server up, each time
+            for i in range(rounds):
                 server.stop(spark_dir)
-                got["first"] = measure(_commands(run_dir)["sojourn"], env)
-                trials["first"].append(got["first"])
-                print(
-                    f"analysis {name} round {i + 1}: first (server start included) {got['first']['wall_s']} s",
-                    flush=True,
-                )
-            elif "sojourn" in engines and server.status(spark_dir) is None:  # not timed: the server up and warm
+                first = measure(_commands(run_dir)["sojourn"], env)
+                trials["first"].append(first)
+                print(f"analysis {name} round {i + 1}: first (server start included) {first['wall_s']} s", flush=True)
+        if "sojourn" in engines:  # not timed: the server up and warmed, then one analysis of this run
+            if server.status(spark_dir) is None:
                 subprocess.run(
                     [sys.executable, "-m", "loadgen.cli", "spark", "up"],
                     env=env,
@@ -214,6 +211,10 @@ def _run(sizes: list[str], rounds: int, work: Path, engines: tuple[str, ...], en
                     check=True,
                     capture_output=True,
                 )
+            measure(_commands(run_dir)["sojourn"], env)
+        for i in range(rounds):
+            loads.append(os.getloadavg()[0])
+            got = {}
             order = engines[i % len(engines) :] + engines[: i % len(engines)]  # rotate who goes first
             for engine in order:
                 got[engine] = measure(_commands(run_dir)[engine], env)
@@ -268,12 +269,13 @@ def render(result: dict) -> list[str]:
         f"### The analysis: `sojourn analyze` against DuckDB and pandas{_when(result)}",
         "",
         "Each command a fresh process, as a user runs it, alternated in each round: `sojourn analyze` on the "
-        "warm local Spark server (*warm*: the server up and warmed before the first round, not timed), "
-        "`sojourn analyze --no-server` (*in-process*: a Spark of the command's own, its start included), "
-        "DuckDB and pandas; on the quickstart-size run each round first times `sojourn analyze` with no server "
-        "up (*first*: the server's start included). Medians of the rounds, with the fastest and slowest in "
-        "brackets; *peak MB*: the command's whole process tree; *server MB*: the server JVM's peak resident "
-        "memory so far; the ratios are taken within each round (`benchmarks/analysis.py`). The synthetic runs "
+        "warm local Spark server (*warm*: the server up and warmed, and one untimed analysis of the run, "
+        "before the first round), `sojourn analyze --no-server` (*in-process*: a Spark of the command's own, "
+        "its start included), DuckDB and pandas; on the quickstart-size run `sojourn analyze` with no server "
+        "up is timed once per round before the rounds (*first*: the server's start included). Medians of the "
+        "rounds, with the fastest and slowest in brackets; *peak MB*: the command's whole process tree; "
+        "*server MB*: the server JVM's peak resident memory so far; the ratios are taken within each round "
+        "(`benchmarks/analysis.py`). The synthetic runs "
         "come from `benchmarks/synth.py`; *accounting* says whether the analysis found exactly the published, "
         "acked, discarded and left messages the generator wrote.",
         "",

@@ -17,6 +17,7 @@ def test_a_local_driver_writes_no_shuffle_checksums():
     assert jvm_settings(100 << 20, 24 * GIB)["spark.shuffle.checksum.enabled"] == "false"
 
 
-def test_the_jvm_starts_with_javas_own_options():
-    # no JIT, collector or class-archive flags: the analysis runs on a warm server they never reached
-    assert "spark.driver.extraJavaOptions" not in jvm_settings(100 << 20, 24 * GIB)
+def test_the_jvm_starts_with_javas_own_options_but_the_parallel_collector():
+    # no JIT or class-archive flags: the analysis runs on a warm server they never reached; the parallel
+    # collector keeps a 1 GiB heap from running out on a large task result (session.PARALLEL_GC)
+    assert jvm_settings(100 << 20, 24 * GIB)["spark.driver.extraJavaOptions"] == "-XX:+UseParallelGC"
