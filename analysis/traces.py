@@ -4,8 +4,9 @@
 types against `analysis/schema.py`, the schema version in the metadata, and the
 `schema_version` column's statistics, which say without reading a row whether every row
 carries a version this analysis reads (schema.READABLE_VERSIONS: an older trace lacks the
-columns added since, which read as null). It also totals rows and bytes, which size the Spark session
-and choose the percentile method. `read` then reads each kind once, with the explicit schema.
+columns added since, which read as null). It also totals rows and bytes, which size the Spark session,
+and reads from the footers which columns are null in every row and which hold a value. `read`
+then reads each kind once, with the explicit schema.
 """
 
 from __future__ import annotations
