@@ -140,21 +140,22 @@ def _valued_columns(metadata, present: list[str], names: list[str]) -> set[str]:
     """The columns of `names` with a value in some row of the file, by its statistics: a row
     group whose null count is below its rows."""
     valued = set()
-    for name in names:
-        if name in present:
-            column = present.index(name)
-            for i in range(metadata.num_row_groups):
-                group = metadata.row_group(i)
-                stats = group.column(column).statistics
-                if stats is not None and stats.has_null_count and stats.null_count < group.num_rows:
-                    valued.add(name)
-                    break
+    for name in (n for n in names if n in present):
+        column = present.index(name)
+        groups = (metadata.row_group(i) for i in range(metadata.num_row_groups))
+        if any((nulls := _null_count(group, column)) is not None and nulls < group.num_rows for group in groups):
+            valued.add(name)
     return valued
 
 
 def _null_in_every_row(group, column: int) -> bool:
+    return _null_count(group, column) == group.num_rows
+
+
+def _null_count(group, column: int) -> int | None:
+    """The row group's null count of the column by its statistics (None: it has none to tell)."""
     stats = group.column(column).statistics
-    return stats is not None and stats.has_null_count and stats.null_count == group.num_rows
+    return stats.null_count if stats is not None and stats.has_null_count else None
 
 
 def _version_stats_ok(metadata, column: int, path: Path, kind: str) -> bool:
