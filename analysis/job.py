@@ -471,9 +471,13 @@ def summarize(
         with step("computing latency statistics and throughput"):
             # One Spark action: the deliveries' cube, from which the overall, per-consumer, per-phase and
             # queueing-model blocks roll up on the driver (summary.deliveries).
-            rollup = delivery_rollup(deliveries, t0, segments, window)
+            rollup = delivery_rollup(deliveries, t0, segments, window, [s["ts_ns"] for s in samples])
             overall = rollup.overall(window)
             consumers = [consumer_row(r) for r in rollup.consumers()]
+            # docs/slow-consumers.md: from the cube's rows and the events', on this process
+            slow_consumers = (
+                slow_consumers_block(event_rows, t0, rollup.activity(), rollup.cells("outstanding")) if samples else {}
+            )
 
         with step("following requeued, held and repeated messages by id"):
             # One Spark action: the deliveries of the ledger's ids (every id CoDel's hand-offs and churn
@@ -504,10 +508,6 @@ def summarize(
                         if codel_untouched
                         else codel_block(deliveries, rollup.cells("codel_state"), requeue_handoffs(by_id))
                     ),
-                ),
-                "slow_consumers": (  # docs/slow-consumers.md
-                    "computing slow consumers",
-                    lambda: slow_consumers_block(deliveries, events, event_rows, t0, rollup.activity()),
                 ),
                 "priorities": (  # the check was made above
                     "computing priority classes",
@@ -571,7 +571,7 @@ def summarize(
         "flow_control": blocks["flow_control"],
         "priorities": blocks["priorities"],
         "consumers_churn": blocks["consumers_churn"],
-        "slow_consumers": blocks["slow_consumers"],
+        "slow_consumers": slow_consumers,
         "queue_depth": depth,
     }
 

@@ -10,10 +10,10 @@ from typing import Any
 
 from analysis.events import detail, seconds_since
 
-__all__ = ["queue_samples", "queue_depth", "sampling"]
+__all__ = ["queue_samples", "queue_depth", "sampling", "as_long"]
 
 
-def _long(value: Any) -> int | None:
+def as_long(value: Any) -> int | None:
     """A JSON value as a long the way Spark casts it (a fraction is cut off; anything else is null)."""
     if isinstance(value, bool) or value is None:
         return None
@@ -48,9 +48,9 @@ def queue_samples(events: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
         samples.append(
             {
                 "ts_ns": e["ts_ns"],
-                "ready": _long(e["value"]),
-                "unacked": _long(fields.get("unacked")),
-                "consumers": _long(fields.get("consumers")),
+                "ready": as_long(e["value"]),
+                "unacked": as_long(fields.get("unacked")),
+                "consumers": as_long(fields.get("consumers")),
                 "source": source if source is None or isinstance(source, str) else json.dumps(source),
                 "took_ms": _double(fields.get("took_ms")),
             }

@@ -19,6 +19,7 @@ from analysis.transforms._common import NS_PER_S
 from analysis.transforms.codel import codel_state_cells
 from analysis.transforms.delivery_cube import DELIVERY_HISTOGRAMS, delivery_cells, delivery_projections, window_cells
 from analysis.transforms.phases import Segment
+from analysis.transforms.slow_consumers import outstanding_cells
 from analysis.transforms.stats import QUANTILES
 from analysis.transforms.windows import COMPONENTS
 
@@ -70,13 +71,20 @@ def _utilisation(busy_ns: Any, wall_ns: Any) -> float | None:
 
 
 def delivery_rollup(
-    deliveries: DataFrame, t0_ns: int, segments: Sequence[Segment], window: tuple[int, int]
+    deliveries: DataFrame,
+    t0_ns: int,
+    segments: Sequence[Segment],
+    window: tuple[int, int],
+    sample_times: Sequence[int] = (),
 ) -> DeliveryRollup:
     """One Spark action: the deliveries' cube (transforms.delivery_cube) collected, ready to roll
     up. `deliveries`: with latency.with_delivery_latencies and warmup.mark_measured; `window`: the
-    throughput's [start, end) in ns (throughput.measurement_window_ns)."""
+    throughput's [start, end) in ns (throughput.measurement_window_ns); `sample_times`: the queue
+    samples' times in order (for the slow consumers' `outstanding` rows, none without)."""
     projections = delivery_projections(t0_ns, segments)
     cells = [delivery_cells(t0_ns, segments, window), *window_cells(t0_ns), codel_state_cells()]
+    if sample_times:
+        cells.append(outstanding_cells(sample_times, t0_ns))
     return DeliveryRollup(cube(deliveries, projections, cells), t0_ns)
 
 
@@ -95,7 +103,8 @@ class DeliveryRollup:
     # -- the pieces ---------------------------------------------------------
     def cells(self, name: str = "cells") -> list[dict[str, Any]]:
         """The deliveries' grouping `name`: `cells` (delivery_cells), `codel_state`
-        (transforms.codel.codel_state_cells) or a window_cells one."""
+        (transforms.codel.codel_state_cells), `outstanding` (transforms.slow_consumers.outstanding_cells,
+        none without queue samples) or a window_cells one."""
         return self._cube.cells(name)
 
     def histogram(self, name: str, **where: Any) -> Histogram:

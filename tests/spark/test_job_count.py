@@ -11,7 +11,7 @@ from analysis.job import analyze
 
 RUNS = Path(__file__).resolve().parents[1] / "data" / "runs"
 
-PLAIN_RUN_JOBS = 8
+PLAIN_RUN_JOBS = 5
 """Spark jobs of the recorded quickstart run (no CoDel, replay, proxy, priorities or egress) in the
 tests' in-process session: every action and the jobs adaptive execution submits for its stages."""
 

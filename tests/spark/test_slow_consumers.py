@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from analysis.events.queue import queue_samples
 from analysis.summary.deliveries import delivery_rollup
 from analysis.summary.slow_consumers import consumer_spans, slow_consumers_block as _block
 from analysis.transforms import mark_measured, with_delivery_latencies
@@ -39,15 +40,24 @@ def _d(consumer: str, rx_s: float, settle_s: float | None, prefetch: int = 2, ou
     )
 
 
+def _rollup(deliveries, sample_times=()):
+    """The deliveries' cube as the job rolls it up."""
+    prepared = deliveries.transform(with_delivery_latencies).transform(mark_measured(T0, "receive_ns"))
+    return delivery_rollup(prepared, T0, [], (T0, T0 + 100 * S), sample_times)
+
+
 def _activity(deliveries):
     """The deliveries' rows per consumer, as the job rolls them up from its cube."""
-    prepared = deliveries.transform(with_delivery_latencies).transform(mark_measured(T0, "receive_ns"))
-    return delivery_rollup(prepared, T0, [], (T0, T0 + 100 * S)).activity()
+    return _rollup(deliveries).activity()
 
 
 def slow_consumers_block(deliveries, events, t0_ns):
-    """The block as the job computes it: the spans from the cube's cells and the events' rows."""
-    return _block(deliveries, events, [r.asDict() for r in events.collect()], t0_ns, _activity(deliveries))
+    """The block as the job computes it: from the cube's rows (keyed by the queue samples' times)
+    and the events' rows."""
+    event_rows = [r.asDict() for r in events.collect()]
+    times = [s["ts_ns"] for s in queue_samples(event_rows)]
+    rollup = _rollup(deliveries, times)
+    return _block(event_rows, t0_ns, rollup.activity(), rollup.cells("outstanding") if times else [])
 
 
 def _event(kind: str, t_s: float, name: str, value=None, detail=None) -> dict:
@@ -82,6 +92,10 @@ def block(frame):
             # F, prefetch 1: received exactly at 6 s (counts at 6), settled exactly at 8 s (not at 8)
             # span 6..8 s -> samples 6, 7, 8 -> slow at 6 and 7 -> 2/3
             _d("f/w/0", 6, 8, prefetch=1),
+            # I and J, prefetch 1, one sample each in their spans: I received exactly at 9 s (full
+            # there: slow), J settled exactly at 10 s (empty there: not slow)
+            _d("i/w/0", 9, 9.5, prefetch=1),
+            _d("j/w/0", 9.2, 10, prefetch=1),
             # G, prefetch 1: never settled; its leave at 7.5 s ends it -> samples 1..7, slow at 6, 7 -> 2/7
             _d("g/w/0", 0.5, None, prefetch=1),
             # H: prefetch 3 with 2 held until 20 s; a phase narrows it to 2 at 8.5 s -> slow at 9, 10 -> 2/10
@@ -125,6 +139,12 @@ def test_received_at_the_sample_counts_and_settled_at_the_sample_does_not(block)
     assert (f["seconds_sampled"], f["slow_seconds"]) == (3, 2)
 
 
+def test_a_time_equal_to_a_samples_is_before_it_each_way(block):
+    rows = _by_consumer(block)
+    assert (rows["i/w/0"]["seconds_sampled"], rows["i/w/0"]["slow_seconds"]) == (1, 1)
+    assert (rows["j/w/0"]["seconds_sampled"], rows["j/w/0"]["slow_seconds"]) == (1, 0)
+
+
 def test_an_unsettled_delivery_counts_until_the_consumer_leaves(block):
     g = _by_consumer(block)["g/w/0"]
     assert (g["seconds_sampled"], g["slow_seconds"]) == (7, 2)
@@ -136,7 +156,16 @@ def test_a_prefetch_change_moves_the_threshold(block):
 
 
 def test_consumers_without_a_window_are_excluded_and_named(block):
-    assert {c["consumer"] for c in block["consumers"]} == {"a/w/0", "b/w/0", "c/w/0", "f/w/0", "g/w/0", "h/w/0"}
+    assert {c["consumer"] for c in block["consumers"]} == {
+        "a/w/0",
+        "b/w/0",
+        "c/w/0",
+        "f/w/0",
+        "g/w/0",
+        "h/w/0",
+        "i/w/0",
+        "j/w/0",
+    }
     assert block["excluded"] == [
         {"consumer": "d/w/0", "group": "d", "reason": "auto_ack"},
         {"consumer": "e/w/0", "group": "e", "reason": "no prefetch limit"},
@@ -144,8 +173,18 @@ def test_consumers_without_a_window_are_excluded_and_named(block):
 
 
 def test_the_list_is_sorted_worst_first(block):
-    # worst-minute shares (one minute here): f 2/3, a 5/10, b 3/10, g 2/7, h 2/10, c 0
-    assert [c["consumer"] for c in block["consumers"]] == ["f/w/0", "a/w/0", "b/w/0", "g/w/0", "h/w/0", "c/w/0"]
+    # worst-minute shares (one minute here): i 1/1, f 2/3, a 5/10, b 3/10, g 2/7, h 2/10, c 0, j 0/1
+    # (equal shares: by consumer)
+    assert [c["consumer"] for c in block["consumers"]] == [
+        "i/w/0",
+        "f/w/0",
+        "a/w/0",
+        "b/w/0",
+        "g/w/0",
+        "h/w/0",
+        "c/w/0",
+        "j/w/0",
+    ]
     assert block["samples"] == 10 and block["source"] == "declare"
     assert block["sample_took_ms"]["max"] == pytest.approx(1.5)
 
