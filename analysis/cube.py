@@ -108,10 +108,9 @@ def cube(frame: DataFrame, projections: Iterable[Projection], cells: Sequence[Ce
         F.max("v").alias("max"),
     )
     columns: dict[str, list[str]] = {}
-    reserved = set(table.columns)
     for c in cells:
         own = [*c.keys, *c.aggregates]
-        clash = set(c.keys) & set(c.aggregates) or set(own) & reserved
+        clash = set(c.keys) & set(c.aggregates)
         if clash:
             raise ValueError(f"cell columns of {c.name} clash: {sorted(clash)}")
         grouped = frame.groupBy(*[k.alias(name) for name, k in c.keys.items()]).agg(

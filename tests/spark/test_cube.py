@@ -90,6 +90,12 @@ def test_three_keys_exact_totals_and_groupings_beside_the_projections(spark, row
         got.totals("by3", by=3)
 
 
-def test_a_grouping_whose_columns_clash_with_the_cubes_is_refused(spark):
+def test_a_grouping_may_name_its_columns_as_the_cubes_but_not_a_key_as_an_aggregate(spark):
+    # its rows travel as JSON objects: the cube's own columns (p, n, sum, ...) are no concern of theirs
+    got = cube(
+        spark.range(3), [Projection("x", F.lit(True))], [Cells({"n": F.col("id") % 2}, {"sum": F.count(F.lit(1))})]
+    )
+    assert sorted((r["n"], r["sum"]) for r in got.cells()) == [(0, 2), (1, 1)]
+    assert got.counts("x") == {None: 3}
     with pytest.raises(ValueError, match="clash"):
-        cube(spark.range(1), [Projection("x", F.lit(True))], [Cells({"n": F.col("id")})])
+        cube(spark.range(1), [Projection("x", F.lit(True))], [Cells({"n": F.col("id")}, {"n": F.count(F.lit(1))})])
