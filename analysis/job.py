@@ -23,7 +23,7 @@ from pyspark.sql.pandas.types import from_arrow_schema
 from analysis import traces as trace_files
 from analysis.buckets import describe as describe_log_histogram
 from analysis.concurrent import in_background, side_by_side
-from analysis.cube import cube
+from analysis.cube import collected, cube
 from analysis.events.accounting import accounting_inputs
 from analysis.events.network import network_block
 from analysis.events.queue import queue_depth, queue_samples
@@ -421,7 +421,7 @@ def summarize(
             # One Spark action: the ledger's rows, collected; the blocks after it join them as rows of their
             # plan (a local relation), not as a query.
             with _bypassing_partial_aggregation(spark), _without_constraint_propagation(spark):
-                ledger_table = facts.transform(ledger(warmup_end, *rules)).toArrow()
+                ledger_table = collected(facts.transform(ledger(warmup_end, *rules)))
             early = cleanup.enter_context(
                 in_background(
                     say,

@@ -15,6 +15,7 @@ from typing import Any, NamedTuple
 
 from pyspark.sql import DataFrame, functions as F
 
+from analysis.cube import collected
 from analysis.transforms._common import ACKED_OUTCOMES, HELD_OUTCOMES
 
 __all__ = [
@@ -45,7 +46,7 @@ def deliveries_by_id(deliveries: DataFrame) -> list[dict[str, Any]]:
     """One Spark action: the rows of `deliveries` (already narrowed to the ids to follow) that have an
     id, with BY_ID_COLUMNS, collected as Arrow."""
     rows = deliveries.where(F.col("message_id").isNotNull()).select(*BY_ID_COLUMNS)
-    return rows.toArrow().to_pylist()
+    return collected(rows).to_pylist()
 
 
 def _by_message(rows: Iterable[Row], keep: Callable[[Row], bool]) -> dict[str, list[Row]]:
