@@ -336,19 +336,16 @@ def end_to_end(request, tmp_path_factory) -> dict[str, Ran]:
 
 @pytest.fixture(scope="session")
 def analyze_in_process():
-    """analyze_in_process(run_dir) -> summary: the analysis on one Spark session shared by the
-    tests that use it (each `sojourn run` with analysis starts a JVM of its own, ~15 s). The
-    end-to-end tests of `sojourn run` and `sojourn nightly` keep the command-line path."""
+    """analyze_in_process(run_dir) -> summary: the analysis of `sojourn analyze`, called in this
+    process, on the test session's warm Spark server (tests/conftest.py), which the `sojourn`
+    commands the tests start use too: one JVM for all of them. (A Spark of the tests' own had been
+    a second JVM, cold, beside the server.) The end-to-end tests of `sojourn run` and `sojourn
+    nightly` keep the command-line path."""
+    from analysis import server
     from analysis.job import analyze
-    from analysis.session import get_spark, stop_spark
 
-    session = get_spark("local[2]", app_name="sojourn-integration-tests")
-    # A run's traces are a few thousand rows: one shuffle partition, no adaptive re-planning and no
-    # whole-stage code generation take an analysis from ~20 s to ~14 s on the loaded test machine
-    # (same results; `sojourn run` and `sojourn nightly` in the end-to-end tests keep analysis'
-    # own settings).
-    session.conf.set("spark.sql.shuffle.partitions", "1")
-    session.conf.set("spark.sql.adaptive.enabled", "false")
-    session.conf.set("spark.sql.codegen.wholeStage", "false")
-    yield lambda run_dir: analyze(run_dir, spark=session)
-    stop_spark(session)
+    def _analyze(run_dir):
+        directory = server.state_dir()
+        return analyze(run_dir, remote=server.url_of(server.ensure(directory), directory))
+
+    return _analyze
