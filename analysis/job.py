@@ -422,13 +422,6 @@ def summarize(
             # plan (a local relation), not as a query.
             with _bypassing_partial_aggregation(spark), _without_constraint_propagation(spark):
                 ledger_table = collected(facts.transform(ledger(warmup_end, *rules)))
-            early = cleanup.enter_context(
-                in_background(
-                    say,
-                    spark,
-                    {"publishes": ("computing publish lateness, flow control and replay fidelity", from_publishes)},
-                )
-            )
             # with its schema: Spark Connect infers none from an empty table
             ledger_rows = spark.createDataFrame(ledger_table, schema=from_arrow_schema(ledger_table.schema))
             # The latencies are derived from the cached times as each block reads them: a cached column
@@ -467,6 +460,26 @@ def summarize(
                 )
 
             deliveries = on_codes({}, lambda frame: frame)
+            # The blocks that need neither the deliveries' cube nor each other's results run one after
+            # the other on a thread of their own, beside the cube (docs/analysis.md, "Side by side").
+            early = cleanup.enter_context(
+                in_background(
+                    say,
+                    spark,
+                    {
+                        "publishes": ("computing publish lateness, flow control and replay fidelity", from_publishes),
+                        "ack_to_delivery": (
+                            "computing the ack-to-delivery times",
+                            lambda: ack_to_delivery_rows(
+                                cube(
+                                    on_codes({"consumer": "consumer", "phase": "phase"}, ack_to_delivery),
+                                    ack_to_delivery_projections(),
+                                )
+                            ),
+                        ),
+                    },
+                )
+            )
 
         with step("computing latency statistics and throughput"):
             # One Spark action: the deliveries' cube, from which the overall, per-consumer, per-phase and
@@ -492,15 +505,6 @@ def summarize(
             say,
             spark,
             {
-                "ack_to_delivery": (
-                    "computing the ack-to-delivery times",
-                    lambda: ack_to_delivery_rows(
-                        cube(
-                            on_codes({"consumer": "consumer", "phase": "phase"}, ack_to_delivery),
-                            ack_to_delivery_projections(),
-                        )
-                    ),
-                ),
                 "codel": (  # {} when it was off
                     "computing CoDel",
                     lambda: (
@@ -525,7 +529,9 @@ def summarize(
             },
             at_once=PARALLEL_BLOCKS,
         )
-        blocks.update(early()["publishes"])  # the blocks begun after the accounting
+        begun = early()  # the blocks begun after the accounting
+        blocks.update(begun["publishes"])
+        blocks["ack_to_delivery"] = begun["ack_to_delivery"]
         accounts = {
             r["message_id"]: r["account"]
             for r in ledger_table.select(["message_id", "account"]).to_pylist()
