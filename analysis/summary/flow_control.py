@@ -1,7 +1,7 @@
 """Producer flow control: when the broker blocked producers' connections, and what it cost them.
 
 RabbitMQ blocks a publishing connection while a memory or disk alarm is in force
-(`connection.blocked` / `connection.unblocked`; DOMAIN.md §6). Producers trace both as events
+(`connection.blocked` / `connection.unblocked`; docs/queueing.md). Producers trace both as events
 and every publish's wait as `blocked_ms`; a publish given up after `max_blocked_wait_s` has
 outcome `blocked_timeout`. The summary block is keyed by producer group; a run in which no
 connection was blocked and no publish waited gets `{}`.

@@ -1,4 +1,4 @@
-"""summary.json's `model` block: the queueing-model check (DOMAIN.md §2) per consumer, and per consumer
+"""summary.json's `model` block: the queueing-model check (docs/queueing.md) per consumer, and per consumer
 and phase, from the deliveries' cube's model inputs (summary.deliveries) and the ack-to-delivery
 pairs' cube (transforms.model.ack_to_delivery, rolled up here by ack_to_delivery_rows).
 
@@ -63,7 +63,7 @@ OVERSHOOT_LIMIT = 0.05
 OVERSHOOT_MIN_DELIVERIES = 20
 """...over at least this many deliveries (a phase a consumer barely saw says nothing)."""
 APPLIES = ("saturated", "starved")
-"""The regimes the model describes: a consumer kept fed by a backlog (DOMAIN.md §2)."""
+"""The regimes the model describes: a consumer kept fed by a backlog (docs/queueing.md)."""
 
 
 def _num(x: Any) -> float | None:
@@ -73,7 +73,7 @@ def _num(x: Any) -> float | None:
 
 
 def predict(prefetch: Any, round_trip_ms: Any, processing_ms: Any) -> dict:
-    """DOMAIN.md §2 for one consumer with a backlog (the queue never runs empty).
+    """The arithmetic of docs/queueing.md for one consumer with a backlog (the queue never runs empty).
 
     saturation prefetch = ceil(R/p). With n < R/p: utilisation n*p/R, throughput
     n/R, no buffer wait. With n >= R/p: utilisation 1, throughput 1/p, and a message

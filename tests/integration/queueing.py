@@ -1,4 +1,4 @@
-"""DOMAIN.md §2's arithmetic, for the tests that check the delay line against it: computed from the
+"""The arithmetic of docs/queueing.md, for the tests that check the delay line against it: computed from the
 processing time and the round trip the consumer achieved, read from the trace rows here,
 independently of the analysis."""
 

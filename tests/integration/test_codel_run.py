@@ -57,7 +57,7 @@ def test_codel_holds_the_slow_consumers_sojourn_near_target_and_hands_its_backlo
     codel = {c["group"]: c for c in summary["codel"]["consumers"]}
 
     # Without CoDel the slow consumer's full buffer would make each delivery wait about
-    # (prefetch - 1) x p = 50 x 40 ms = 2,000 ms (DOMAIN.md section 2; the scenario's measured
+    # (prefetch - 1) x p = 50 x 40 ms = 2,000 ms (docs/queueing.md; the scenario's measured
     # no-CoDel run in docs/codel.md agrees). CoDel decides at each dequeue, i.e. every 40 ms
     # while processing, and drops only after an interval above target, so deliveries leave the
     # buffer up to about target + p + interval = 160 ms; p95 within target + 2 x p = 180 ms

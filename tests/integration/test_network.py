@@ -1,7 +1,7 @@
 """The delay-line proxy end to end: real RabbitMQ, real Locust, the proxy process, traces.
 
 Timings are scaled down (milliseconds of latency, seconds per phase) so the tests stay
-short; the expected values come from DOMAIN.md's arithmetic, computed here from the
+short; the expected values come from the arithmetic of docs/queueing.md, computed here from the
 processing time and round trip the consumer achieved (read from the traces), and the round
 trip is checked against the configured delay.
 """

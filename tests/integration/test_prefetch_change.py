@@ -38,7 +38,7 @@ def test_prefetch_widened_by_a_phase_fills_the_buffer(batch):
     # prefetch 20, saturated: one in processing and 18 waiting when the next arrives;
     # just after the re-subscription the delivery in processing belongs to the old
     # subscription and does not count against the new limit, so once 19 may wait
-    # (DOMAIN.md §4: a prefetch change in flight can briefly exceed the limit).
+    # (docs/queueing.md: a prefetch change in flight can briefly exceed the limit).
     assert max(d["buffer_len"] for d in wide) in (20 - 2, 20 - 1)
     events = [e for e in read_rows(run_dir, "event") if e["kind"] == "prefetch_change"]
     assert [e["value"] for e in events] == [20.0]

@@ -1,4 +1,4 @@
-"""The queueing table of DOMAIN.md §2, measured: 25 ms each way through sojourn's delay line, 5 ms
+"""The queueing table of docs/queueing.md, measured: 25 ms each way through sojourn's delay line, 5 ms
 processing, one consumer always fed, at prefetch 1, R/p and 2·R/p. Throughput and mean buffer
 sojourn follow the arithmetic within 5 % (10 % at the knee, prefetch R/p: KNEE_TOLERANCE), the
 arithmetic taking the processing time and the round trip the consumer actually achieved (from its

@@ -104,7 +104,7 @@ consumers:
 
 
 def test_saturated_consumer_buffer_sojourn_follows_the_queueing_arithmetic(tmp_path: Path, analyze_in_process):
-    # DOMAIN.md §2: with prefetch n > R/p a saturated consumer's deliveries wait about
+    # docs/queueing.md: with prefetch n > R/p a saturated consumer's deliveries wait about
     # (n - R/p) * p in the client buffer. On loopback the network round trip is well
     # under a millisecond, so R ≈ p and R/p ≈ 1: (10 - 1) * 20 ms = 180 ms.
     # The producer (60/s) outpaces the consumer (at most 1/20 ms = 50/s), so the

@@ -1,4 +1,4 @@
-"""The queueing-model check (DOMAIN.md §2) from traces, against hand-computed values: its inputs, the
+"""The queueing-model check (docs/queueing.md) from traces, against hand-computed values: its inputs, the
 time from an ack to the delivery it drew, the regime that says where the model applies, and
 processing as drawn against as achieved."""
 

@@ -1,4 +1,4 @@
-"""The queueing-model arithmetic (DOMAIN.md §2, the RabbitMQ blog's worked example), the regime that says
+"""The queueing-model arithmetic (docs/queueing.md, the RabbitMQ blog's worked example), the regime that says
 where it applies, processing drawn vs achieved, and their report section and verdict chip."""
 
 from __future__ import annotations
