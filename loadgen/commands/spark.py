@@ -36,7 +36,8 @@ def add_parser(sub) -> None:
     up = actions.add_parser(
         "up",
         help="start the server, warm it with a tiny built-in run, print its URL",
-        description="Start the server detached and wait until it has analysed a tiny built-in run; "
+        description="Start the server detached and wait until it has analysed a tiny built-in run "
+        "(again, until an analysis is no longer clearly faster than the one before); "
         "print its URL (sc://localhost:PORT) on stdout. Already up: say so, exit 0.",
     )
     up.add_argument(

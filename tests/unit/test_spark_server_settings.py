@@ -60,3 +60,18 @@ def test_remote_excludes_master_and_no_server():
         with pytest.raises(CliError) as raised:
             spark_choice(args)
         assert raised.value.code == 2 and "--remote sc://h:15002" in str(raised.value)
+
+
+def test_the_warm_up_goes_on_while_each_analysis_is_clearly_faster_than_the_last():
+    assert not server.warmed([])
+    assert not server.warmed([8.8])  # one analysis left the next real one paying the JIT
+    assert not server.warmed([8.8, 2.9])  # 0.33 of the one before: still compiling
+    assert not server.warmed([8.8, 2.9, 2.3])  # 0.79
+    assert server.warmed([8.8, 2.9, 2.3, 2.2])  # 0.96: settled
+    assert server.warmed([3.0, 3.3])  # slower: nothing left to gain
+
+
+def test_the_warm_up_ends_after_its_most_analyses_even_if_each_is_faster():
+    falling = [10.0 * 0.5**i for i in range(server.WARM_ANALYSES)]
+    assert not server.warmed(falling[:-1])
+    assert server.warmed(falling)
