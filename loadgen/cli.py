@@ -16,10 +16,10 @@ from loadgen import __version__
 from loadgen.commands.common import EXIT_INPUT, EXIT_INTERRUPTED, CliError
 from loadgen.commands.stopping import interrupted_status, stop_on_signals
 
-__all__ = ["main"]
+__all__ = ["main", "build_parser"]
 
 
-def _parser() -> argparse.ArgumentParser:
+def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="sojourn",
         description="Trace-replay load testing for RabbitMQ: what prefetch, processing time and "
@@ -233,7 +233,7 @@ def _commands() -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = _parser()
+    parser = build_parser()
     args = parser.parse_args(argv)
     commands = _commands()
     if args.command is None:
