@@ -437,7 +437,7 @@ def ensure(
 
 
 def _serve(directory: Path, port: int, idle_s: float, warm: bool, master: str) -> int:
-    from analysis.session import total_memory_bytes
+    from analysis.session import max_result_size, total_memory_bytes
 
     started = time.time()
     stopping = False
@@ -476,6 +476,8 @@ def _serve(directory: Path, port: int, idle_s: float, warm: bool, master: str) -
         master,
         "--driver-memory",
         f"{heap}m",
+        "--conf",
+        f"spark.driver.maxResultSize={max_result_size(heap)}",
         "--conf",
         "spark.connect.grpc.binding.address=127.0.0.1",
         "--conf",

@@ -21,3 +21,9 @@ def test_the_jvm_starts_with_javas_own_options_but_the_parallel_collector():
     # no JIT or class-archive flags: the analysis runs on a warm server they never reached; the parallel
     # collector keeps a 1 GiB heap from running out on a large task result (session.PARALLEL_GC)
     assert jvm_settings(100 << 20, 24 * GIB)["spark.driver.extraJavaOptions"] == "-XX:+UseParallelGC"
+
+
+def test_collected_results_may_take_a_quarter_of_the_heap_and_at_least_sparks_own_gibibyte():
+    # Spark's default, 1 GiB, failed a 30M-message run's deliveries' cube (1,061 MiB of task results)
+    assert jvm_settings(10 * GIB, 24 * GIB)["spark.driver.maxResultSize"] == f"{14745 // 4}m"
+    assert jvm_settings(100 << 20, 24 * GIB)["spark.driver.maxResultSize"] == "1024m"  # a 1,200 MiB heap
