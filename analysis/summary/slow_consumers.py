@@ -79,6 +79,7 @@ def slow_consumers_block(
         return {}
     spans = consumer_spans(activity, event_rows)
     times = [s["ts_ns"] for s in samples]
+    slots = [_slot(times, t) for t in times]  # equal times share one
     rows_of: dict[Any, list[Mapping[str, Any]]] = defaultdict(list)
     for r in outstanding:
         rows_of[r["consumer"]].append(r)
@@ -89,9 +90,9 @@ def slow_consumers_block(
             continue
         consumer = span["consumer"]
         deltas, prefetches = _changes(rows_of[consumer], sorted(leaves[consumer]), times)
-        prefetches += [(bisect.bisect_left(times, t), t, p) for t, p in prefetch_events[consumer]]
+        prefetches += [(_slot(times, t), t, p) for t, p in prefetch_events[consumer]]
         minutes: dict[int, list[int]] = {}
-        for sample, held, prefetch in _readings(samples, times, deltas, prefetches):
+        for sample, held, prefetch in _readings(samples, slots, deltas, prefetches):
             if sample["ts_ns"] < span["from_ns"] or (span["to_ns"] is not None and sample["ts_ns"] > span["to_ns"]):
                 continue
             slow = prefetch is not None and prefetch > 0 and held >= prefetch and (sample["ready"] or 0) > 0
@@ -134,20 +135,25 @@ def _consumer_events(
     return leaves, prefetches
 
 
+def _slot(times: Sequence[int], t: int) -> int:
+    """How many of the sample `times` (in order) are strictly earlier than `t`: the slot of a time,
+    as transforms.slow_consumers.slot_of gives it in Spark for the deliveries' times."""
+    return bisect.bisect_left(times, t)
+
+
 def _readings(
     samples: Sequence[Mapping[str, Any]],
-    times: Sequence[int],
+    slots: Sequence[int],
     deltas: Mapping[int, int],
     prefetches: Sequence[tuple[int, int, int]],
 ) -> Iterator[tuple[Mapping[str, Any], int, int | None]]:
     """Each sample with what one consumer held at its time and the prefetch in force: the sum of
     the changes (`deltas`, per slot) and the latest of `prefetches` (slot, time, prefetch) whose
-    slot is at most the sample's own (how many samples came strictly before it)."""
+    slot is at most the sample's own (`slots`, one per sample)."""
     changes = sorted(deltas.items())
     ordered = sorted(prefetches, key=lambda c: (c[0], c[1]))
     held, prefetch, i, k = 0, None, 0, 0
-    for sample in samples:
-        slot = bisect.bisect_left(times, sample["ts_ns"])  # equal times share one
+    for sample, slot in zip(samples, slots):
         while i < len(changes) and changes[i][0] <= slot:
             held += changes[i][1]
             i += 1
@@ -174,9 +180,9 @@ def _changes(
         if r["settled_slot"] is not None:
             deltas[r["settled_slot"]] -= n
         elif r["unsettled_receive_ns"] is not None:
-            after = bisect.bisect_left(leaves, r["unsettled_receive_ns"])
+            after = bisect.bisect_left(leaves, r["unsettled_receive_ns"])  # the next leave, ties after
             if after < len(leaves):
-                deltas[bisect.bisect_left(times, leaves[after])] -= n
+                deltas[_slot(times, leaves[after])] -= n
         candidate = (r["prefetch_ns"], r["prefetch"])
         if None not in candidate and (received not in latest or candidate[0] > latest[received][0]):
             latest[received] = candidate
