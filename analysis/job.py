@@ -182,7 +182,8 @@ def analyze(
     say(f"traces: {rows:,} rows, {size / 1e6:,.1f} MB of Parquet")
     configure(spark, size, rows, [kinds[kind].file_bytes for kind in ("delivery", "publish")])
     with stage(say, "reading traces"):
-        frames = trace_files.read(spark, kinds)
+        small = {kind: trace_files.read_table(kinds[kind]) for kind in trace_files.SMALL_KINDS}
+        frames = trace_files.read(spark, kinds, small)
     summary = summarize(
         frames,
         run,
@@ -191,7 +192,7 @@ def analyze(
         publish_nulls=kinds["publish"].null_columns,
         publish_valued=kinds["publish"].valued_columns,
         delivery_values=trace_files.distinct_values(kinds["delivery"], CODED_DELIVERY_COLUMNS),
-        event_rows=trace_files.read_rows(kinds["event"]),
+        event_rows=small["event"].to_pylist(),
     )
     summary["slo"] = evaluate_slos(summary, slo_exprs)
 
@@ -337,12 +338,12 @@ def summarize(
     (traces.distinct_values of CODED_DELIVERY_COLUMNS): the cache holds them as codes
     (transforms.codes); without them it holds the strings, and queries read it row by row.
 
-    `event_rows`: the events trace's rows (traces.read_rows: the job reads them with pyarrow); without
+    `event_rows`: the events trace's rows (traces.read_table's: the job reads them with pyarrow); without
     them they are collected from the frame. The blocks of the events alone are computed from them on
     this process (analysis.events), without Spark.
 
-    The plan (docs/analysis.md): the small kinds (events, leftovers, dead-letters) are cached
-    as read; one grouping by message id over every kind gives the per-message facts, of which the
+    The plan (docs/analysis.md): the small kinds (events, leftovers, dead-letters) are read by
+    pyarrow and reach Spark as rows of the plan; one grouping by message id over every kind gives the per-message facts, of which the
     ledger (the ids some block looks up, with their account class) is collected, and joined back as
     a local relation; the deliveries,
     which look the few ids that need it up in the ledger for their publish times, are cached;
@@ -368,11 +369,10 @@ def summarize(
 
     with contextlib.ExitStack() as cleanup:
         cleanup.callback(lambda: [frame.unpersist() for frame in cached])
-        events = keep(traces["event"])
+        # the small kinds are rows of the plan (traces.SMALL_KINDS), not files: nothing to cache
+        events, leftovers, dead_letters = traces["event"], traces["leftover"], traces["deadletter"]
         if event_rows is None:
             event_rows = [r.asDict() for r in events.collect()]
-        leftovers = keep(traces["leftover"])
-        dead_letters = keep(traces["deadletter"])
         publishes = traces["publish"].transform(with_confirm_latency).transform(mark_measured(warmup_end))
 
         shown, more = timeline(event_rows, t0, MAX_EVENTS)

@@ -96,3 +96,25 @@ def test_events_are_read_from_every_part_file_in_order(tmp_path):
     pq.write_table(table.slice(0, 2), directory / "part-0.parquet")
     pq.write_table(table.slice(2), directory / "part-1.parquet")
     assert traces.read_rows(traces.scan(tmp_path)["event"]) == rows
+
+
+def test_a_small_kind_is_one_table_of_the_schemas_columns_in_file_order(tmp_path):
+    directory = tmp_path / "traces" / "leftover"
+    directory.mkdir(parents=True)
+    common = {"schema_version": schema.SCHEMA_VERSION, "run_id": "r", "worker": "w", "queue": "q"}
+    first = [{**common, "message_id": "a", "observed_ns": 5, "redelivered": False}]
+    second = [{**common, "message_id": "b", "observed_ns": 6, "redelivered": True}]
+    # a file of an older writer that did not know the `redelivered` column: it reads as null
+    pq.write_table(pa.Table.from_pylist(first, schema=schema.arrow_schema("leftover")), directory / "part-0.parquet")
+    pq.write_table(pa.Table.from_pylist(second).drop(["redelivered"]), directory / "part-1.parquet")
+    found = traces.KindFiles("leftover", (directory / "part-0.parquet", directory / "part-1.parquet"), 2, (0, 0), ())
+    table = traces.read_table(found)
+    assert table.column_names == schema.arrow_schema("leftover").names
+    assert table.to_pylist() == [*first, {**second[0], "redelivered": None}]
+
+
+def test_a_kind_without_files_is_an_empty_table_with_every_column(tmp_path):
+    (tmp_path / "traces").mkdir()
+    table = traces.read_table(traces.scan(tmp_path)["deadletter"])
+    assert table.num_rows == 0
+    assert table.schema.names == schema.arrow_schema("deadletter").names
