@@ -9,7 +9,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-__all__ = ["AnalysisError", "RunFileError", "MissingTracesError", "TraceColumnsError", "SchemaVersionError"]
+__all__ = [
+    "spark_failure",
+    "AnalysisError",
+    "RunFileError",
+    "MissingTracesError",
+    "TraceColumnsError",
+    "SchemaVersionError",
+]
 
 
 class AnalysisError(Exception):
@@ -67,3 +74,16 @@ class SchemaVersionError(AnalysisError):
         super().__init__(message, path=path)
         self.found = found
         self.expected = expected
+
+
+def spark_failure(exc: BaseException, log: str) -> str:
+    """What a command says of a failure inside Spark (a JVM out of memory, a lost cluster): the
+    error's first line, not a Java stack trace; a hint for an out-of-memory; and the JVM's log."""
+    first = next((line.strip() for line in str(exc).splitlines() if line.strip()), type(exc).__name__)
+    hint = (
+        " (the JVM ran out of memory; give it more with PYSPARK_SUBMIT_ARGS='--driver-memory 8g "
+        "pyspark-shell', or analyze on a cluster with --master)"
+        if "OutOfMemoryError" in str(exc)
+        else ""
+    )
+    return f"{first[:300]}{hint}\n  the JVM's log: {log}"

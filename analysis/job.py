@@ -20,7 +20,7 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession, functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 
-from analysis import traces as trace_files
+from analysis import outputs, traces as trace_files
 from analysis.buckets import describe as describe_log_histogram
 from analysis.concurrent import in_background, side_by_side
 from analysis.cube import collected, cube
@@ -78,6 +78,7 @@ from analysis.transforms.model import ack_to_delivery, ack_to_delivery_projectio
 
 __all__ = [
     "analyze",
+    "results",
     "spark_for",
     "read_traces",
     "summarize",
@@ -168,12 +169,25 @@ def analyze(
     and is let go at the end.
     Raises AnalysisError for bad inputs; nothing is written then.
     """
-    from analysis.session import LOG_NAME, configure
+    from analysis.session import LOG_NAME
 
     run_dir = Path(run_dir)
     if spark is None:
         with spark_for([run_dir], master, run_dir / LOG_NAME, progress, remote=remote, server=server) as session:
             return analyze(run_dir, spark=session, progress=progress)
+    summary, files = results(run_dir, spark, progress)
+    outputs.write(run_dir, files)
+    return summary
+
+
+def results(run_dir: str | Path, spark: SparkSession, progress: Progress | None = None) -> tuple[dict, dict[str, str]]:
+    """The run's summary and the text of each file the analysis writes into the run directory
+    (summary.json, report.html, by name), computed on `spark`; nothing is written (outputs.write
+    does).
+    Raises AnalysisError for bad inputs."""
+    from analysis.session import configure
+
+    run_dir = Path(run_dir)
     say: Progress = progress or (lambda _message: None)
     run = load_run_json(run_dir)
     slo_exprs = slo_expressions(run, run_dir)
@@ -196,12 +210,11 @@ def analyze(
     )
     summary["slo"] = evaluate_slos(summary, slo_exprs)
 
-    with stage(say, "writing summary.json and report.html"):
+    with stage(say, "rendering summary.json and report.html"):
         summary = _json_safe(summary)  # what is returned is exactly what the file holds
         text = json.dumps(summary, indent=2, allow_nan=False) + "\n"
-        _write_atomically(run_dir / "summary.json", text)
-        _write_report(run_dir, json.loads(text))
-    return summary
+        summary = json.loads(text)
+        return summary, {"summary.json": text, "report.html": _report(run_dir, summary)}
 
 
 @contextlib.contextmanager
@@ -343,11 +356,11 @@ def summarize(
     this process (analysis.events), without Spark.
 
     The plan (docs/analysis.md): the small kinds (events, leftovers, dead-letters) are read by
-    pyarrow and reach Spark as rows of the plan; one grouping by message id over every kind gives the per-message facts, of which the
-    ledger (the ids some block looks up, with their account class) is collected, and joined back as
-    a local relation; the deliveries,
-    which look the few ids that need it up in the ledger for their publish times, are cached;
-    every block below aggregates those cached frames or re-reads the publish columns it needs.
+    pyarrow and reach Spark as rows of the plan; one grouping by message id over every kind gives
+    the per-message facts, of which the ledger (the ids some block looks up, with their account
+    class) is collected, and joined back as a local relation; the deliveries, which look the few
+    ids that need it up in the ledger for their publish times, are cached; every block below
+    aggregates those cached frames or re-reads the publish columns it needs.
     Every percentile comes from a cube's log buckets (analysis.cube).
     """
     say: Progress = progress or (lambda _message: None)
@@ -596,16 +609,10 @@ def _json_safe(value: Any) -> Any:
     return value
 
 
-def _write_atomically(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
-
-
-def _write_report(run_dir: Path, summary: dict) -> None:
-    """Render report.html from the summary; the Locust report next to it, when the run left
-    one, is linked from the header."""
+def _report(run_dir: Path, summary: dict) -> str:
+    """report.html of the summary; the Locust report next to it, when the run left one, is linked
+    from the header."""
     from analysis.report import render_report
 
     links = {"Locust report": "locust.html"} if (run_dir / "locust.html").is_file() else None
-    _write_atomically(run_dir / "report.html", render_report(summary, links=links))
+    return render_report(summary, links=links)

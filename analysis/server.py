@@ -34,16 +34,16 @@ import hashlib
 import json
 import os
 import secrets
-import shutil
 import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
+
+from analysis.analyst import SOCKET_NAME, STALE_EXIT
 
 __all__ = [
     "DEFAULT_PORT",
@@ -65,6 +65,8 @@ __all__ = [
     "url_of",
     "WARMUP_RUN",
     "warmed",
+    "listening",
+    "alive",
 ]
 
 DEFAULT_PORT = 15052
@@ -191,7 +193,7 @@ def url_of(info: ServerInfo, directory: Path | None = None) -> str:
 # --- status ------------------------------------------------------------------
 
 
-def _alive(pid: int | None) -> bool:
+def alive(pid: int | None) -> bool:
     if not pid:
         return False
     try:
@@ -216,18 +218,18 @@ def status(directory: Path | None = None) -> ServerInfo | None:
         info = ServerInfo(**json.loads(path.read_text()))
     except (OSError, ValueError, TypeError):
         return None
-    if not _alive(info.pid):
+    if not alive(info.pid):
         with contextlib.suppress(OSError):
             path.unlink()
         return None
-    if info.jvm_pid is not None and not _alive(info.jvm_pid):
+    if info.jvm_pid is not None and not alive(info.jvm_pid):
         return None  # its supervisor is about to notice, and go
     return info
 
 
 def running(info: ServerInfo) -> bool:
     """Whether the server's JVM still runs."""
-    return _alive(info.jvm_pid)
+    return alive(info.jvm_pid)
 
 
 def _write_state(directory: Path, info: ServerInfo) -> None:
@@ -347,7 +349,7 @@ def _wait_ready(directory: Path, pid: int, timeout_s: float, process: subprocess
         info = status(directory)
         if info is not None and info.pid == pid and info.state == "ready":
             return info
-        ended = process.poll() is not None if process is not None else not _alive(pid)
+        ended = process.poll() is not None if process is not None else not alive(pid)
         if ended:
             raise ServerError(f"the Spark Connect server did not start; the last lines of {log}:\n{_tail(log)}")
         time.sleep(0.1)
@@ -383,7 +385,7 @@ def _stop_group(pid: int, jvm_pid: int | None = None) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, signal.SIGTERM)
     deadline = time.monotonic() + _STOP_WAIT_S
-    while time.monotonic() < deadline and (_alive(pid) or _alive(jvm_pid)):
+    while time.monotonic() < deadline and (alive(pid) or alive(jvm_pid)):
         _reap(pid)
         time.sleep(0.1)
     with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -514,15 +516,22 @@ def _serve(directory: Path, port: int, idle_s: float, warm: bool, master: str) -
     info = replace(info, jvm_pid=jvm.pid)
     _write_state(directory, info)
     _say(f"the JVM (pid {jvm.pid}) starts, heap up to {heap:,} MiB")
+    # the analyst imports the analysis while the JVM starts, then warms it (analysis.analyst)
+    analyst = _start_analyst(directory, port, warm, env, jvm.pid)
     try:
-        while not _listening(port):
+        while not listening(port):
             if stopping or jvm.poll() is not None:
                 _say("the JVM ended before it listened" if jvm.poll() is not None else "stopped while starting")
                 return 1
             time.sleep(0.1)
-        if warm:
-            _write_state(directory, info := replace(info, state="warming"))
-            _warm(port, token)
+        _write_state(directory, info := replace(info, state="warming" if warm else "starting"))
+        while not (directory / SOCKET_NAME).exists() and analyst.poll() is None:
+            if stopping or jvm.poll() is not None:
+                _say("the JVM ended while the analyst started" if jvm.poll() is not None else "stopped while starting")
+                return 1
+            time.sleep(0.1)
+        if analyst.poll() is not None:
+            _say(f"the analyst ended (exit status {analyst.returncode}): analyses run in their own processes")
         info = replace(info, state="ready", ready_after_s=round(time.time() - started, 2))
         (directory / "last-used").touch()
         _write_state(directory, info)
@@ -531,36 +540,30 @@ def _serve(directory: Path, port: int, idle_s: float, warm: bool, master: str) -
             if jvm.poll() is not None:
                 _say(f"the JVM ended (exit status {jvm.returncode})")
                 return 1
+            if analyst.poll() == STALE_EXIT:  # its code changed: a new one runs the new code
+                analyst = _start_analyst(directory, port, False, env, jvm.pid)
             if _idle_for(directory) >= idle_s and _stop_if_unused(directory, jvm, idle_s):
                 return 0
             time.sleep(_CHECK_EVERY_S)
         _say("stopping (asked to)")
         return 0
     finally:
-        _end_jvm(jvm)
+        _end_process(analyst)
+        _end_process(jvm)
         _remove_state(directory, os.getpid())
 
 
-def _listening(port: int) -> bool:
+def _start_analyst(directory: Path, port: int, warm: bool, env: dict[str, str], jvm_pid: int) -> subprocess.Popen:
+    command = [sys.executable, "-m", "analysis.analyst", "--dir", str(directory), "--port", str(port)]
+    command += ["--jvm-pid", str(jvm_pid)]
+    return subprocess.Popen([*command, "--warm"] if warm else command, stdin=subprocess.DEVNULL, env=env)
+
+
+def listening(port: int) -> bool:
+    """Whether something accepts connections on 127.0.0.1:`port`."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
         probe.settimeout(0.5)
         return probe.connect_ex(("127.0.0.1", port)) == 0
-
-
-def _warm(port: int, token: str) -> None:
-    """Analyse the built-in tiny run once, in a child process (a client like any other), on a copy."""
-    with tempfile.TemporaryDirectory(prefix="sojourn-warmup-") as tmp:
-        run_dir = Path(tmp) / "run"
-        shutil.copytree(WARMUP_RUN, run_dir)
-        started = time.monotonic()
-        result = subprocess.run(
-            [sys.executable, "-m", "analysis.server", "warm", str(run_dir), "--port", str(port)],
-            env={**os.environ, "SPARK_CONNECT_AUTHENTICATE_TOKEN": token},
-            stdin=subprocess.DEVNULL,
-            check=False,
-        )
-        outcome = "done" if result.returncode == 0 else f"failed (exit status {result.returncode}); going on"
-        _say(f"warm-up analysis {outcome} in {time.monotonic() - started:.1f} s")
 
 
 def idle_seconds(directory: Path | None = None) -> float | None:
@@ -595,19 +598,19 @@ def _stop_if_unused(directory: Path, jvm: subprocess.Popen, idle_s: float) -> bo
             return False
         _remove_state(directory, os.getpid())
         _say(f"idle for {idle_s / 60:g} min: stopping")
-        _end_jvm(jvm)
+        _end_process(jvm)
         return True
 
 
-def _end_jvm(jvm: subprocess.Popen) -> None:
-    if jvm.poll() is not None:
+def _end_process(process: subprocess.Popen) -> None:
+    if process.poll() is not None:
         return
-    jvm.terminate()
+    process.terminate()
     try:
-        jvm.wait(timeout=_STOP_WAIT_S)
+        process.wait(timeout=_STOP_WAIT_S)
     except subprocess.TimeoutExpired:
-        jvm.kill()
-        jvm.wait()
+        process.kill()
+        process.wait()
 
 
 def _remove_state(directory: Path, pid: int) -> None:
@@ -628,27 +631,6 @@ def warmed(took: Sequence[float]) -> bool:
     return len(took) >= WARM_ANALYSES or (len(took) >= 2 and took[-1] >= WARM_SETTLED * took[-2])
 
 
-def _warm_client(run_dir: str, port: int) -> int:
-    """The warm-up's client: analyse `run_dir` on the server at `port` (token from the environment)
-    again and again, until an analysis takes no less than WARM_SETTLED of the one before (the JIT
-    has compiled what the analysis runs), WARM_ANALYSES times at most."""
-    from pyspark.sql import SparkSession
-
-    from analysis.job import analyze
-
-    spark = SparkSession.builder.remote(f"sc://localhost:{port}").create()
-    try:
-        took: list[float] = []
-        while not warmed(took):
-            started = time.monotonic()
-            analyze(run_dir, spark=spark)
-            took.append(time.monotonic() - started)
-        _say(f"warm-up: {len(took)} analyses of the built-in run, " + ", ".join(f"{t:.1f}" for t in took) + " s")
-    finally:
-        spark.stop()
-    return 0
-
-
 def main(argv: list[str] | None = None) -> int:
     import argparse
 
@@ -660,13 +642,8 @@ def main(argv: list[str] | None = None) -> int:
     serve.add_argument("--idle-s", type=float, required=True)
     serve.add_argument("--no-warm", action="store_true")
     serve.add_argument("--master", default=LOCAL_MASTER)
-    warm = actions.add_parser("warm", help="the warm-up's client")
-    warm.add_argument("run_dir")
-    warm.add_argument("--port", type=int, required=True)
     args = parser.parse_args(argv)
-    if args.action == "serve":
-        return _serve(Path(args.dir), args.port, args.idle_s, not args.no_warm, args.master)
-    return _warm_client(args.run_dir, args.port)
+    return _serve(Path(args.dir), args.port, args.idle_s, not args.no_warm, args.master)
 
 
 if __name__ == "__main__":

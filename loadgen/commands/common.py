@@ -187,14 +187,15 @@ def analysis_failures(log: str, spark: Mapping[str, Any] | None = None) -> Itera
     wrapped around a Java stack trace. `spark`: spark_choice's. An install without the analysis
     (require_analysis) exits 5 before anything starts."""
     require_analysis()
-    from analysis.errors import AnalysisError
+    from analysis.analyst import AnalystError
+    from analysis.errors import AnalysisError, spark_failure
     from analysis.server import PortInUse, ServerError, state_dir
 
     try:
         yield
     except (AnalysisError, PortInUse) as exc:
         raise CliError(str(exc), EXIT_INPUT) from None
-    except ServerError as exc:
+    except (ServerError, AnalystError) as exc:
         raise CliError(f"the Spark analysis failed: {exc}", EXIT_ANALYSIS) from None
     except Exception as exc:
         if not type(exc).__module__.startswith(("py4j", "pyspark", "grpc")):
@@ -202,16 +203,7 @@ def analysis_failures(log: str, spark: Mapping[str, Any] | None = None) -> Itera
         if type(exc).__module__.startswith(("pyspark.errors.exceptions.connect", "grpc")):  # the JVM is a server's
             remote = (spark or {}).get("remote") or os.environ.get("SOJOURN_SPARK_REMOTE")
             log = "the Spark Connect server's own" if remote else str(state_dir() / "server.log")
-        first = next((line.strip() for line in str(exc).splitlines() if line.strip()), type(exc).__name__)
-        hint = (
-            " (the JVM ran out of memory; give it more with PYSPARK_SUBMIT_ARGS='--driver-memory 8g "
-            "pyspark-shell', or analyze on a cluster with --master)"
-            if "OutOfMemoryError" in str(exc)
-            else ""
-        )
-        raise CliError(
-            f"the Spark analysis failed: {first[:300]}{hint}\n  the JVM's log: {log}", EXIT_ANALYSIS
-        ) from None
+        raise CliError(f"the Spark analysis failed: {spark_failure(exc, log)}", EXIT_ANALYSIS) from None
 
 
 def recover_traces(run_dir: str) -> None:

@@ -42,22 +42,22 @@ def cmd_nightly(args) -> int:
     except LockHeld as exc:
         raise CliError(str(exc), EXIT_INPUT) from None
     sessions = contextlib.ExitStack()  # the Spark session, opened at the first analysis
-    spark = None
+    analyze = None
 
     def run_load(entry, run_dir: str) -> bool:
         with broker_for(scenario_of[id(entry)]) as for_run:  # per entry: each scenario names its own broker
             return run_locust(for_run, run_dir, verbose=args.verbose)
 
     def analyze_run(run_dir: str) -> dict:
-        nonlocal spark
-        from analysis.job import analyze, spark_for
+        nonlocal analyze
+        from analysis.analyst import analyses
 
         log = os.path.join(args.out, "spark.log")
         choice = spark_choice(args)
         with analysis_failures(log, choice):
-            if spark is None:  # a Spark of this process is sized for the first run: a suite's runs are alike
-                spark = sessions.enter_context(spark_for([run_dir], log_path=log, **choice))
-            summary = analyze(run_dir, spark=spark)
+            if analyze is None:  # a Spark of this process is sized for the first run: a suite's runs are alike
+                analyze = sessions.enter_context(analyses([run_dir], log_path=log, **choice))
+            summary = analyze(run_dir)
         print(format_summary(summary, run_dir), flush=True)
         return summary
 

@@ -90,10 +90,10 @@ def cmd_analyze(args) -> int:
 
 
 def analyze_runs(run_dirs: list[str], spark: Mapping[str, Any]) -> int:
-    """Analyse each run on one Spark session (analysis.job.spark_for, with `spark`: spark_choice),
-    print each summary; the exit status is the worst: bad input (2) stops at that run, a failed SLO
-    (1) does not."""
-    from analysis.job import analyze, spark_for
+    """Analyse each run on one Spark (analysis.analyst.analyses, with `spark`: spark_choice), print
+    each summary; the exit status is the worst: bad input (2) stops at that run, a failed SLO (1)
+    does not."""
+    from analysis.analyst import analyses
 
     code = EXIT_OK
     log = os.path.join(run_dirs[0], "spark.log")
@@ -103,11 +103,11 @@ def analyze_runs(run_dirs: list[str], spark: Mapping[str, Any]) -> int:
             if len(run_dirs) < 4
             else f"analyzing {len(run_dirs)} runs with Spark"
         )
-        with spark_for(run_dirs, log_path=log, progress=_progress, **spark) as session:
+        with analyses(run_dirs, log_path=log, progress=_progress, **spark) as analyze:
             for run_dir in run_dirs:
                 if len(run_dirs) > 1:
                     say(f"analyzing {run_dir}")
-                summary = analyze(run_dir, spark=session, progress=_progress)
+                summary = analyze(run_dir)
                 print(format_summary(summary, run_dir))
                 if any(not s.get("passed") for s in summary.get("slo", [])):
                     code = EXIT_SLO

@@ -64,15 +64,15 @@ def cmd_sweep(args) -> int:
                 return EXIT_INTERRUPTED
             break
 
-    from analysis.job import analyze, spark_for
+    from analysis.analyst import analyses
 
     say(f"analyzing {len(runs)} runs with Spark")
     summaries = []
     log = os.path.join(out, "spark.log")
     choice = spark_choice(args)
-    with analysis_failures(log, choice), spark_for([r for _v, r in runs], log_path=log, **choice) as spark:
+    with analysis_failures(log, choice), analyses([r for _v, r in runs], log_path=log, **choice) as analyze:
         for v, run_dir in runs:
-            summaries.append((v, run_dir, analyze(run_dir, spark=spark)))
+            summaries.append((v, run_dir, analyze(run_dir)))
     rows = sweep_rows(summaries)
     table = sweep_table(path, rows)
     with open(os.path.join(out, "sweep.md"), "w", encoding="utf-8") as f:

@@ -137,6 +137,7 @@ def test_an_analysis_starts_the_server_and_the_next_one_uses_it(own_server, tmp_
     again = sojourn("analyze", str(second), env=own_server, timeout=300)
     assert again.returncode == 0, again.stderr[-3000:]
     assert "starting a Spark Connect server" not in again.stderr
+    assert "analysing in the local Spark server's analyst" in again.stderr  # its warm Python, not the command's
     assert _state(own_server)["jvm_pid"] == state["jvm_pid"]
     for run_dir in (first, second):
         summary = json.loads((run_dir / "summary.json").read_text())
@@ -197,5 +198,6 @@ def test_ctrl_c_during_an_analysis_on_the_server_exits_130_and_leaves_it_up(own_
     ended = analysis_interrupted(run_dir, ctrl_c, env=own_server, timeout=60)
     assert ended.returncode == 130, ended.stderr[-3000:]
     assert ended.stderr.rstrip().endswith("sojourn: interrupted") and "Traceback" not in ended.stderr
-    assert not (run_dir / "summary.json").exists()
+    time.sleep(3)  # longer than the rest of the analysis: the server's analyst must not finish it either
+    assert not (run_dir / "summary.json").exists() and not (run_dir / "report.html").exists()
     assert sojourn("spark", "status", env=own_server).returncode == 0  # up for the next analysis

@@ -95,7 +95,7 @@ def test_summary_json_is_written_and_equals_the_returned_summary(analysed):
     # the blocks that read only the publishes and events run beside the accounting: in either order
     assert names.index("computing accounting") < names.index("computing latency statistics and throughput")
     assert "computing publish lateness, flow control and replay fidelity" in names
-    assert names[-1] == "writing summary.json and report.html"
+    assert names[-1] == "rendering summary.json and report.html"
     assert messages[0] == "traces: 10 rows, 0.0 MB of Parquet"
 
 

@@ -1,6 +1,6 @@
 """`sojourn nightly` prints each entry's verdict on stdout right under that entry's summary, before
 the next entry starts, and still ends with the night's summary. Locust, the broker and Spark are
-replaced by fakes at the command's seams (run_locust, broker_for, the analysis job and its Spark)."""
+replaced by fakes at the command's seams (run_locust, broker_for, analysis.analyst.analyses)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ REPO = Path(__file__).resolve().parents[2]
 @pytest.fixture
 def fake_night(monkeypatch):
     """Entries run instantly; the analysis gives p99 from `p99_of[entry]` (12.5 ms unless set)."""
-    import analysis.job
+    import analysis.analyst
     import loadgen.commands.nightly as nightly
 
     p99_of: dict[str, float] = {}
@@ -28,7 +28,7 @@ def fake_night(monkeypatch):
     def no_broker(scenario):
         yield scenario
 
-    def fake_analyze(run_dir, spark=None):
+    def fake_analyze(run_dir):
         entry = os.path.basename(run_dir).split("-", 1)[1]
         summary = {
             "run": {"run_id": entry, "scenario": "quickstart", "t0_ns": len(p99_of) * 10**9, "status": "completed"},
@@ -46,10 +46,9 @@ def fake_night(monkeypatch):
 
     @contextmanager
     def no_spark(run_dirs, **_where):
-        yield "spark"
+        yield fake_analyze
 
-    monkeypatch.setattr(analysis.job, "spark_for", no_spark)
-    monkeypatch.setattr(analysis.job, "analyze", fake_analyze)
+    monkeypatch.setattr(analysis.analyst, "analyses", no_spark)
     return p99_of
 
 
