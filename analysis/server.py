@@ -497,6 +497,11 @@ def _serve(directory: Path, port: int, idle_s: float, warm: bool, master: str) -
         "spark.log.level=WARN",
         "--conf",
         "spark.sql.session.timeZone=UTC",
+        # The Connect client reads it once per process: when on, every `functions` call walks the
+        # Python stack for its call site and tries to import IPython (0.1 s of a warm quickstart
+        # analysis's 1.0 s in the analyst, 2026-12-05). The analysis's own errors name the file.
+        "--conf",
+        "spark.python.sql.dataFrameDebugging.enabled=false",
         # The shuffle files' checksums diagnose corruption on a cluster's disks and network; a local
         # shuffle is written and read by one JVM within seconds.
         "--conf",
@@ -549,11 +554,15 @@ def _serve(directory: Path, port: int, idle_s: float, warm: bool, master: str) -
         return 0
     finally:
         _end_process(analyst)
+        (directory / SOCKET_NAME).unlink(missing_ok=True)
         _end_process(jvm)
         _remove_state(directory, os.getpid())
 
 
 def _start_analyst(directory: Path, port: int, warm: bool, env: dict[str, str], jvm_pid: int) -> subprocess.Popen:
+    """The analyst (analysis.analyst), once a socket an earlier one left is gone: the server is ready
+    when the new one's appears."""
+    (directory / SOCKET_NAME).unlink(missing_ok=True)
     command = [sys.executable, "-m", "analysis.analyst", "--dir", str(directory), "--port", str(port)]
     command += ["--jvm-pid", str(jvm_pid)]
     return subprocess.Popen([*command, "--warm"] if warm else command, stdin=subprocess.DEVNULL, env=env)
