@@ -35,7 +35,17 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["SOCKET_NAME", "STALE_EXIT", "AnalystError", "fingerprint", "analyses", "request", "serve", "main"]
+__all__ = [
+    "SOCKET_NAME",
+    "STALE_EXIT",
+    "AnalystError",
+    "fingerprint",
+    "serving",
+    "analyses",
+    "request",
+    "serve",
+    "main",
+]
 
 SOCKET_NAME = "analyst.sock"
 STALE_EXIT = 3
@@ -71,6 +81,16 @@ def fingerprint() -> str:
 
 
 # --- the client -----------------------------------------------------------------
+
+
+def serving(directory: Path) -> bool:
+    """Whether an analyst accepts requests on directory/analyst.sock."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        try:
+            probe.connect(str(directory / SOCKET_NAME))
+        except OSError:
+            return False
+    return True
 
 
 def request(directory: Path, run_dir: str | Path, progress: Progress | None = None) -> dict | None:

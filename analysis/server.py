@@ -6,10 +6,12 @@ server that analyses then reach as clients; `sojourn analyze`, `run`, `sweep` an
 one when none runs (`ensure`), and it stops itself once no analysis has used it for its idle time,
 the way Gradle's daemon does.
 
-The server is two processes in a process group of their own: a supervisor (this module run as
-`python -m analysis.server serve`) and its child, the JVM (`spark-submit` of Spark's
-SparkConnectServer, `local[*]`). The supervisor starts and warms the JVM, watches for idleness,
-and stops the JVM when told to (SIGTERM) or when idle; `stop` signals the group and waits for both.
+The server is three processes in a process group of their own: a supervisor (this module run as
+`python -m analysis.server serve`) and its children, the JVM (`spark-submit` of Spark's
+SparkConnectServer, `local[*]`) and the analyst (analysis.analyst: the analysis kept imported and
+connected, which warms the JVM and serves the commands' analyses). The supervisor starts them,
+watches for idleness, and stops them when told to (SIGTERM) or when idle; `stop` signals the group
+and waits.
 
 Everything lives in one directory (SOJOURN_SPARK_DIR, default ~/.cache/sojourn/spark):
 
@@ -20,6 +22,7 @@ Everything lives in one directory (SOJOURN_SPARK_DIR, default ~/.cache/sojourn/s
                   only while it holds it exclusively, so it never stops one in use
     start.lock    held by whoever starts a server, so two analyses do not start two
     last-used     its time is when an analysis last ended
+    analyst.sock  the analyst's Unix socket (mode 0600)
     tmp/          Spark's local directory: spilled cache blocks and shuffle files
 
 The server listens on 127.0.0.1 only and refuses clients without the token.

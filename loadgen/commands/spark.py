@@ -119,6 +119,7 @@ def _up(args) -> int:
 
 def _status(args) -> int:
     from analysis import server
+    from analysis.analyst import SOCKET_NAME, serving
 
     directory = server.state_dir(args.master)
     info = server.status(directory)
@@ -136,6 +137,9 @@ def _status(args) -> int:
         f"  idle:     {idle / 60:.1f} min of {info.idle_s / 60:g}" if idle is not None else "  idle:     in use",
         f"  log:      {info.log}",
         f"  spark:    {info.spark_version}",
+        f"  analyst:  serving on {directory / SOCKET_NAME}"
+        if serving(directory)
+        else "  analyst:  none (analyses run in their own processes, as clients of the server)",
     ]
     print("\n".join(lines))
     return EXIT_OK

@@ -60,6 +60,19 @@ def _before() -> dict:
     return json.loads((RECORDED / "summary.before.json").read_text())
 
 
+def _in_group(pgid: int) -> list[int]:
+    """The live processes of process group `pgid` (zombies are not alive)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            found.append(int(stat.parent.name))
+    return found
+
+
 def test_up_twice_says_already_up_and_down_leaves_no_process(own_server):
     first = sojourn("spark", "up", "--no-warm", env=own_server, timeout=180)
     assert first.returncode == 0, first.stderr
@@ -79,10 +92,15 @@ def test_up_twice_says_already_up_and_down_leaves_no_process(own_server):
 
     status = sojourn("spark", "status", env=own_server)
     assert status.returncode == 0 and f"up on 127.0.0.1:{port} (ready)" in status.stdout
+    sock = Path(own_server["SOJOURN_SPARK_DIR"]) / "analyst.sock"
+    assert f"analyst:  serving on {sock}" in status.stdout
+    group = _in_group(state["pid"])
+    assert len(group) >= 3, group  # the supervisor, the JVM (spark-submit's java) and the analyst
 
     down = sojourn("spark", "down", env=own_server)
     assert down.returncode == 0 and "stopped" in down.stderr
     assert not any(_alive(pid) for pid in pids)
+    assert _in_group(state["pid"]) == [] and not sock.exists()
     assert _state(own_server) is None
     assert sojourn("spark", "status", env=own_server).returncode == 1
     assert "not up" in sojourn("spark", "down", env=own_server).stderr
