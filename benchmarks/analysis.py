@@ -202,6 +202,7 @@ def _run(sizes: list[str], rounds: int, work: Path, engines: tuple[str, ...], en
                 first = measure(_commands(run_dir)["sojourn"], env)
                 trials["first"].append(first)
                 print(f"analysis {name} round {i + 1}: first (server start included) {first['wall_s']} s", flush=True)
+            server.stop(spark_dir)  # the warm rows' server is one `up` starts and warms, not the first's
         if "sojourn" in engines:  # not timed: the server up and warmed, then one analysis of this run
             if server.status(spark_dir) is None:
                 subprocess.run(

@@ -68,5 +68,6 @@ class QueueHoldsMessages(LoadgenError):
             f"messages, unless the scenario says so.\n"
             f"  Set {key}: true to purge them (they are lost), or {key}: false to keep them and start anyway "
             f"(sojourn's consumers then receive and ack them like any consumer), or name a queue of the run's "
-            f'own in queue.name (one that does not exist yet). docs/scenarios.md, "Pointing sojourn at a real queue".'
+            f"own in queue.name (one that does not exist yet). docs/own-broker.md, "
+            f'"What sojourn does to a queue that was there before".'
         )

@@ -2,12 +2,22 @@
 # Set up everything sojourn needs on this machine: a virtualenv with the package,
 # Java for PySpark, and a running RabbitMQ on 127.0.0.1:5672.
 #   scripts/setup.sh                    # install into .venv; start RabbitMQ if it is installed but stopped
-#   scripts/setup.sh --install-broker   # also apt-get install RabbitMQ / Java when missing (CI does this)
+#   scripts/setup.sh --install-broker   # also apt-get install python3-venv, Java, RabbitMQ, Chromium when
+#                                       # missing (as root; CI does this)
+#   scripts/setup.sh --private-node-ok  # an installed RabbitMQ that will not start is no error: `sojourn run`
+#                                       # starts a private node of its own (scripts/demo.sh does this)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 install_missing=0
-[ "${1:-}" = "--install-broker" ] && install_missing=1
+private_node_ok=0
+for arg in "$@"; do
+  case "$arg" in
+    --install-broker) install_missing=1 ;;
+    --private-node-ok) private_node_ok=1 ;;
+    *) printf '[setup] unknown option %s (known: --install-broker, --private-node-ok)\n' "$arg" >&2; exit 2 ;;
+  esac
+done
 
 say() { printf '[setup] %s\n' "$*" >&2; }
 
@@ -21,7 +31,23 @@ apt_install() {
 
 # 1. Python environment
 PY=${PYTHON:-python3}
+if ! command -v "$PY" >/dev/null; then
+  say "$PY is missing: sojourn needs Python 3.10 or later. Install it with: sudo apt-get install -y python3 python3-venv"
+  exit 3
+fi
+if ! "$PY" -c 'import sys; sys.exit(sys.version_info < (3, 10))'; then
+  say "$("$PY" --version 2>&1) is too old: sojourn needs Python 3.10 or later (PYTHON=python3.11 scripts/setup.sh picks another)"
+  exit 3
+fi
 if [ ! -x .venv/bin/python ]; then
+  if ! "$PY" -c 'import ensurepip, venv' 2>/dev/null; then  # Debian and Ubuntu ship venv apart
+    if [ "$install_missing" = 1 ] && apt_install python3-venv; then
+      say "installed python3-venv"
+    else
+      say "$PY can not make a virtualenv. Install it with: sudo apt-get install -y python3-venv"
+      exit 3
+    fi
+  fi
   say "creating .venv"
   "$PY" -m venv .venv
 fi
@@ -75,12 +101,16 @@ else
     broker_up && break
     sleep 1
   done
-  if ! broker_up; then
+  if broker_up; then
+    PATH="$PATH:/usr/sbin" rabbitmqctl await_startup >/dev/null 2>&1 || true
+    say "RabbitMQ is up"
+  elif [ "$private_node_ok" = 1 ]; then
+    say "RabbitMQ did not come up on 127.0.0.1:5672 within 90 s (see /var/log/rabbitmq/):"
+    say "sojourn run will start a private node of its own on 127.0.0.1:5673 for the run"
+  else
     say "RabbitMQ did not come up on 127.0.0.1:5672 within 90 s; see /var/log/rabbitmq/"
     exit 3
   fi
-  PATH="$PATH:/usr/sbin" rabbitmqctl await_startup >/dev/null 2>&1 || true
-  say "RabbitMQ is up"
 fi
 
 # 4. Headless Chromium for tests/integration/test_browser.py (skipped where it is absent)

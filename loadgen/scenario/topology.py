@@ -138,7 +138,7 @@ class QueueSpec:
     purge_on_start: bool | None = field(metadata=yaml(_purge_on_start, None))
     """What to do with messages a queue that existed before the run holds: True purges them, False
     keeps them and starts anyway, None (the key absent) refuses to start. A queue the run creates
-    needs neither (docs/scenarios.md, "Pointing sojourn at a real queue")."""
+    needs neither (docs/own-broker.md, "What sojourn does to a queue that was there before")."""
     delete_on_end: bool = field(metadata=yaml(boolean, False))
 
     @property
