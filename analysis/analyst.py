@@ -148,10 +148,7 @@ def analyses(
     from analysis import server as local_server
 
     say: Progress = progress or (lambda _message: None)
-    remote = remote or os.environ.get("SOJOURN_SPARK_REMOTE") or None
-    master = master or os.environ.get("SPARK_MASTER") or None
-    if server is None:
-        server = os.environ.get("SOJOURN_SPARK_SERVER", "1") != "0"
+    remote, master, server = local_server.spark_from_env(remote, master, server)
     with contextlib.ExitStack() as stack:
         session: Any = None
 
@@ -196,7 +193,7 @@ def analyses(
 class _Analyst:
     """The analyst's state: the server's URL, the fingerprint it started with, the analysis."""
 
-    def __init__(self, directory: Path, url: str, analyze: Callable[..., dict]) -> None:
+    def __init__(self, directory: Path, url: str, analyze: Analyze) -> None:
         self.directory = directory
         self.url = url
         self.analyze = analyze

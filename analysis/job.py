@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import json
 import math
-import os
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, cast
@@ -243,10 +242,7 @@ def spark_for(
     say = progress or (lambda _message: None)
     for run_dir in run_dirs:  # a bad or unfinished run.json is the first thing to say, before the traces
         load_run_json(Path(run_dir))
-    remote = remote or os.environ.get("SOJOURN_SPARK_REMOTE") or None
-    master = master or os.environ.get("SPARK_MASTER") or None
-    if server is None:
-        server = os.environ.get("SOJOURN_SPARK_SERVER", "1") != "0"
+    remote, master, server = local_server.spark_from_env(remote, master, server)
     if remote is not None:
         say(f"analysing on the Spark Connect server {remote.partition(';')[0]}")
         with connected(remote) as spark:

@@ -55,6 +55,7 @@ __all__ = [
     "PortInUse",
     "ServerInfo",
     "state_dir",
+    "spark_from_env",
     "port_from_env",
     "idle_from_env",
     "heap_mib",
@@ -144,6 +145,20 @@ def state_dir(master: str | None = None) -> Path:
     if master is None:
         return base
     return base / f"master-{hashlib.sha1(master.encode()).hexdigest()[:12]}"
+
+
+def spark_from_env(
+    remote: str | None = None, master: str | None = None, server: bool | None = None
+) -> tuple[str | None, str | None, bool]:
+    """Where an analysis runs, each of the three from its argument or else the environment: a
+    Spark Connect URL (SOJOURN_SPARK_REMOTE), the master of the local server or of a Spark of
+    the command's own (SPARK_MASTER), and whether the local server is used (SOJOURN_SPARK_SERVER,
+    unless 0). docs/analysis.md, "Running it"."""
+    remote = remote or os.environ.get("SOJOURN_SPARK_REMOTE") or None
+    master = master or os.environ.get("SPARK_MASTER") or None
+    if server is None:
+        server = os.environ.get("SOJOURN_SPARK_SERVER", "1") != "0"
+    return remote, master, server
 
 
 def port_from_env() -> int:
