@@ -14,7 +14,7 @@ from pathlib import Path
 
 from loadgen.errors import LoadgenError
 
-__all__ = ["Example", "ExamplesError", "examples_dir", "catalogue", "find", "files_for"]
+__all__ = ["Example", "ExamplesError", "SCHEDULING", "examples_dir", "catalogue", "find", "files_for"]
 
 PACKAGED = "example_scenarios"  # loadgen/example_scenarios/ in an installed wheel
 
@@ -27,7 +27,7 @@ class ExamplesError(LoadgenError):
 class Example:
     name: str  # what `sojourn scenarios copy` takes: the file's name without .yaml
     path: str  # relative to the examples directory, e.g. "suites/nightly.yaml"
-    kind: str  # "scenario" or "suite"
+    kind: str  # "scenario", "suite" or "scheduling"
     description: str  # the file's own `description:`, on one line
     needs: tuple[str, ...]  # the files it refers to (a suite's scenarios, replay files), relative paths
 
@@ -46,16 +46,28 @@ def examples_dir() -> Path:
     )
 
 
+SCHEDULING = "scheduling"
+"""The examples directory's folder of ways to run the nightly suite every night (a crontab line, a
+systemd service and timer, a CI workflow): one example of its own kind, copied whole."""
+
+
 def catalogue(root: Path | None = None) -> list[Example]:
-    """Every scenario and suite under `root` (default examples_dir()): scenarios first, each kind by name."""
+    """Every scenario and suite under `root` (default examples_dir()), then the scheduling examples:
+    scenarios first, each kind by name."""
     root = examples_dir() if root is None else root
-    found = [_example(root, p) for p in sorted(root.rglob("*.yaml"))]
+    scheduling = root / SCHEDULING
+    found = [_example(root, p) for p in sorted(root.rglob("*.yaml")) if not p.is_relative_to(scheduling)]
+    if scheduling.is_dir():
+        files = sorted(p.relative_to(root).as_posix() for p in scheduling.rglob("*") if p.is_file())
+        what = "ways to run the nightly suite every night: a crontab line, a systemd service and timer, a CI workflow"
+        found.append(Example(SCHEDULING, files[0], SCHEDULING, what, tuple(files[1:])))
     names: dict[str, str] = {}
     for e in found:
         if e.name in names:
             raise ExamplesError(f"{root}: {names[e.name]} and {e.path} have the same name {e.name!r}")
         names[e.name] = e.path
-    return sorted(found, key=lambda e: (e.kind != "scenario", e.name))
+    order = {"scenario": 0, "suite": 1, SCHEDULING: 2}
+    return sorted(found, key=lambda e: (order[e.kind], e.name))
 
 
 def find(examples: list[Example], name: str) -> Example:

@@ -10,6 +10,7 @@ import shutil
 from pathlib import Path
 
 from loadgen.commands.common import EXIT_INPUT, EXIT_OK, LOCUSTFILE, CliError
+from loadgen.examples import SCHEDULING
 
 __all__ = ["add_parsers", "cmd_scenarios", "cmd_locustfile"]
 
@@ -69,16 +70,22 @@ def cmd_scenarios(args) -> int:
 
 def _list(root: Path, examples: list) -> int:
     width = max(len(e.name) for e in examples) + 2
-    for kind, heading in (("scenario", f"Example scenarios ({root}):"), ("suite", "Suites:")):
+    headings = (("scenario", f"Example scenarios ({root}):"), ("suite", "Suites:"), (SCHEDULING, "Scheduling:"))
+    for kind, heading in headings:
+        chosen = [e for e in examples if e.kind == kind]
+        if not chosen:
+            continue
         print(heading)
-        for e in (e for e in examples if e.kind == kind):
-            files = [*([e.path] if kind == "suite" else []), *e.needs]
+        for e in chosen:
+            files = [*([e.path] if kind != "scenario" else []), *e.needs]
             print(f"  {e.name:<{width}}{e.description}{f' [{_with(e, files)}]' if files else ''}")
     print("\nCopy one to edit and run: sojourn scenarios copy NAME [DIR], then sojourn run NAME.yaml")
     return EXIT_OK
 
 
 def _with(example, files: list[str]) -> str:
+    if example.kind == SCHEDULING:
+        return ", ".join(files)
     if example.kind == "suite":
         return f"{files[0]}, with {', '.join(files[1:])}" if len(files) > 1 else files[0]
     return f"with {', '.join(files)}"
@@ -110,7 +117,9 @@ def _copy(args: argparse.Namespace, root: Path, examples: list) -> int:
         except OSError as exc:
             raise CliError(f"{target}: can not write it: {exc.strerror or exc}", EXIT_INPUT) from None
         print(f"copied {target}")
-    if len(chosen) == 1:
+    if len(chosen) == 1 and chosen[0].kind == SCHEDULING:
+        print("next: edit the paths and the schedule in them (docs/nightly.md, Scheduling)")
+    elif len(chosen) == 1:
         first = shlex.quote(str(targets[0][1]))
         run = f"sojourn nightly {first} --out RESULTS_DIR" if chosen[0].kind == "suite" else f"sojourn run {first}"
         print(f"next: sojourn validate {first}, then {run}")

@@ -114,6 +114,9 @@ def test_copy_all_gives_the_repository_s_files(user):
     for rel in REPO_SCENARIOS:
         assert (copied / rel).read_bytes() == (REPO / "scenarios" / rel).read_bytes(), rel
     user("sojourn validate examples/replay-burst.yaml && sojourn validate examples/suites/nightly.yaml")
+    user("sojourn scenarios copy scheduling")  # the crontab, systemd units and CI workflow, out of the wheel
+    for rel in ("scheduling/crontab", "scheduling/systemd/sojourn-nightly.service", "scheduling/ci/nightly.yml"):
+        assert (user.work / rel).read_bytes() == (REPO / "scenarios" / rel).read_bytes(), rel
 
 
 def test_copy_validate_and_run_quickstart(user):

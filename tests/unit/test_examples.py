@@ -1,6 +1,6 @@
-"""The scheduling examples (examples/) work as written: every `sojourn` command line in them is one
-the CLI takes, the files it names are in the repository, the CI workflow installs what the command
-needs, and no example holds a broker password (issue 50)."""
+"""The scheduling examples (scenarios/scheduling/) work as written: every `sojourn` command line in
+them is one the CLI takes, the files it names are in the repository, the CI workflow installs what
+the command needs, and no example holds a broker password (issue 50)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import yaml
 from loadgen.cli import build_parser
 
 ROOT = Path(__file__).resolve().parents[2]
-EXAMPLES = ROOT / "examples"
+EXAMPLES = ROOT / "scenarios" / "scheduling"
 WORKFLOW = EXAMPLES / "ci" / "nightly.yml"
 SERVICE = EXAMPLES / "systemd" / "sojourn-nightly.service"
 CRONTAB = EXAMPLES / "crontab"

@@ -102,6 +102,20 @@ def test_copy_of_the_suite_brings_its_scenarios_and_the_copy_validates(tmp_path:
     assert check.returncode == 0, check.stderr
 
 
+def test_copy_of_scheduling_brings_the_crontab_the_systemd_units_and_the_ci_workflow(tmp_path: Path):
+    expected = sorted(p.relative_to(SCENARIOS).as_posix() for p in (SCENARIOS / "scheduling").rglob("*") if p.is_file())
+    assert {"scheduling/crontab", "scheduling/ci/nightly.yml", "scheduling/systemd/sojourn-nightly.timer"} <= set(
+        expected
+    )
+    result = _sojourn("scenarios", "copy", "scheduling", "out", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert _files_under(tmp_path / "out") == expected
+    for rel in expected:
+        assert (tmp_path / "out" / rel).read_bytes() == (SCENARIOS / rel).read_bytes(), rel
+    listed = _sojourn("scenarios", "list", cwd=tmp_path).stdout
+    assert "Scheduling:" in listed and "scheduling/crontab" in listed
+
+
 def test_copy_all_copies_every_file_of_the_scenarios_directory_byte_for_byte(tmp_path: Path):
     result = _sojourn("scenarios", "copy", "--all", "all", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
