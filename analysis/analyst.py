@@ -100,13 +100,10 @@ def request(directory: Path, run_dir: str | Path, progress: Progress | None = No
     the analyst went away mid-analysis."""
     from analysis.errors import AnalysisError
 
-    path = directory / SOCKET_NAME
-    if not path.exists():
-        return None
     connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
-        connection.connect(str(path))
-    except OSError:
+        connection.connect(str(directory / SOCKET_NAME))
+    except OSError:  # no socket, or one nobody listens on
         connection.close()
         return None
     say = progress or (lambda _message: None)

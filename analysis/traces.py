@@ -28,7 +28,6 @@ __all__ = [
     "scan",
     "read",
     "read_table",
-    "read_rows",
     "total_rows",
     "total_bytes",
     "distinct_values",
@@ -293,7 +292,8 @@ def read_table(found: KindFiles):
     wanted = pa.schema([f.with_nullable(True) for f in schema.arrow_schema(found.kind)])
     tables = []
     for path in found.files:
-        table = pq.read_table(path, columns=[n for n in wanted.names if n in pq.read_schema(path).names])
+        parquet = pq.ParquetFile(path)  # its footer read once: for the columns present, then the rows
+        table = parquet.read(columns=[n for n in wanted.names if n in parquet.schema_arrow.names])
         tables.append(
             pa.table(
                 [
@@ -304,13 +304,6 @@ def read_table(found: KindFiles):
             )
         )
     return pa.concat_tables(tables) if tables else wanted.empty_table()
-
-
-def read_rows(found: KindFiles) -> list[dict[str, Any]]:
-    """Every row of a small kind (the events), as dicts of the schema's columns in file order
-    (read_table's rows). For the kinds of a few thousand rows only: the blocks computed from them
-    run on the driver (analysis.events)."""
-    return read_table(found).to_pylist()
 
 
 def _local_path(uri: str) -> str:

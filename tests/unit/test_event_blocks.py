@@ -95,7 +95,7 @@ def test_events_are_read_from_every_part_file_in_order(tmp_path):
     table = pa.Table.from_pylist(rows, schema=schema.arrow_schema("event"))
     pq.write_table(table.slice(0, 2), directory / "part-0.parquet")
     pq.write_table(table.slice(2), directory / "part-1.parquet")
-    assert traces.read_rows(traces.scan(tmp_path)["event"]) == rows
+    assert traces.read_table(traces.scan(tmp_path)["event"]).to_pylist() == rows
 
 
 def test_a_small_kind_is_one_table_of_the_schemas_columns_in_file_order(tmp_path):
