@@ -7,6 +7,12 @@ master uses for its workers' reports): counts, response-time sum, min, max and h
 bytes and the per-second count come out as if each had been logged, so the UI, the CSVs,
 the summary and the percentiles read the same, at most FLUSH_EVERY_S late. Failures still
 fire the `request` event at once, with their exception, for the error table and any listener.
+
+Every successful message still reaches the `request` event's other listeners (a plugin's, a
+locustfile's own): the flush calls them once per message, in the order the messages were
+reported, with `context={"sojourn_batched": True}` and no `start_time`; only Locust's own
+statistics listener is left out, since the merge above did its work. With no other listener
+nothing is called, so the loop pays for listeners only when there are some.
 """
 
 from __future__ import annotations
@@ -18,10 +24,11 @@ from typing import Any
 
 import gevent
 from locust import stats as locust_stats
+from locust.event import EventHook
 
 from loadgen.run import guarded
 
-__all__ = ["RequestBatcher", "batcher", "flush", "FLUSH_EVERY_S"]
+__all__ = ["RequestBatcher", "batcher", "flush", "FLUSH_EVERY_S", "is_locust_statistics"]
 
 FLUSH_EVERY_S = 0.1
 
@@ -87,6 +94,28 @@ class RequestBatcher:
             add.last_request_timestamp = add.start_time = now
             stats.entries[(name, request_type)].extend(add)
             stats.total.extend(add)
+        self._fire_listeners(batch)
+
+    def _fire_listeners(self, batch: list[tuple[str, str, float, int]]) -> None:
+        """The batch's `request` events, for every listener but Locust's own statistics."""
+        # Locust keeps its listeners in EventHook._handlers and offers no public list of them.
+        others = [h for h in self.environment.events.request._handlers if not is_locust_statistics(h)]
+        if not others:
+            return
+        hook = EventHook()  # its fire() logs a listener's error and goes on, as the real event does
+        for handler in others:
+            hook.add_listener(handler)
+        fire = hook.fire
+        for request_type, name, response_time, length in batch:
+            fire(
+                request_type=request_type,
+                name=name,
+                response_time=response_time,
+                response_length=length,
+                response=None,
+                context={"sojourn_batched": True},
+                exception=None,
+            )
 
     def close(self) -> None:
         if self._greenlet is not None:
@@ -97,6 +126,14 @@ class RequestBatcher:
         while True:
             gevent.sleep(every_s)
             self.flush()
+
+
+def is_locust_statistics(handler) -> bool:
+    """Whether `handler` is the listener Locust's runner adds to log requests into its statistics
+    (locust.runners.Runner.__init__'s on_request)."""
+    return getattr(handler, "__module__", None) == "locust.runners" and getattr(handler, "__qualname__", "").endswith(
+        "__init__.<locals>.on_request"
+    )
 
 
 def batcher(environment) -> RequestBatcher:

@@ -84,3 +84,59 @@ def test_every_user_of_a_process_shares_one_batcher_that_flushes_on_its_own():
     gevent.sleep(0.25)
     assert env.stats.total.num_requests == 1
     batcher(env).close()
+
+
+def test_every_successful_message_reaches_another_request_listener_once_in_order():
+    env = _env()
+    heard: list[tuple] = []
+    env.events.request.add_listener(
+        lambda request_type, name, response_time, response_length, exception, context, **_kw: heard.append(
+            (request_type, name, response_time, response_length, exception, context)
+        )
+    )
+    b = RequestBatcher(env, every_s=0)
+    results = _results(500)
+    for request_type, name, ms, length in results:
+        b.report(request_type, name, ms, length, None)
+    assert heard == []  # not before the flush
+    b.flush()
+    assert [h[:4] for h in heard] == results
+    assert all(h[4] is None and h[5] == {"sojourn_batched": True} for h in heard)
+    assert env.stats.total.num_requests == 500  # and Locust's own statistics counted each once, not twice
+
+
+def test_a_failure_reaches_a_listener_once_at_once():
+    env = _env()
+    heard: list[BaseException | None] = []
+    env.events.request.add_listener(lambda exception, **_kw: heard.append(exception))
+    b = RequestBatcher(env, every_s=0)
+    error = RuntimeError("publish nacked by the broker")
+    b.report("publish", "publish:(default):q", 0.0, 100, error)
+    b.flush()
+    assert heard == [error]
+
+
+def test_a_listener_that_raises_does_not_stop_the_others_or_the_statistics():
+    env = _env()
+    heard: list[str] = []
+
+    def broken(**_kw):
+        raise ValueError("a plugin's bug")
+
+    env.events.request.add_listener(broken)
+    env.events.request.add_listener(lambda name, **_kw: heard.append(name))
+    b = RequestBatcher(env, every_s=0)
+    b.report("consume", "consume:q", 3.0, 100, None)
+    b.report("consume", "consume:q", 4.0, 100, None)
+    b.flush()
+    assert heard == ["consume:q", "consume:q"]
+    assert env.stats.total.num_requests == 2
+
+
+def test_locusts_own_statistics_listener_is_the_one_left_out():
+    from loadgen.run.locust_stats import is_locust_statistics
+
+    env = Environment()
+    assert not any(map(is_locust_statistics, env.events.request._handlers))
+    env.create_local_runner()
+    assert sum(map(is_locust_statistics, env.events.request._handlers)) == 1
