@@ -38,6 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--out", metavar="RUN_DIR", help="run directory (default runs/<UTC time>-<name>)")
     _add_set(run)
     _add_processes(run)
+    _add_metrics_port(run)
     _add_verbose(run)
     _add_spark_master(run)
     run.add_argument("--no-analyze", action="store_true", help="only run the load; analyze later")
@@ -71,6 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_set(swp)
     swp.add_argument("--out", metavar="DIR", help="where the runs go (default runs/<UTC time>-<name>-sweep)")
     _add_processes(swp)
+    _add_metrics_port(swp)
     _add_verbose(swp)
     _add_spark_master(swp)
 
@@ -85,6 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
     nig.add_argument("suite", help="suite YAML file, e.g. scenarios/suites/nightly.yaml")
     nig.add_argument("--out", required=True, metavar="RESULTS_DIR", help="results directory (kept across nights)")
     _add_set(nig, "applied to every entry, after the entry's own overrides")
+    _add_metrics_port(nig)
     _add_verbose(nig)
     _add_spark_master(nig)
 
@@ -183,6 +186,16 @@ def _add_spark_master(p: argparse.ArgumentParser) -> None:
 def _add_processes(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--processes", type=int, default=0, metavar="N", help="Locust worker processes per run (default: one process)"
+    )
+
+
+def _add_metrics_port(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--metrics-port",
+        type=int,
+        metavar="PORT",
+        help="serve Prometheus metrics at http://HOST:PORT/metrics while each run goes on (worker process N "
+        "of --processes on PORT+1+N; docs/metrics.md)",
     )
 
 

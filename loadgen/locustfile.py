@@ -100,6 +100,14 @@ def _add_options(parser, **_kwargs):
     group.add_argument("--run-dir", default="", help="where traces and run.json go (default runs/<time>-<name>)")
     group.add_argument("--run-id", default="", help="run id (default: the run directory's name)")
     group.add_argument(
+        "--metrics-port",
+        type=int,
+        default=None,
+        metavar="PORT",
+        help="serve Prometheus metrics at http://HOST:PORT/metrics while the run goes on (a run in one process "
+        "and Locust's master on PORT, worker N on PORT+1+N; docs/metrics.md)",
+    )
+    group.add_argument(
         "--analyze",
         action="store_true",
         dest="sojourn_analyze",

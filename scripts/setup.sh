@@ -2,7 +2,7 @@
 # Set up everything sojourn needs on this machine: a virtualenv with the package,
 # Java for PySpark, and a running RabbitMQ on 127.0.0.1:5672.
 #   scripts/setup.sh                    # install into .venv; start RabbitMQ if it is installed but stopped
-#   scripts/setup.sh --install-broker   # also apt-get install python3-venv, Java, RabbitMQ, Chromium when
+#   scripts/setup.sh --install-broker   # also apt-get install python3-venv, Java, RabbitMQ, Chromium, Prometheus when
 #                                       # missing (as root; CI does this)
 #   scripts/setup.sh --private-node-ok  # an installed RabbitMQ that will not start is no error: `sojourn run`
 #                                       # starts a private node of its own (scripts/demo.sh does this)
@@ -120,5 +120,16 @@ if ! command -v chromium >/dev/null && ! command -v chromium-browser >/dev/null;
   else
     say "Chromium is not installed: tests/integration/test_browser.py will be skipped"
     say "(install it with: sudo apt-get install -y chromium)"
+  fi
+fi
+
+# 5. Prometheus for tests/integration/test_live_metrics.py (skipped where it is absent); the test starts
+#    its own server on loopback, so the package's service, if the system starts it, is not used.
+if ! command -v prometheus >/dev/null; then
+  if [ "$install_missing" = 1 ] && apt_install prometheus; then
+    say "installed Prometheus (the live-metrics test scrapes a run with a server of its own)"
+  else
+    say "Prometheus is not installed: tests/integration/test_live_metrics.py will be skipped"
+    say "(install it with: sudo apt-get install -y prometheus)"
   fi
 fi

@@ -31,6 +31,7 @@ __all__ = [
     "print_warnings",
     "broker_for",
     "run_locust",
+    "check_metrics_ports",
     "recover_traces",
     "ended_by_internal_error",
     "say",
@@ -235,11 +236,29 @@ def ended_by_internal_error(run_dir: str, analysed: bool = True) -> str | None:
     return error
 
 
-def run_locust(scenario, run_dir: str, processes: int = 0, verbose: bool = False) -> bool:
+def check_metrics_ports(base: int | None, processes: int = 0) -> None:
+    """Every port a run's processes will serve live metrics on (--metrics-port) can be listened on
+    now: an error (exit 2) before any broker or load, not a worker without metrics in the middle."""
+    if base is None:
+        return
+    from loadgen.metrics import endpoint
+
+    roles = [("local" if not processes else "master", None)] + [("worker", i) for i in range(processes)]
+    for role, index in roles:
+        try:
+            endpoint.listen(endpoint.port_for(base, role, index)).close()
+        except endpoint.MetricsPortError as exc:
+            raise CliError(str(exc), EXIT_INPUT) from None
+
+
+def run_locust(
+    scenario, run_dir: str, processes: int = 0, verbose: bool = False, metrics_port: int | None = None
+) -> bool:
     """Run Locust headless in a child process on `scenario`, as resolved for the run (the child
     reads it from RUN_DIR/run.json, loadgen.run.handoff); return True if it was interrupted.
     Locust's own statistics tables reach the terminal only when `verbose`; otherwise they go to
-    RUN_DIR/locust_stats.json (with RUN_DIR/locust.html and the CSV files, always written)."""
+    RUN_DIR/locust_stats.json (with RUN_DIR/locust.html and the CSV files, always written).
+    `metrics_port`: the live metrics' base port (loadgen.metrics; check_metrics_ports checked it)."""
     from loadgen.run import handoff
 
     cmd = [
@@ -263,6 +282,8 @@ def run_locust(scenario, run_dir: str, processes: int = 0, verbose: bool = False
     ]
     if not verbose:  # Locust prints its tables at exit unless it saves them as JSON instead
         cmd += ["--json-file", os.path.join(run_dir, "locust_stats")]
+    if metrics_port is not None:
+        cmd += ["--metrics-port", str(metrics_port)]
     if processes:
         # Locust's master listens for its workers on 5557 by default, on every interface: a second
         # run with worker processes on the same machine then failed to start. A free loopback port

@@ -13,6 +13,7 @@ from loadgen.commands.common import (
     CliError,
     analysis_failures,
     broker_for,
+    check_metrics_ports,
     load,
     require_analysis,
     run_locust,
@@ -36,6 +37,7 @@ def cmd_nightly(args) -> int:
         raise CliError(str(exc), EXIT_INPUT) from None
     scenarios = [load(e.scenario_path, list(e.overrides)) for e in suite.entries]  # all valid before any run
     scenario_of = {id(e): s for e, s in zip(suite.entries, scenarios)}
+    check_metrics_ports(args.metrics_port)
     lock = ResultsLock(args.out)
     try:
         lock.acquire()
@@ -46,7 +48,7 @@ def cmd_nightly(args) -> int:
 
     def run_load(entry, run_dir: str) -> bool:
         with broker_for(scenario_of[id(entry)]) as for_run:  # per entry: each scenario names its own broker
-            return run_locust(for_run, run_dir, verbose=args.verbose)
+            return run_locust(for_run, run_dir, verbose=args.verbose, metrics_port=args.metrics_port)
 
     def analyze_run(run_dir: str) -> dict:
         nonlocal analyze

@@ -17,6 +17,7 @@ from loadgen.commands.common import (
     CliError,
     analysis_failures,
     broker_for,
+    check_metrics_ports,
     ended_by_internal_error,
     load,
     print_warnings,
@@ -34,6 +35,7 @@ def cmd_run(args) -> int:
     from loadgen.run.runinfo import default_run_dir
 
     scenario = load(args.scenario, args.overrides)
+    check_metrics_ports(args.metrics_port, args.processes)
     if not args.no_analyze:  # before the load, not after it
         require_analysis(
             "run the load only (sojourn run --no-analyze) and analyze the run directory on a machine that has it"
@@ -44,7 +46,7 @@ def cmd_run(args) -> int:
         raise CliError(f"{run_dir}: already holds a run's traces; choose another --out", EXIT_INPUT)
     with broker_for(scenario) as for_run:
         os.makedirs(run_dir, exist_ok=True)
-        interrupted = run_locust(for_run, run_dir, args.processes, verbose=args.verbose)
+        interrupted = run_locust(for_run, run_dir, args.processes, verbose=args.verbose, metrics_port=args.metrics_port)
     census_error = _census_error(run_dir)
     internal_error = ended_by_internal_error(run_dir, analysed=not args.no_analyze)
     if census_error:

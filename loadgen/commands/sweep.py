@@ -14,6 +14,7 @@ from loadgen.commands.common import (
     CliError,
     analysis_failures,
     broker_for,
+    check_metrics_ports,
     ended_by_internal_error,
     load,
     require_analysis,
@@ -39,6 +40,7 @@ def cmd_sweep(args) -> int:
     require_analysis("run each variant with sojourn run --no-analyze and analyze them on a machine that has it")
     path, values = _vary(args.vary)
     scenarios = [load(args.scenario, [*args.overrides, f"{path}={v}"]) for v in values]  # all valid before any run
+    check_metrics_ports(args.metrics_port, args.processes)
     out = args.out or default_run_dir(scenarios[0].name) + "-sweep"
     label = path.rsplit(".", 1)[-1]
     runs = [(v, os.path.join(out, f"{label}-{v}")) for v in values]
@@ -51,7 +53,9 @@ def cmd_sweep(args) -> int:
         say(f"sweep {path}={v}")
         with broker_for(scenario) as for_run:  # per run: the swept field may be a broker setting
             os.makedirs(run_dir, exist_ok=True)
-            interrupted = run_locust(for_run, run_dir, args.processes, verbose=args.verbose)
+            interrupted = run_locust(
+                for_run, run_dir, args.processes, verbose=args.verbose, metrics_port=args.metrics_port
+            )
         if ended_by_internal_error(run_dir):  # said now; the sweep goes on, and exits 6 at the end
             internal_errors += 1
         if interrupted:  # as `sojourn run` does: analyse what ran (this run's part too), then exit 130/143

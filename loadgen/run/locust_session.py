@@ -105,6 +105,8 @@ class _State:
     runs: ClassVar[list[_Ended]] = []  # the runs this process ended, for the closing lines
     note = ""  # the web UI's line about the run (loadgen.run.webui)
     quitting = False  # Locust is exiting: the closing lines come last (after_exit), not at the stop
+    metrics_port: int | None = None  # --metrics-port: the base port of the live metrics (loadgen.metrics)
+    metrics_socket: Any = None  # this process's listening socket, kept for every run of the process
 
 
 def _role(runner) -> str:
@@ -127,6 +129,15 @@ def init(environment, scenario, scenario_path: str, overrides: list[str]) -> Non
     _State.analyze = bool(getattr(opts, "sojourn_analyze", False))
     _State.driven = finish.driven_by_sojourn_run()
     guarded.set_handler(lambda fault: _on_fault(environment, fault))
+    _State.metrics_port = getattr(opts, "metrics_port", None)
+    if _State.metrics_port is not None and _State.role != "worker":  # a worker's port waits for its index
+        from loadgen.metrics import endpoint
+
+        try:
+            _State.metrics_socket = endpoint.listen(endpoint.port_for(_State.metrics_port, _State.role, None))
+        except endpoint.MetricsPortError as exc:
+            sys.stderr.write(f"error: {exc}\n")
+            sys.exit(2)
     if not environment.host:  # the broker is the load's "host" (Locust's UI and report show it)
         environment.host = mask_url(scenario.broker.url)
     if _State.role == "master":
@@ -193,7 +204,7 @@ def start(environment) -> None:
     _State.warmup_over = False
     _State.note = ""
     opened_s = time.monotonic()
-    ctx = _State.ctx = RunContext(scenario, run_dir, run_id, role)
+    ctx = _State.ctx = RunContext(scenario, run_dir, run_id, role, metrics_fd=_metrics_fd(environment))
     barrier = _State.barrier = StartBarrier(scenario.participant_count(), opened_s) if role != "worker" else None
     if role != "worker":
         write_run_json(
@@ -225,6 +236,24 @@ def start(environment) -> None:
     elif barrier is not None:
         ctx.on_ready = lambda ready: barrier.report("local", ready)
         guarded.spawn("start_waiter", _start_when_ready, environment, ctx, barrier)
+
+
+def _metrics_fd(environment) -> int | None:
+    """The live metrics' listening socket (--metrics-port), bound at a worker's first run, where
+    its port comes from the index the master gave it; a worker whose port is taken runs without."""
+    if _State.metrics_port is None:
+        return None
+    if _State.metrics_socket is None and _State.role == "worker":
+        from loadgen.metrics import endpoint
+
+        port = endpoint.port_for(_State.metrics_port, "worker", environment.runner.worker_index)
+        try:
+            _State.metrics_socket = endpoint.listen(port)
+        except endpoint.MetricsPortError as exc:
+            _State.metrics_port = None
+            log.warning("sojourn: worker %s serves no live metrics: %s", worker_name(), exc)
+            return None
+    return _State.metrics_socket.fileno()
 
 
 def _worker_ready(msg, **_kwargs) -> None:

@@ -79,6 +79,10 @@ class Participant:
         """True when nothing of this participant's is still in flight."""
         return True
 
+    def held(self) -> tuple[int, int] | None:
+        """A consumer's deliveries waiting in its buffer, and all it holds unsettled (None: not a consumer)."""
+        return None
+
     def prepare(self) -> None:
         """Before t0: connect (and subscribe) as the settings at time 0 ask, so the run starts
         with everyone ready (loadgen.rules.barrier). Nothing to do for a slot idle at time 0."""
@@ -97,7 +101,10 @@ class RunContext(RunClock, BrokerSide, Drain):
     connection, topology, slots, the network proxy, dead-letter capture: run/broker_side.py), the
     drain (run/drain.py), and here the participants' readiness, the traces and the teardown."""
 
-    def __init__(self, scenario, run_dir: str, run_id: str, role: str, t0_ns: int | None = None):
+    def __init__(
+        self, scenario, run_dir: str, run_id: str, role: str, t0_ns: int | None = None, metrics_fd: int | None = None
+    ):
+        """`metrics_fd`: a listening socket to serve the run's live metrics on (loadgen.metrics)."""
         self.scenario = scenario
         self.run_dir = run_dir
         self.run_id = run_id
@@ -109,7 +116,11 @@ class RunContext(RunClock, BrokerSide, Drain):
         self._ready: set[Participant] = set()  # participants ready to start (prepared)
         self.on_ready: Callable[[int], None] = lambda _count: None  # told each time one more is ready
         self.writer = TraceWriter(
-            run_dir, run_id, self.worker, offload=lambda fn: gevent.get_hub().threadpool.spawn(fn)
+            run_dir,
+            run_id,
+            self.worker,
+            offload=lambda fn: gevent.get_hub().threadpool.spawn(fn),
+            metrics_fd=metrics_fd,
         )
         self.draining = Event()  # publishing must stop
         self.drained = Event()  # consumers may leave
@@ -167,8 +178,27 @@ class RunContext(RunClock, BrokerSide, Drain):
         while not self.stopping.wait(FLUSH_EVERY_S):
             try:
                 self.flush_traces()
+                if self.writer.serves_metrics:
+                    gevent.get_hub().threadpool.apply(self.writer.send_live, (self.live_state(),))
             except Exception:
                 log.exception("trace flush failed")
+
+    def live_state(self) -> dict[str, Any]:
+        """What the live metrics take from this process rather than from the rows: the run's phase
+        (starting, the timeline's, drain, ended), the seconds since t0, and each consumer's buffer
+        and unsettled deliveries (loadgen.metrics.live.LiveMetrics.set_live)."""
+        duration_s = self.scenario.run.duration_s
+        elapsed = self.elapsed_s() if self.started.is_set() else None
+        if elapsed is None:
+            phase = "starting"
+        elif self.stopping.is_set() or self.finished.is_set():
+            phase = "ended"
+        elif elapsed >= duration_s:
+            phase = "drain"
+        else:
+            phase = self.scenario.phase_at(max(elapsed, 0.0))
+        consumers = [[p.name, p.group, *held] for p in self.participants if (held := p.held()) is not None]
+        return {"phase": phase, "elapsed_s": elapsed, "consumers": consumers}
 
     def participant_finished(self, participant: Participant) -> None:
         while participant in self.participants:

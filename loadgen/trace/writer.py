@@ -28,6 +28,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import functools
+import json
 import logging
 import marshal
 import os
@@ -62,6 +63,7 @@ ALIVE_FD_ENV = "SOJOURN_ALIVE_FD"  # a pipe end the child holds too (_alive_fd)
 SPILL_LIMIT_BYTES = 256 << 20  # the child converts its oldest spilled batches beyond this (~2M rows)
 MARSHAL, PICKLE = 0, 1  # how each chunk of rows is serialised
 CHUNKS = 3  # the payload's format: chunks, each CHUNK (MARSHAL or PICKLE, length) then its bytes
+LIVE = 4  # the payload's format: the run process's live state for the metrics (JSON), not rows
 CHUNK = struct.Struct("!BI")
 CHUNK_ROWS = 256  # rows serialised per call, as they are appended (~0.1 ms of the caller's loop)
 
@@ -275,27 +277,34 @@ def _write_all(fd: int, data) -> None:
 class _Child:
     """The writer process and its two pipes; `write` is called with the writer's lock held."""
 
-    def __init__(self, root: Path, run_id: str, worker: str):
+    def __init__(self, root: Path, run_id: str, worker: str, metrics_fd: int | None = None):
+        """`metrics_fd`: a listening socket the child serves the run's live metrics on (loadgen.metrics)."""
         to_child, self._to_child = os.pipe()
         self._from_child, from_child = os.pipe()
         env = child_env()
         self.sent_bytes = 0
+        self.serves_metrics = metrics_fd is not None
+        argv = [sys.executable, "-m", "loadgen.trace.sink", str(root), run_id, worker, str(to_child), str(from_child)]
+        fds = [to_child, from_child, *_alive_fd()]
+        if metrics_fd is not None:
+            argv.append(str(metrics_fd))
+            fds.append(metrics_fd)
         try:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "loadgen.trace.sink", str(root), run_id, worker, str(to_child), str(from_child)],
-                pass_fds=(to_child, from_child, *_alive_fd()),
-                stdin=subprocess.DEVNULL,
-                env=env,
-            )
+            self.proc = subprocess.Popen(argv, pass_fds=fds, stdin=subprocess.DEVNULL, env=env)
         finally:
             _os_close()(to_child)
             _os_close()(from_child)
 
     def write(self, kind: str, seq: int, chunks: list[tuple[int, bytes]]) -> None:
+        self._send(kind, seq, CHUNKS, encode(chunks))
+
+    def send_live(self, payload: bytes) -> None:
+        self._send("live", 0, LIVE, [payload])
+
+    def _send(self, kind: str, seq: int, fmt: int, pieces: list[bytes]) -> None:
         k = kind.encode()
-        pieces = encode(chunks)
         size = sum(map(len, pieces))
-        _write_all(self._to_child, FRAME.pack(seq, CHUNKS, len(k), size) + k)
+        _write_all(self._to_child, FRAME.pack(seq, fmt, len(k), size) + k)
         for piece in pieces:
             _write_all(self._to_child, piece)
         self.sent_bytes += size
@@ -375,6 +384,7 @@ class TraceWriter:
         max_rows: int = 50_000,
         offload: Callable[[Callable[[], Any]], Any] | None = None,
         out_of_process: bool | None = None,
+        metrics_fd: int | None = None,
     ):
         """`offload(fn)` runs a full batch's write without blocking the caller (e.g. a
         thread pool's spawn); appends may come from the I/O loop itself, which must
@@ -382,7 +392,9 @@ class TraceWriter:
 
         `out_of_process` (default: when an `offload` is given) converts and writes in a child
         process; if it can not start or dies, the writer goes on in this process.
-        `rows_written` counts the rows each kind has had written, or spilled by the child."""
+        `rows_written` counts the rows each kind has had written, or spilled by the child.
+        `metrics_fd`: a listening socket on which the child serves live metrics of the rows it
+        receives (loadgen.metrics; `send_live` adds the run's own state)."""
         self.root = Path(run_dir) / "traces"
         self.run_id = run_id
         self.worker = worker
@@ -401,9 +413,11 @@ class TraceWriter:
         self._child: _Child | None = None
         if offload is not None if out_of_process is None else out_of_process:
             try:
-                self._child = _Child(self.root, run_id, worker)
+                self._child = _Child(self.root, run_id, worker, metrics_fd)
             except OSError as exc:
                 log.warning("trace writer process did not start (%s); writing traces in this process", exc)
+        if metrics_fd is not None and self._child is None:
+            log.warning("live metrics are off: they are served by the trace writer's process, which is not running")
         if self._child is None:
             warm_pyarrow()
         # Rows kept as tuples until there are this many (the whole batch when this process writes)
@@ -445,6 +459,31 @@ class TraceWriter:
             write()
         else:
             run_in(self._handed(write))
+
+    @property
+    def serves_metrics(self) -> bool:
+        """Whether a child serves live metrics (it started with a metrics socket and still runs)."""
+        child = self._child
+        return child is not None and child.serves_metrics
+
+    def send_live(self, state: dict[str, Any]) -> None:
+        """Hand the run's live state (loadgen.metrics.live.LiveMetrics.set_live) to the metrics."""
+        payload = json.dumps(state).encode()
+        with self._lock:
+            child = self._child
+            if child is None or not child.serves_metrics:
+                return
+            try:
+                child.send_live(payload)
+            except (OSError, EOFError) as exc:
+                self._lose_child(exc)
+
+    def _lose_child(self, exc: BaseException) -> None:
+        """The child's pipe broke (it died): this process writes the traces from now on."""
+        metrics = ", live metrics off" if self.serves_metrics else ""
+        log.warning("trace writer process failed (%s); writing traces in this process%s", exc, metrics)
+        self._child = None
+        self._chunk_rows = self.max_rows
 
     def _handed(self, write: Callable[[], None]) -> Callable[[], None]:
         """`write`, to run in another thread, kept until it has run: close() runs it itself if it has
@@ -493,9 +532,7 @@ class TraceWriter:
                     self.rows_written[kind] += n
                     return
                 except (OSError, EOFError) as exc:
-                    log.warning("trace writer process failed (%s); writing traces in this process", exc)
-                    self._child = None
-                    self._chunk_rows = self.max_rows
+                    self._lose_child(exc)
         # the child is gone: this batch and the next ones are written here
         self._write(kind, rows_of(chunks))
 

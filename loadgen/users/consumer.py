@@ -165,6 +165,10 @@ class Consumer(Participant):
     def buffered(self) -> int:
         return len(self._buffer)
 
+    def held(self) -> tuple[int, int]:
+        buffered = len(self._buffer)
+        return buffered, buffered + (1 if self._busy else 0)
+
     def prepare(self) -> None:
         settings = self.ctx.scenario.settings_at(0.0).consumer(self.group)
         if self.slot < settings.count:
