@@ -52,10 +52,23 @@ COMPARISONS: dict[str, tuple[str, dict, tuple[str, ...]]] = {
     "consume-prefetch-300": ("consume", {"prefetch": 300}, ("bare", "sojourn", "sojourn-notrace")),
     # kernel receive stamps (recvmsg + SO_TIMESTAMPNS) against stamps taken at the read
     "consume-kstamp-prefetch-100": ("consume", {"prefetch": 100}, ("sojourn", "sojourn-readstamp")),
+    # live metrics (--metrics-port) and one more request listener, each against the same traced loop
+    "publish-confirms-100-metrics": (
+        "publish",
+        {"confirm_window": 100},
+        ("bare", "sojourn", "sojourn-metrics", "sojourn-listener"),
+    ),
+    "consume-prefetch-100-metrics": (
+        "consume",
+        {"prefetch": 100},
+        ("bare", "sojourn", "sojourn-metrics", "sojourn-listener"),
+    ),
 }
+EXTRAS = ("sojourn-metrics", "sojourn-listener")  # the rows of _render_extras, against sojourn
 RUN_COMPARISONS = ("end-to-end", "scaling")  # whole `sojourn run`s: benchmarks.endtoend
 RATIO_TARGET = 0.9  # sojourn / bare, at least (issue 8)
 OVERHEAD_TARGET = 0.05  # tracing overhead, at most
+METRICS_TARGET = 0.02  # live metrics' cost against the same traced loop, at most (issue 51)
 STALL = "flush-stall"  # how long a trace flush holds the event loop: benchmarks.stall
 STALL_VARIANTS = ("none", "one-call", "as-appended")
 STALL_ROWS = 17_000  # a second of deliveries at the consume-prefetch-300 rate
@@ -191,6 +204,13 @@ def run_comparison(name: str, url: str, seconds: float, rounds: int) -> dict:
     for name, baseline in (("tracing", "sojourn-notrace"), ("kstamp", "sojourn-readstamp")):
         if "sojourn" in rates and baseline in rates:
             result |= _cost(name, rates["sojourn"], rates[baseline], machine_us["sojourn"], machine_us[baseline])
+    # live metrics and one more request listener: each against the same traced loop, and against bare
+    for extra, name in (("sojourn-metrics", "metrics"), ("sojourn-listener", "listener")):
+        if extra in rates and "sojourn" in rates:
+            result |= _cost(name, rates[extra], rates["sojourn"], machine_us[extra], machine_us["sojourn"])
+            if "bare" in rates:
+                result[f"{name}_vs_bare_rounds"] = rounds_ = paired(rates[extra], rates["bare"])
+                result[f"{name}_vs_bare"] = round(statistics.median(rounds_), 3)
     return result
 
 
@@ -204,8 +224,12 @@ def _cost(name: str, rates: list, base_rates: list, cpu_us: list, base_cpu_us: l
     ):
         out[f"{key}_rounds"] = rounds
         out[key] = round(statistics.median(rounds), 3)
-        out[f"{key}_verdict"] = verdict(rounds, OVERHEAD_TARGET, False)
+        out[f"{key}_verdict"] = verdict(rounds, _target(name), False)
     return out
+
+
+def _target(name: str) -> float:
+    return METRICS_TARGET if name == "metrics" else OVERHEAD_TARGET
 
 
 def _spread(values: list[float] | None, fmt) -> str:
@@ -432,6 +456,39 @@ def _render_kstamp(results: list[dict]) -> list[str]:
     return lines
 
 
+def _render_extras(results: list[dict]) -> list[str]:
+    """What live metrics and one more request listener cost the traced loop, paired by round."""
+    if not results:
+        return []
+    percent = lambda x: f"{x * 100:.1f} %"  # noqa: E731
+    ratio = lambda x: f"{x:.2f}"  # noqa: E731
+    lines = [
+        "",
+        "Live metrics (`--metrics-port`: the trace writer's process folds each batch of rows into them; "
+        "nothing scrapes in the trial) and one more `request` listener (a counter: every message then "
+        "reaches it, in batches, loadgen/run/locust_stats.py), each against the same traced loop "
+        "(*sojourn*) and against bare pika, paired by round:",
+        "",
+        "| comparison | rounds x s | bare msg/s | sojourn msg/s | metrics msg/s | listener msg/s "
+        "| sojourn / bare | metrics / bare | metrics' cost, msg/s (target <= 2 %) | metrics, machine CPU per message "
+        "| listener's cost, msg/s | listener, machine CPU per message |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in results:
+        m = r["median_per_s"]
+        lines.append(
+            f"| {r['name']}{_when(r)} | {r['rounds']} x {r['seconds']:g} | {m.get('bare', '–')} "
+            f"| {m.get('sojourn', '–')} | {m.get('sojourn-metrics', '–')} | {m.get('sojourn-listener', '–')} "
+            f"| {_judged(r, 'ratio_vs_bare', ratio, RATIO_TARGET, True)} "
+            f"| {_judged(r, 'metrics_vs_bare', ratio, RATIO_TARGET, True)} "
+            f"| {_judged(r, 'metrics_overhead', percent, METRICS_TARGET, False)} "
+            f"| {_judged(r, 'metrics_cpu', percent, METRICS_TARGET, False)} "
+            f"| {_judged(r, 'listener_overhead', percent, OVERHEAD_TARGET, False)} "
+            f"| {_judged(r, 'listener_cpu', percent, OVERHEAD_TARGET, False)} |"
+        )
+    return lines
+
+
 def render(facts: dict, results: list[dict]) -> str:
     v = facts["versions"]
     lines = [
@@ -467,7 +524,8 @@ def render(facts: dict, results: list[dict]) -> str:
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
     percent = lambda x: f"{x * 100:.1f} %"  # noqa: E731
-    for r in (r for r in results if r["name"] in COMPARISONS and "sojourn-readstamp" not in r["median_per_s"]):
+    special = ("sojourn-readstamp", *EXTRAS)  # rows of their own tables, below
+    for r in (r for r in results if r["name"] in COMPARISONS and not set(special) & set(r["median_per_s"])):
         m = r["median_per_s"]
         lines.append(
             f"| {r['name']}{_when(r)} | {r['rounds']} x {r['seconds']:g} | {m.get('bare', '–')} "
@@ -479,6 +537,7 @@ def render(facts: dict, results: list[dict]) -> str:
         )
     lines += _render_runs(results)
     lines += _render_kstamp([r for r in results if "sojourn-readstamp" in r.get("median_per_s", {})])
+    lines += _render_extras([r for r in results if set(EXTRAS) & set(r.get("median_per_s", {}))])
     for r in results:
         if r["name"] == STALL:
             lines += _render_stall(r)

@@ -7,7 +7,10 @@ run in the same kind of fresh process, alternately; the trial prints one JSON li
 Variants: `bare` is a plain pika GeventConnection script (no Locust, no tracing);
 `sojourn` drives loadgen's Producer or Consumer with a RunContext, its trace writer and
 Locust's request event; `sojourn-notrace` is the same with a writer that drops rows;
-`sojourn-readstamp` the same consumer with kernel receive stamps off (loadgen.amqp.kstamp).
+`sojourn-readstamp` the same consumer with kernel receive stamps off (loadgen.amqp.kstamp);
+`sojourn-metrics` the same with live metrics on (loadgen.metrics: the trace writer's process
+folds every batch into them; nothing scrapes); `sojourn-listener` the same with one more
+`request` listener, which counts (every message then reaches it: loadgen.run.locust_stats).
 A publish counts only once its bytes have left the client (or its confirm arrived):
 both loops wait while pika's write buffer holds more than the producer's limit, and the
 clock stops when the buffer is empty.
@@ -208,7 +211,7 @@ class DroppingWriter:
         pass
 
 
-def _context(url: str, seconds: float, producer: str, consumer: str, trace: bool):
+def _context(url: str, seconds: float, producer: str, consumer: str, trace: bool, variant: str = "sojourn"):
     import locust  # noqa: F401 - Locust's own event hooks, as in a run
     from locust.env import Environment
 
@@ -226,7 +229,20 @@ def _context(url: str, seconds: float, producer: str, consumer: str, trace: bool
     scenario = load_scenario(Path(run_dir, "bench.yaml"), env={})
     env = Environment()
     env.create_local_runner()
-    ctx = RunContext(scenario, run_dir, "bench", "local")
+    metrics_fd = None
+    if variant == "sojourn-metrics":
+        from loadgen.broker.local import free_loopback_port
+        from loadgen.metrics import endpoint
+
+        metrics_fd = endpoint.listen(free_loopback_port(), "127.0.0.1").detach()
+    if variant == "sojourn-listener":
+        heard = [0]
+
+        def count(**_kw):
+            heard[0] += 1
+
+        env.events.request.add_listener(count)
+    ctx = RunContext(scenario, run_dir, "bench", "local", metrics_fd=metrics_fd)
     if not trace:
         ctx.writer.close()
         ctx.writer = DroppingWriter()
@@ -236,12 +252,14 @@ def _context(url: str, seconds: float, producer: str, consumer: str, trace: bool
     return ctx, locust_session.reporter(env)
 
 
-def sojourn_publish(url: str, seconds: float, confirm_window: int, trace: bool) -> tuple[int, Window]:
+def sojourn_publish(
+    url: str, seconds: float, confirm_window: int, trace: bool, variant: str = "sojourn"
+) -> tuple[int, Window]:
     from loadgen.users.producer import Producer
 
     confirms = f"confirms: true, confirm_window: {confirm_window}" if confirm_window else "confirms: false"
     ctx, report = _context(
-        url, 3600, f"rate: 1000000, arrival: constant, size_bytes: {BODY_BYTES}, {confirms}", "count: 0", trace
+        url, 3600, f"rate: 1000000, arrival: constant, size_bytes: {BODY_BYTES}, {confirms}", "count: 0", trace, variant
     )
     ctx.declare_topology(purge=True)
     p = Producer(ctx, "p", 0, report)
@@ -263,10 +281,12 @@ def sojourn_publish(url: str, seconds: float, confirm_window: int, trace: bool) 
     return n, clock
 
 
-def sojourn_consume(url: str, messages: int, prefetch: int, trace: bool) -> tuple[int, Window]:
+def sojourn_consume(
+    url: str, messages: int, prefetch: int, trace: bool, variant: str = "sojourn"
+) -> tuple[int, Window]:
     from loadgen.users.consumer import Consumer
 
-    ctx, report = _context(url, 3600, "count: 0, rate: 1", f"prefetch: {prefetch}, processing_ms: 0", trace)
+    ctx, report = _context(url, 3600, "count: 0, rate: 1", f"prefetch: {prefetch}, processing_ms: 0", trace, variant)
     c = Consumer(ctx, "c", 0, report)
     c._join(ctx.scenario.at(0).consumer("c"))  # connected (and consuming) before the clock starts, as bare is
     clock = Window(_writer_pid(ctx)).start()
@@ -291,7 +311,7 @@ def main(argv: list[str]) -> int:
         if variant == "bare":
             n, w = bare_publish(url, spec["seconds"], spec["confirm_window"])
         else:
-            n, w = sojourn_publish(url, spec["seconds"], spec["confirm_window"], trace)
+            n, w = sojourn_publish(url, spec["seconds"], spec["confirm_window"], trace, variant)
     elif kind == "consume":
         if variant == "bare":
             n, w = bare_consume(url, spec["messages"], spec["prefetch"])
@@ -300,7 +320,7 @@ def main(argv: list[str]) -> int:
                 from loadgen.amqp import kstamp
 
                 kstamp.enable = lambda _conn: "turned off for the benchmark"
-            n, w = sojourn_consume(url, spec["messages"], spec["prefetch"], trace)
+            n, w = sojourn_consume(url, spec["messages"], spec["prefetch"], trace, variant)
     else:
         raise SystemExit(f"unknown trial kind {kind!r}")
     cpu = time.process_time() - cpu0  # includes imports and connecting: a hint, not a measurement
