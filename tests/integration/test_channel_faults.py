@@ -5,7 +5,9 @@ deleted under its consumers. Each run ends on its own before its drain timeout, 
 status docs/README give (0), run.json's status completed, and every published message accounted
 for (summary.json: unaccounted 0). `ROWS` collects each run's fault-table row
 (exit, status, published, acked, discarded by reason, left in the broker, unaccounted), printed
-at the end of the module (`pytest -s`).
+at the end of the module (`pytest -s`). The three runs on the shared broker are in the session's
+batch (conftest.run_in_batch: their checks are on counts and events, relative to the run's t0);
+the consumer_timeout run needs its own node and runs on its own.
 """
 
 from __future__ import annotations
@@ -15,16 +17,14 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pika
 import pytest
 
 from loadgen.broker import ManagedBroker
-from tests.integration.conftest import REPO, free_port, start_sojourn, wait_for_t0, write_scenario
+from tests.integration.conftest import free_port, run_in_batch, start_sojourn, wait_for_t0, write_scenario
 from tests.integration.traces import read_rows
 
 S = 1_000_000_000
@@ -46,17 +46,13 @@ def _at(t0: float, s: float) -> None:
     time.sleep(max(0.0, t0 + s - time.time()))
 
 
-def _run(
-    tmp_path: Path, scenario_text: str, during: Callable[[float, Path], None], env: dict | None = None
-) -> tuple[Path, subprocess.Popen, str]:
-    """`sojourn run --no-analyze` on the scenario, `during(t0, run_dir)` while it runs; the run
-    directory, the process (ended) and its stderr. Bounded: killed after 240 s."""
+def _run(tmp_path: Path, scenario_text: str, env: dict | None = None) -> tuple[Path, subprocess.Popen, str]:
+    """`sojourn run --no-analyze` on the scenario: the run directory, the process (ended) and its
+    stderr. Bounded: killed after 240 s."""
     run_dir = tmp_path / "run"
     scenario = write_scenario(tmp_path / "s.yaml", scenario_text)
     proc = start_sojourn("run", scenario, "--out", str(run_dir), "--no-analyze", env=env)
     try:
-        t0 = wait_for_t0(proc, run_dir)
-        during(t0, run_dir)
         _stdout, stderr = proc.communicate(timeout=240)
     finally:
         if proc.poll() is None:
@@ -114,26 +110,32 @@ consumers: [{{name: c, prefetch: 20, processing_ms: 1}}]
 """
 
 
-def test_a_producers_channel_closed_twice_by_the_broker_is_reopened_and_every_message_accounted_for(
-    tmp_path, analyze_in_process
-):
+def _close_the_producers_channel(proc: subprocess.Popen, run_dir: Path) -> None:
     # At t=3 s the exchange is deleted: the producer's next publish gets 404 NOT_FOUND and its
     # channel closed; it reopens a second later, publishes, is closed again... until the exchange
     # is declared and bound again at t=5.6 s: at least two closes (t~3, ~4, ~5).
-    def during(t0: float, _run_dir: Path) -> None:
-        conn = _blocking()
-        try:
-            ch = conn.channel()
-            _at(t0, 3.0)
-            ch.exchange_delete(EXCHANGE)
-            _at(t0, 5.6)
-            ch.exchange_declare(EXCHANGE, "direct")
-            ch.queue_bind(PRODUCER_QUEUE, EXCHANGE, "k")
-        finally:
-            conn.close()
+    t0 = wait_for_t0(proc, run_dir)
+    conn = _blocking()
+    try:
+        ch = conn.channel()
+        _at(t0, 3.0)
+        ch.exchange_delete(EXCHANGE)
+        _at(t0, 5.6)
+        ch.exchange_declare(EXCHANGE, "direct")
+        ch.queue_bind(PRODUCER_QUEUE, EXCHANGE, "k")
+    finally:
+        conn.close()
 
-    run_dir, proc, stderr = _run(tmp_path, PRODUCER_SCENARIO, during)
-    assert proc.returncode == 0, stderr[-3000:]
+
+run_in_batch(__name__, "producer-channel-closed", PRODUCER_SCENARIO, during=_close_the_producers_channel)
+
+
+def test_a_producers_channel_closed_twice_by_the_broker_is_reopened_and_every_message_accounted_for(
+    batch, analyze_in_process
+):
+    ran = batch["producer-channel-closed"]
+    run_dir = ran.run_dir
+    assert ran.returncode == 0, ran.stderr[-3000:]
     events = read_rows(run_dir, "event")
     closes = [json.loads(e["detail"]) for e in events if e["kind"] == "channel_closed"]
     assert len(closes) >= 2, closes
@@ -153,7 +155,7 @@ def test_a_producers_channel_closed_twice_by_the_broker_is_reopened_and_every_me
     dropped = [p for p in closed if p["message_id"] not in acked]
     assert m["discarded"]["channel_closed"] == len(dropped) >= 1
     assert m["left_in_broker"] == 0
-    _row(f"producer channel closed by the broker (exchange deleted), x{len(closes)}", run_dir, 0, summary)
+    _row(f"producer channel closed by the broker (exchange deleted), x{len(closes)}", run_dir, ran.returncode, summary)
 
 
 # -- a consumer's channel closed by a 406: an ack of a tag it never had ---------------------------
@@ -169,40 +171,22 @@ consumers: [{{name: c, prefetch: 30, processing_ms: 8}}]
 """
 
 
-def test_a_consumers_channel_closed_by_a_406_requeues_what_it_held_and_it_rejoins(tmp_path, analyze_in_process):
-    # The consumer (8 ms a message at 100 msg/s: a few held) acks tag 1,000,000 at t=4 s through
-    # a second locustfile (channel_fault_locustfile.py); the broker closes its channel with 406.
-    scenario = write_scenario(tmp_path / "s.yaml", CONSUMER_SCENARIO)
-    run_dir = tmp_path / "run"
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "locust",
-            "-f",
-            "loadgen/locustfile.py,tests/integration/channel_fault_locustfile.py",
-            "--headless",
-            "--only-summary",
-            "--exit-code-on-error",
-            "0",
-            "--scenario",
-            scenario,
-            "--run-dir",
-            str(run_dir),
-        ],
-        cwd=REPO,
-        env={**os.environ, "SOJOURN_TEST_BAD_ACK_AT_S": "4"},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
-    try:
-        _stdout, stderr = proc.communicate(timeout=240)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-    assert proc.returncode == 0, stderr[-3000:]
+# The consumer (8 ms a message at 100 msg/s: a few held) acks tag 1,000,000 at t=4 s through
+# a second locustfile (channel_fault_locustfile.py); the broker closes its channel with 406.
+run_in_batch(
+    __name__,
+    "consumer-channel-closed",
+    CONSUMER_SCENARIO,
+    command="locust",
+    extra=("-f", "loadgen/locustfile.py,tests/integration/channel_fault_locustfile.py", "--exit-code-on-error", "0"),
+    env={"SOJOURN_TEST_BAD_ACK_AT_S": "4"},
+)
+
+
+def test_a_consumers_channel_closed_by_a_406_requeues_what_it_held_and_it_rejoins(batch, analyze_in_process):
+    ran = batch["consumer-channel-closed"]
+    run_dir = ran.run_dir
+    assert ran.returncode == 0, ran.stderr[-3000:]
     events = read_rows(run_dir, "event")
     [closed] = [json.loads(e["detail"]) for e in events if e["kind"] == "channel_closed"]
     assert closed["reply_code"] == 406 and "unknown delivery tag 1000000" in closed["reply_text"]
@@ -224,7 +208,7 @@ def test_a_consumers_channel_closed_by_a_406_requeues_what_it_held_and_it_rejoin
     assert m["redelivered"] >= len(unsettled)
     churn = summary["consumers_churn"]  # every message the closed channel held ended somewhere known
     assert churn["nothing_lost"] is True and churn["totals"]["held_messages"] == len(unsettled)
-    _row("consumer channel closed by the broker (406 unknown delivery tag)", run_dir, proc.returncode, summary)
+    _row("consumer channel closed by the broker (406 unknown delivery tag)", run_dir, ran.returncode, summary)
 
 
 # -- a delivery held past consumer_timeout, on a private node -------------------------------------
@@ -267,7 +251,7 @@ def test_a_delivery_held_past_consumer_timeout_closes_the_channel_and_the_consum
     # In the phase 2-3 s a delivery takes 5 s to process: the broker closes the channel (406,
     # acknowledgement timed out) 2-3 s after it was delivered; the consumer finishes it (unsettled),
     # rejoins, and the redeliveries are processed in 2 ms each.
-    run_dir, proc, stderr = _run(tmp_path, TIMEOUT_SCENARIO, lambda _t0, _d: None, env={"SOJOURN_AMQP_URL": node.url})
+    run_dir, proc, stderr = _run(tmp_path, TIMEOUT_SCENARIO, env={"SOJOURN_AMQP_URL": node.url})
     assert proc.returncode == 0, stderr[-3000:]
     events = read_rows(run_dir, "event")
     closes = [json.loads(e["detail"]) for e in events if e["kind"] == "channel_closed"]
@@ -305,30 +289,35 @@ timeline:
 """
 
 
-def test_the_queue_deleted_during_the_run_is_declared_again_and_what_it_held_is_lost_with_it(
-    tmp_path, analyze_in_process
-):
-    # 100 msg/s into a consumer that takes ~33/s for 5 s: a backlog of ~200 when the queue is
-    # deleted at t=4 s. The consumer gets basic.cancel, acks what it holds, finds the queue gone
-    # and declares it again; what the queue held counts as lost_with_queue.
-    deleted: list[int] = []
+# 100 msg/s into a consumer that takes ~33/s for 5 s: a backlog of ~200 when the queue is
+# deleted at t=4 s. The consumer gets basic.cancel, acks what it holds, finds the queue gone
+# and declares it again; what the queue held counts as lost_with_queue.
+DELETED_AT_NS: list[int] = []
 
-    def during(t0: float, _run_dir: Path) -> None:
-        conn = _blocking()
-        try:
-            _at(t0, 4.0)
-            conn.channel().queue_delete(DELETED_QUEUE)
-            deleted.append(time.time_ns())
-        finally:
-            conn.close()
 
-    run_dir, proc, stderr = _run(tmp_path, DELETED_SCENARIO, during)
-    assert proc.returncode == 0, stderr[-3000:]
+def _delete_the_queue(proc: subprocess.Popen, run_dir: Path) -> None:
+    t0 = wait_for_t0(proc, run_dir)
+    conn = _blocking()
+    try:
+        _at(t0, 4.0)
+        conn.channel().queue_delete(DELETED_QUEUE)
+        DELETED_AT_NS.append(time.time_ns())
+    finally:
+        conn.close()
+
+
+run_in_batch(__name__, "queue-deleted", DELETED_SCENARIO, during=_delete_the_queue)
+
+
+def test_the_queue_deleted_during_the_run_is_declared_again_and_what_it_held_is_lost_with_it(batch, analyze_in_process):
+    ran = batch["queue-deleted"]
+    run_dir = ran.run_dir
+    assert ran.returncode == 0, ran.stderr[-3000:]
     events = read_rows(run_dir, "event")
     kinds = [e["kind"] for e in events]
     assert kinds.count("consumer_cancelled") == 1 and kinds.count("queue_recreated") == 1
     [recreated] = [e for e in events if e["kind"] == "queue_recreated"]
-    assert recreated["ts_ns"] > deleted[0]
+    assert recreated["ts_ns"] > DELETED_AT_NS[0]
     leaves = [json.loads(e["detail"]) for e in events if e["kind"] == "consumer_leave"]
     assert any(leave.get("reason") == "cancelled" and leave["clean"] for leave in leaves)
     _ended_within_the_drain(run_dir, DELETED_DURATION_S, DELETED_DRAIN_S)
@@ -344,4 +333,4 @@ def test_the_queue_deleted_during_the_run_is_declared_again_and_what_it_held_is_
         if p["outcome"] == "confirmed" and p["publish_ns"] <= recreated["ts_ns"] and p["message_id"] not in acked
     ]
     assert m["discarded"]["lost_with_queue"] == len(lost) > 50
-    _row("queue deleted during the run", run_dir, proc.returncode, summary)
+    _row("queue deleted during the run", run_dir, ran.returncode, summary)
