@@ -554,7 +554,12 @@ def summarize(
         redelivered = overall["redelivered"]
         ids = publish_cube.counts("ids")
         totals, unaccounted = ledger_totals(ledger_table.to_pylist(), ids, redelivered, MAX_UNACCOUNTED_IDS)
-        messages = messages_block(totals, unaccounted, finished=run.get("status") != "running")
+        messages = messages_block(
+            totals,
+            unaccounted,
+            finished=run.get("status") != "running",
+            workers_missing=bool(run.get("workers_missing")),
+        )
         depth = queue_depth(samples, t0)
         by_consumer_rows, by_phase_rows = rollup.model_inputs()
         model = model_block(by_consumer_rows, by_phase_rows, consumers, blocks.pop("ack_to_delivery"), depth, segments)

@@ -819,6 +819,8 @@ def _messages_block(accounts: Mapping[str, int], fates: np.ndarray) -> dict[str,
         "unaccounted_ids": [],
         "unknown_after_crash": 0,  # the generated run ended: its run.json says completed
         "unknown_after_crash_ids": [],
+        "unknown_workers_missing": 0,  # and every worker's traces are in it
+        "unknown_workers_missing_ids": [],
         "redelivered": n["requeued"] + n["duplicate"],
         "duplicates": n["duplicate"],
     }

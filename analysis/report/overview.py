@@ -37,6 +37,14 @@ def _accounting_verdict(summary: Summary) -> str:
             f"after the crash</b>: no census counted what was left in the broker, and the trace rows the killed "
             f"processes held are lost (unknown_after_crash){' — first ids: ' + shown if ids else ''}</div>"
         )
+    missing = as_number(dig(messages, "unknown_workers_missing")) or 0
+    workers = [str(dig(w, "worker")) for w in as_list(dig(summary, "run", "workers_missing"))]
+    if missing or workers:
+        return (
+            f'<div class="chip warn"><b>the traces of {len(workers)} worker{"" if len(workers) == 1 else "s"} never '
+            f"reached the master</b> ({esc(', '.join(workers))}): {fmt_count(missing)} message"
+            f"{'' if missing == 1 else 's'} can not be placed (unknown_workers_missing)</div>"
+        )
     if unaccounted == 0:
         published = fmt_count(dig(messages, "published"))
         return f'<div class="chip good"><b>✓ every message accounted for</b> ({published} published)</div>'

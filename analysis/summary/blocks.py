@@ -31,6 +31,7 @@ def run_block(run: Mapping[str, Any]) -> dict:
         "broker_url": run.get("broker_url"),
         "status": run.get("status"),
         "census_error": run.get("census_error"),
+        "workers_missing": run.get("workers_missing") or [],
         "start_barrier": run.get("start_barrier"),
         "receive_stamp": run.get("receive_stamp"),
         "code_version": run.get("code_version"),
@@ -62,15 +63,20 @@ def ledger_totals(
     return totals, unaccounted
 
 
-def messages_block(totals: Mapping[str, Any], ids: list[str], finished: bool = True) -> dict:
+def messages_block(
+    totals: Mapping[str, Any], ids: list[str], finished: bool = True, workers_missing: bool = False
+) -> dict:
     """summary.json's `messages` from the collected accounting totals and the unaccounted ids.
 
     A run that did not finish (`finished` false: run.json still says running, its processes were
     killed) took no census, and the trace rows its processes held were lost: the ids it can not
     place are `unknown_after_crash`, not `unaccounted`, which is kept for what a run that ended
-    could not account for (docs/summary.md)."""
+    could not account for (docs/summary.md). Likewise, in a run some of whose workers' traces never
+    reached the master (`workers_missing`: run.json names them), they are `unknown_workers_missing`."""
     discarded = {c: int(totals[c]) for c in DISCARD_CLASSES}
     unplaced = int(totals["unaccounted"])
+    crashed, missing = not finished, finished and workers_missing
+    unknown = crashed or missing
     return {
         "published": int(totals["published"]),
         "confirmed": int(totals["confirmed"]),
@@ -78,10 +84,12 @@ def messages_block(totals: Mapping[str, Any], ids: list[str], finished: bool = T
         "discarded": discarded,
         "discarded_total": sum(discarded.values()),
         "left_in_broker": int(totals["left_in_broker"]),
-        "unaccounted": unplaced if finished else 0,
-        "unaccounted_ids": ids if finished else [],
-        "unknown_after_crash": 0 if finished else unplaced,
-        "unknown_after_crash_ids": [] if finished else ids,
+        "unaccounted": 0 if unknown else unplaced,
+        "unaccounted_ids": [] if unknown else ids,
+        "unknown_after_crash": unplaced if crashed else 0,
+        "unknown_after_crash_ids": ids if crashed else [],
+        "unknown_workers_missing": unplaced if missing else 0,
+        "unknown_workers_missing_ids": ids if missing else [],
         "redelivered": int(totals["redelivered"]),
         "duplicates": int(totals["duplicates"]),
     }

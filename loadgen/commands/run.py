@@ -172,6 +172,14 @@ def format_summary(summary: dict, run_dir: str) -> str:
             f"trace rows its processes held are lost: {m['unknown_after_crash']:,} messages can not be placed "
             "(unknown_after_crash)"
         )
+    missing = summary.get("run", {}).get("workers_missing") or []
+    if missing:
+        names = ", ".join(str(w.get("worker")) for w in missing if isinstance(w, dict))
+        lines.append(
+            f"  WARNING: the traces of {len(missing)} worker(s) never reached the master ({names}; run.json, "
+            f"workers_missing): {m.get('unknown_workers_missing', 0):,} messages can not be placed "
+            "(unknown_workers_missing)"
+        )
     if m.get("unaccounted"):
         lines.append(f"  WARNING: {m['unaccounted']} messages unaccounted for, e.g. {m.get('unaccounted_ids', [])[:5]}")
     lines.append(f"  report: {os.path.join(run_dir, 'report.html')}")

@@ -35,7 +35,7 @@ from loadgen.netem import NetemError
 from loadgen.redact import mask_text, mask_url
 from loadgen.replay.sources import describe
 from loadgen.rules.barrier import START_MARGIN_DISTRIBUTED_S, START_MARGIN_S, START_TIMEOUT_S, StartBarrier
-from loadgen.run import finish, guarded, locust_stats, webui
+from loadgen.run import finish, guarded, locust_stats, shipping, webui
 from loadgen.run.census import census_then_cleanup
 from loadgen.run.deadletter import capture_warnings
 from loadgen.run.locust_output import write_csv_stats, write_html_report
@@ -64,6 +64,7 @@ _READY_MSG = "sojourn_ready"  # a worker's count of ready participants, to the m
 _T0_MSG = "sojourn_t0"  # the master's t0 and start-up detail, to every worker
 _FINISHED_MSG = "sojourn_finished"
 _CONVERTED_MSG = "sojourn_converted"  # a worker's traces are converted (after _FINISHED_MSG)
+_FILE_MSG = "sojourn_file"  # a chunk of a worker's file, to a master that does not share its disk
 _FAULT_MSG = "sojourn_fault"  # a guarded greenlet of a worker failed (loadgen.run.guarded): the master ends the run
 WORKERS_CONVERT_S = 120.0
 """How long the master waits, once the test has stopped, for finished workers to convert their traces."""
@@ -107,6 +108,9 @@ class _State:
     quitting = False  # Locust is exiting: the closing lines come last (after_exit), not at the stop
     metrics_port: int | None = None  # --metrics-port: the base port of the live metrics (loadgen.metrics)
     metrics_socket: Any = None  # this process's listening socket, kept for every run of the process
+    receiver: shipping.Receiver | None = None  # the master's: files from workers on other hosts
+    shipped = False  # a worker's: its files were sent to the master (loadgen.run.shipping)
+    local_dir = ""  # a worker's: where it writes the run's files (the master's run directory if it shares it)
 
 
 def _role(runner) -> str:
@@ -145,9 +149,8 @@ def init(environment, scenario, scenario_path: str, overrides: list[str]) -> Non
         environment.runner.register_message(
             _FINISHED_MSG, lambda msg, **_kw: _State.finished_workers.add(str(msg.data))
         )
-        environment.runner.register_message(
-            _CONVERTED_MSG, lambda msg, **_kw: _State.converted_workers.add(str(msg.data))
-        )
+        environment.runner.register_message(_CONVERTED_MSG, _worker_converted)
+        environment.runner.register_message(_FILE_MSG, _file_from_worker)
         environment.runner.register_message(_FAULT_MSG, lambda msg, **_kw: _end_on_fault(environment, dict(msg.data)))
     if _State.role == "worker":
         environment.runner.register_message(_T0_MSG, lambda msg, **_kw: _t0_from_master(environment, msg.data))
@@ -192,12 +195,18 @@ def start(environment) -> None:
     role = _State.role
     if role != "worker":
         run_dir, run_id = _next_run_place(scenario.name)
+        token = shipping.new_token()
         if opts is not None:  # parsed_options travel to the workers with the spawn message
-            opts.run_dir, opts.run_id = run_dir, run_id
+            opts.run_dir, opts.run_id, opts.sojourn_token = run_dir, run_id, token
+        if role == "master":  # a worker that finds the token there writes into the directory itself
+            shipping.write_token(run_dir, token)
+            _State.receiver = shipping.Receiver(run_dir)
         _State.finished_workers = set()
         _State.converted_workers = set()
     else:
-        run_dir, run_id = opts.run_dir, opts.run_id
+        run_id = opts.run_id
+        run_dir = _State.local_dir = _worker_dir(opts.run_dir, run_id, getattr(opts, "sojourn_token", ""))
+        _State.shipped = False
     _State.ended = False
     _State.failed = False
     _State.fault = None
@@ -414,7 +423,59 @@ def _report_finished(environment, ctx: RunContext) -> None:
         send_stats()
     environment.runner.send_message(_FINISHED_MSG, ctx.worker)
     _close(ctx)
-    environment.runner.send_message(_CONVERTED_MSG, ctx.worker)
+    _ship_once(environment, ctx)
+
+
+def _worker_dir(master_dir: str, run_id: str, token: str) -> str:
+    """Where a worker writes the run's files: the master's run directory when it sees it (the same
+    disk: --processes, a shared mount), else a directory of its own, whose files go to the master
+    at the end (loadgen.run.shipping)."""
+    if not token or shipping.shares_run_dir(master_dir, token):
+        return master_dir
+    local = os.path.abspath(os.path.join("runs", f"{run_id}-worker-{worker_name()}"))
+    log.warning(
+        "sojourn: this worker does not see the master's %s; its files go to %s and then to the master",
+        master_dir,
+        local,
+    )
+    return local
+
+
+def _ship_once(environment, ctx: RunContext) -> None:
+    """Tell the master this worker's traces are converted; when it writes into a directory of its own,
+    send them first, file by file (once, whichever of the run's end or test_stop comes first)."""
+    if _State.shipped:
+        return
+    _State.shipped = True
+    files: dict[str, str] | None = None
+    if os.path.abspath(ctx.run_dir) != os.path.abspath(environment.parsed_options.run_dir):
+        files = {}
+        for rel in shipping.files_to_ship(ctx.run_dir):
+            for chunk in shipping.chunks(ctx.run_dir, rel):
+                environment.runner.send_message(_FILE_MSG, {"worker": ctx.worker, **chunk})
+                gevent.sleep(0)  # the heartbeat and the master's other messages go in between
+                if "sha256" in chunk:
+                    files[rel] = chunk["sha256"]
+        log.warning("sojourn: sent %d files of the run to the master (a copy stays in %s)", len(files), ctx.run_dir)
+    environment.runner.send_message(_CONVERTED_MSG, {"worker": ctx.worker, "files": files})
+
+
+def _worker_converted(msg, **_kwargs) -> None:
+    data = msg.data if isinstance(msg.data, dict) else {"worker": msg.data, "files": None}
+    worker = str(data["worker"])
+    if data.get("files") is not None and _State.receiver is not None:
+        _State.receiver.manifest(worker, data["files"])
+    _State.converted_workers.add(worker)
+
+
+def _file_from_worker(msg, **_kwargs) -> None:
+    receiver = _State.receiver
+    if receiver is None:
+        return
+    try:
+        receiver.chunk(str(msg.data["worker"]), msg.data)
+    except (OSError, shipping.ShippingError) as exc:
+        log.error("sojourn: a file from worker %s could not be written: %s", msg.data.get("worker"), exc)
 
 
 def _timeline(environment, ctx: RunContext) -> None:
@@ -471,6 +532,7 @@ def stop(environment) -> None:
     if _State.role == "worker":
         _write_memory(ctx)
         _close(ctx)
+        _ship_once(environment, ctx)
         return
     if _State.failed:
         # After a failed start the queue may be someone else's (a 406 on declare): counting or
@@ -498,8 +560,10 @@ def stop(environment) -> None:
     _write_memory(ctx)
     _close(ctx)
     files = ["traces/", "run.json", *_write_locust_outputs(environment, ctx.run_dir)]
-    if _State.role == "master" and not _State.driven:
-        _wait_for_workers()
+    if _State.role == "master":
+        missing = _wait_for_workers()
+        if missing:
+            update_run_json(ctx.run_dir, workers_missing=missing)
     if not _State.driven:  # `sojourn run` merges once every process of the run has exited
         merge_into_run_json(ctx.run_dir)
     ended = _Ended(ctx.run_id, ctx.run_dir, status, tuple(files))
@@ -555,25 +619,48 @@ def _write_locust_outputs(environment, run_dir: str) -> list[str]:
     return written
 
 
-def _wait_for_workers(timeout_s: float = WORKERS_CONVERT_S) -> None:
-    """Until every worker that finished the run has converted its traces, at most `timeout_s`:
-    the closing lines then name a run directory that is complete."""
-    deadline = time.monotonic() + timeout_s
-    told = False
-    while pending := _State.finished_workers - _State.converted_workers:
-        left = deadline - time.monotonic()
-        if left <= 0:
+def _wait_for_workers(timeout_s: float = WORKERS_CONVERT_S) -> list[dict[str, Any]]:
+    """Until every worker that finished the run has converted its traces and, writing into a directory
+    of its own, sent them whole; at most `timeout_s` without news from any of them. The workers whose
+    files are not all here, with what is missing (the closing lines then name a complete run
+    directory, or say what it lacks)."""
+    receiver = _State.receiver
+    news: tuple[int, int] = (-1, -1)  # (workers converted, bytes received) when they last changed
+    last_news = told_s = time.monotonic()
+    while waiting := _still_waiting(receiver):
+        now = time.monotonic()
+        state = (len(_State.converted_workers), receiver.received_bytes() if receiver is not None else 0)
+        if state != news:
+            news, last_news = state, now
+        if now - last_news > timeout_s:
             _say(
                 [
-                    f"[sojourn] {len(pending)} worker process(es) did not report their traces converted; "
-                    "`sojourn analyze` converts what they left"
+                    f"[sojourn] {len(waiting)} worker process(es) did not send or convert their traces within "
+                    f"{timeout_s:.0f} s of the last news: {', '.join(sorted(waiting))}; run.json names them "
+                    "(workers_missing)"
                 ]
             )
-            return
-        if not told and timeout_s - left > 2:
-            _say([f"[sojourn] waiting for {len(pending)} worker process(es) to convert their traces"])
-            told = True
+            return [
+                {"worker": w, "missing": receiver.missing(w) if receiver is not None else ["(its traces)"]}
+                for w in sorted(waiting)
+            ]
+        if now - told_s >= PROGRESS_EVERY_S:
+            _say(
+                [f"[sojourn] waiting for {len(waiting)} worker process(es)' traces ({state[1] / 1e6:.1f} MB received)"]
+            )
+            told_s = now
         gevent.sleep(0.2)
+    return []
+
+
+def _still_waiting(receiver: shipping.Receiver | None) -> set[str]:
+    """Finished workers not yet converted, or sending files of which some have not arrived whole."""
+    return {
+        w
+        for w in _State.finished_workers
+        if w not in _State.converted_workers
+        or (receiver is not None and w in receiver.workers and not receiver.complete(w))
+    }
 
 
 def _say(lines: list[str]) -> None:

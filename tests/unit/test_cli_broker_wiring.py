@@ -30,7 +30,7 @@ def wiring(monkeypatch):
         seen["brokers"].append(scenario.name)
         yield PRIVATE
 
-    def fake_run_locust(scenario, run_dir, processes=0, verbose=False):
+    def fake_run_locust(scenario, run_dir, processes=0, verbose=False, metrics_port=None):
         assert scenario.broker.url == PRIVATE
         seen["runs"].append((Path(scenario.source_path).name, list(scenario.overrides)))
         return True

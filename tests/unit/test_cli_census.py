@@ -20,7 +20,7 @@ def a_run_ending(monkeypatch):
     """Locust replaced by one that writes run.json as a run ending `status` with `census_error`."""
     ending = {}
 
-    def fake_run_locust(scenario, run_dir, processes=0, verbose=False):
+    def fake_run_locust(scenario, run_dir, processes=0, verbose=False, metrics_port=None):
         Path(run_dir, "run.json").write_text(json.dumps({"status": ending["status"], **ending["run_json"]}))
         return ending["status"] == "interrupted"
 

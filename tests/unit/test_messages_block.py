@@ -60,3 +60,10 @@ def test_the_totals_count_the_plain_ids_from_the_publish_rows_and_list_the_unacc
     assert (totals["unaccounted"], totals["consumer_nack_discard"], totals["duplicates"]) == (2, 1, 1)
     assert totals["redelivered"] == 3 and ids == ["m2"]  # m2 before m9, the first one only
     assert ledger_totals(ledger, {"true": 8, "false": 2}, 0, max_ids=100)[1] == ["m2", "m9"]
+
+
+def test_a_run_missing_a_workers_traces_reports_them_as_unknown_workers_missing():
+    m = messages_block(TOTALS, IDS, workers_missing=True)
+    assert (m["unaccounted"], m["unaccounted_ids"]) == (0, [])
+    assert (m["unknown_workers_missing"], m["unknown_workers_missing_ids"]) == (20, IDS)
+    assert (m["unknown_after_crash"], m["unknown_after_crash_ids"]) == (0, [])

@@ -301,6 +301,16 @@ def test_a_killed_run_says_it_did_not_finish_and_how_many_messages_it_can_not_pl
     assert "every message accounted for" not in text
 
 
+def test_a_worker_whose_traces_never_arrived_is_named_with_the_messages_it_leaves_unplaced():
+    summary = make_summary()
+    summary["run"]["workers_missing"] = [{"worker": "host-b-4242", "missing": ["(its manifest)"]}]
+    summary["messages"].update(unaccounted=0, unaccounted_ids=[], unknown_workers_missing=31)
+    text = section_text(render_report(summary), "verdict")
+    assert "traces of 1 worker never reached the master" in text and "host-b-4242" in text
+    assert "31 messages can not be placed" in text
+    assert "every message accounted for" not in text
+
+
 def test_a_failed_census_is_called_out_with_its_reason_and_a_good_one_is_not():
     summary = make_summary()
     assert "census failed" not in section_text(render_report(summary), "verdict")

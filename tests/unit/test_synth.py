@@ -101,6 +101,8 @@ def _recount(run_dir: Path, publish_rejects: bool = False) -> tuple[dict[str, in
         "unaccounted_ids": [],
         "unknown_after_crash": 0,  # the run ended (its run.json says so)
         "unknown_after_crash_ids": [],
+        "unknown_workers_missing": 0,  # every worker's traces are here
+        "unknown_workers_missing_ids": [],
         "redelivered": sum(r["redelivered"] for r in deliveries),
         "duplicates": sum(n > 1 for n in acks.values()),
     }
