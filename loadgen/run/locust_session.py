@@ -87,6 +87,7 @@ class _State:
     role = "local"
     finished_workers: ClassVar[set[str]] = set()
     converted_workers: ClassVar[set[str]] = set()
+    remote_workers: ClassVar[set[str]] = set()  # workers that write into directories of their own
     ended = False
     failed = False  # the start failed (e.g. a refused declaration): no census, no deletion at the end
     fault: dict[str, str] | None = None  # the guarded greenlet whose failure ended the run (_end_on_fault)
@@ -203,6 +204,7 @@ def start(environment) -> None:
             _State.receiver = shipping.Receiver(run_dir)
         _State.finished_workers = set()
         _State.converted_workers = set()
+        _State.remote_workers = set()
     else:
         run_id = opts.run_id
         run_dir = _State.local_dir = _worker_dir(opts.run_dir, run_id, getattr(opts, "sojourn_token", ""))
@@ -240,7 +242,10 @@ def start(environment) -> None:
         return
     freeze_heap()  # set up: keep the collector from walking all of it mid-run
     if role == "worker":
-        ctx.on_ready = lambda ready: environment.runner.send_message(_READY_MSG, {"worker": ctx.worker, "ready": ready})
+        own_dir = run_dir != opts.run_dir  # it will send its files (loadgen.run.shipping)
+        ctx.on_ready = lambda ready: environment.runner.send_message(
+            _READY_MSG, {"worker": ctx.worker, "ready": ready, "own_dir": own_dir}
+        )
         guarded.spawn("finish_reporter", _report_finished, environment, ctx)
     elif barrier is not None:
         ctx.on_ready = lambda ready: barrier.report("local", ready)
@@ -266,6 +271,8 @@ def _metrics_fd(environment) -> int | None:
 
 
 def _worker_ready(msg, **_kwargs) -> None:
+    if msg.data.get("own_dir"):  # it takes part, and sends its files at the end: the master waits for them
+        _State.remote_workers.add(str(msg.data["worker"]))
     if _State.barrier is not None:
         _State.barrier.report(str(msg.data["worker"]), int(msg.data["ready"]))
 
@@ -633,17 +640,23 @@ def _wait_for_workers(timeout_s: float = WORKERS_CONVERT_S) -> list[dict[str, An
         if state != news:
             news, last_news = state, now
         if now - last_news > timeout_s:
-            _say(
-                [
-                    f"[sojourn] {len(waiting)} worker process(es) did not send or convert their traces within "
-                    f"{timeout_s:.0f} s of the last news: {', '.join(sorted(waiting))}; run.json names them "
-                    "(workers_missing)"
-                ]
-            )
-            return [
-                {"worker": w, "missing": receiver.missing(w) if receiver is not None else ["(its traces)"]}
-                for w in sorted(waiting)
-            ]
+            remote = sorted(waiting & _State.remote_workers)
+            local = sorted(waiting - _State.remote_workers)
+            if local:  # on this disk: what they spilled is there, and `sojourn analyze` converts it
+                _say(
+                    [
+                        f"[sojourn] {len(local)} worker process(es) did not report their traces converted; "
+                        "`sojourn analyze` converts what they left"
+                    ]
+                )
+            if remote:
+                _say(
+                    [
+                        f"[sojourn] {len(remote)} worker(s) did not send all their traces within {timeout_s:.0f} s "
+                        f"of the last news: {', '.join(remote)}; run.json names them (workers_missing)"
+                    ]
+                )
+            return [{"worker": w, "missing": receiver.missing(w) if receiver else []} for w in remote]
         if now - told_s >= PROGRESS_EVERY_S:
             _say(
                 [f"[sojourn] waiting for {len(waiting)} worker process(es)' traces ({state[1] / 1e6:.1f} MB received)"]
@@ -654,13 +667,11 @@ def _wait_for_workers(timeout_s: float = WORKERS_CONVERT_S) -> list[dict[str, An
 
 
 def _still_waiting(receiver: shipping.Receiver | None) -> set[str]:
-    """Finished workers not yet converted, or sending files of which some have not arrived whole."""
-    return {
-        w
-        for w in _State.finished_workers
-        if w not in _State.converted_workers
-        or (receiver is not None and w in receiver.workers and not receiver.complete(w))
-    }
+    """Finished workers not yet converted, and workers writing into directories of their own (finished or
+    not: one that died mid-run is waited for, then named) whose files have not all arrived whole."""
+    unconverted = _State.finished_workers - _State.converted_workers
+    unsent = {w for w in _State.remote_workers if receiver is None or not receiver.complete(w)}
+    return unconverted | unsent
 
 
 def _say(lines: list[str]) -> None:
