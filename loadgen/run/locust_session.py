@@ -111,7 +111,7 @@ class _State:
     metrics_socket: Any = None  # this process's listening socket, kept for every run of the process
     receiver: shipping.Receiver | None = None  # the master's: files from workers on other hosts
     shipped = False  # a worker's: its files were sent to the master (loadgen.run.shipping)
-    local_dir = ""  # a worker's: where it writes the run's files (the master's run directory if it shares it)
+    own_dir = False  # a worker's: it writes into a directory of its own, not the master's (_worker_dir)
 
 
 def _role(runner) -> str:
@@ -207,8 +207,8 @@ def start(environment) -> None:
         _State.remote_workers = set()
     else:
         run_id = opts.run_id
-        run_dir = _State.local_dir = _worker_dir(opts.run_dir, run_id, getattr(opts, "sojourn_token", ""))
-        _State.shipped = False
+        run_dir = _worker_dir(opts.run_dir, run_id, getattr(opts, "sojourn_token", ""))
+        _State.own_dir, _State.shipped = run_dir != opts.run_dir, False
     _State.ended = False
     _State.failed = False
     _State.fault = None
@@ -242,9 +242,8 @@ def start(environment) -> None:
         return
     freeze_heap()  # set up: keep the collector from walking all of it mid-run
     if role == "worker":
-        own_dir = run_dir != opts.run_dir  # it will send its files (loadgen.run.shipping)
         ctx.on_ready = lambda ready: environment.runner.send_message(
-            _READY_MSG, {"worker": ctx.worker, "ready": ready, "own_dir": own_dir}
+            _READY_MSG, {"worker": ctx.worker, "ready": ready, "own_dir": _State.own_dir}
         )
         guarded.spawn("finish_reporter", _report_finished, environment, ctx)
     elif barrier is not None:
@@ -455,7 +454,7 @@ def _ship_once(environment, ctx: RunContext) -> None:
         return
     _State.shipped = True
     files: dict[str, str] | None = None
-    if os.path.abspath(ctx.run_dir) != os.path.abspath(environment.parsed_options.run_dir):
+    if _State.own_dir:
         files = {}
         for rel in shipping.files_to_ship(ctx.run_dir):
             for chunk in shipping.chunks(ctx.run_dir, rel):
