@@ -8,7 +8,8 @@ hits both sides alike. Results go to docs/benchmarks.md (regenerated, with the d
 the machine) and to a JSON file.
 
     python -m benchmarks                           # every comparison: 9 rounds of 2 s, 5 of each run
-    python -m benchmarks --only publish --rounds 3 # comparisons whose name contains 'publish'
+    python -m benchmarks --only publish --rounds 3 # the comparison 'publish' (its whole name: it alone)
+    python -m benchmarks --only metrics --rounds 9 # every comparison whose name contains 'metrics'
     python -m benchmarks --seconds 0.2 --rounds 1 --json /tmp/b.json --no-docs   # the smoke test
     python -m benchmarks --only end-to-end --run-seconds 8 --run-rounds 3  # sojourn run vs the bare pair
     python -m benchmarks --only scaling --run-seconds 8 --run-rounds 3     # --processes 1, 2, 4
@@ -564,7 +565,9 @@ def main(argv: list[str] | None = None) -> int:
         default=9,
         help="trials per variant, alternated (default 9: the median's interval then holds it with 96 %%)",
     )
-    p.add_argument("--only", metavar="NAME", help="run the comparisons whose name contains NAME")
+    p.add_argument(
+        "--only", metavar="NAME", help="run the comparison named NAME, or else every one whose name contains NAME"
+    )
     p.add_argument("--url", default=os.environ.get("SOJOURN_AMQP_URL") or DEFAULT_URL)
     p.add_argument(
         "--json",
@@ -619,7 +622,8 @@ def main(argv: list[str] | None = None) -> int:
     if not process_counts or min(process_counts) < 1:
         p.error(f"--processes: expected counts >= 1, got {args.processes!r}")
     every = [*COMPARISONS, *RUN_COMPARISONS, STALL]
-    names = [n for n in every if not args.only or args.only in n]
+    # a comparison's own name selects it alone; otherwise every name containing the text
+    names = [args.only] if args.only in every else [n for n in every if not args.only or args.only in n]
     if not names:
         p.error(
             f"--only {args.only!r} matches none of {', '.join(every)} (the analysis benchmark is "
