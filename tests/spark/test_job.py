@@ -128,6 +128,8 @@ def test_every_message_is_accounted_for(analysed):
         "unaccounted_ids": [],
         "unknown_after_crash": 0,
         "unknown_after_crash_ids": [],
+        "unknown_workers_missing": 0,
+        "unknown_workers_missing_ids": [],
         "redelivered": 0,
         "duplicates": 0,
     }
