@@ -147,6 +147,7 @@ def test_prometheus_scrapes_every_process_and_reads_the_summarys_ack_rate(batch,
     (rate,) = _query(f"sum(rate(sojourn_acked_total[{window_s}s]))", end_s)
     live = float(rate["value"][1])
     expected = summary["throughput"]["ack_per_s"]
+    print(f"\n[live metrics] ack rate: Prometheus {live:.2f}/s, summary.json {expected:.2f}/s")
     assert abs(live - expected) <= 0.05 * expected, (live, expected)
     # the buffer-sojourn histogram counts the same deliveries, and the phase was "base" then
     (count,) = _query(f"sum(rate(sojourn_buffer_sojourn_seconds_count[{window_s}s]))", end_s)
