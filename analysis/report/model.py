@@ -380,6 +380,52 @@ def _phase_part(summary: Summary) -> str:
     )
 
 
+def capacity_table(summary: Summary) -> str:
+    """The capacity check made before the run (run.json's `capacity`), beside what each phase measured:
+    offered against capacity, the utilisation and buffer wait it predicted, the ack rate and buffer
+    sojourn measured (phases[], over the phase's deliveries after warm-up)."""
+    measured = {(dig(p, "phase"), as_number(dig(p, "start_s"))): p for p in as_list(dig(summary, "phases"))}
+    columns = [
+        Column("phase"),
+        Column("group"),
+        Column("consumers", True),
+        Column("offered (msg/s)", True),
+        Column("capacity (msg/s)", True),
+        Column("utilisation pred", True),
+        Column("ack rate meas (msg/s)", True),
+        Column("buffer wait (ms) pred / sojourn mean meas", True),
+    ]
+    rows = []
+    for c in as_list(dig(summary, "run", "capacity")):
+        phase = measured.get((dig(c, "phase"), as_number(dig(c, "start_s"))), {})
+        growth = as_number(dig(c, "backlog_growth_per_s")) or 0
+        utilisation = fmt_percent(dig(c, "utilisation"))
+        if growth > 0:
+            utilisation += f' <span class="muted">(backlog +{fmt_rate(growth)}/s)</span>'
+        rows.append(
+            [
+                f'{esc(dig(c, "phase"))} <span class="muted">{fmt_count(dig(c, "start_s"))}–'
+                f"{fmt_count(dig(c, 'end_s'))} s</span>",
+                esc(dig(c, "group")),
+                fmt_count(dig(c, "consumers")),
+                fmt_rate(dig(c, "offered_per_s")),
+                fmt_rate(dig(c, "capacity_per_s")),
+                utilisation,
+                fmt_rate(dig(phase, "throughput", "ack_per_s")),
+                _vs(dig(c, "buffer_wait_ms"), dig(phase, "sojourn_ms", "mean"), fmt_ms),
+            ]
+        )
+    if not rows:
+        return ""
+    return (
+        '<h3 style="margin-top:16px">Before the run: the capacity check</h3><p class="howto">What '
+        "<code>sojourn validate</code> and <code>sojourn run</code> predicted from the scenario alone (per "
+        "consumer min(prefetch / R, 1 / p), R = p + the network's round trip; the groups share what the "
+        "producers offer), beside what each phase measured.</p>"
+        f'<div class="table-wrap">{html_table(columns, rows, empty="")}</div>'
+    )
+
+
 def model_body(summary: Summary) -> str:
     """The section's content: the predicted-vs-measured table, utilisation bars, the advice,
     and processing as drawn against as achieved."""
@@ -396,6 +442,7 @@ def model_body(summary: Summary) -> str:
         f'<p class="howto">{esc(HOW_TO_READ_MODEL)}</p>'
         f'<div class="table-wrap">{model_table(summary)}</div>'
         f"{_phase_part(summary)}"
+        f"{capacity_table(summary)}"
         f'<h3 style="margin-top:16px">Utilisation per consumer</h3><div class="chart">{chart_html}</div>'
         f'<h3 style="margin-top:16px">Advice</h3>'
         f'<p class="howto">{esc(advice_howto)}</p>'

@@ -32,6 +32,7 @@ def run_block(run: Mapping[str, Any]) -> dict:
         "status": run.get("status"),
         "census_error": run.get("census_error"),
         "workers_missing": run.get("workers_missing") or [],
+        "capacity": run.get("capacity") or [],  # the capacity check before the run (loadgen.scenario.capacity)
         "start_barrier": run.get("start_barrier"),
         "receive_stamp": run.get("receive_stamp"),
         "code_version": run.get("code_version"),

@@ -26,6 +26,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from analysis.buckets import merge
+from analysis.queueing import finite as _num, predict
 
 if TYPE_CHECKING:
     from analysis.cube import Cube
@@ -64,42 +65,6 @@ OVERSHOOT_MIN_DELIVERIES = 20
 """...over at least this many deliveries (a phase a consumer barely saw says nothing)."""
 APPLIES = ("saturated", "starved")
 """The regimes the model describes: a consumer kept fed by a backlog (docs/queueing.md)."""
-
-
-def _num(x: Any) -> float | None:
-    if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x):
-        return None
-    return float(x)
-
-
-def predict(prefetch: Any, round_trip_ms: Any, processing_ms: Any) -> dict:
-    """The arithmetic of docs/queueing.md for one consumer with a backlog (the queue never runs empty).
-
-    saturation prefetch = ceil(R/p). With n < R/p: utilisation n*p/R, throughput
-    n/R, no buffer wait. With n >= R/p: utilisation 1, throughput 1/p, and a message
-    waits about (n - R/p)*p in the buffer. Every value is None when an input is
-    missing, or p or R is not positive. prefetch 0 (unlimited) predicts no bound.
-    """
-    n, r, p = _num(prefetch), _num(round_trip_ms), _num(processing_ms)
-    out = {
-        "round_trip_ms": r,
-        "processing_ms": p,
-        "saturation_prefetch": None,
-        "utilisation": None,
-        "throughput_per_s": None,
-        "buffer_wait_ms": None,
-    }
-    if r is None or p is None or r <= 0 or p <= 0:
-        return out
-    ratio = r / p
-    out["saturation_prefetch"] = math.ceil(ratio - 1e-9)
-    if n is None or n <= 0:
-        return out
-    if n < ratio:
-        out.update(utilisation=n * p / r, throughput_per_s=1000.0 * n / r, buffer_wait_ms=0.0)
-    else:
-        out.update(utilisation=1.0, throughput_per_s=1000.0 / p, buffer_wait_ms=(n - ratio) * p)
-    return out
 
 
 def advise(processing_ms: Any, round_trip_p95_ms: Any, processing_p99_ms: Any) -> dict:

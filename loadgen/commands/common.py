@@ -29,6 +29,7 @@ __all__ = [
     "CliError",
     "load",
     "print_warnings",
+    "print_capacity",
     "broker_for",
     "run_locust",
     "check_metrics_ports",
@@ -68,15 +69,25 @@ def load(path: str, overrides: list[str]):
         raise CliError(str(exc), EXIT_INPUT) from None
 
 
+def print_capacity(scenario) -> None:
+    """The capacity check's table (loadgen.scenario.capacity) on stdout."""
+    from loadgen.scenario.capacity import capacity_lines, capacity_rows
+
+    print("\n".join(capacity_lines(capacity_rows(scenario))))
+
+
 def print_warnings(scenario, capture: bool = True) -> None:
-    """Settings that are valid but probably not what the user meant: stderr, exit status unchanged.
+    """Settings that are valid but probably not what the user meant (a phase that offers more than
+    its consumers can take among them): stderr, exit status unchanged.
     `capture=False`: leave the dead-letter capture warnings to the load generator, which prints
     them when the run starts (also under a bare `locust`)."""
     from loadgen.replay.sources import load_sources, replay_warnings
     from loadgen.run.deadletter import capture_warnings
     from loadgen.scenario.advice import codel_warnings, egress_warnings
+    from loadgen.scenario.capacity import capacity_rows, capacity_warnings
 
     for warning in [
+        *capacity_warnings(capacity_rows(scenario)),
         *codel_warnings(scenario),
         *egress_warnings(scenario),
         *replay_warnings(scenario, load_sources(scenario)),  # parsed once per process (cached)

@@ -20,6 +20,7 @@ from loadgen.commands.common import (
     check_metrics_ports,
     ended_by_internal_error,
     load,
+    print_capacity,
     print_warnings,
     recover_traces,
     require_analysis,
@@ -41,6 +42,7 @@ def cmd_run(args) -> int:
             "run the load only (sojourn run --no-analyze) and analyze the run directory on a machine that has it"
         )
     print_warnings(scenario, capture=False)
+    print_capacity(scenario)
     run_dir = args.out or default_run_dir(scenario.name)
     if os.path.exists(os.path.join(run_dir, "traces")):
         raise CliError(f"{run_dir}: already holds a run's traces; choose another --out", EXIT_INPUT)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from loadgen.commands.common import EXIT_INPUT, EXIT_OK, CliError, load, print_warnings
+from loadgen.commands.common import EXIT_INPUT, EXIT_OK, CliError, load, print_capacity, print_warnings
 from loadgen.scenario.overrides import BoundedLoader
 
 __all__ = ["cmd_validate"]
@@ -109,6 +109,7 @@ def _validate_scenario(path: str, overrides: list[str]) -> int:
         print(f"  phase {name}: {start:g}–{end:g} s")
     for slo in s.slo:
         print(f"  slo: {slo}")
+    print_capacity(s)
     return EXIT_OK
 
 

@@ -12,6 +12,7 @@ from typing import Any
 from analysis.schema import SCHEMA_VERSION
 from loadgen import __version__
 from loadgen.redact import mask_text, mask_url
+from loadgen.scenario.capacity import capacity_records, capacity_rows
 
 __all__ = [
     "default_run_dir",
@@ -65,6 +66,7 @@ def write_run_json(
         "warmup_s": scenario.run.warmup_s,
         "drain_timeout_s": scenario.run.drain_timeout_s,
         "phases": [{"name": n, "start_s": s, "end_s": e} for n, s, e in scenario.phase_windows()],
+        "capacity": capacity_records(capacity_rows(scenario)),  # the check before the run (docs/queueing.md)
         "queue": scenario.queue.name,
         "broker_depth_at_end": None,
         "ended_ns": None,

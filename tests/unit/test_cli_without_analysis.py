@@ -65,8 +65,8 @@ def test_a_run_told_not_to_analyse_needs_no_analysis(no_pyspark, tmp_path, monke
 
 def test_the_load_generator_imports_nothing_of_the_analysis_extra(tmp_path):
     """The locustfile, the users and every command module import without PySpark or plotly (a
-    Locust worker host installs no analysis), and of the analysis package only the schema and the
-    SLO grammar, which are plain Python."""
+    Locust worker host installs no analysis), and of the analysis package only the schema, the SLO
+    grammar and the queueing arithmetic (the capacity check's), which are plain Python."""
     import os
     import subprocess
     import sys
@@ -93,4 +93,4 @@ def test_the_load_generator_imports_nothing_of_the_analysis_extra(tmp_path):
     )
     assert out.returncode == 0, out.stderr
     # the standard-library-only modules it shares: the trace schema, the SLO rule, the password mask
-    assert out.stdout.split() == ["analysis", "analysis.redact", "analysis.schema", "analysis.slo"]
+    assert out.stdout.split() == ["analysis", "analysis.queueing", "analysis.redact", "analysis.schema", "analysis.slo"]

@@ -528,3 +528,38 @@ def test_the_caller_summary_is_not_modified():
     before = copy.deepcopy(summary)
     render_report(summary)
     assert summary == before
+
+
+def test_the_model_section_sets_the_capacity_check_beside_what_each_phase_measured():
+    summary = make_summary()
+    assert "Before the run" not in section_text(render_report(summary), "model")  # an older run: no check
+    summary["run"]["capacity"] = [
+        {
+            "phase": "base",
+            "start_s": 0.0,
+            "end_s": 5.0,
+            "group": "main",
+            "consumers": 1,
+            "offered_per_s": 10.0,
+            "capacity_per_s": 200.0,
+            "utilisation": 0.05,
+            "buffer_wait_ms": 0.0,
+            "backlog_growth_per_s": 0.0,
+        },
+        {
+            "phase": "slow_processing",
+            "start_s": 5.0,
+            "end_s": 10.0,
+            "group": "main",
+            "consumers": 1,
+            "offered_per_s": 10.0,
+            "capacity_per_s": 8.0,
+            "utilisation": 1.25,
+            "buffer_wait_ms": 450.0,
+            "backlog_growth_per_s": 2.0,
+        },
+    ]
+    text = section_text(render_report(summary), "model")
+    assert "Before the run: the capacity check" in text
+    assert "slow_processing" in text and "125" in text and "backlog +2" in text
+    assert "450" in text and "9.5" in text  # predicted buffer wait beside the phase's measured sojourn mean
