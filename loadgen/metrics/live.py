@@ -78,6 +78,12 @@ class _Histogram:
         self.counts = [0] * (len(LATENCY_BUCKETS_S) + 1)
         self.total = 0.0
 
+    def observe(self, ns: int) -> None:
+        """One value in nanoseconds (a negative one, clocks of two hosts apart, counts as 0)."""
+        ns = max(ns, 0)
+        self.counts[bisect_left(_BOUNDS_NS, ns)] += 1
+        self.total += ns / 1e9
+
     def family_args(self) -> tuple[list[tuple[str, int]], float]:
         running, buckets = 0, []
         for bound, n in zip((*map(repr, LATENCY_BUCKETS_S), "+Inf"), self.counts):
@@ -139,24 +145,21 @@ class LiveMetrics(Collector):
     def _deliveries(self, rows: Iterable[tuple]) -> None:
         counts: dict[tuple[str, str], int] = {}
         waits, e2e = self.buffer_sojourn, self.end_to_end
-        bounds = _BOUNDS_NS
         for row in rows:
             consumer, group, outcome = row[_D_CONSUMER], row[_D_GROUP], row[_D_OUTCOME]
             key = (group, outcome)
             counts[key] = counts.get(key, 0) + 1
             start, receive = row[_D_START], row[_D_RECEIVE]
             if start is not None and receive is not None:
-                h = waits.get((consumer, group)) or waits.setdefault((consumer, group), _Histogram())
-                wait = max(start - receive, 0)
-                h.counts[bisect_left(bounds, wait)] += 1
-                h.total += wait / 1e9
+                (waits.get((consumer, group)) or waits.setdefault((consumer, group), _Histogram())).observe(
+                    start - receive
+                )
             if outcome in ACKED_OUTCOMES:
                 settle, published = row[_D_SETTLE], row[_D_PUBLISH]
                 if settle is not None and published is not None:
-                    h = e2e.get((consumer, group)) or e2e.setdefault((consumer, group), _Histogram())
-                    took = max(settle - published, 0)
-                    h.counts[bisect_left(bounds, took)] += 1
-                    h.total += took / 1e9
+                    (e2e.get((consumer, group)) or e2e.setdefault((consumer, group), _Histogram())).observe(
+                        settle - published
+                    )
         for (group, outcome), n in counts.items():
             _add(self.delivered, group, n)
             if outcome in ACKED_OUTCOMES:
