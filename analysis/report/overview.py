@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -97,12 +98,44 @@ def _run_status_verdict(summary: Summary) -> str:
     return chips
 
 
+def _channel_detail(event: Mapping[str, Any]) -> Mapping[str, Any]:
+    raw = event.get("detail")
+    try:
+        detail = json.loads(raw) if isinstance(raw, str) else raw
+    except ValueError:
+        return {}
+    return detail if isinstance(detail, Mapping) else {}
+
+
+def _consumer_timeouts(summary: Summary) -> str:
+    """A chip for each consumer whose channel the broker closed because it held a delivery past
+    `consumer_timeout` (a `channel_closed` event whose reply says the acknowledgement timed out)."""
+    chips = []
+    for e in as_list(summary.get("events")):
+        if not isinstance(e, Mapping) or e.get("kind") != "channel_closed":
+            continue
+        detail = _channel_detail(e)
+        text = str(detail.get("reply_text") or "")
+        if "timed out" not in text:
+            continue
+        held = as_number(detail.get("unsettled"))
+        chips.append(
+            f'<div class="chip warn"><b>consumer timeout</b>: <code>{esc(e.get("name"))}</code> held a delivery '
+            f"past the broker's consumer_timeout; the broker closed its channel at {fmt_exact(e.get('t_s'))} s "
+            f"({esc(detail.get('reply_code'))} {esc(text)})"
+            + (f", and requeued the {fmt_count(held)} deliveries it held" if held else "")
+            + "</div>"
+        )
+    return "".join(chips)
+
+
 def verdict_body(summary: Summary) -> str:
     """The verdict strip's chips: the run's status unless it completed, the accounting, each SLO,
-    and processing that ran longer than drawn (report.model.processing_verdict)."""
+    processing that ran longer than drawn (report.model.processing_verdict), and consumers the
+    broker closed for holding a delivery past its consumer_timeout."""
     return (
         f"{_run_status_verdict(summary)}{_accounting_verdict(summary)}{_slo_verdicts(summary)}"
-        f"{processing_verdict(summary)}"
+        f"{processing_verdict(summary)}{_consumer_timeouts(summary)}"
     )
 
 

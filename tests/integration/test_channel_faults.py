@@ -23,6 +23,7 @@ from pathlib import Path
 import pika
 import pytest
 
+from analysis.report import render_report
 from loadgen.broker import ManagedBroker
 from tests.integration.conftest import free_port, run_in_batch, start_sojourn, wait_for_t0, write_scenario
 from tests.integration.traces import read_rows
@@ -271,6 +272,10 @@ def test_a_delivery_held_past_consumer_timeout_closes_the_channel_and_the_consum
     assert m["acked"] == m["published"]
     churn = summary["consumers_churn"]
     assert churn["nothing_lost"] is True and churn["totals"]["held_messages"] == len(unsettled)
+    # the report names the consumer that timed out, and when
+    verdict = render_report(summary)
+    closed_at = next(e for e in summary["events"] if e["kind"] == "channel_closed")
+    assert "consumer timeout" in verdict and closed_at["name"] in verdict
     _row("consumer channel closed by consumer_timeout (private node)", run_dir, proc.returncode, summary)
 
 

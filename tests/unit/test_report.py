@@ -563,3 +563,30 @@ def test_the_model_section_sets_the_capacity_check_beside_what_each_phase_measur
     assert "Before the run: the capacity check" in text
     assert "slow_processing" in text and "125" in text and "backlog +2" in text
     assert "450" in text and "9.5" in text  # predicted buffer wait beside the phase's measured sojourn mean
+
+
+def test_a_consumer_closed_for_holding_a_delivery_past_consumer_timeout_is_named_with_the_time():
+    summary = make_summary()
+    reply = "PRECONDITION_FAILED - delivery acknowledgement on channel 1 timed out. Timeout value used: 2000 ms"
+    summary["events"] = [
+        {
+            "t_s": 4.2,
+            "kind": "channel_closed",
+            "name": "c/host-1/0",
+            "source": "c/host-1/0",
+            "value": 406.0,
+            "detail": json.dumps({"reply_code": 406, "reply_text": reply, "unsettled": 7}),
+        },
+        {
+            "t_s": 6.0,
+            "kind": "channel_closed",
+            "name": "p/host-1/0",
+            "source": "p/host-1/0",
+            "value": 404.0,
+            "detail": json.dumps({"reply_code": 404, "reply_text": "NOT_FOUND - no exchange 'x'", "unconfirmed": 3}),
+        },
+    ]
+    text = section_text(render_report(summary), "verdict")
+    assert "consumer timeout" in text and "c/host-1/0" in text and "at 4.2 s" in text
+    assert "timed out" in text and "requeued the 7 deliveries it held" in text
+    assert "p/host-1/0" not in text  # a producer's 404 is no consumer timeout
