@@ -44,6 +44,7 @@ __all__ = ["Consumer"]
 log = logging.getLogger("sojourn")
 
 CLOSE_WAIT_S = 5.0
+OVERSHOOT_WEIGHT = 0.05  # the newest sleep's weight in the running mean of timer lateness (_simulate)
 
 
 class Delivery(NamedTuple):
@@ -149,6 +150,7 @@ class Consumer(Participant):
         self._crossed = 0  # deliveries that crossed a basic.cancel since the last event said so
         self._leaving = False
         self._overshoot_s = 0.0  # running mean of how late gevent's timer wakes us
+        self._overshoot_n = 0  # sleeps it has seen (a plain mean until OVERSHOOT_WEIGHT takes over)
         self._request_name = f"consume:{ctx.scenario.queue.name}"
         self._nack_name = f"nack:{ctx.scenario.queue.name}"
         # Settings under which a delivery arriving to an idle consumer is settled in the hub as it
@@ -610,13 +612,18 @@ class Consumer(Participant):
         gevent's timers wake late (epoll waits in whole milliseconds): a 4 ms sleep
         lasts about 4.7 ms here. Asking for less by the running mean of that
         overshoot keeps the mean simulated processing time on target without
-        busy-waiting.
+        busy-waiting. The mean is a plain one over the first sleeps, then weighs
+        the newest by OVERSHOOT_WEIGHT: started at 0 with that weight alone, the
+        first few dozen sleeps of a run were uncorrected, which put a phase's
+        mean over 5 % long on a loaded machine.
         """
         asked = max(0.0, seconds - self._overshoot_s)
         began = time.perf_counter()
         gevent.sleep(asked)
         overshoot = (time.perf_counter() - began) - asked
-        self._overshoot_s += 0.05 * (min(overshoot, seconds) - self._overshoot_s)
+        self._overshoot_n += 1
+        weight = max(OVERSHOOT_WEIGHT, 1.0 / self._overshoot_n)
+        self._overshoot_s += weight * (min(overshoot, seconds) - self._overshoot_s)
 
     def _trace_unsettled_buffer(self) -> None:
         while self._buffer:
