@@ -13,7 +13,6 @@ backlog (its waits come from bursts of arrivals, which the arithmetic leaves out
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from analysis.queueing import predict
@@ -155,8 +154,6 @@ def capacity_rows(scenario: Scenario) -> list[GroupCapacity]:
 def _num(x: float | None, unit: str = "") -> str:
     if x is None:
         return "-"
-    if math.isinf(x):
-        return "unbounded"
     return f"{x:,.0f}{unit}" if abs(x) >= 100 else f"{x:.3g}{unit}"
 
 
