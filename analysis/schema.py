@@ -32,15 +32,18 @@ __all__ = [
     "markdown_tables",
 ]
 
-SCHEMA_VERSION = 5  # 2: CoDel state on deliveries; network events. 3: priority and replay columns on
+SCHEMA_VERSION = 6  # 2: CoDel state on deliveries; network events. 3: priority and replay columns on
 # publishes, and the deadletter kind (dead-lettered messages, with the broker's reason). 4: consumer
 # crashes, client egress classes and broker queue samples. 5: read_ns on deliveries (receive_ns is
-# the kernel's arrival stamp where there is one)
-READABLE_VERSIONS = (4, 5)
+# the kernel's arrival stamp where there is one). 6: settled_by and handler_error on deliveries (outcome
+# rates and handlers), and the reject outcome
+READABLE_VERSIONS = (4, 5, 6)
 """Trace versions the analysis reads: a version-4 trace lacks the columns added since (`since`
 5), which read as null."""
-READABLE_VERSIONS_TEXT = " or ".join(map(str, READABLE_VERSIONS))
-"""READABLE_VERSIONS as an error message says it ("4 or 5")."""
+READABLE_VERSIONS_TEXT = " or ".join(
+    filter(None, (", ".join(map(str, READABLE_VERSIONS[:-1])), str(READABLE_VERSIONS[-1])))
+)
+"""READABLE_VERSIONS as an error message says it ("4, 5 or 6")."""
 
 ColumnType = Literal["string", "int32", "int64", "float64", "bool"]
 
@@ -159,6 +162,23 @@ DELIVERY = _COMMON + (
         nullable=True,
         since=5,
     ),
+    _c(
+        "settled_by",
+        "string",
+        "what chose a settle other than the plain ack after processing: `codel` (CoDel nacked it as it "
+        "left the buffer), `rate` (the group's outcome rates drew a nack or reject), `handler` (the "
+        "group's handler returned the outcome, an ack included), `handler_error` (the handler raised: "
+        "settled as its on_error says); null otherwise, and in a trace before version 6",
+        nullable=True,
+        since=6,
+    ),
+    _c(
+        "handler_error",
+        "string",
+        "the handler's exception type (module.Class) when it raised on this delivery; null otherwise",
+        nullable=True,
+        since=6,
+    ),
 )
 
 EVENT = _COMMON + (
@@ -216,8 +236,12 @@ PUBLISH_OUTCOMES = {
 DELIVERY_OUTCOMES = {
     "ack": "processed and acked",
     "auto_ack": "auto-ack mode: the broker counted it delivered when it sent it; processed",
-    "nack_requeue": "nacked with requeue=true (CoDel): back to the queue, redelivered later",
-    "nack_discard": "nacked with requeue=false (CoDel): discarded (dead-lettered if the queue has a DLX)",
+    "nack_requeue": "nacked with requeue=true (CoDel, the outcome rates or a handler: settled_by): back to "
+    "the queue, redelivered later",
+    "nack_discard": "nacked with requeue=false (CoDel, the outcome rates or a handler: settled_by): discarded "
+    "(dead-lettered if the queue has a DLX), reason consumer_nack_discard",
+    "reject": "rejected with requeue=false (basic.reject; the outcome rates or a handler): discarded "
+    "(dead-lettered if the queue has a DLX), reason consumer_reject",
     "unsettled": "the channel closed before it was settled; the broker requeues it",
     "egress_discard": "egress: discarded from a full class of the consumer's buffer, oldest first, never "
     "processed; acked so the broker forgets it (settle_ns = the ack; receive time for auto-ack)",

@@ -96,11 +96,11 @@ _CONTENT_HEAD = struct.Struct(">BHIHxxQ")  # header frame's head + class id, wei
 _FRAME_END = b"\xce"
 # A whole basic.ack / basic.nack method frame: type 1, channel, size 13, method index, tag, bits, end.
 _SETTLE = struct.Struct(">BHIIQBB")
-_ACK, _NACK = 0x003C0050, 0x003C0078  # pika.spec.Basic.Ack.INDEX, Basic.Nack.INDEX
+_ACK, _NACK, _REJECT = 0x003C0050, 0x003C0078, 0x003C005A  # pika.spec.Basic.{Ack,Nack,Reject}.INDEX
 
 
 class FrameWriter:
-    """`basic.publish`, `basic.ack` and `basic.nack` on one channel, marshalled here and handed to
+    """`basic.publish`, `basic.ack`, `basic.nack` and `basic.reject` on one channel, marshalled here and handed to
     the transport as one write each.
 
     pika's `Channel.basic_publish` builds a `Basic.Publish` method object, three frame objects and
@@ -157,6 +157,13 @@ class FrameWriter:
             self._channel.basic_nack(delivery_tag, multiple, requeue)
             return
         self._settle(_SETTLE.pack(1, self._number, 13, _NACK, delivery_tag, multiple | requeue << 1, 0xCE))
+
+    def reject(self, delivery_tag: int, requeue: bool = False) -> None:
+        """basic.reject: one delivery, requeued or not (its frame is an ack's size: a tag and one bit)."""
+        if self._emit is None or not self._channel.is_open:
+            self._channel.basic_reject(delivery_tag, requeue)
+            return
+        self._settle(_SETTLE.pack(1, self._number, 13, _REJECT, delivery_tag, int(requeue), 0xCE))
 
     def _settle(self, data: bytes, now: bool = False) -> None:
         """Queue `data` for the hub to send; with `now` and an empty queue on a tuned transport, send

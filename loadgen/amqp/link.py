@@ -83,6 +83,8 @@ class ConsumerLink(Protocol):
 
     def nack(self, delivery_tag: int, multiple: bool = False, requeue: bool = True) -> None: ...
 
+    def reject(self, delivery_tag: int, requeue: bool = False) -> None: ...
+
     def send_now(self) -> None: ...
 
     def reading(self) -> bool:
@@ -119,6 +121,7 @@ class PikaConsumerLink:
         frames = fastio.FrameWriter(channel)
         self.ack = frames.ack  # bound methods: no extra call per settle
         self.nack = frames.nack
+        self.reject = frames.reject
         keep_deliveries_across_cancel(channel, self._deliver_crossed)  # not requeued unseen (amqp/cancel.py)
         if on_channel_close is not None:
             channel.add_on_close_callback(

@@ -36,7 +36,7 @@ from loadgen.scenario.errors import (
     located,
     show,
 )
-from loadgen.scenario.fields import declared
+from loadgen.scenario.fields import declared, plain_dict
 from loadgen.scenario.limits import over_limits
 from loadgen.scenario.model import (
     BASE_PHASE,
@@ -305,11 +305,19 @@ def _derived_names_fit(source: str, scenario: Scenario) -> None:
 
 def _crash_needs_manual_ack(source: str, consumers: Sequence[ConsumerGroup]) -> None:
     """`leave: crash` requeues the unacked deliveries; with auto-ack there are none, the buffer
-    would simply be lost, and the accounting has no class for that: refuse it up front."""
+    would simply be lost, and the accounting has no class for that: refuse it up front. Outcome
+    rates settle deliveries by nack or reject, which auto-ack has no room for."""
     for i, group in enumerate(consumers):
         if group.leave == "crash" and group.ack_mode == "auto":
             _fail(source, f"consumers[{i}].leave", "crash", _CRASH_NEEDS_MANUAL)
+        if group.outcomes is not None and group.ack_mode == "auto":
+            _fail(source, f"consumers[{i}].outcomes", plain_dict(group.outcomes), _OUTCOMES_NEED_MANUAL)
 
+
+_OUTCOMES_NEED_MANUAL = (
+    "outcome rates need ack_mode: manual (with auto-ack the broker forgets a delivery once it is "
+    "sent: there is nothing left to nack or reject)"
+)
 
 _CRASH_NEEDS_MANUAL = (
     "a crash needs ack_mode: manual (with auto-ack the broker forgets a delivery once "
@@ -481,6 +489,13 @@ def _phase_set(
             and group.ack_mode == "auto"
         ):
             _fail(source, key_path, value, f"consumer group {group.name!r} has ack_mode: auto; {_CRASH_NEEDS_MANUAL}")
+        if (
+            field == "outcomes"
+            and out[canonical] is not None
+            and isinstance(group, ConsumerGroup)
+            and group.ack_mode == "auto"
+        ):
+            _fail(source, key_path, value, f"consumer group {group.name!r} has ack_mode: auto; {_OUTCOMES_NEED_MANUAL}")
         written[canonical] = str(key)
     return tuple(sorted(out.items()))
 

@@ -29,6 +29,7 @@ from loadgen.scenario.checks import (
 )
 from loadgen.scenario.errors import Invalid, show
 from loadgen.scenario.fields import LEAF, declared, layout, plain_dict, yaml
+from loadgen.scenario.outcomes import OutcomeRates, outcomes
 from loadgen.scenario.processing import PROCESSING_LAYOUT, PROCESSING_PARAMS, Processing, processing
 from loadgen.scenario.topology import BindingSpec, ExchangeSpec, FrozenMapping, QueueSpec
 
@@ -52,6 +53,7 @@ __all__ = [
     "ReplaySpec",
     "CoDelSpec",
     "EgressSpec",
+    "OutcomeRates",
     "ConsumerGroup",
     "LinkSpec",
     "NetworkSpec",
@@ -132,6 +134,8 @@ class ConsumerGroup:
     connection without a word, so the broker requeues every unacked delivery)."""
     egress: EgressSpec | None = field(default=None, metadata=yaml(egress, layout="egress"))
     """None: the client buffer is one unbounded FIFO (bounded only by the prefetch)."""
+    outcomes: OutcomeRates | None = field(default=None, metadata=yaml(outcomes, layout="outcomes"))
+    """None: every processed delivery is acked (loadgen/scenario/outcomes.py)."""
 
     def to_dict(self) -> dict[str, Any]:
         return plain_dict(self)
@@ -388,6 +392,7 @@ YAML_LAYOUT: dict[str, dict[str, str]] = {
     "consumer": layout(ConsumerGroup),
     "egress": layout(EgressSpec),
     "codel": layout(CoDelSpec),
+    "outcomes": layout(OutcomeRates),
     "network": layout(NetworkSpec),
     "link": layout(LinkSpec),
     "phase": layout(Phase),
@@ -406,6 +411,6 @@ NETWORK_PATHS: tuple[str, ...] = tuple(
 # the order is not field order and shows in error messages ("a phase may set ...").
 PHASE_SETTABLE: dict[str, tuple[str, ...]] = {
     "producers": ("rate", "count", "size_bytes", "arrival"),
-    "consumers": ("count", "processing_ms", "prefetch", "leave"),
+    "consumers": ("count", "processing_ms", "prefetch", "leave", "outcomes"),
     "network": tuple(path for path in NETWORK_PATHS if path != "listen_port"),
 }

@@ -37,6 +37,7 @@ _EXAMPLE = "consumers.main.prefetch=50"
 _WHOLE_VALUE_EXAMPLES = {
     "processing": "{distribution: exponential, mean_ms: 4}",
     "codel": "{target_ms: 5, interval_ms: 100}",
+    "outcomes": "{requeue: 0.05, discard: 0.01}",
 }
 
 

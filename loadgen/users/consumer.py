@@ -36,6 +36,7 @@ from loadgen.amqp.topology import NOT_FOUND
 from loadgen.errors import BrokerOperationFailed
 from loadgen.rules.codel import CoDel
 from loadgen.rules.egress import EgressBuffer
+from loadgen.rules.schedule import producer_rng
 from loadgen.run.runtime import Participant
 from loadgen.users.producer import Report
 
@@ -86,6 +87,8 @@ def delivery_row(
     processing_ms: float | None,
     codel_state: tuple | None,
     egress: tuple,
+    settled_by: str | None = None,
+    handler_error: str | None = None,
 ) -> tuple:
     """A delivery trace row (loadgen.trace.rows: the schema's own columns, in order; pinned by
     name in tests/unit/test_trace_rows.py)."""
@@ -110,7 +113,18 @@ def delivery_row(
         d.priority,
         *egress,
         d.read_ns,
+        settled_by,
+        handler_error,
     )
+
+
+def settle(link: ConsumerLink, tag: int, outcome: str) -> None:
+    """Settle a delivery other than by an ack: `nack_requeue`, `nack_discard` or `reject` (a frame
+    the I/O loop writes; nothing waits)."""
+    if outcome == "reject":
+        link.reject(tag, requeue=False)
+    else:
+        link.nack(tag, multiple=False, requeue=outcome == "nack_requeue")
 
 
 OpenLink = Callable[..., ConsumerLink]
@@ -159,6 +173,9 @@ class Consumer(Participant):
         self._inline_until = float("-inf")
         self._codel: CoDel | None = None  # one controller per consumer instance, kept across phases
         self._codel_spec = None
+        self._rates = None  # the outcome rates in force (a phase may change them) and their bounds
+        self._bounds = (0.0, 0.0, 0.0)
+        self._outcome_rng = None  # made on the first draw: one stream per consumer for the whole run
 
     # -- Participant --------------------------------------------------------
     def idle(self) -> bool:
@@ -561,7 +578,7 @@ class Consumer(Participant):
         processing_ms = settings.processing.sample_ms(
             self.rng, d.recorded_us / 1000 if isinstance(d.recorded_us, int) else None
         )
-        end_ns = settle_ns = None
+        end_ns = settle_ns = settled_by = None
         outcome = "unsettled"
         try:
             if processing_ms > 0:
@@ -570,17 +587,41 @@ class Consumer(Participant):
             if settings.ack_mode == "auto":
                 settle_ns, outcome = d.receive_ns, "auto_ack"
             elif d.link is self._link and d.link.is_open:
-                # Nothing more to ack soon: it goes now, and the trace is written while it travels.
-                now = not self._buffer and (not in_hub or not d.link.reading())
-                d.link.ack(d.tag, now=now)
-                settle_ns, outcome = self._now_ns(), "ack"
+                chosen = "ack" if settings.outcomes is None else self._draw(settings.outcomes)
+                if chosen == "ack":
+                    # Nothing more to ack soon: it goes now, and the trace is written while it travels.
+                    now = not self._buffer and (not in_hub or not d.link.reading())
+                    d.link.ack(d.tag, now=now)
+                else:
+                    settle(d.link, d.tag, chosen)
+                    settled_by = "rate"
+                settle_ns, outcome = self._now_ns(), chosen
         finally:
             self._busy = False
-            self._trace(d, start_ns, end_ns, settle_ns, outcome, processing_ms, codel_state, egress)
+            self._trace(d, start_ns, end_ns, settle_ns, outcome, processing_ms, codel_state, egress, settled_by)
         if outcome in ("ack", "auto_ack"):
             self.ctx.counters["acked"] += 1
             latency_ms = (end_ns - d.publish_ns) / 1e6 if d.publish_ns else 0.0
             self.report("consume", self._request_name, latency_ms, d.size, None)
+        elif settled_by is not None:
+            self.report("nack", self._nack_name, (settle_ns - d.receive_ns) / 1e6, d.size, None)
+
+    def _draw(self, rates) -> str:
+        """The outcome the group's outcome rates (loadgen.scenario.outcomes) give the next delivery:
+        one uniform draw from this consumer's own seeded stream."""
+        if rates is not self._rates:
+            self._rates, self._bounds = rates, rates.thresholds()
+            if self._outcome_rng is None:
+                self._outcome_rng = (
+                    self.stream("outcomes") if rates.seed is None else producer_rng(rates.seed, f"{self.name}/outcomes")
+                )
+        u = self._outcome_rng.random()
+        requeue, discard, reject = self._bounds
+        if u < requeue:
+            return "nack_requeue"
+        if u < discard:
+            return "nack_discard"
+        return "reject" if u < reject else "ack"
 
     def _controller(self, settings) -> CoDel | None:
         """This consumer's CoDel controller, or None: CoDel off, or auto-ack (nothing to nack)."""
@@ -602,7 +643,7 @@ class Consumer(Participant):
                 outcome = "nack_requeue" if requeue else "nack_discard"
         finally:
             self._busy = False
-            self._trace(d, start_ns, None, settle_ns, outcome, None, codel_state, egress)
+            self._trace(d, start_ns, None, settle_ns, outcome, None, codel_state, egress, "codel")
         if settle_ns is not None:
             self.report("nack", self._nack_name, (start_ns - d.receive_ns) / 1e6, d.size, None)
 
@@ -640,6 +681,8 @@ class Consumer(Participant):
         processing_ms,
         codel_state=None,
         egress: tuple = _NO_EGRESS,
+        settled_by: str | None = None,
+        handler_error: str | None = None,
     ) -> None:
         """One delivery row; `codel_state` is the controller's state after deciding on `d`
         (loadgen.rules.codel.CoDelState), None when CoDel is off or never saw `d`; `egress` its
@@ -647,6 +690,17 @@ class Consumer(Participant):
         self.ctx.writer.append(
             "delivery",
             delivery_row(
-                d, self.name, self.group, start_ns, end_ns, settle_ns, outcome, processing_ms, codel_state, egress
+                d,
+                self.name,
+                self.group,
+                start_ns,
+                end_ns,
+                settle_ns,
+                outcome,
+                processing_ms,
+                codel_state,
+                egress,
+                settled_by,
+                handler_error,
             ),
         )

@@ -51,6 +51,7 @@ class FakeLink:
         self.calls: list[tuple] = []  # ("qos", prefetch, global), ("consume", queue, auto_ack), ("cancel",), ...
         self.acks: list[int] = []
         self.nacks: list[tuple[int, bool]] = []  # (tag, requeue)
+        self.rejects: list[tuple[int, bool]] = []  # (tag, requeue)
         self.ids: dict[int, str] = {}  # delivery tag -> message id
         self._tag = 0
 
@@ -76,6 +77,10 @@ class FakeLink:
     def nack(self, delivery_tag: int, multiple: bool = False, requeue: bool = True) -> None:
         assert self.is_open, "a nack on a closed link"
         self.nacks.append((delivery_tag, requeue))
+
+    def reject(self, delivery_tag: int, requeue: bool = False) -> None:
+        assert self.is_open, "a reject on a closed link"
+        self.rejects.append((delivery_tag, requeue))
 
     def send_now(self) -> None:
         pass
@@ -124,17 +129,18 @@ class FakeLink:
             self.on_cancel(self)
 
     def unacked(self) -> list[int]:
-        """Tags neither acked nor nacked: what the broker requeues when the channel closes."""
+        """Tags neither acked, nacked nor rejected: what the broker requeues when the channel closes."""
         settled = set(self.settled())
         return [tag for tag in range(1, self._tag + 1) if tag not in settled]
 
     def settled(self) -> list[int]:
-        return self.acks + [tag for tag, _ in self.nacks]
+        return self.acks + [tag for tag, _ in self.nacks] + [tag for tag, _ in self.rejects]
 
     def left(self) -> int:
-        """Deliveries the broker would still hold for redelivery: not acked (nacked with requeue
-        or not settled at all)."""
-        return self._tag - len(self.acks) - sum(1 for _, requeue in self.nacks if not requeue)
+        """Deliveries the broker would still hold for redelivery: not acked (nacked or rejected with
+        requeue, or not settled at all)."""
+        gone = sum(1 for _, requeue in self.nacks + self.rejects if not requeue)
+        return self._tag - len(self.acks) - gone
 
 
 class FakeProducerLink:

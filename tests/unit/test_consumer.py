@@ -185,6 +185,53 @@ def test_codel_below_target_acks_everything(tmp_path):
     r.stop()
 
 
+def _binomial_bound(n: int, p: float) -> float:
+    """Five standard deviations of a Binomial(n, p) count: a correct draw strays that far about once
+    in 3.5 million runs."""
+    return 5 * (n * p * (1 - p)) ** 0.5
+
+
+def test_outcome_rates_settle_each_share_as_drawn_and_trace_it(tmp_path):
+    # 3,000 deliveries at 20 % requeue, 10 % discard, 5 % reject: each outcome's count is within a
+    # binomial bound of its share, the link saw exactly the traced settles, and the same seed draws
+    # the same outcomes again.
+    shares = {"nack_requeue": 0.20, "nack_discard": 0.10, "reject": 0.05}
+    rates = "outcomes: {requeue: 0.2, discard: 0.1, reject: 0.05, seed: 11}"
+    n = 3_000
+
+    def run() -> dict[int, str]:
+        r = _make(tmp_path)(f"prefetch: 0, processing_ms: 0, {rates}")
+        tags = [r.link.deliver(f"m{i}") for i in range(n)]
+        r.until(lambda: len(r.link.settled()) == n)
+        outcomes = _by_tag(r)
+        assert sorted(r.link.settled()) == tags
+        assert {outcomes[t] for t in r.link.acks} <= {"ack"}
+        assert {outcomes[t] for t, requeue in r.link.nacks} <= {"nack_requeue", "nack_discard"}
+        assert all(requeue == (outcomes[t] == "nack_requeue") for t, requeue in r.link.nacks)
+        assert {outcomes[t] for t, _ in r.link.rejects} <= {"reject"} and not any(q for _, q in r.link.rejects)
+        by = {row["outcome"]: row["settled_by"] for row in r.run.deliveries}
+        assert by == {"ack": None, "nack_requeue": "rate", "nack_discard": "rate", "reject": "rate"}
+        assert all(row["end_ns"] is not None for row in r.run.deliveries)  # processed, then settled
+        r.stop()
+        return outcomes
+
+    first = run()
+    for outcome, p in shares.items():
+        count = sum(1 for o in first.values() if o == outcome)
+        assert abs(count - n * p) <= _binomial_bound(n, p), (outcome, count)
+    assert run() == first
+
+
+def test_a_phase_changes_the_outcome_rates(tmp_path):
+    # Every delivery is requeued in the phase `bad` (the whole run), none outside it.
+    timeline = "timeline: [{name: bad, start_s: 0, set: {consumers.c.outcomes: {requeue: 1}}}]"
+    r = _make(tmp_path)("prefetch: 0, processing_ms: 0", timeline)
+    tags = [r.link.deliver(f"m{i}") for i in range(20)]
+    r.until(lambda: len(r.link.settled()) == 20)
+    assert r.link.nacks == [(t, True) for t in tags] and r.link.acks == []
+    r.stop()
+
+
 def test_egress_discards_the_oldest_of_a_full_class_and_acks_it_at_once(tmp_path):
     # 100-byte messages are one 2,048-byte work unit each: a class holds 3 units, so the 4th and
     # 5th arrivals push out the two oldest, acked (so the broker forgets them) and traced discarded.

@@ -109,13 +109,17 @@ def test_acks_and_nacks_are_pikas_frames(number, tag, multiple):
     writer.ack(tag, multiple)
     writer.nack(tag, multiple, requeue=True)
     writer.nack(tag, multiple, requeue=False)
+    writer.reject(tag, requeue=False)
+    writer.reject(tag, requeue=True)
     expected = [
         frame.Method(number, spec.Basic.Ack(tag, multiple)).marshal(),
         frame.Method(number, spec.Basic.Nack(tag, multiple, True)).marshal(),
         frame.Method(number, spec.Basic.Nack(tag, multiple, False)).marshal(),
+        frame.Method(number, spec.Basic.Reject(tag, False)).marshal(),
+        frame.Method(number, spec.Basic.Reject(tag, True)).marshal(),
     ]
     assert channel.connection.written == expected
-    assert (channel.connection.bytes_sent, channel.connection.frames_sent) == (sum(map(len, expected)), 3)
+    assert (channel.connection.bytes_sent, channel.connection.frames_sent) == (sum(map(len, expected)), 5)
 
 
 def test_on_a_closed_channel_acks_and_nacks_are_pikas_calls():
@@ -128,10 +132,14 @@ def test_on_a_closed_channel_acks_and_nacks_are_pikas_calls():
         def basic_nack(self, tag, multiple=False, requeue=True):
             calls.append(("nack", tag, multiple, requeue))
 
+        def basic_reject(self, tag, requeue=True):
+            calls.append(("reject", tag, requeue))
+
     channel = Closed(is_open=False)
     FrameWriter(channel).ack(4)
     FrameWriter(channel).nack(5, False, False)
-    assert calls == [("ack", 4, False), ("nack", 5, False, False)] and channel.connection.written == []
+    FrameWriter(channel).reject(6)
+    assert calls == [("ack", 4, False), ("nack", 5, False, False), ("reject", 6, False)] and channel.connection.written == []
 
 
 class _Socket:

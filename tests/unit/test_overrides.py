@@ -195,7 +195,7 @@ def test_the_recorded_distributions_default_can_be_set_alone(scenario_file):
         (
             ["timeline.slow.set.consumers.main.ack_mode=auto"],
             "--set timeline.slow.set.consumers.main.ack_mode=auto: can not be changed by a phase "
-            "(a phase may set consumers.<group>.{count, processing_ms, prefetch, leave})",
+            "(a phase may set consumers.<group>.{count, processing_ms, prefetch, leave, outcomes})",
         ),
         (["slo.first=x < 1"], "--set slo.first=x < 1: slo entries are addressed by index, e.g. slo[0], not 'first'"),
         (["run.duration_s={a: [}"], None),

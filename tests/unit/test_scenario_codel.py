@@ -107,7 +107,7 @@ def test_a_phase_can_not_change_codel(tmp_path):
     text = HEAD + "timeline:\n  - name: a\n    start_s: 1\n    set:\n      consumers.main.codel: null\n"
     assert error(tmp_path, text) == (
         "timeline[0].set.consumers.main.codel: can not be changed by a phase "
-        "(a phase may set consumers.<group>.{count, processing_ms, prefetch, leave})"
+        "(a phase may set consumers.<group>.{count, processing_ms, prefetch, leave, outcomes})"
     )
 
 

@@ -24,6 +24,7 @@ from loadgen.scenario.model import (
     LinkSpec,
     ManagedSpec,
     NetworkSpec,
+    OutcomeRates,
     Phase,
     ProducerGroup,
     QueueSpec,
@@ -40,6 +41,7 @@ DECLARED = {
     "replay": ReplaySpec,
     "codel": CoDelSpec,
     "egress": EgressSpec,
+    "outcomes": OutcomeRates,
     "run": RunSpec,
     "network": NetworkSpec,
     "link": LinkSpec,
@@ -64,7 +66,8 @@ producers:
      priority: 3, max_blocked_wait_s: 1}
 consumers:
   - {name: c, count: 2, prefetch: 3, prefetch_scope: channel, ack_mode: manual, processing_ms: 4,
-     codel: {target_ms: 5, interval_ms: 100}, leave: crash, egress: {}}
+     codel: {target_ms: 5, interval_ms: 100}, leave: crash, egress: {},
+     outcomes: {requeue: 0.1, discard: 0.1, reject: 0.1, seed: 1}}
 """
 
 

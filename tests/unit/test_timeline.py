@@ -132,7 +132,7 @@ def test_phase_values_are_validated_like_the_base_field(tmp_path):
         (
             "consumers.main.ack_mode: auto",
             "timeline[0].set.consumers.main.ack_mode: can not be changed by a phase "
-            "(a phase may set consumers.<group>.{count, processing_ms, prefetch, leave})",
+            "(a phase may set consumers.<group>.{count, processing_ms, prefetch, leave, outcomes})",
         ),
         (
             "producers.main.confirms: false",
@@ -142,7 +142,7 @@ def test_phase_values_are_validated_like_the_base_field(tmp_path):
         (
             "consumers.main.prefech: 3",
             "timeline[0].set.consumers.main.prefech: unknown key (did you mean 'prefetch'?) "
-            "(a phase may set consumers.<group>.{count, processing_ms, prefetch, leave})",
+            "(a phase may set consumers.<group>.{count, processing_ms, prefetch, leave, outcomes})",
         ),
         (
             "consumers.mian.count: 3",

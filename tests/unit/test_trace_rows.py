@@ -44,6 +44,8 @@ def test_a_delivery_row_puts_every_value_under_its_own_column():
         1.5,
         CoDelState(dropping=True, drop_count=2, first_above_ns=1_005, drop_next_ns=1_006),
         ("high", 5, 9, False),
+        "handler_error",
+        "builtins.ValueError",
     )
     assert _by_name("delivery", row) == {
         "message_id": "m-1",
@@ -72,6 +74,8 @@ def test_a_delivery_row_puts_every_value_under_its_own_column():
         "egress_units": 9,
         "discard_indication": False,
         "read_ns": 10_015,
+        "settled_by": "handler_error",
+        "handler_error": "builtins.ValueError",
     }
 
 

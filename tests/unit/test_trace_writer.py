@@ -321,6 +321,8 @@ def test_every_column_of_a_row_reads_back_as_written_nulls_included_and_only_rep
         5,
         True,
         25,
+        "handler_error",
+        "builtins.KeyError",
     )
     empty = (
         "m-2",
@@ -338,6 +340,8 @@ def test_every_column_of_a_row_reads_back_as_written_nulls_included_and_only_rep
         0,
         0,
         0,
+        None,
+        None,
         None,
         None,
         None,
