@@ -40,6 +40,7 @@ from analysis.summary import (
     flow_control_block,
     messages_block,
     model_block,
+    outcomes_block,
     phase_row,
     priority_rows,
     run_block,
@@ -58,6 +59,7 @@ from analysis.transforms import (
     DISCARD_CLASSES,
     attach_measured,
     classify,
+    drops_past_delivery_limit,
     id_projections,
     ledger,
     mark_measured,
@@ -146,11 +148,12 @@ _UNREAD_DELIVERY_COLUMNS = (
     "codel_count",
     "codel_first_above_ns",
     "codel_drop_next_ns",
+    "handler_error",
 )
 """Delivery columns no block reads (the trace keeps them for the user): not cached, since the
 cache costs by the column."""
 
-CODED_DELIVERY_COLUMNS = ("consumer", "consumer_group", "phase", "outcome", "egress_class")
+CODED_DELIVERY_COLUMNS = ("consumer", "consumer_group", "phase", "outcome", "egress_class", "settled_by")
 """The delivery trace's few-valued strings, cached as codes (transforms.codes)."""
 
 
@@ -426,6 +429,7 @@ def summarize(
                 events if inputs.returned_events else None,
                 rejects_at_publish(run.get("scenario")),
                 inputs.restart_ns,
+                drops_past_delivery_limit(run.get("scenario")),
             )
             # One Spark action: the ledger's rows, collected; the blocks after it join them as rows of their
             # plan (a local relation), not as a query.
@@ -450,9 +454,10 @@ def summarize(
             columns = [c for c in enriched.columns if with_priorities or c != "message_id"]
             values = delivery_values or {}
             # no consumer had CoDel on and none nacked: nothing for the codel block to read
-            codel_untouched = "codel_dropping" in delivery_nulls and not set(NACK_OUTCOMES) & set(
-                values.get("outcome", NACK_OUTCOMES)
+            codel_nacks = set(NACK_OUTCOMES) & set(values.get("outcome", NACK_OUTCOMES)) and (
+                "settled_by" in delivery_nulls or "codel" in values.get("settled_by", ("codel",))
             )
+            codel_untouched = "codel_dropping" in delivery_nulls and not codel_nacks
             codes = {c: values[c] for c in columns if c in values and c not in nulls}
             coded = keep(enriched.select(*[c for c in columns if c not in nulls]).transform(encoded(codes)))
 
@@ -547,6 +552,7 @@ def summarize(
             if r["account"] is not None
         }
         blocks["consumers_churn"] = churn_block(event_rows, rollup.cells(), by_id, accounts)  # crashes, requeues
+        blocks["outcomes"] = outcomes_block(rollup.cells(), by_id, accounts, run.get("scenario"))  # nacks, rejects
         publish_cube = blocks.pop("publish_cube")
         overall.update(rollup.overall_publishes(publish_cube, window))
         phases = [phase_row(r) for r in rollup.phases(publish_cube, segments)]
@@ -591,6 +597,7 @@ def summarize(
         "flow_control": blocks["flow_control"],
         "priorities": blocks["priorities"],
         "consumers_churn": blocks["consumers_churn"],
+        "outcomes": blocks["outcomes"],
         "slow_consumers": slow_consumers,
         "queue_depth": depth,
     }

@@ -101,6 +101,8 @@ DISCARD_CLASSES = (
     "egress_discard",
     "lost_with_queue",
     "channel_closed",
+    "consumer_reject",
+    "dropped_delivery_limit",
 )
 
 _PHASES = ("base", "busy", "slow")
@@ -798,6 +800,8 @@ def _accounts(p: SynthParams, fates: np.ndarray) -> dict[str, int]:
         "connection_lost": 0,
         "lost_with_queue": 0,
         "channel_closed": 0,
+        "consumer_reject": 0,
+        "dropped_delivery_limit": 0,
         "unaccounted": 0,
     }
     assert sum(accounts.values()) == p.messages

@@ -22,6 +22,7 @@ from .egress import egress_body, has_egress
 from .fidelity import fidelity_body, fidelity_title, has_fidelity
 from .model import components_figure, model_body, sojourn_cdf_figure
 from .network import has_network, network_body
+from .outcomes import has_outcomes, outcomes_body
 from .overview import key_numbers_body, verdict_body
 from .slow_consumers import has_queue_samples, slow_consumers_body
 
@@ -152,6 +153,7 @@ SECTIONS: tuple[Section, ...] = (
     Section("codel", "CoDel", codel_body, has_codel),
     Section("egress", "Egress classes", egress_body, has_egress),
     Section("churn", "Consumer churn", churn_body, has_churn),
+    Section("outcomes", "Consumer outcomes", outcomes_body, has_outcomes),
     Section("fidelity", fidelity_title, fidelity_body, has_fidelity),
     Section("slow_consumers", "Slow consumers", slow_consumers_body, has_queue_samples),
     _table(

@@ -12,6 +12,7 @@ from .egress import egress_block
 from .fidelity import LATE_MAX_MS, LATE_P99_MS, REPLAY_CONFIG_KEYS, fidelity_block, is_behind
 from .flow_control import blocked_periods, flow_control_block
 from .model import CODEL_TARGET_PROCESSING_TIMES, advise, model_block, model_row, predict
+from .outcomes import outcomes_block
 from .priority import carries_priorities, priority_rows
 from .slow_consumers import slow_consumers_block
 
@@ -24,6 +25,7 @@ __all__ = [
     "window_row",
     "CHURN_FIELDS",
     "churn_block",
+    "outcomes_block",
     "codel_block",
     "egress_block",
     "LATE_MAX_MS",

@@ -36,6 +36,7 @@ BY_ID_COLUMNS = (
     "start_ns",
     "end_ns",
     "settle_ns",
+    "settled_by",
 )
 """The delivery columns the blocks that follow a message by id read."""
 
@@ -73,10 +74,15 @@ class Handoff(NamedTuple):
     last_requeuer: str | None
 
 
+def by_codel(settled_by: str | None) -> bool:
+    """Whether a nack with this `settled_by` was CoDel's (in a trace before version 6 every nack was)."""
+    return settled_by is None or settled_by == "codel"
+
+
 def requeue_handoffs(rows: Iterable[Row]) -> list[Handoff]:
-    """A Handoff per message id that some delivery in `rows` nack-requeued, by id."""
+    """A Handoff per message id that CoDel nack-requeued in some delivery of `rows`, by id."""
     rows = list(rows)
-    requeues = _by_message(rows, lambda r: r["outcome"] == "nack_requeue")
+    requeues = _by_message(rows, lambda r: r["outcome"] == "nack_requeue" and by_codel(r.get("settled_by")))
     acks = _by_message(rows, lambda r: r["outcome"] in ACKED_OUTCOMES and r["message_id"] in requeues)
     out = []
     for message_id in sorted(requeues):

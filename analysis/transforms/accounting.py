@@ -1,10 +1,11 @@
 """Message accounting: every published message id ends in exactly one class.
 
 First match wins, in this order (docs/summary.md, docs/discards.md): acked,
-consumer_nack_discard, egress_discard, publish_rejected_maxlen, publish_nacked, unroutable, publish_failed,
-publish_failed_blocked, dead_lettered_maxlen, dead_lettered_expired, dead_lettered_rejected,
-dead_lettered_delivery_limit, left_in_broker, channel_closed, connection_lost, lost_with_queue, unaccounted. All
-counts are exact (`count`, never an approximate distinct count).
+consumer_nack_discard, consumer_reject, egress_discard, publish_rejected_maxlen, publish_nacked,
+unroutable, publish_failed, publish_failed_blocked, dead_lettered_maxlen, dead_lettered_expired,
+dead_lettered_rejected, dead_lettered_delivery_limit, left_in_broker, dropped_delivery_limit,
+channel_closed, connection_lost, lost_with_queue, unaccounted. All counts are exact (`count`,
+never an approximate distinct count).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ __all__ = [
     "accounting_totals",
     "delivery_counts",
     "rejects_at_publish",
+    "drops_past_delivery_limit",
 ]
 
 # x-death reason -> account class. A reason not listed here (a future broker's) is not
@@ -43,6 +45,7 @@ DEAD_LETTER_CLASSES = {
 ACCOUNT_CLASSES = (
     "acked",
     "consumer_nack_discard",
+    "consumer_reject",
     "egress_discard",
     "publish_rejected_maxlen",
     "publish_nacked",
@@ -51,6 +54,7 @@ ACCOUNT_CLASSES = (
     "publish_failed_blocked",
     *DEAD_LETTER_CLASSES.values(),
     "left_in_broker",
+    "dropped_delivery_limit",
     "channel_closed",
     "connection_lost",
     "lost_with_queue",
@@ -69,6 +73,8 @@ DISCARD_CLASSES = (
     "egress_discard",
     "lost_with_queue",
     "channel_closed",
+    "consumer_reject",
+    "dropped_delivery_limit",
 )
 
 # x-overflow values with which a full queue makes the broker nack the publish.
@@ -84,6 +90,7 @@ _REACHED_BROKER = ("confirmed", "sent", "unconfirmed", "channel_closed")
 _PUBLISHED, _CONFIRMED, _NACKED, _FAILED, _BLOCKED, _RETURNED, _REACHED = (1 << i for i in range(7))
 _ACKED, _NACK_DISCARD, _EGRESS_DISCARD, _PROCESSED, _HEADLESS, _HELD, _LEFT, _REQUEUED = (1 << i for i in range(7, 15))
 _CHANNEL_CLOSED = 1 << 15  # publish outcome channel_closed (added after the others)
+_REJECTED = 1 << 16  # delivery outcome reject (trace schema 6)
 _PUBLISH_FLAGS = (
     ("_nacked", _NACKED),
     ("_failed", _FAILED),
@@ -100,6 +107,7 @@ _DELIVERY_FLAGS = (
     ("_held", _HELD),
     ("_left", _LEFT),
     ("_requeued", _REQUEUED),
+    ("_rejected", _REJECTED),
 )
 
 
@@ -117,6 +125,15 @@ def rejects_at_publish(scenario: object) -> bool:
     queue = scenario.get("queue") if isinstance(scenario, dict) else None
     arguments = queue.get("arguments") if isinstance(queue, dict) else None
     return isinstance(arguments, dict) and arguments.get("x-overflow") in _REJECTING_OVERFLOW
+
+
+def drops_past_delivery_limit(scenario: object) -> bool:
+    """True when the queue (run.json's resolved `scenario.queue`) has an `x-delivery-limit`: the
+    broker then dead-letters, or without a dead-letter exchange drops, a message returned to it
+    more often than that (a quorum queue's rule)."""
+    queue = scenario.get("queue") if isinstance(scenario, dict) else None
+    arguments = queue.get("arguments") if isinstance(queue, dict) else None
+    return isinstance(arguments, dict) and arguments.get("x-delivery-limit") is not None
 
 
 def message_facts(
@@ -182,6 +199,7 @@ def message_facts(
             (F.col("publish_ns").isNull(), _HEADLESS),
             (outcome.isin(*HELD_OUTCOMES), _HELD),
             (outcome == "nack_requeue", _REQUEUED),
+            (outcome == "reject", _REJECTED),
         )
         union = rows(
             publishes,
@@ -243,7 +261,10 @@ def message_facts(
 
 
 def classify(
-    events: DataFrame | None = None, publish_rejects: bool = False, restart_ns: int | None = None
+    events: DataFrame | None = None,
+    publish_rejects: bool = False,
+    restart_ns: int | None = None,
+    delivery_limit: bool = False,
 ) -> Transform:
     """Applied to message_facts: one row per *published* message id with its `account` class,
     whether any of its publishes was `confirmed`, and its publish `priority`.
@@ -271,10 +292,15 @@ def classify(
 
     A dead-lettered message is explained by the reason of its first capture (earliest
     `received_ns`: a message that cycles through dead-letter exchanges keeps the cause that
-    started it). A consumer's own `nack_discard` wins over the `rejected` dead-letter it causes;
+    started it). A consumer's own `nack_discard` or `reject` wins over the `rejected` dead-letter it causes;
     a publish the broker nacked wins over the `maxlen` dead-letter `reject-publish-dlx` makes of
     it. With `publish_rejects` (the queue's `x-overflow` is reject-publish or
     reject-publish-dlx) a nacked publish is `publish_rejected_maxlen` instead of `publish_nacked`.
+
+    `dropped_delivery_limit`: with `delivery_limit` (the queue has an `x-delivery-limit`), a message
+    a consumer returned to the queue (nack-requeued, or held when its channel went) that is found
+    nowhere afterwards: the broker dropped it past the limit (with a dead-letter exchange it would
+    have been captured as dead_lettered_delivery_limit).
 
     `egress_discard`: a consumer's egress class discarded a delivery of it (outcome `egress_discard`:
     acked with manual ack, or already forgotten by the broker under auto-ack) and no delivery of
@@ -288,14 +314,16 @@ def classify(
     def _classify(facts: DataFrame) -> DataFrame:
         return (
             facts.where(F.col("_publishes") > 0)
-            .transform(_with_account(events, publish_rejects, restart_ns))
+            .transform(_with_account(events, publish_rejects, restart_ns, delivery_limit))
             .select("message_id", "account", "confirmed", "priority")
         )
 
     return _classify
 
 
-def _with_account(events: DataFrame | None, publish_rejects: bool, restart_ns: int | None) -> Transform:
+def _with_account(
+    events: DataFrame | None, publish_rejects: bool, restart_ns: int | None, delivery_limit: bool = False
+) -> Transform:
     """Add `account` (classify's rules) to message_facts rows of published ids."""
 
     def _account(j: DataFrame) -> DataFrame:
@@ -318,6 +346,7 @@ def _with_account(events: DataFrame | None, publish_rejects: bool, restart_ns: i
         account = (
             F.when(flag("_acked"), "acked")
             .when(flag("_nack_discard"), "consumer_nack_discard")
+            .when(flag("_rejected"), "consumer_reject")
             .when(flag("_egress_discard"), "egress_discard")
             .when(nacked, "publish_rejected_maxlen" if publish_rejects else "publish_nacked")
             .when(flag("_returned") | flag("_returned_event"), "unroutable")
@@ -326,10 +355,11 @@ def _with_account(events: DataFrame | None, publish_rejects: bool, restart_ns: i
         )
         for code, account_class in enumerate(DEAD_LETTER_CLASSES.values()):
             account = account.when(F.col("_dead_code") == code, account_class)
-        account = (
-            account.when(flag("_left"), "left_in_broker")
-            .when(flag("_channel_closed"), "channel_closed")
-            .when(F.coalesce(F.col("_lost_ns") >= F.col("_unconfirmed_ns"), F.lit(False)), "connection_lost")
+        account = account.when(flag("_left"), "left_in_broker")
+        if delivery_limit:
+            account = account.when(flag("_requeued") | flag("_held"), "dropped_delivery_limit")
+        account = account.when(flag("_channel_closed"), "channel_closed").when(
+            F.coalesce(F.col("_lost_ns") >= F.col("_unconfirmed_ns"), F.lit(False)), "connection_lost"
         )
         if restart_ns is not None:
             account = account.when(
@@ -351,6 +381,7 @@ def ledger(
     events: DataFrame | None = None,
     publish_rejects: bool = False,
     restart_ns: int | None = None,
+    delivery_limit: bool = False,
 ) -> Transform:
     """Applied to message_facts: the rows of the *notable* message ids (55,151 of a 10M-message
     synthetic run: its discards, leftovers, redeliveries, requeues and duplicates): message_id, `account`
@@ -380,10 +411,11 @@ def ledger(
             | F.col("_held")
             | F.col("_requeued")
             | F.col("_nack_discard")
+            | F.col("_rejected")
             | looks_up(warmup_end_ns)  # attach_measured's lookups
         )
         return (
-            facts.transform(_with_account(events, publish_rejects, restart_ns))
+            facts.transform(_with_account(events, publish_rejects, restart_ns, delivery_limit))
             .withColumn("account", F.when(published, F.col("account")))
             .where(F.coalesce(notable, F.lit(True)))
             .select("message_id", "account", "confirmed", "priority", *_LEDGER_FACTS)

@@ -2,9 +2,9 @@
 and where requeued messages ended up (definitions in docs/summary.md, "codel").
 
 A consumer has CoDel on when its delivery rows carry controller state
-(`codel_dropping` not null). A *drop* is a delivery the consumer nacked
-(`nack_requeue` or `nack_discard`); its `start_ns` is when CoDel decided, as the
-delivery left the buffer.
+(`codel_dropping` not null). A *drop* is a delivery CoDel nacked (`nack_requeue` or
+`nack_discard`, settled_by `codel`: not the outcome rates' or a handler's); its `start_ns` is
+when CoDel decided, as the delivery left the buffer.
 """
 
 from __future__ import annotations
@@ -23,8 +23,9 @@ NACK_OUTCOMES = ("nack_requeue", "nack_discard")
 
 
 def nacked() -> Column:
-    """True for a delivery the consumer nacked (NACK_OUTCOMES)."""
-    return F.col("outcome").isin(*NACK_OUTCOMES)
+    """True for a delivery CoDel nacked (NACK_OUTCOMES, settled_by `codel`; in a trace before version 6,
+    where settled_by is null, every nack was CoDel's)."""
+    return F.col("outcome").isin(*NACK_OUTCOMES) & F.coalesce(F.col("settled_by") == "codel", F.lit(True))
 
 
 def codel_state_cells() -> Cells:
@@ -37,8 +38,8 @@ def codel_state_cells() -> Cells:
         aggregates={
             "decided": F.count_if(F.col("start_ns").isNotNull()),
             "nacks": F.count_if(nacked()),
-            "requeued": F.count_if(outcome == "nack_requeue"),
-            "discarded": F.count_if(outcome == "nack_discard"),
+            "requeued": F.count_if(nacked() & (outcome == "nack_requeue")),
+            "discarded": F.count_if(nacked() & (outcome == "nack_discard")),
             "first_drop_ns": F.min(F.when(nacked(), F.col("start_ns"))),
             "codel_rows": F.count("codel_dropping"),
         },

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from pyspark.sql import functions as F
+from pyspark.sql import Column, functions as F
 
 from analysis.cube import Cells, Projection
 
@@ -144,8 +144,28 @@ def delivery_cells(t0_ns: int, segments: Sequence[Segment], window: tuple[int, i
             "achieved_sum": F.sum(F.when(both, F.col("processing_ms_actual"))),
             "received_in_window": F.count_if(in_window("receive_ns", start, end)),
             "acked_in_window": F.count_if(is_acked() & in_window("settle_ns", start, end)),
+            **outcome_aggregates(),
         },
     )
+
+
+_SETTLED_AFTER_PROCESSING = ("ack", "nack_requeue", "nack_discard", "reject")
+
+
+def outcome_aggregates() -> dict[str, Column]:
+    """The outcomes block's counts (analysis.summary.outcomes): deliveries processed and then
+    settled by the consumer (`outcome_decided`), those of them nack-requeued, nack-discarded and
+    rejected (not CoDel's nacks, which come before processing), the handler's calls and errors."""
+    outcome, by = F.col("outcome"), F.col("settled_by")
+    after = F.col("end_ns").isNotNull()
+    return {
+        "outcome_decided": F.count_if(after & outcome.isin(*_SETTLED_AFTER_PROCESSING)),
+        "outcome_requeued": F.count_if(after & (outcome == "nack_requeue")),
+        "outcome_discarded": F.count_if(after & (outcome == "nack_discard")),
+        "outcome_rejected": F.count_if(after & (outcome == "reject")),
+        "handler_calls": F.count_if(by.isin("handler", "handler_error")),
+        "handler_errors": F.count_if(by == "handler_error"),
+    }
 
 
 def publish_projections(t0_ns: int, segments: Sequence[Segment], window: tuple[int, int]) -> list[Projection]:

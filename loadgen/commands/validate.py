@@ -99,6 +99,12 @@ def _validate_scenario(path: str, overrides: list[str]) -> int:
                 if g.egress
                 else ""
             )
+            + (
+                f", outcomes: requeue {g.outcomes.requeue:.0%}, discard {g.outcomes.discard:.0%}, "
+                f"reject {g.outcomes.reject:.0%}"
+                if g.outcomes
+                else ""
+            )
         )
     if s.network is not None:
         print(

@@ -56,7 +56,11 @@ PUBLISH_DISCARDS = {
     "blocked_timeout": "publish_failed_blocked",
     "channel_closed": "channel_closed",
 }
-DELIVERY_DISCARDS = {"nack_discard": "consumer_nack_discard", "egress_discard": "egress_discard"}
+DELIVERY_DISCARDS = {
+    "nack_discard": "consumer_nack_discard",
+    "reject": "consumer_reject",
+    "egress_discard": "egress_discard",
+}
 # Outcomes of a publish that reached the socket (what `published` counts, as the run's console does).
 PUBLISHED_OUTCOMES = frozenset({"confirmed", "sent", "nacked", "unconfirmed", "returned", "channel_closed"})
 ACKED_OUTCOMES = frozenset({"ack", "auto_ack"})

@@ -127,6 +127,8 @@ def capacity_rows(scenario: Scenario) -> list[GroupCapacity]:
                 capacity = group.count * model["throughput_per_s"]
             else:
                 capacity = group.count * 1000.0 / p  # no prefetch bound: the processing alone limits it
+            if capacity is not None and group.outcomes is not None:
+                capacity *= 1.0 - group.outcomes.requeue  # a requeued delivery comes back: work, no message
             groups.append((group, p, r, capacity, None if model is None else model["buffer_wait_ms"]))
         caps = [c for *_, c, _w in groups]
         queue_capacity = None if any(c is None for c in caps) else sum(c for c in caps if c is not None)

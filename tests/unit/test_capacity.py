@@ -96,3 +96,19 @@ def test_validate_prints_the_table_and_warns_with_exit_status_0(tmp_path, capsys
     out = capsys.readouterr()
     assert "capacity check" in out.out and "333 %" in out.out and "980 ms" in out.out
     assert "warning: phase base (0-10 s): the producers offer 500 msg/s" in out.err
+
+
+def test_a_group_that_requeues_a_share_finishes_only_the_rest(tmp_path):
+    # 40 % of deliveries requeued: each message costs 1 / 0.6 deliveries on average, so 2 consumers
+    # at 200 deliveries/s each finish 240 messages/s; 300 offered is too many.
+    s = _scenario(
+        tmp_path,
+        "producers: [{name: p, rate: 300}]\n"
+        "consumers: [{name: c, count: 2, prefetch: 10, processing_ms: 5, outcomes: {requeue: 0.4, discard: 0.1}}]\n",
+    )
+    (row,) = capacity_rows(s)
+    per_consumer = min(10 / (5 + LOOPBACK_ROUND_TRIP_MS), 1 / 5) * 1000
+    assert row.capacity_per_s == pytest.approx(2 * per_consumer * 0.6)
+    assert row.backlog_growth_per_s == pytest.approx(300 - 2 * per_consumer * 0.6)
+    (warning,) = capacity_warnings([row])
+    assert "backlog grows by 60 msg/s" in warning

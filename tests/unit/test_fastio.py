@@ -139,7 +139,8 @@ def test_on_a_closed_channel_acks_and_nacks_are_pikas_calls():
     FrameWriter(channel).ack(4)
     FrameWriter(channel).nack(5, False, False)
     FrameWriter(channel).reject(6)
-    assert calls == [("ack", 4, False), ("nack", 5, False, False), ("reject", 6, False)] and channel.connection.written == []
+    assert calls == [("ack", 4, False), ("nack", 5, False, False), ("reject", 6, False)]
+    assert channel.connection.written == []
 
 
 class _Socket:
