@@ -14,7 +14,11 @@ PACKAGED = ("loadgen", "example_scenarios")  # where they go in the built packag
 
 
 def _scenario_files() -> list[Path]:
-    return sorted(p for p in SCENARIOS.rglob("*") if p.is_file() and not p.name.startswith("."))
+    return sorted(
+        p
+        for p in SCENARIOS.rglob("*")
+        if p.is_file() and not p.name.startswith(".") and "__pycache__" not in p.parts  # an example handler's
+    )
 
 
 class BuildPyWithScenarios(build_py):

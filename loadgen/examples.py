@@ -29,7 +29,7 @@ class Example:
     path: str  # relative to the examples directory, e.g. "suites/nightly.yaml"
     kind: str  # "scenario", "suite" or "scheduling"
     description: str  # the file's own `description:`, on one line
-    needs: tuple[str, ...]  # the files it refers to (a suite's scenarios, replay files), relative paths
+    needs: tuple[str, ...]  # the files it refers to (a suite's scenarios, replay files, handlers), relative paths
 
 
 def examples_dir() -> Path:
@@ -119,7 +119,23 @@ def _scenario_needs(path: str, overrides: tuple[str, ...]) -> list[str]:
     from loadgen.scenario import load_scenario
 
     scenario = load_scenario(path, overrides, env={})  # the file as shipped: no $SOJOURN_AMQP_URL
-    return [g.replay.path for g in scenario.producers if g.replay is not None]
+    replays = [g.replay.path for g in scenario.producers if g.replay is not None]
+    return replays + [f for g in scenario.consumers if g.handler is not None for f in _handler_files(g.handler.path)]
+
+
+def _handler_files(path: str) -> list[str]:
+    """The files of a handler's module and of the packages above it (their __init__.py), which the
+    loader has just imported: what a copy of its scenario must bring along."""
+    import sys
+
+    parts = path.partition(":")[0].split(".")
+    files = []
+    for i in range(1, len(parts) + 1):
+        module = sys.modules.get(".".join(parts[:i]))
+        file = getattr(module, "__file__", None)
+        if file:
+            files.append(file)
+    return files
 
 
 def _suite_needs(path: Path) -> list[str]:

@@ -54,8 +54,9 @@ __all__ = [
     "message_properties",
 ]
 
-OnMessage = Callable[["ConsumerLink", int, bool, "Mapping[str, Any] | None", "int | None", int], None]
-"""on_message(link, delivery_tag, redelivered, headers, priority, body_size), in the I/O loop."""
+OnMessage = Callable[..., None]
+"""on_message(link, delivery_tag, redelivered, headers, priority, body_size[, raw]), in the I/O loop;
+`raw` = (body, properties, routing_key, exchange) only on a link opened `with_message`."""
 
 
 class ConsumerLink(Protocol):
@@ -111,6 +112,7 @@ class PikaConsumerLink:
         on_crossed: OnMessage,
         on_channel_close: Callable[[ConsumerLink, int, str], None] | None = None,
         on_cancel: Callable[[ConsumerLink], None] | None = None,
+        with_message: bool = False,
     ):
         self._conn = conn
         self._channel = channel
@@ -122,6 +124,8 @@ class PikaConsumerLink:
         self.ack = frames.ack  # bound methods: no extra call per settle
         self.nack = frames.nack
         self.reject = frames.reject
+        if with_message:  # a handler's group: the body and properties go along (one more argument)
+            self._deliver, self._deliver_crossed = self._deliver_message, self._deliver_crossed_message
         keep_deliveries_across_cancel(channel, self._deliver_crossed)  # not requeued unseen (amqp/cancel.py)
         if on_channel_close is not None:
             channel.add_on_close_callback(
@@ -187,6 +191,15 @@ class PikaConsumerLink:
         """The same for a delivery that crossed a basic.cancel."""
         self._on_crossed(self, method.delivery_tag, method.redelivered, props.headers, props.priority, len(body))
 
+    def _deliver_message(self, _channel: Any, method: Any, props: Any, body: bytes) -> None:
+        """`_deliver` with the message itself: (body, properties, routing key, exchange) last."""
+        raw = (body, props, method.routing_key, method.exchange)
+        self._on_message(self, method.delivery_tag, method.redelivered, props.headers, props.priority, len(body), raw)
+
+    def _deliver_crossed_message(self, _channel: Any, method: Any, props: Any, body: bytes) -> None:
+        raw = (body, props, method.routing_key, method.exchange)
+        self._on_crossed(self, method.delivery_tag, method.redelivered, props.headers, props.priority, len(body), raw)
+
     def crash(self, timeout_s: float) -> bool:
         conn = self._conn
         amqp.flush_writes(conn)  # settles traced as sent must reach the broker ahead of the FIN
@@ -213,15 +226,17 @@ def open_consumer_link(
     *,
     on_channel_close: Callable[[ConsumerLink, int, str], None] | None = None,
     on_cancel: Callable[[ConsumerLink], None] | None = None,
+    with_message: bool = False,
 ) -> PikaConsumerLink:
     """Connect (`connect(name, on_close=...)`: RunContext.connect), turn kernel receive stamps
     on, open the channel, and hand its deliveries to `on_message` (those crossing a cancel to
     `on_crossed`) as plain values; a channel the broker closes to `on_channel_close`, the broker's
-    basic.cancel to `on_cancel`."""
+    basic.cancel to `on_cancel`. `with_message`: each delivery's body, properties, routing key and
+    exchange go along, as one more argument (a handler's group)."""
     conn = connect(name, on_close=on_close)
     stamps = kstamp.enable(conn)
     channel = amqp.open_channel(conn)
-    return PikaConsumerLink(conn, channel, stamps, on_message, on_crossed, on_channel_close, on_cancel)
+    return PikaConsumerLink(conn, channel, stamps, on_message, on_crossed, on_channel_close, on_cancel, with_message)
 
 
 # -- the producer's link ---------------------------------------------------------

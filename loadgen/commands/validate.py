@@ -92,7 +92,14 @@ def _validate_scenario(path: str, overrides: list[str]) -> int:
     for g in s.consumers:
         print(
             f"  consumer {g.name}: {g.count} x prefetch {g.prefetch} ({g.prefetch_scope}), "
-            f"{g.ack_mode} ack, processing mean {g.processing.mean_ms:g} ms ({g.processing.distribution})"
+            f"{g.ack_mode} ack, "
+            + (
+                f"handler {g.handler.path} ({g.handler.mode}"
+                + (f", {g.handler.threads} threads" if g.handler.mode == "thread" else "")
+                + f", on error {g.handler.on_error})"
+                if g.handler
+                else f"processing mean {g.processing.mean_ms:g} ms ({g.processing.distribution})"
+            )
             + (
                 f", egress {', '.join(name for name, _ in g.egress.classes)} at most "
                 f"{g.egress.max_depth_units:,} units each (min burst {g.egress.min_burst})"

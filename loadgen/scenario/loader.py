@@ -37,6 +37,7 @@ from loadgen.scenario.errors import (
     show,
 )
 from loadgen.scenario.fields import declared, plain_dict
+from loadgen.scenario.handler import handler
 from loadgen.scenario.limits import over_limits
 from loadgen.scenario.model import (
     BASE_PHASE,
@@ -312,6 +313,37 @@ def _crash_needs_manual_ack(source: str, consumers: Sequence[ConsumerGroup]) -> 
             _fail(source, f"consumers[{i}].leave", "crash", _CRASH_NEEDS_MANUAL)
         if group.outcomes is not None and group.ack_mode == "auto":
             _fail(source, f"consumers[{i}].outcomes", plain_dict(group.outcomes), _OUTCOMES_NEED_MANUAL)
+        if group.handler is not None:
+            _handler_alone(source, i, group)
+
+
+def _handler_alone(source: str, i: int, group: ConsumerGroup) -> None:
+    """A handler settles each delivery by its return value, in its own time: with auto-ack there is
+    nothing to settle, and simulated processing, outcome rates, CoDel or egress beside it would
+    each decide something the handler decides."""
+    where = f"consumers[{i}]"
+    if group.ack_mode == "auto":
+        _fail(
+            source,
+            f"{where}.ack_mode",
+            "auto",
+            "a handler needs ack_mode: manual (its return value acks, nacks or rejects)",
+        )
+    clashes = {
+        "processing_ms": group.processing.mean_ms > 0,
+        "outcomes": group.outcomes is not None,
+        "codel": group.codel is not None,
+        "egress": group.egress is not None,
+    }
+    for key, clash in clashes.items():
+        if clash:
+            _fail(
+                source,
+                f"{where}.{key}",
+                None,
+                f"consumer group {group.name!r} has a handler: its wall time is the processing and its return "
+                f"value the outcome, so {key} can not be set beside it",
+            )
 
 
 _OUTCOMES_NEED_MANUAL = (
@@ -329,7 +361,8 @@ def _groups(top: Reader, key: str, section: str, make: type[Any], queue_name: st
     """The `key` list of groups, each read into `make` field by field as its declaration says."""
     groups: list[Any] = []
     seen: dict[str, int] = {}
-    checks: dict[str, Check] = {"replay": arrivals.replay(os.path.dirname(os.path.abspath(top.source)))}
+    scenario_dir = os.path.dirname(os.path.abspath(top.source))
+    checks: dict[str, Check] = {"replay": arrivals.replay(scenario_dir), "handler": handler(scenario_dir)}
     if resolved:
         checks["egress"] = resolved_egress
     for i, raw in enumerate(top.items(key)):

@@ -29,6 +29,7 @@ from loadgen.scenario.checks import (
 )
 from loadgen.scenario.errors import Invalid, show
 from loadgen.scenario.fields import LEAF, declared, layout, plain_dict, yaml
+from loadgen.scenario.handler import HandlerSpec
 from loadgen.scenario.outcomes import OutcomeRates, outcomes
 from loadgen.scenario.processing import PROCESSING_LAYOUT, PROCESSING_PARAMS, Processing, processing
 from loadgen.scenario.topology import BindingSpec, ExchangeSpec, FrozenMapping, QueueSpec
@@ -54,6 +55,7 @@ __all__ = [
     "CoDelSpec",
     "EgressSpec",
     "OutcomeRates",
+    "HandlerSpec",
     "ConsumerGroup",
     "LinkSpec",
     "NetworkSpec",
@@ -136,6 +138,9 @@ class ConsumerGroup:
     """None: the client buffer is one unbounded FIFO (bounded only by the prefetch)."""
     outcomes: OutcomeRates | None = field(default=None, metadata=yaml(outcomes, layout="outcomes"))
     """None: every processed delivery is acked (loadgen/scenario/outcomes.py)."""
+    handler: HandlerSpec | None = field(default=None, metadata=yaml(None, layout="handler"))
+    """None: simulated processing (`processing`); else the user's function (loadgen/scenario/handler.py),
+    checked by the loader, which imports it from the scenario's directory."""
 
     def to_dict(self) -> dict[str, Any]:
         return plain_dict(self)
@@ -393,6 +398,7 @@ YAML_LAYOUT: dict[str, dict[str, str]] = {
     "egress": layout(EgressSpec),
     "codel": layout(CoDelSpec),
     "outcomes": layout(OutcomeRates),
+    "handler": layout(HandlerSpec),
     "network": layout(NetworkSpec),
     "link": layout(LinkSpec),
     "phase": layout(Phase),

@@ -38,6 +38,7 @@ from loadgen.rules.codel import CoDel
 from loadgen.rules.egress import EgressBuffer
 from loadgen.rules.schedule import producer_rng
 from loadgen.run.runtime import Participant
+from loadgen.users.handler import Handler, Message, Result
 from loadgen.users.producer import Report
 
 __all__ = ["Consumer"]
@@ -45,6 +46,7 @@ __all__ = ["Consumer"]
 log = logging.getLogger("sojourn")
 
 CLOSE_WAIT_S = 5.0
+LANES_WAIT_S = 30.0  # a leave waits this long at most for a handler's calls in flight
 OVERSHOOT_WEIGHT = 0.05  # the newest sleep's weight in the running mean of timer lateness (_simulate)
 
 
@@ -62,6 +64,7 @@ class Delivery(NamedTuple):
     recorded_us: int | None  # the `sojourn-proc-us` header of a replayed message
     priority: int | None  # the AMQP priority property
     read_ns: int  # when the callback ran (receive_ns is the kernel's stamp where there is one)
+    raw: tuple | None = None  # a handler's group: (body, properties, routing key, exchange)
 
 
 def header_int(value) -> int | None:
@@ -155,7 +158,7 @@ class Consumer(Participant):
         self._auto_ack = base.ack_mode == "auto"  # not phase-settable
         self._discard_name = f"egress_discard:{ctx.scenario.queue.name}"
         self._has_work = Event()
-        self._busy = False
+        self._busy = 0  # deliveries in hand (processing): a handler's lanes may hold several
         self._link: ConsumerLink | None = None  # subscribed while joined
         # The broker's fault on the current link, if any: ("channel_closed" | "cancelled", detail).
         # The consumer's greenlet then leaves that link and joins again (_rejoin).
@@ -173,6 +176,12 @@ class Consumer(Participant):
         self._inline_until = float("-inf")
         self._codel: CoDel | None = None  # one controller per consumer instance, kept across phases
         self._codel_spec = None
+        spec = base.handler  # not phase-settable
+        self._handler = Handler(spec, self.name) if spec is not None else None
+        self._lanes = spec.concurrency if spec is not None else 1  # deliveries processed at once
+        # A thread handler runs in lane greenlets even one at a time: the consumer's own greenlet never
+        # waits on a call, so a handler that hangs can not keep it from leaving (_wait_for_lanes).
+        self._in_lanes = spec is not None and spec.mode == "thread"
         self._rates = None  # the outcome rates in force (a phase may change them) and their bounds
         self._bounds = (0.0, 0.0, 0.0)
         self._outcome_rng = None  # made on the first draw: one stream per consumer for the whole run
@@ -186,7 +195,7 @@ class Consumer(Participant):
 
     def held(self) -> tuple[int, int]:
         buffered = len(self._buffer)
-        return buffered, buffered + (1 if self._busy else 0)
+        return buffered, buffered + self._busy
 
     def prepare(self) -> None:
         settings = self.ctx.scenario.settings_at(0.0).consumer(self.group)
@@ -221,10 +230,10 @@ class Consumer(Participant):
                     self._join(settings)
                 elif settings.prefetch != self._prefetch:
                     self._change_prefetch(settings)
-                if self._buffer:
+                if self._buffer and self._busy < self._lanes:
                     self._process_one(settings)
                 else:
-                    if self._codel is not None:
+                    if self._codel is not None and not self._buffer:
                         self._codel.on_empty(self._now_ns())
                     if self._link is not None:
                         self._link.send_now()  # the acks go before this greenlet waits
@@ -232,7 +241,11 @@ class Consumer(Participant):
                     self._has_work.wait(0.05)
             clean = not ctx.stopping.is_set()
         finally:  # a subscription the broker cancelled is not cancelled again (no cancel-ok would come)
-            self._leave(clean=clean, subscribed=self._fault is None or self._fault[0] != "cancelled")
+            try:
+                self._leave(clean=clean, subscribed=self._fault is None or self._fault[0] != "cancelled")
+            finally:
+                if self._handler is not None and not self._busy:  # a hung call's thread dies with the process
+                    self._handler.close()
 
     def _wait_for_change(self, t: float) -> None:
         upcoming = [c for c in self.ctx.scenario.boundaries() if c > t]
@@ -274,6 +287,7 @@ class Consumer(Participant):
             self._on_crossed_cancel,
             on_channel_close=self._on_channel_closed,
             on_cancel=self._on_cancelled,
+            **({"with_message": True} if self._handler is not None else {}),
         )
         self._set_prefetch(settings)
         self._consume(settings, wait=True)  # a queue that is gone raises here (404)
@@ -355,7 +369,12 @@ class Consumer(Participant):
                     link.cancel(CLOSE_WAIT_S)
                 settings = self.ctx.scenario.settings_at(self.ctx.elapsed_s()).consumer(self.group)
                 while self._buffer and link.is_open:
-                    self._process_one(settings)
+                    if self._busy < self._lanes:
+                        self._process_one(settings)
+                    else:  # a handler's lanes are all busy: wait for one to settle
+                        self._has_work.clear()
+                        self._has_work.wait(0.05)
+                self._wait_for_lanes(link)
             except Exception as exc:  # noqa: BLE001
                 log.warning("consumer %s: clean leave failed: %s", self.name, exc)
         self._trace_unsettled_buffer()
@@ -365,6 +384,23 @@ class Consumer(Participant):
         if reason is not None:
             detail["reason"] = reason
         self.ctx.event("consumer_leave", self.name, self.name, detail=detail)
+
+    def _wait_for_lanes(self, link: ConsumerLink) -> None:
+        """Let a handler's calls in flight settle on `link` before it closes, for LANES_WAIT_S at most:
+        a call still running then is left to the broker (it requeues the delivery when the link
+        closes; the lane traces it unsettled when the call returns)."""
+        deadline = time.monotonic() + LANES_WAIT_S
+        while self._busy and link.is_open and time.monotonic() < deadline:
+            self._has_work.clear()
+            self._has_work.wait(0.05)
+        if self._busy and link.is_open:
+            log.warning(
+                "consumer %s: %d handler call(s) still running %g s after it began to leave; leaving their "
+                "deliveries to the broker",
+                self.name,
+                self._busy,
+                LANES_WAIT_S,
+            )
 
     def _crash(self, settings) -> None:
         """`leave: crash`: finish the delivery in hand without acking it, then drop the TCP
@@ -376,13 +412,9 @@ class Consumer(Participant):
         assert link is not None
         if self._buffer:
             d, egress = self._take()
-            self._busy = True
+            self._busy += 1
             start_ns = self._now_ns()
-            processing_ms = settings.processing.sample_ms(
-                self.rng, d.recorded_us / 1000 if isinstance(d.recorded_us, int) else None
-            )
-            if processing_ms > 0:
-                self._simulate(processing_ms / 1000.0)
+            processing_ms, _ = self._work(d, settings)
             in_hand = (d, egress, start_ns, self._now_ns(), processing_ms)
         # Deliveries read until the broker closes its end are held (and traced crashed) too.
         if not link.crash(CLOSE_WAIT_S):
@@ -398,7 +430,7 @@ class Consumer(Participant):
             d, egress = self._take()
             self._trace(d, None, None, None, "crashed", None, None, egress[:3] + (None,))
             held += 1
-        self._busy = False
+        self._busy -= 1 if in_hand is not None else 0
         self._link = None
         self.ctx.event(
             "consumer_crash",
@@ -424,7 +456,7 @@ class Consumer(Participant):
         processing ends), each to be redelivered; the greenlet leaves the link and joins again."""
         if self._leaving or link is not self._link:
             return
-        held = len(self._buffer) + (1 if self._busy else 0)
+        held = len(self._buffer) + self._busy
         self.ctx.event(
             "channel_closed",
             self.name,
@@ -460,18 +492,22 @@ class Consumer(Participant):
         self._fault = ("cancelled", {})
         self._has_work.set()
 
-    def _on_crossed_cancel(self, link: ConsumerLink, tag: int, redelivered: bool, headers, priority, size: int) -> None:
+    def _on_crossed_cancel(
+        self, link: ConsumerLink, tag: int, redelivered: bool, headers, priority, size: int, raw=None
+    ) -> None:
         """A delivery sent before the broker saw this consumer's basic.cancel: a delivery like any
         other (the broker counts it delivered here), counted for the event that follows."""
         self._crossed += 1
-        self._on_message(link, tag, redelivered, headers, priority, size)
+        self._on_message(link, tag, redelivered, headers, priority, size, raw)
 
     def _take_crossed(self) -> int:
         crossed, self._crossed = self._crossed, 0
         return crossed
 
     # -- the hot path -------------------------------------------------------
-    def _on_message(self, link: ConsumerLink, tag: int, redelivered: bool, headers, priority, size: int) -> None:
+    def _on_message(
+        self, link: ConsumerLink, tag: int, redelivered: bool, headers, priority, size: int, raw=None
+    ) -> None:
         """Runs in the hub, right after the frame was read: stamp and buffer, nothing else; except
         that a delivery with nothing to wait for (no processing time, CoDel or egress, and an idle
         consumer with an empty buffer) is settled here and now, as the consumer's greenlet would
@@ -498,6 +534,7 @@ class Consumer(Participant):
             headers.get("sojourn-proc-us"),
             priority,
             read_ns,
+            raw,
         )
         inline = self._inline_settings
         if inline is not None and t < self._inline_until and not self._buffer and not self._busy and not self._leaving:
@@ -555,17 +592,30 @@ class Consumer(Participant):
             and settings.codel is None
             and p.distribution == "fixed"
             and p.params[0][1] == 0
+            and self._handler is None
         )
 
     def _process_one(self, settings) -> None:
         d, egress = self._take()
-        self._process(d, egress, settings)
+        if not self._in_lanes:
+            self._process(d, egress, settings)
+            return
+        # A handler's lane: counted busy before this greenlet goes on, so no more lanes start than allowed.
+        self._busy += 1
+        gevent.spawn(self._lane, d, egress, settings)
+
+    def _lane(self, d: Delivery, egress: tuple, settings) -> None:
+        self._busy -= 1  # _process counts it again at once (no switch in between)
+        try:
+            self._process(d, egress, settings)
+        finally:
+            self._has_work.set()  # a lane is free
 
     def _process(self, d: Delivery, egress: tuple, settings, in_hub: bool = False) -> None:
         """Process and settle `d`, and trace it. `in_hub`: called from `_on_message`, where the ack
         is sent at once only after the last delivery pika has read (its frame buffer is empty);
         earlier ones queue theirs, and the hub sends them together right after."""
-        self._busy = True
+        self._busy += 1
         start_ns = self._now_ns()
         codel = self._controller(settings)
         codel_state = None
@@ -575,36 +625,53 @@ class Consumer(Participant):
             if drop:
                 self._nack(d, start_ns, settings.codel.requeue, codel_state, egress)
                 return
-        processing_ms = settings.processing.sample_ms(
-            self.rng, d.recorded_us / 1000 if isinstance(d.recorded_us, int) else None
-        )
-        end_ns = settle_ns = settled_by = None
+        end_ns = settle_ns = settled_by = handler_error = processing_ms = None
         outcome = "unsettled"
         try:
-            if processing_ms > 0:
-                self._simulate(processing_ms / 1000.0)
+            processing_ms, result = self._work(d, settings)
             end_ns = self._now_ns()
+            if result is not None:  # the handler's return chose; it is traced even if the link went meanwhile
+                chosen, handler_error = result.outcome, result.error
+                settled_by = "handler" if handler_error is None else "handler_error"
+            else:
+                chosen = "ack" if settings.outcomes is None else self._draw(settings.outcomes)
             if settings.ack_mode == "auto":
                 settle_ns, outcome = d.receive_ns, "auto_ack"
             elif d.link is self._link and d.link.is_open:
-                chosen = "ack" if settings.outcomes is None else self._draw(settings.outcomes)
                 if chosen == "ack":
                     # Nothing more to ack soon: it goes now, and the trace is written while it travels.
                     now = not self._buffer and (not in_hub or not d.link.reading())
                     d.link.ack(d.tag, now=now)
                 else:
                     settle(d.link, d.tag, chosen)
-                    settled_by = "rate"
+                    settled_by = settled_by or "rate"
                 settle_ns, outcome = self._now_ns(), chosen
         finally:
-            self._busy = False
-            self._trace(d, start_ns, end_ns, settle_ns, outcome, processing_ms, codel_state, egress, settled_by)
+            self._busy -= 1
+            self._trace(
+                d, start_ns, end_ns, settle_ns, outcome, processing_ms, codel_state, egress, settled_by, handler_error
+            )
         if outcome in ("ack", "auto_ack"):
             self.ctx.counters["acked"] += 1
             latency_ms = (end_ns - d.publish_ns) / 1e6 if d.publish_ns else 0.0
             self.report("consume", self._request_name, latency_ms, d.size, None)
-        elif settled_by is not None:
+        elif settle_ns is not None:
             self.report("nack", self._nack_name, (settle_ns - d.receive_ns) / 1e6, d.size, None)
+
+    def _work(self, d: Delivery, settings) -> tuple[float, Result | None]:
+        """Process `d`: the group's handler on it (its result too), or the simulated processing
+        time drawn for it; the processing time in ms."""
+        if self._handler is not None:
+            body, properties, routing_key, exchange = d.raw or (b"", None, "", "")
+            headers = getattr(properties, "headers", None) or {}
+            result = self._handler.call(Message(body, properties, headers, routing_key, exchange, d.redelivered))
+            return result.elapsed_ns / 1e6, result
+        processing_ms = settings.processing.sample_ms(
+            self.rng, d.recorded_us / 1000 if isinstance(d.recorded_us, int) else None
+        )
+        if processing_ms > 0:
+            self._simulate(processing_ms / 1000.0)
+        return processing_ms, None
 
     def _draw(self, rates) -> str:
         """The outcome the group's outcome rates (loadgen.scenario.outcomes) give the next delivery:
@@ -642,7 +709,7 @@ class Consumer(Participant):
                 settle_ns = self._now_ns()
                 outcome = "nack_requeue" if requeue else "nack_discard"
         finally:
-            self._busy = False
+            self._busy -= 1
             self._trace(d, start_ns, None, settle_ns, outcome, None, codel_state, egress, "codel")
         if settle_ns is not None:
             self.report("nack", self._nack_name, (start_ns - d.receive_ns) / 1e6, d.size, None)

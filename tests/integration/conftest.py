@@ -139,7 +139,7 @@ class _Planned:
     scenario: str
     command: str  # "sojourn": `sojourn run --no-analyze`; "locust": the locustfile headless
     extra: tuple = ()  # more arguments; "{base}" is the batch directory
-    env: dict = field(default_factory=dict)
+    env: dict = field(default_factory=dict)  # more environment; "{base}" is the batch directory
     during: object = None  # during(proc, run_dir), in a thread while the run goes on
     before: object = None  # before(), ahead of the start (e.g. a vhost to create)
     files: dict = field(default_factory=dict)  # more files the scenario names: written beside it
@@ -254,7 +254,7 @@ def _start_wave(base: Path, plans: dict[str, _Planned], timeout: float) -> dict[
                 stderr=subprocess.PIPE,
                 text=True,
                 start_new_session=True,
-                env=_cli_env(plan.env),
+                env=_cli_env({key: value.format(base=base) for key, value in plan.env.items()}),
             )
             if plan.during is not None:
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import pika
+
 from loadgen.errors import BrokerOperationFailed
 
 
@@ -40,10 +42,12 @@ class FakeLink:
         on_channel_close: Callable[..., None] | None = None,
         on_cancel: Callable[..., None] | None = None,
         broker: FakeBroker | None = None,
+        with_message: bool = False,
     ):
         self.name = name
         self.on_close, self.on_message, self.on_crossed = on_close, on_message, on_crossed
         self.on_channel_close, self.on_cancel = on_channel_close, on_cancel
+        self.with_message = with_message
         self.broker = broker or FakeBroker()
         self.stamps: FakeStamps | None = FakeStamps()
         self.receive_stamp = "kernel"
@@ -107,14 +111,21 @@ class FakeLink:
         priority: int | None = None,
         crossed: bool = False,
         redelivered: bool = False,
+        body: bytes = b"",
     ) -> int:
-        """Hand the consumer one delivery, as the I/O loop does; its delivery tag."""
+        """Hand the consumer one delivery, as the I/O loop does; its delivery tag. On a link opened
+        `with_message` (a handler's) the body and properties go along, routing key "k"."""
         self._tag += 1
         self.ids[self._tag] = message_id
         if self.stamps is not None:
             self.stamps.kernel_ns = kernel_ns
         headers = {"sojourn-id": message_id, "sojourn-pub-ns": 1}
-        (self.on_crossed if crossed else self.on_message)(self, self._tag, redelivered, headers, priority, size)
+        deliver = self.on_crossed if crossed else self.on_message
+        if self.with_message:
+            properties = pika.BasicProperties(headers=headers, priority=priority)
+            deliver(self, self._tag, redelivered, headers, priority, len(body), (body, properties, "k", ""))
+        else:
+            deliver(self, self._tag, redelivered, headers, priority, size)
         return self._tag
 
     def close_channel(self, reply_code: int, reply_text: str) -> None:

@@ -232,6 +232,53 @@ def test_a_phase_changes_the_outcome_rates(tmp_path):
     r.stop()
 
 
+HANDLER = 'handler: {path: "tests.handler_examples:by_body", mode: %s, threads: %d, on_error: %s}'
+
+
+def test_a_handlers_return_value_settles_each_delivery_and_its_error_is_traced(tmp_path):
+    # Each body names what the handler does; on_error: requeue settles the raise and the bad return.
+    r = _make(tmp_path)("prefetch: 20, " + HANDLER % ("inline", 1, "requeue"))
+    bodies = ["ack", "none", "requeue", "discard", "reject", "raise", "bad"]
+    tags = {body: r.link.deliver(f"m-{body}", body=body.encode()) for body in bodies}
+    r.until(lambda: len(r.link.settled()) == len(bodies))
+    assert sorted(r.link.acks) == [tags["ack"], tags["none"]]
+    assert sorted(r.link.nacks) == sorted(
+        [(tags["requeue"], True), (tags["discard"], False), (tags["raise"], True), (tags["bad"], True)]
+    )
+    assert r.link.rejects == [(tags["reject"], False)]
+    rows = {row["message_id"]: row for row in r.run.deliveries}
+    assert {k: (v["outcome"], v["settled_by"], v["handler_error"]) for k, v in rows.items()} == {
+        "m-ack": ("ack", "handler", None),
+        "m-none": ("ack", "handler", None),
+        "m-requeue": ("nack_requeue", "handler", None),
+        "m-discard": ("nack_discard", "handler", None),
+        "m-reject": ("reject", "handler", None),
+        "m-raise": ("nack_requeue", "handler_error", "ValueError"),
+        "m-bad": ("nack_requeue", "handler_error", "sojourn.BadHandlerReturn"),
+    }
+    assert all(v["processing_ms"] is not None and v["end_ns"] >= v["start_ns"] for v in rows.values())
+    r.stop()
+
+
+def test_a_thread_handler_blocks_no_greenlet_and_runs_its_threads_at_once(tmp_path):
+    # Six deliveries that each block their thread 200 ms, three threads: about 400 ms in all (two
+    # rounds), not 1.2 s; meanwhile the hub keeps turning (a greenlet ticking every 10 ms runs on).
+    r = _make(tmp_path)("prefetch: 20, " + HANDLER % ("thread", 3, "discard"))
+    ticks = []
+    ticker = gevent.spawn(lambda: [ticks.append(time.monotonic()) or gevent.sleep(0.01) for _ in range(200)])
+    began = time.monotonic()
+    for i in range(6):
+        r.link.deliver(f"m{i}", body=b"sleep:200:ack")
+    r.until(lambda: len(r.link.acks) == 6)
+    took = time.monotonic() - began
+    ticker.kill()
+    assert 0.39 <= took < 1.0, took
+    during = [t for t in ticks if began <= t <= began + took]
+    assert len(during) >= took / 0.01 / 3  # the hub was never held for long
+    assert all(abs(row["processing_ms"] - 200) < 50 for row in r.run.deliveries)
+    r.stop()
+
+
 def test_egress_discards_the_oldest_of_a_full_class_and_acks_it_at_once(tmp_path):
     # 100-byte messages are one 2,048-byte work unit each: a class holds 3 units, so the 4th and
     # 5th arrivals push out the two oldest, acked (so the broker forgets them) and traced discarded.

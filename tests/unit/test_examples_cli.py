@@ -14,7 +14,11 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[2]
 SCENARIOS = REPO / "scenarios"
-REPO_FILES = sorted(p.relative_to(SCENARIOS).as_posix() for p in SCENARIOS.rglob("*") if p.is_file())
+REPO_FILES = sorted(
+    p.relative_to(SCENARIOS).as_posix()
+    for p in SCENARIOS.rglob("*")
+    if p.is_file() and "__pycache__" not in p.parts  # the example handler's bytecode, when imported
+)
 YAML_FILES = [f for f in REPO_FILES if f.endswith(".yaml")]
 
 

@@ -21,6 +21,7 @@ from loadgen.scenario.model import (
     EgressSpec,
     ExchangeSpec,
     FrozenMapping,
+    HandlerSpec,
     LinkSpec,
     ManagedSpec,
     NetworkSpec,
@@ -42,6 +43,7 @@ DECLARED = {
     "codel": CoDelSpec,
     "egress": EgressSpec,
     "outcomes": OutcomeRates,
+    "handler": HandlerSpec,
     "run": RunSpec,
     "network": NetworkSpec,
     "link": LinkSpec,
@@ -90,7 +92,8 @@ def test_the_loader_reads_and_to_dict_writes_every_declared_key_in_order(tmp_pat
     for section, kind in (("producer", "producers"), ("consumer", "consumers")):
         assert list(every[kind][0]) == list(YAML_LAYOUT[section])
         given = yaml.safe_load(EVERY_KEY)[kind][0]
-        assert set(given) == set(YAML_LAYOUT[section]) - {"replay"}  # replay excludes rate and more
+        # replay excludes rate and more; a handler excludes processing_ms, codel, egress and outcomes
+        assert set(given) == set(YAML_LAYOUT[section]) - {"replay", "handler"}
     group = scenario.producers[0]
     assert (group.count, group.arrival, group.confirm_window, group.routing_key, group.priority) == (
         2,
