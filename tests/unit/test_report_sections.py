@@ -14,6 +14,7 @@ from tests.unit.test_report_codel import codel_block
 from tests.unit.test_report_egress import egress_block
 from tests.unit.test_report_fidelity import replayed, synthetic
 from tests.unit.test_report_network import network_block
+from tests.unit.test_report_outcomes import outcomes_block
 from tests.unit.test_report_priorities import FLOW, ROWS
 from tests.unit.test_report_slow_consumers import BLOCK, DEPTH
 
@@ -31,6 +32,7 @@ EVERY_SECTION = [
     "codel",
     "egress",
     "churn",
+    "outcomes",
     "fidelity",
     "slow_consumers",
     "latency",
@@ -51,6 +53,7 @@ def full_summary() -> dict:
         codel=codel_block(),
         egress=egress_block(),
         consumers_churn=churn_block(),
+        outcomes=outcomes_block(),
         fidelity={"orders": replayed(), "steady": synthetic()},
         slow_consumers=BLOCK,
         queue_depth=DEPTH,
@@ -118,6 +121,7 @@ def test_a_run_without_replay_links_its_fidelity_section_as_publish_lateness():
         ("codel", {"codel": {"consumers": []}}),
         ("egress", {"egress": {}}),
         ("churn", {"consumers_churn": {"churn": False}}),
+        ("outcomes", {"outcomes": {}}),
         ("fidelity", {"fidelity": None}),
         ("slow_consumers", {"slow_consumers": {}, "queue_depth": []}),
         ("priorities", {"priorities": ["not a row"]}),  # was linked, with no section to go to

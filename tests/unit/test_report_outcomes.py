@@ -1,0 +1,55 @@
+"""The report's consumer-outcomes section, rendered from hand-built summaries (the `outcomes` block of
+docs/summary.md)."""
+
+from __future__ import annotations
+
+from analysis.report import render_report
+from tests.unit.test_report import make_summary, section_text
+
+
+def outcomes_block() -> dict:
+    row = {
+        "group": "flaky",
+        "phase": "outage",
+        "decided": 2048,
+        "acked": 905,
+        "requeued": 1048,
+        "requeued_fraction": 1048 / 2048,
+        "discarded": 53,
+        "discarded_fraction": 53 / 2048,
+        "rejected": 42,
+        "rejected_fraction": 42 / 2048,
+        "handler_calls": 0,
+        "handler_errors": 3,
+        "configured": {"requeue": 0.5, "discard": 0.03, "reject": 0.02},
+    }
+    return {
+        "phases": [row],
+        "groups": [{k: v for k, v in row.items() if k not in ("phase", "configured")}],
+        "requeued": [
+            {
+                "group": "flaky",
+                "messages": 910,
+                "deliveries": 2419,
+                "deliveries_per_message": 2419 / 910,
+                "ended": {"acked": 848, "consumer_reject": 27},
+                "first_delivery_to_ack_ms": {"count": 848, "p50": 4.7, "max": 28.9},
+            }
+        ],
+    }
+
+
+def test_each_phase_shows_the_measured_shares_beside_the_rates_asked_for():
+    summary = make_summary()
+    summary["outcomes"] = outcomes_block()
+    text = section_text(render_report(summary), "outcomes")
+    assert "1,048 (51.2 %) asked 50.0 %" in text
+    assert "53 (2.6 %) asked 3.0 %" in text and "42 (2.1 %) asked 2.0 %" in text
+    assert "2.66" in text and "acked 848, consumer_reject 27" in text  # the requeued messages followed
+
+
+def test_a_run_whose_consumers_only_acked_has_no_section():
+    summary = make_summary()
+    summary["outcomes"] = {}
+    page = render_report(summary)
+    assert 'id="outcomes"' not in page and 'href="#outcomes"' not in page
