@@ -239,11 +239,10 @@ def distinct_values(found: KindFiles, columns: Sequence[str]) -> dict[str, list[
 
     values: dict[str, set[str]] = {name: set() for name in columns}
     for path in found.files:
-        parquet = pq.ParquetFile(path, read_dictionary=list(columns))
-        present = [name for name in columns if name in parquet.schema_arrow.names]
+        present = [name for name in columns if name in pq.read_schema(path).names]
         if not present:
             continue
-        table = parquet.read(columns=present)
+        table = pq.ParquetFile(path, read_dictionary=present).read(columns=present)
         for name in present:
             for chunk in table.column(name).chunks:
                 if pa.types.is_dictionary(chunk.type):

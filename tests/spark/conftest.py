@@ -58,7 +58,9 @@ def trace_rows(kind: str, *rows: dict) -> list[tuple]:
     return out
 
 
-def classify_messages(deliveries, leftovers, events=None, dead_letters=None, publish_rejects=False):
+def classify_messages(
+    deliveries, leftovers, events=None, dead_letters=None, publish_rejects=False, delivery_limit=False
+):
     """Applied to publishes: the job's accounting steps (message_facts, then classify), one call."""
     from analysis.events.accounting import accounting_inputs
     from analysis.transforms import classify, message_facts
@@ -68,7 +70,7 @@ def classify_messages(deliveries, leftovers, events=None, dead_letters=None, pub
 
     def _classify(publishes):
         return publishes.transform(message_facts(deliveries, leftovers, dead_letters, losses)).transform(
-            classify(events, publish_rejects, restart_ns)
+            classify(events, publish_rejects, restart_ns, delivery_limit)
         )
 
     return _classify

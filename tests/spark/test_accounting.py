@@ -4,6 +4,7 @@ from analysis.transforms import (
     DISCARD_CLASSES,
     accounting_totals,
     delivery_counts,
+    drops_past_delivery_limit,
     rejects_at_publish,
 )
 from tests.spark.conftest import classify_messages
@@ -31,6 +32,7 @@ def _run(frame):
         _publish("m09"),
         _publish("m10", "nacked"),
         _publish("m11", "unconfirmed"),
+        _publish("m12"),
     )
     deliveries = frame(
         "delivery",
@@ -43,6 +45,7 @@ def _run(frame):
         _delivery("m09", "auto_ack", redelivered=True),
         _delivery("m10", "ack"),
         _delivery("m11", "nack_requeue"),
+        _delivery("m12", "reject"),
         _delivery(None, "ack"),  # a foreign message: not ours to account for
     )
     leftovers = frame(
@@ -66,16 +69,17 @@ def test_every_published_id_lands_in_exactly_one_class_first_match_wins(frame):
         "m09": "acked",
         "m10": "acked",  # the broker nacked it, yet it was acked: acked wins
         "m11": "left_in_broker",  # requeued and still in the queue
+        "m12": "consumer_reject",
     }
 
 
 def test_totals_satisfy_the_accounting_identity(frame):
     classified, _ = _run(frame)
     totals = accounting_totals(classified).first().asDict()
-    # confirmed: m01 m02 m03 m06 m07 m09 = 6
+    # confirmed: m01 m02 m03 m06 m07 m09 m12 = 7
     assert totals == {
-        "published": 11,
-        "confirmed": 6,
+        "published": 12,
+        "confirmed": 7,
         "acked": 4,
         "consumer_nack_discard": 1,
         "publish_nacked": 1,
@@ -93,8 +97,10 @@ def test_totals_satisfy_the_accounting_identity(frame):
         "egress_discard": 0,
         "lost_with_queue": 0,
         "channel_closed": 0,
+        "consumer_reject": 1,
+        "dropped_delivery_limit": 0,
     }
-    # published = acked + discarded_total + left_in_broker + unaccounted: 11 = 4 + 3 + 2 + 2
+    # published = acked + discarded_total + left_in_broker + unaccounted: 12 = 4 + 4 + 2 + 2
     assert totals["published"] == sum(totals[c] for c in ACCOUNT_CLASSES)
 
 
@@ -239,6 +245,40 @@ def test_without_a_restart_nothing_is_lost_with_the_queue(frame):
     assert [(r.message_id, r.account) for r in classified.collect()] == [("a", "unaccounted")]
 
 
+def test_a_message_requeued_on_a_queue_with_a_delivery_limit_and_found_nowhere_was_dropped_past_it(frame):
+    # r: requeued twice, never seen again; h: held when its channel went, never seen again; a: requeued,
+    # then acked; l: requeued, then left in the queue. Without the limit r and h are unaccounted.
+    publishes = frame("publish", *[_publish(m) for m in ("r", "h", "a", "l")])
+    deliveries = frame(
+        "delivery",
+        _delivery("r", "nack_requeue"),
+        _delivery("r", "nack_requeue", redelivered=True),
+        _delivery("h", "unsettled"),
+        _delivery("a", "nack_requeue"),
+        _delivery("a", "ack", redelivered=True),
+        _delivery("l", "nack_requeue"),
+    )
+    leftovers = frame("leftover", dict(message_id="l"))
+
+    def accounts(delivery_limit: bool) -> dict:
+        classify = classify_messages(deliveries, leftovers, delivery_limit=delivery_limit)
+        return {r.message_id: r.account for r in publishes.transform(classify).collect()}
+
+    assert accounts(True) == {
+        "r": "dropped_delivery_limit",
+        "h": "dropped_delivery_limit",
+        "a": "acked",
+        "l": "left_in_broker",
+    }
+    assert accounts(False) == {"r": "unaccounted", "h": "unaccounted", "a": "acked", "l": "left_in_broker"}
+
+
+def test_only_a_queue_with_x_delivery_limit_drops_past_it():
+    assert drops_past_delivery_limit({"queue": {"type": "quorum", "arguments": {"x-delivery-limit": 3}}})
+    assert not drops_past_delivery_limit({"queue": {"type": "quorum", "arguments": {}}})
+    assert not drops_past_delivery_limit({"queue": "q"}) and not drops_past_delivery_limit(None)
+
+
 # --- dead letters (docs/discards.md) ------------------------------------------------
 
 
@@ -358,6 +398,7 @@ def test_without_dead_letter_traces_the_original_classes_are_unchanged(frame):
     assert {r.account for r in classified.collect()} <= {
         "acked",
         "consumer_nack_discard",
+        "consumer_reject",
         "publish_nacked",
         "publish_failed",
         "left_in_broker",

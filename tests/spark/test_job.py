@@ -121,6 +121,8 @@ def test_every_message_is_accounted_for(analysed):
             "egress_discard": 0,
             "lost_with_queue": 0,
             "channel_closed": 0,
+            "consumer_reject": 0,
+            "dropped_delivery_limit": 0,
         },
         "discarded_total": 1,
         "left_in_broker": 1,
