@@ -44,13 +44,13 @@ def configured_rates(scenario: Any) -> dict[tuple[str, str], dict[str, float]]:
         if rates:
             out[(name, _BASE)] = _rates(rates)
     for phase in scenario.get("timeline") or []:
-        if not isinstance(phase, dict):
+        if not isinstance(phase, dict) or not isinstance(phase.get("name"), str):
             continue
         settings = phase.get("set") or {}
         for name, rates in base.items():
             value = settings.get(f"consumers.{name}.outcomes", rates)
             if value:
-                out[(name, phase.get("name"))] = _rates(value)
+                out[(name, phase["name"])] = _rates(value)
     return out
 
 

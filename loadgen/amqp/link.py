@@ -125,7 +125,7 @@ class PikaConsumerLink:
         self.nack = frames.nack
         self.reject = frames.reject
         if with_message:  # a handler's group: the body and properties go along (one more argument)
-            self._deliver, self._deliver_crossed = self._deliver_message, self._deliver_crossed_message
+            self._deliver, self._deliver_crossed = self._deliver_message, self._deliver_crossed_message  # type: ignore[method-assign]
         keep_deliveries_across_cancel(channel, self._deliver_crossed)  # not requeued unseen (amqp/cancel.py)
         if on_channel_close is not None:
             channel.add_on_close_callback(

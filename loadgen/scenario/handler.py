@@ -76,7 +76,8 @@ def resolve(spec: HandlerSpec) -> Callable[[Any], Any]:
         target = getattr(target, part)
     if not callable(target):
         raise Invalid(f"{spec.path} is a {type(target).__name__}, not a function")
-    return target
+    function: Callable[[Any], Any] = target
+    return function
 
 
 def handler(scenario_dir: str) -> Check:

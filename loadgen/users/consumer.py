@@ -23,6 +23,7 @@ hub acks each discarded delivery as it admits the new one.
 from __future__ import annotations
 
 import logging
+import random
 import time
 from collections import deque
 from collections.abc import Callable
@@ -184,7 +185,7 @@ class Consumer(Participant):
         self._in_lanes = spec is not None and spec.mode == "thread"
         self._rates = None  # the outcome rates in force (a phase may change them) and their bounds
         self._bounds = (0.0, 0.0, 0.0)
-        self._outcome_rng = None  # made on the first draw: one stream per consumer for the whole run
+        self._outcome_rng: random.Random | None = None  # made on the first draw: one stream per consumer, all run
 
     # -- Participant --------------------------------------------------------
     def idle(self) -> bool:
@@ -682,6 +683,7 @@ class Consumer(Participant):
                 self._outcome_rng = (
                     self.stream("outcomes") if rates.seed is None else producer_rng(rates.seed, f"{self.name}/outcomes")
                 )
+        assert self._outcome_rng is not None
         u = self._outcome_rng.random()
         requeue, discard, reject = self._bounds
         if u < requeue:
