@@ -26,6 +26,7 @@ from analysis.cube import collected, cube
 from analysis.events.accounting import accounting_inputs
 from analysis.events.network import network_block
 from analysis.events.queue import queue_depth, queue_samples
+from analysis.events.single_active import single_active_block
 from analysis.events.timeline import timeline
 from analysis.progress import Progress, stage
 from analysis.run_file import load_run_json, slo_expressions
@@ -593,6 +594,7 @@ def summarize(
         "sojourn_histogram": sojourn_histogram(rollup.histogram("sojourn_ms")),
         "events": shown,
         "network": network_block(event_rows, t0, duration_s, ended_ns),  # docs/network.md
+        "single_active_consumer": single_active_block(event_rows, t0, run.get("scenario")),
         "fidelity": blocks["fidelity"],
         "flow_control": blocks["flow_control"],
         "priorities": blocks["priorities"],

@@ -265,14 +265,19 @@ EVENT_KINDS = {
     "phase_start": "a timeline phase began (name = phase)",
     "phase_end": "a timeline phase ended (name = phase)",
     "consumer_join": "a consumer connected and started consuming (name = consumer)",
+    "consumer_active": "on a queue with x-single-active-consumer: the first delivery to a consumer since it "
+    "joined, i.e. the broker made it the active consumer (name = consumer; detail.receive_ns: that delivery's "
+    "receive time)",
     "consumer_leave": "a consumer stopped consuming (name = consumer; detail: clean, and crossed_cancel: "
     "deliveries the broker sent before it saw the basic.cancel, traced and processed like any other; reason, "
-    "when the broker made it leave: channel_closed or cancelled, after which it joins again)",
+    "when the broker made it leave: channel_closed or cancelled, after which it joins again; on a "
+    "single-active-consumer queue last_receive_ns, its last delivery's receive time)",
     "prefetch_change": "a phase changed a live consumer's prefetch (name = consumer, value = new prefetch; "
     "detail.crossed_cancel: deliveries that crossed the re-subscription's basic.cancel)",
     "producer_join": "a producer started publishing (name = producer)",
     "producer_leave": "a producer stopped publishing (name = producer)",
-    "connection_lost": "a connection closed unexpectedly (detail has the reason)",
+    "connection_lost": "a connection closed unexpectedly (detail has the reason; a consumer's on a "
+    "single-active-consumer queue, last_receive_ns)",
     "channel_closed": "the broker closed a producer's or consumer's channel, its connection still open (name = "
     "producer or consumer; value = reply code; detail: reply_code, reply_text, and unconfirmed (a producer's "
     "publishes traced channel_closed) or unsettled (a consumer's deliveries traced unsettled, requeued by the "
@@ -285,7 +290,7 @@ EVENT_KINDS = {
     "that reached the broker before it and were never acked count as lost_with_queue",
     "consumer_crash": "a consumer crashed on the timeline (leave: crash): dropped its TCP connection without "
     "closing (name = consumer, value = deliveries it held; detail: unacked, in_hand = the "
-    "id processed but not acked)",
+    "id processed but not acked; on a single-active-consumer queue last_receive_ns)",
     "connection_blocked": "the broker blocked a producer's connection (a memory or disk alarm; "
     "name = producer, detail has the reason)",
     "connection_unblocked": "the broker unblocked a producer's connection (name = producer)",

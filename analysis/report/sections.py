@@ -24,6 +24,7 @@ from .model import components_figure, model_body, sojourn_cdf_figure
 from .network import has_network, network_body
 from .outcomes import has_outcomes, outcomes_body
 from .overview import key_numbers_body, verdict_body
+from .single_active import has_single_active, single_active_body
 from .slow_consumers import has_queue_samples, slow_consumers_body
 
 __all__ = ["Section", "SECTIONS", "shown_sections", "render_section"]
@@ -154,6 +155,7 @@ SECTIONS: tuple[Section, ...] = (
     Section("egress", "Egress classes", egress_body, has_egress),
     Section("churn", "Consumer churn", churn_body, has_churn),
     Section("outcomes", "Consumer outcomes", outcomes_body, has_outcomes),
+    Section("single_active", "Single active consumer", single_active_body, has_single_active),
     Section("fidelity", fidelity_title, fidelity_body, has_fidelity),
     Section("slow_consumers", "Slow consumers", slow_consumers_body, has_queue_samples),
     _table(

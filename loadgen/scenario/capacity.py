@@ -109,6 +109,7 @@ def _network_round_trip_ms(scenario: Scenario, t: float) -> float:
 def capacity_rows(scenario: Scenario) -> list[GroupCapacity]:
     """The check for every phase window of the run and every consumer group in it."""
     rows: list[GroupCapacity] = []
+    single_active = scenario.queue.arguments.get("x-single-active-consumer") is True
     for phase, start_s, end_s in _windows(scenario):
         settings = scenario.settings_at(start_s)
         offered = _offered(scenario, start_s, end_s)
@@ -119,19 +120,25 @@ def capacity_rows(scenario: Scenario) -> list[GroupCapacity]:
             r = p + network_ms
             bounded = group.prefetch > 0 and group.ack_mode == "manual"
             model = predict(group.prefetch, r, p) if bounded else None
-            if group.count == 0:
+            consumers = min(group.count, 1) if single_active else group.count  # x-single-active-consumer
+            if consumers == 0:
                 capacity: float | None = 0.0
             elif p <= 0:
                 capacity = None  # no processing time: the arithmetic sets no bound worth the name
             elif model is not None:
-                capacity = group.count * model["throughput_per_s"]
+                capacity = consumers * model["throughput_per_s"]
             else:
-                capacity = group.count * 1000.0 / p  # no prefetch bound: the processing alone limits it
+                capacity = consumers * 1000.0 / p  # no prefetch bound: the processing alone limits it
             if capacity is not None and group.outcomes is not None:
                 capacity *= 1.0 - group.outcomes.requeue  # a requeued delivery comes back: work, no message
             groups.append((group, p, r, capacity, None if model is None else model["buffer_wait_ms"]))
         caps = [c for *_, c, _w in groups]
-        queue_capacity = None if any(c is None for c in caps) else sum(c for c in caps if c is not None)
+        if any(c is None for c in caps):
+            queue_capacity = None
+        elif single_active:  # one consumer at a time: the fastest that may be the active one
+            queue_capacity = max((c for c in caps if c is not None), default=0.0)
+        else:
+            queue_capacity = sum(c for c in caps if c is not None)
         for group, p, r, capacity, wait in groups:
             saturated = offered is not None and queue_capacity is not None and offered >= queue_capacity - 1e-9
             rows.append(

@@ -77,6 +77,7 @@ _ARGUMENT_CHECKS: dict[str, Check] = {
     "x-dead-letter-exchange": amqp_name(),
     "x-dead-letter-routing-key": amqp_name(),
     "x-queue-type": choice(*QUEUE_TYPES),
+    "x-single-active-consumer": boolean,
 }
 
 # What a quorum queue refuses (RabbitMQ 3.10), with what to do instead.

@@ -122,6 +122,11 @@ def delivery_row(
     )
 
 
+def single_active_queue(scenario) -> bool:
+    """Whether the run's queue has `x-single-active-consumer` set true."""
+    return scenario.queue.arguments.get("x-single-active-consumer") is True
+
+
 def settle(link: ConsumerLink, tag: int, outcome: str) -> None:
     """Settle a delivery other than by an ack: `nack_requeue`, `nack_discard` or `reject` (a frame
     the I/O loop writes; nothing waits)."""
@@ -183,6 +188,11 @@ class Consumer(Participant):
         # A thread handler runs in lane greenlets even one at a time: the consumer's own greenlet never
         # waits on a call, so a handler that hangs can not keep it from leaving (_wait_for_lanes).
         self._in_lanes = spec is not None and spec.mode == "thread"
+        # Single active consumer: the broker delivers to one consumer at a time; each consumer says
+        # when its first delivery after a join came (consumer_active) and when its last one did.
+        self._single_active = single_active_queue(ctx.scenario)
+        self._awaiting_active = False
+        self._last_receive_ns: int | None = None
         self._rates = None  # the outcome rates in force (a phase may change them) and their bounds
         self._bounds = (0.0, 0.0, 0.0)
         self._outcome_rng: random.Random | None = None  # made on the first draw: one stream per consumer, all run
@@ -267,6 +277,7 @@ class Consumer(Participant):
             self._recreate_queue(exc)
             self._subscribe(settings)
         assert self._link is not None
+        self._awaiting_active = self._single_active
         self.ctx.event(
             "consumer_join",
             self.name,
@@ -381,7 +392,7 @@ class Consumer(Participant):
         self._trace_unsettled_buffer()
         link.close(CLOSE_WAIT_S)
         self._link = None
-        detail: dict[str, Any] = {"clean": clean, "crossed_cancel": self._take_crossed()}
+        detail: dict[str, Any] = {"clean": clean, "crossed_cancel": self._take_crossed(), **self._last_receive()}
         if reason is not None:
             detail["reason"] = reason
         self.ctx.event("consumer_leave", self.name, self.name, detail=detail)
@@ -438,14 +449,14 @@ class Consumer(Participant):
             self.name,
             self.name,
             float(held),
-            detail={"unacked": held, "in_hand": in_hand[0].message_id if in_hand else None},
+            detail={"unacked": held, "in_hand": in_hand[0].message_id if in_hand else None, **self._last_receive()},
         )
         log.info("consumer %s crashed on the timeline holding %d unacked deliveries", self.name, held)
 
     def _on_connection_closed(self, _conn, exc) -> None:
         if self._leaving:
             return
-        self.ctx.event("connection_lost", self.name, self.name, detail={"reason": str(exc)})
+        self.ctx.event("connection_lost", self.name, self.name, detail={"reason": str(exc), **self._last_receive()})
         log.warning("consumer %s lost its connection: %s", self.name, exc)
         self._link = None
         self._trace_unsettled_buffer()
@@ -516,6 +527,9 @@ class Consumer(Participant):
         read_ns = self._now_ns()
         stamps = link.stamps  # the kernel's arrival stamp of these bytes (loadgen.amqp.kstamp)
         receive_ns = stamps.kernel_ns if stamps is not None and 0 < stamps.kernel_ns <= read_ns else read_ns
+        self._last_receive_ns = receive_ns
+        if self._awaiting_active:
+            self._became_active(receive_ns)
         headers = headers or {}
         t = self.ctx.elapsed_s()
         publish_ns = headers.get("sojourn-pub-ns")
@@ -550,6 +564,16 @@ class Consumer(Participant):
                 self._discard(discarded)
         self.ctx.counters["delivered"] += 1
         self._has_work.set()
+
+    def _became_active(self, receive_ns: int) -> None:
+        """The first delivery since this consumer joined a single-active-consumer queue: the broker
+        made it the active one (AMQP 0-9-1 says nothing else)."""
+        self._awaiting_active = False
+        self.ctx.event("consumer_active", self.name, self.name, detail={"receive_ns": receive_ns})
+
+    def _last_receive(self) -> dict[str, Any]:
+        """The leave events' detail on a single-active-consumer queue: the last delivery's receive time."""
+        return {"last_receive_ns": self._last_receive_ns} if self._single_active else {}
 
     def _discard(self, discarded) -> None:
         """Egress discarded these (oldest first) to admit a new delivery: ack each so the broker

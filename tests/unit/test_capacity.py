@@ -6,11 +6,14 @@ overloaded (the issue's example: 500 msg/s into 3 consumers at prefetch 50 and 2
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from loadgen.cli import main
 from loadgen.scenario import load_scenario
 from loadgen.scenario.capacity import LOOPBACK_ROUND_TRIP_MS, capacity_rows, capacity_warnings
+from loadgen.scenario.topology import FrozenMapping
 
 
 def _scenario(tmp_path, text):
@@ -112,3 +115,16 @@ def test_a_group_that_requeues_a_share_finishes_only_the_rest(tmp_path):
     assert row.backlog_growth_per_s == pytest.approx(300 - 2 * per_consumer * 0.6)
     (warning,) = capacity_warnings([row])
     assert "backlog grows by 60 msg/s" in warning
+
+
+def test_a_single_active_consumer_queue_has_one_consumers_capacity(tmp_path):
+    # Three consumers subscribe, but the broker delivers to one at a time: 200/s, not 600/s.
+    s = _scenario(
+        tmp_path,
+        "producers: [{name: p, rate: 300}]\nconsumers: [{name: c, count: 3, prefetch: 10, processing_ms: 5}]\n",
+    )
+    s = replace(s, queue=replace(s.queue, arguments=FrozenMapping({"x-single-active-consumer": True})))
+    (row,) = capacity_rows(s)
+    per_consumer = min(10 / (5 + LOOPBACK_ROUND_TRIP_MS), 1 / 5) * 1000
+    assert row.capacity_per_s == pytest.approx(per_consumer)
+    assert row.backlog_growth_per_s == pytest.approx(300 - per_consumer)

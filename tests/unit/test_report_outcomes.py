@@ -1,10 +1,19 @@
-"""The report's consumer-outcomes section, rendered from hand-built summaries (the `outcomes` block of
-docs/summary.md)."""
+"""The report's consumer-outcomes and single-active-consumer sections, rendered from hand-built
+summaries (the `outcomes` and `single_active_consumer` blocks of docs/summary.md)."""
 
 from __future__ import annotations
 
 from analysis.report import render_report
 from tests.unit.test_report import make_summary, section_text
+
+SINGLE_ACTIVE = {
+    "periods": [
+        {"consumer": "a/h/0", "from_s": 0.0, "to_s": 12.0, "ended_by": "consumer_leave"},
+        {"consumer": "b/h/1", "from_s": 12.01, "to_s": None, "ended_by": None},
+    ],
+    "failovers": [{"from": "a/h/0", "to": "b/h/1", "at_s": 12.01, "gap_ms": 9.9, "ended_by": "consumer_leave"}],
+    "overlaps": 0,
+}
 
 
 def outcomes_block() -> dict:
@@ -46,6 +55,14 @@ def test_each_phase_shows_the_measured_shares_beside_the_rates_asked_for():
     assert "1,048 (51.2 %) asked 50.0 %" in text
     assert "53 (2.6 %) asked 3.0 %" in text and "42 (2.1 %) asked 2.0 %" in text
     assert "2.66" in text and "acked 848, consumer_reject 27" in text  # the requeued messages followed
+
+
+def test_a_single_active_consumer_failover_shows_who_and_the_gap():
+    summary = make_summary()
+    summary["single_active_consumer"] = SINGLE_ACTIVE
+    text = section_text(render_report(summary), "single_active")
+    assert "one active consumer at a time" in text and "a/h/0" in text and "b/h/1" in text
+    assert "9.9" in text and "the end" in text
 
 
 def test_a_run_whose_consumers_only_acked_has_no_section():

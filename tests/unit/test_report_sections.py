@@ -14,7 +14,7 @@ from tests.unit.test_report_codel import codel_block
 from tests.unit.test_report_egress import egress_block
 from tests.unit.test_report_fidelity import replayed, synthetic
 from tests.unit.test_report_network import network_block
-from tests.unit.test_report_outcomes import outcomes_block
+from tests.unit.test_report_outcomes import SINGLE_ACTIVE, outcomes_block
 from tests.unit.test_report_priorities import FLOW, ROWS
 from tests.unit.test_report_slow_consumers import BLOCK, DEPTH
 
@@ -33,6 +33,7 @@ EVERY_SECTION = [
     "egress",
     "churn",
     "outcomes",
+    "single_active",
     "fidelity",
     "slow_consumers",
     "latency",
@@ -54,6 +55,7 @@ def full_summary() -> dict:
         egress=egress_block(),
         consumers_churn=churn_block(),
         outcomes=outcomes_block(),
+        single_active_consumer=SINGLE_ACTIVE,
         fidelity={"orders": replayed(), "steady": synthetic()},
         slow_consumers=BLOCK,
         queue_depth=DEPTH,
@@ -122,6 +124,7 @@ def test_a_run_without_replay_links_its_fidelity_section_as_publish_lateness():
         ("egress", {"egress": {}}),
         ("churn", {"consumers_churn": {"churn": False}}),
         ("outcomes", {"outcomes": {}}),
+        ("single_active", {"single_active_consumer": {}}),
         ("fidelity", {"fidelity": None}),
         ("slow_consumers", {"slow_consumers": {}, "queue_depth": []}),
         ("priorities", {"priorities": ["not a row"]}),  # was linked, with no section to go to
