@@ -42,6 +42,8 @@ def single_active_block(event_rows: Iterable[Mapping[str, Any]], t0_ns: int, sce
     open_by: dict[str, dict[str, Any]] = {}
     for e in events:
         source, kind = e.get("source"), e.get("kind")
+        if not isinstance(source, str):
+            continue
         if kind == "consumer_active":
             start = detail(e.get("detail")).get("receive_ns", e["ts_ns"])
             period = {"consumer": source, "start_ns": start, "end_ns": None, "ended_by": None}
