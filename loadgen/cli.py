@@ -261,7 +261,18 @@ def main(argv: list[str] | None = None) -> int:
         except KeyboardInterrupt:
             print("sojourn: interrupted", file=sys.stderr)
             return interrupted_status()
+        except BrokenPipeError:  # `sojourn validate x.yaml | head`: the reader went, nothing to say
+            _quiet_stdout()
+            return 0
         return interrupted_status() if code == EXIT_INTERRUPTED else code
+
+
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null: the interpreter's flush at exit would raise on the closed pipe again."""
+    import os
+
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
 
 
 if __name__ == "__main__":
