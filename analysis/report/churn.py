@@ -12,7 +12,7 @@ from typing import Any
 from ._format import as_list, dig, esc, fmt_count
 from ._table import Column, html_table
 
-__all__ = ["has_churn", "churn_body", "HOW_TO_READ"]
+__all__ = ["has_churn", "churn_body", "counts_by_class", "HOW_TO_READ"]
 
 Summary = Mapping[str, Any]
 
@@ -44,10 +44,12 @@ _COLUMNS = [
 ]
 
 
-def _then(held_then: Any) -> str:
-    if not isinstance(held_then, Mapping) or not held_then:
+def counts_by_class(counts: Any) -> str:
+    """`{acked: 17, consumer_reject: 2}` as "acked 17, consumer_reject 2" ("–" when empty): where the
+    messages a row follows ended, by accounting class."""
+    if not isinstance(counts, Mapping) or not counts:
         return esc("–")
-    return ", ".join(f"{esc(k)} {fmt_count(v)}" for k, v in held_then.items())
+    return ", ".join(f"{esc(k)} {fmt_count(v)}" for k, v in counts.items())
 
 
 def _row(name: str, r: Mapping[str, Any]) -> list[str]:
@@ -69,7 +71,7 @@ def _row(name: str, r: Mapping[str, Any]) -> list[str]:
                 "held_messages",
             )
         ),
-        _then(dig(r, "held_then")),
+        counts_by_class(dig(r, "held_then")),
         f'<span class="{"bad" if unaccounted else ""}">{fmt_count(unaccounted)}</span>',
     ]
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from ._format import as_list, dig, esc, fmt_count, fmt_ms, fmt_percent
 from ._table import Column, html_table
+from .churn import counts_by_class
 
 __all__ = ["has_outcomes", "outcomes_body", "HOW_TO_READ"]
 
@@ -71,12 +72,6 @@ def _row(r: Mapping[str, Any]) -> list[str]:
     ]
 
 
-def _ended(ended: Any) -> str:
-    if not isinstance(ended, Mapping) or not ended:
-        return esc("–")
-    return ", ".join(f"{esc(k)} {fmt_count(v)}" for k, v in ended.items())
-
-
 def _requeued_row(r: Mapping[str, Any]) -> list[str]:
     times = dig(r, "first_delivery_to_ack_ms", default={})
     per = dig(r, "deliveries_per_message")
@@ -84,7 +79,7 @@ def _requeued_row(r: Mapping[str, Any]) -> list[str]:
         f"<code>{esc(dig(r, 'group'))}</code>",
         fmt_count(dig(r, "messages")),
         esc(f"{per:.2f}") if isinstance(per, (int, float)) else esc("–"),
-        _ended(dig(r, "ended")),
+        counts_by_class(dig(r, "ended")),
         fmt_ms(dig(times, "p50")),
         fmt_ms(dig(times, "max")),
     ]
