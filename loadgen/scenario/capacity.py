@@ -109,7 +109,7 @@ def _network_round_trip_ms(scenario: Scenario, t: float) -> float:
 def capacity_rows(scenario: Scenario) -> list[GroupCapacity]:
     """The check for every phase window of the run and every consumer group in it."""
     rows: list[GroupCapacity] = []
-    single_active = scenario.queue.arguments.get("x-single-active-consumer") is True
+    single_active = scenario.queue.single_active_consumer
     for phase, start_s, end_s in _windows(scenario):
         settings = scenario.settings_at(start_s)
         offered = _offered(scenario, start_s, end_s)

@@ -147,6 +147,11 @@ class QueueSpec:
         """The type the broker makes: `type`, else the `x-queue-type` argument, else classic."""
         return self.type or str(self.arguments.get("x-queue-type", "classic"))
 
+    @property
+    def single_active_consumer(self) -> bool:
+        """Whether the broker delivers to one consumer at a time (`x-single-active-consumer: true`)."""
+        return self.arguments.get("x-single-active-consumer") is True
+
     def declare_arguments(self) -> dict[str, Any]:
         """The arguments of queue.declare: `arguments` plus `x-queue-type` when `type` is given."""
         return {**self.arguments, "x-queue-type": self.type} if self.type else dict(self.arguments)

@@ -122,11 +122,6 @@ def delivery_row(
     )
 
 
-def single_active_queue(scenario) -> bool:
-    """Whether the run's queue has `x-single-active-consumer` set true."""
-    return scenario.queue.arguments.get("x-single-active-consumer") is True
-
-
 def settle(link: ConsumerLink, tag: int, outcome: str) -> None:
     """Settle a delivery other than by an ack: `nack_requeue`, `nack_discard` or `reject` (a frame
     the I/O loop writes; nothing waits)."""
@@ -190,7 +185,7 @@ class Consumer(Participant):
         self._in_lanes = spec is not None and spec.mode == "thread"
         # Single active consumer: the broker delivers to one consumer at a time; each consumer says
         # when its first delivery after a join came (consumer_active) and when its last one did.
-        self._single_active = single_active_queue(ctx.scenario)
+        self._single_active = ctx.scenario.queue.single_active_consumer
         self._awaiting_active = False
         self._last_receive_ns: int | None = None
         self._rates = None  # the outcome rates in force (a phase may change them) and their bounds
@@ -731,9 +726,9 @@ class Consumer(Participant):
         settle_ns, outcome = None, "unsettled"
         try:
             if d.link is self._link and d.link.is_open:
-                d.link.nack(d.tag, multiple=False, requeue=requeue)
-                settle_ns = self._now_ns()
-                outcome = "nack_requeue" if requeue else "nack_discard"
+                chosen = "nack_requeue" if requeue else "nack_discard"
+                settle(d.link, d.tag, chosen)
+                settle_ns, outcome = self._now_ns(), chosen
         finally:
             self._busy -= 1
             self._trace(d, start_ns, None, settle_ns, outcome, None, codel_state, egress, "codel")
