@@ -15,7 +15,15 @@ from analysis import schema
 from analysis.errors import RunFileError, SchemaVersionError
 from analysis.slo import SloError, parse_slo
 
-__all__ = ["load_run_json", "slo_expressions"]
+__all__ = ["load_run_json", "slo_expressions", "queue_arguments"]
+
+
+def queue_arguments(scenario: object) -> dict[str, Any]:
+    """The queue's arguments in run.json's resolved scenario (`scenario.queue.arguments`); {} when
+    the scenario, its queue or the arguments are missing or not mappings."""
+    queue = scenario.get("queue") if isinstance(scenario, dict) else None
+    arguments = queue.get("arguments") if isinstance(queue, dict) else None
+    return arguments if isinstance(arguments, dict) else {}
 
 
 def load_run_json(run_dir: Path) -> dict:

@@ -4,9 +4,11 @@ driver without Spark."""
 from __future__ import annotations
 
 import json
+import math
+from collections.abc import Iterable
 from typing import Any
 
-__all__ = ["detail", "seconds_since"]
+__all__ = ["detail", "seconds_since", "p50_and_max"]
 
 
 def detail(text: str | None) -> dict[str, Any]:
@@ -16,6 +18,16 @@ def detail(text: str | None) -> dict[str, Any]:
     except ValueError:
         return {}
     return value if isinstance(value, dict) else {}
+
+
+def p50_and_max(values: Iterable[float]) -> dict[str, float | None]:
+    """{"p50", "max"} of `values` (None for both when there are none); the p50 is a value of the
+    data: the ceil(n/2)-th smallest."""
+    ordered = sorted(values)
+    return {
+        "p50": ordered[max(math.ceil(0.5 * len(ordered)) - 1, 0)] if ordered else None,
+        "max": ordered[-1] if ordered else None,
+    }
 
 
 def seconds_since(t0_ns: int, ts_ns: int) -> float:

@@ -8,7 +8,7 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from analysis.events import detail, seconds_since
+from analysis.events import detail, p50_and_max, seconds_since
 
 __all__ = ["queue_samples", "queue_depth", "sampling", "as_long"]
 
@@ -67,12 +67,8 @@ def queue_depth(samples: Iterable[Mapping[str, Any]], t0_ns: int) -> list[dict[s
 def sampling(samples: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """How many samples, the first source named, and the median and longest time a sample took
     (the median is a value of the data: the ceil(n/2)-th smallest)."""
-    took = sorted(s["took_ms"] for s in samples if s["took_ms"] is not None)
     return {
         "samples": len(samples),
         "source": next((s["source"] for s in samples if s["source"] is not None), None),
-        "sample_took_ms": {
-            "p50": took[max(math.ceil(0.5 * len(took)) - 1, 0)] if took else None,
-            "max": took[-1] if took else None,
-        },
+        "sample_took_ms": p50_and_max(s["took_ms"] for s in samples if s["took_ms"] is not None),
     }

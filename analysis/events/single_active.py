@@ -17,6 +17,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from analysis.events import detail, seconds_since
+from analysis.run_file import queue_arguments
 
 __all__ = ["single_active_block", "has_single_active_consumer"]
 
@@ -25,9 +26,7 @@ _ENDS = ("consumer_leave", "consumer_crash", "connection_lost")
 
 def has_single_active_consumer(scenario: Any) -> bool:
     """Whether run.json's resolved scenario gives its queue `x-single-active-consumer: true`."""
-    queue = scenario.get("queue") if isinstance(scenario, dict) else None
-    arguments = queue.get("arguments") if isinstance(queue, dict) else None
-    return isinstance(arguments, dict) and arguments.get("x-single-active-consumer") is True
+    return queue_arguments(scenario).get("x-single-active-consumer") is True
 
 
 def single_active_block(event_rows: Iterable[Mapping[str, Any]], t0_ns: int, scenario: Any) -> dict[str, Any]:

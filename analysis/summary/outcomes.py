@@ -15,6 +15,7 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from analysis.events import p50_and_max
 from analysis.transforms._common import ACKED_OUTCOMES
 
 from .by_id import by_codel
@@ -145,7 +146,7 @@ def requeued_messages(by_id: Iterable[Mapping[str, Any]], accounts: Mapping[str,
     out = []
     for name in sorted(per_group):
         g = per_group[name]
-        times = sorted(g["to_ack_ms"])
+        times = g["to_ack_ms"]
         out.append(
             {
                 "group": name,
@@ -153,19 +154,7 @@ def requeued_messages(by_id: Iterable[Mapping[str, Any]], accounts: Mapping[str,
                 "deliveries": g["deliveries"],
                 "deliveries_per_message": g["deliveries"] / g["messages"],
                 "ended": dict(sorted(g["ended"].items())),
-                "first_delivery_to_ack_ms": {
-                    "count": len(times),
-                    "p50": _quantile(times, 0.5),
-                    "max": times[-1] if times else None,
-                },
+                "first_delivery_to_ack_ms": {"count": len(times), **p50_and_max(times)},
             }
         )
     return out
-
-
-def _quantile(values: Sequence[float], q: float) -> float | None:
-    """The nearest-rank quantile of sorted `values` (None when empty)."""
-    if not values:
-        return None
-    rank = max(1, -(-len(values) * q // 1))  # ceil(n * q), at least 1
-    return values[int(rank) - 1]

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from pyspark.sql import Column, DataFrame, functions as F
 
 from analysis.cube import Projection
+from analysis.run_file import queue_arguments
 
 from ._common import HELD_OUTCOMES, Transform, is_acked
 from .warmup import looks_up
@@ -122,18 +123,14 @@ def _bits(always: int, *conditions: tuple[Column, int]) -> Column:
 def rejects_at_publish(scenario: object) -> bool:
     """True when the queue's `x-overflow` (run.json's resolved `scenario.queue.arguments`)
     makes a full queue nack publishes: a nack is then the overflow, not a broker error."""
-    queue = scenario.get("queue") if isinstance(scenario, dict) else None
-    arguments = queue.get("arguments") if isinstance(queue, dict) else None
-    return isinstance(arguments, dict) and arguments.get("x-overflow") in _REJECTING_OVERFLOW
+    return queue_arguments(scenario).get("x-overflow") in _REJECTING_OVERFLOW
 
 
 def drops_past_delivery_limit(scenario: object) -> bool:
     """True when the queue (run.json's resolved `scenario.queue`) has an `x-delivery-limit`: the
     broker then dead-letters, or without a dead-letter exchange drops, a message returned to it
     more often than that (a quorum queue's rule)."""
-    queue = scenario.get("queue") if isinstance(scenario, dict) else None
-    arguments = queue.get("arguments") if isinstance(queue, dict) else None
-    return isinstance(arguments, dict) and arguments.get("x-delivery-limit") is not None
+    return queue_arguments(scenario).get("x-delivery-limit") is not None
 
 
 def message_facts(
