@@ -29,7 +29,7 @@ from analysis.events.queue import queue_depth, queue_samples
 from analysis.events.single_active import single_active_block
 from analysis.events.timeline import timeline
 from analysis.progress import Progress, stage
-from analysis.run_file import load_run_json, slo_expressions
+from analysis.run_file import load_run_json, slo_expressions, stream_readers
 from analysis.slo import evaluate_slos
 from analysis.summary import (
     carries_priorities,
@@ -56,6 +56,7 @@ from analysis.summary.deliveries import delivery_rollup
 from analysis.summary.flow_control import flow_control_projections
 from analysis.summary.histogram import sojourn_histogram
 from analysis.summary.model import ack_to_delivery_rows
+from analysis.summary.streams import stream_block
 from analysis.transforms import (
     DISCARD_CLASSES,
     attach_measured,
@@ -77,6 +78,7 @@ from analysis.transforms.codes import decoded, encoded
 from analysis.transforms.delivery_cube import publish_cells, publish_projections
 from analysis.transforms.fidelity import lateness_projections
 from analysis.transforms.model import ack_to_delivery, ack_to_delivery_projections
+from analysis.transforms.streams import stream_starts
 
 __all__ = [
     "analyze",
@@ -423,14 +425,17 @@ def summarize(
             with_priorities = "priority" not in publish_nulls and (
                 "priority" in publish_valued or carries_priorities(traces["publish"])
             )
+            readers = stream_readers(run.get("scenario"))  # a stream's groups each read every message
+            stream = stream_starts(traces["delivery"], readers) if readers is not None else None
             facts = traces["publish"].transform(
-                message_facts(traces["delivery"], leftovers, dead_letters, inputs.losses)
+                message_facts(traces["delivery"], leftovers, dead_letters, inputs.losses, stream)
             )
             rules = (
                 events if inputs.returned_events else None,
                 rejects_at_publish(run.get("scenario")),
                 inputs.restart_ns,
                 drops_past_delivery_limit(run.get("scenario")),
+                stream is not None,
             )
             # One Spark action: the ledger's rows, collected; the blocks after it join them as rows of their
             # plan (a local relation), not as a query.
@@ -560,7 +565,8 @@ def summarize(
         windows = [window_row(r) for r in rollup.windows(publish_cube)]
         redelivered = overall["redelivered"]
         ids = publish_cube.counts("ids")
-        totals, unaccounted = ledger_totals(ledger_table.to_pylist(), ids, redelivered, MAX_UNACCOUNTED_IDS)
+        ledger_list = ledger_table.to_pylist()
+        totals, unaccounted = ledger_totals(ledger_list, ids, redelivered, MAX_UNACCOUNTED_IDS)
         messages = messages_block(
             totals,
             unaccounted,
@@ -595,6 +601,7 @@ def summarize(
         "events": shown,
         "network": network_block(event_rows, t0, duration_s, ended_ns),  # docs/network.md
         "single_active_consumer": single_active_block(event_rows, t0, run.get("scenario")),
+        "stream": stream_block(stream, ledger_list, consumers),
         "fidelity": blocks["fidelity"],
         "flow_control": blocks["flow_control"],
         "priorities": blocks["priorities"],

@@ -15,7 +15,7 @@ from analysis import schema
 from analysis.errors import RunFileError, SchemaVersionError
 from analysis.slo import SloError, parse_slo
 
-__all__ = ["load_run_json", "slo_expressions", "queue_arguments"]
+__all__ = ["load_run_json", "slo_expressions", "queue_arguments", "stream_readers"]
 
 
 def queue_arguments(scenario: object) -> dict[str, Any]:
@@ -24,6 +24,17 @@ def queue_arguments(scenario: object) -> dict[str, Any]:
     queue = scenario.get("queue") if isinstance(scenario, dict) else None
     arguments = queue.get("arguments") if isinstance(queue, dict) else None
     return arguments if isinstance(arguments, dict) else {}
+
+
+def stream_readers(scenario: object) -> list[tuple[str, Any]] | None:
+    """On a stream (run.json's resolved `scenario.queue.type`, or its x-queue-type argument): each
+    consumer group's (name, offset), in the scenario's order; None on any other queue."""
+    queue = scenario.get("queue") if isinstance(scenario, dict) else None
+    kind = queue.get("type") if isinstance(queue, dict) else None
+    if (kind or queue_arguments(scenario).get("x-queue-type")) != "stream":
+        return None
+    groups = scenario.get("consumers") if isinstance(scenario, dict) else None
+    return [(g["name"], g.get("offset")) for g in groups or [] if isinstance(g, dict) and "name" in g]
 
 
 def load_run_json(run_dir: Path) -> dict:

@@ -32,12 +32,12 @@ __all__ = [
     "markdown_tables",
 ]
 
-SCHEMA_VERSION = 6  # 2: CoDel state on deliveries; network events. 3: priority and replay columns on
+SCHEMA_VERSION = 7  # 2: CoDel state on deliveries; network events. 3: priority and replay columns on
 # publishes, and the deadletter kind (dead-lettered messages, with the broker's reason). 4: consumer
 # crashes, client egress classes and broker queue samples. 5: read_ns on deliveries (receive_ns is
 # the kernel's arrival stamp where there is one). 6: settled_by and handler_error on deliveries (outcome
-# rates and handlers), and the reject outcome
-READABLE_VERSIONS = (4, 5, 6)
+# rates and handlers), and the reject outcome. 7: stream_offset on deliveries (streams)
+READABLE_VERSIONS = (4, 5, 6, 7)
 """Trace versions the analysis reads: a version-4 trace lacks the columns added since (`since`
 5), which read as null."""
 READABLE_VERSIONS_TEXT = " or ".join(
@@ -178,6 +178,14 @@ DELIVERY = _COMMON + (
         "the handler's exception type (module.Class) when it raised on this delivery; null otherwise",
         nullable=True,
         since=6,
+    ),
+    _c(
+        "stream_offset",
+        "int64",
+        "on a stream: the message's offset in it (the broker's x-stream-offset header); null on other "
+        "queues, and in a trace before version 7",
+        nullable=True,
+        since=7,
     ),
 )
 

@@ -128,7 +128,7 @@ def check_a_channel_closed_by_the_broker_traces_what_it_left_unconfirmed_and_the
     assert len(closes) >= 2 and all(e[1] == e[2]["reply_code"] == 404 for e in closes)
     assert all(f"NOT_FOUND - no exchange '{EXCHANGE}'" in e[2]["reply_text"] for e in closes)
     assert sum(e[2]["unconfirmed"] for e in closes) == outcomes.count("channel_closed")
-    assert len(p.links) == len(closes) + 1  # a new link after each close
+    assert len(p.links) == len(closes) + 1, (len(p.links), closes)  # a new link after each close
     assert all(link.closed for link in p.links)  # every connection closed, none left open
     assert all(max(link.outstanding, default=0) <= 5 for link in p.links)
     assert sum(len(link.published) for link in p.links) == 200  # none failed: the link was reopened first

@@ -160,7 +160,11 @@ def key_numbers_body(summary: Summary) -> str:
                 ("published", fmt_count(dig(m, "published"))),
                 ("acked", fmt_count(dig(m, "acked"))),
                 ("discarded", fmt_count(dig(m, "discarded_total"))),
-                ("left in broker", fmt_count(dig(m, "left_in_broker"))),
+                (
+                    ("not yet read", fmt_count(dig(m, "not_yet_read")))
+                    if dig(summary, "stream", "groups")
+                    else ("left in broker", fmt_count(dig(m, "left_in_broker")))
+                ),
                 ("unaccounted", f'<span class="{"bad" if unaccounted else ""}">{fmt_count(unaccounted)}</span>'),
             ],
         ),

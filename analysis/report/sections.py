@@ -25,6 +25,7 @@ from .network import has_network, network_body
 from .outcomes import has_outcomes, outcomes_body
 from .overview import key_numbers_body, verdict_body
 from .single_active import has_single_active, single_active_body
+from .stream import has_stream, stream_body
 from .slow_consumers import has_queue_samples, slow_consumers_body
 
 __all__ = ["Section", "SECTIONS", "shown_sections", "render_section"]
@@ -156,6 +157,7 @@ SECTIONS: tuple[Section, ...] = (
     Section("churn", "Consumer churn", churn_body, has_churn),
     Section("outcomes", "Consumer outcomes", outcomes_body, has_outcomes),
     Section("single_active", "Single active consumer", single_active_body, has_single_active),
+    Section("stream", "Stream", stream_body, has_stream),
     Section("fidelity", fidelity_title, fidelity_body, has_fidelity),
     Section("slow_consumers", "Slow consumers", slow_consumers_body, has_queue_samples),
     _table(

@@ -179,6 +179,7 @@ def accounting_identity(summary: Summary) -> AccountingCheck:
         as_number(dig(messages, "acked")),
         _discarded(messages),
         as_number(dig(messages, "left_in_broker")),
+        as_number(dig(messages, "not_yet_read", default=0)),  # a stream's; absent before it
         as_number(dig(messages, "unaccounted")),
     ]
     accounted = None if any(t is None for t in terms) else sum(cast("list[float]", terms))
@@ -210,6 +211,14 @@ def accounting_table(summary: Summary) -> str:
             ]
         )
     rows.append(["+ left in broker", "still in the queue after the drain", fmt_count(dig(messages, "left_in_broker"))])
+    if dig(summary, "stream", "groups"):
+        rows.append(
+            [
+                "+ not yet read",
+                "in the stream, not yet acked by every consumer group that reads it (the Stream section)",
+                fmt_count(dig(messages, "not_yet_read")),
+            ]
+        )
     unaccounted = as_number(dig(messages, "unaccounted"))
     rows.append(
         [

@@ -85,6 +85,7 @@ def messages_block(
         "discarded": discarded,
         "discarded_total": sum(discarded.values()),
         "left_in_broker": int(totals["left_in_broker"]),
+        "not_yet_read": int(totals["not_yet_read"]),  # a stream's (transforms.streams)
         "unaccounted": 0 if unknown else unplaced,
         "unaccounted_ids": [] if unknown else ids,
         "unknown_after_crash": unplaced if crashed else 0,

@@ -3,14 +3,15 @@
 First match wins, in this order (docs/summary.md, docs/discards.md): acked,
 consumer_nack_discard, consumer_reject, egress_discard, publish_rejected_maxlen, publish_nacked,
 unroutable, publish_failed, publish_failed_blocked, dead_lettered_maxlen, dead_lettered_expired,
-dead_lettered_rejected, dead_lettered_delivery_limit, left_in_broker, dropped_delivery_limit,
-channel_closed, connection_lost, lost_with_queue, unaccounted. All counts are exact (`count`,
+dead_lettered_rejected, dead_lettered_delivery_limit, left_in_broker, not_yet_read,
+dropped_delivery_limit, channel_closed, connection_lost, lost_with_queue, unaccounted. On a stream
+`acked` and `not_yet_read` follow each consumer group (transforms.streams). All counts are exact (`count`,
 never an approximate distinct count).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from pyspark.sql import Column, DataFrame, functions as F
 
@@ -18,6 +19,7 @@ from analysis.cube import Projection
 from analysis.run_file import queue_arguments
 
 from ._common import HELD_OUTCOMES, Transform, is_acked
+from .streams import StreamGroup, expected_bits, read_bit
 from .warmup import looks_up
 
 __all__ = [
@@ -55,6 +57,7 @@ ACCOUNT_CLASSES = (
     "publish_failed_blocked",
     *DEAD_LETTER_CLASSES.values(),
     "left_in_broker",
+    "not_yet_read",
     "dropped_delivery_limit",
     "channel_closed",
     "connection_lost",
@@ -138,6 +141,7 @@ def message_facts(
     leftovers: DataFrame,
     dead_letters: DataFrame | None = None,
     losses: Mapping[str, int] | None = None,
+    stream: Sequence[StreamGroup] | None = None,
 ) -> Transform:
     """Applied to publishes: one row per message id found in any of the traces (published,
     delivered, left in the broker or dead-lettered), from one grouping by message id over the
@@ -160,6 +164,11 @@ def message_facts(
     are one `bit_or` per id and the counts count bits (11 aggregates, no outcome string in the
     shuffle). Every aggregate keeps a fixed-width buffer, so Spark groups by hashing instead
     of sorting the rows.
+
+    On a stream (`stream`: its consumer groups, transforms.streams) also `_read_groups` (the groups
+    that acked it, a bit each), `_offset` (its stream offset) and `_expected` (the groups that read
+    it); `_acks` and `_processed` then count one per group, so that more than one is a group acking
+    it twice, as it is a message acked twice elsewhere.
     """
 
     def _facts(publishes: DataFrame) -> DataFrame:
@@ -207,7 +216,8 @@ def message_facts(
             "intended_ns",
             "publish_ns",
         )
-        union = union.unionByName(rows(deliveries, delivery_bits), allowMissingColumns=True)
+        per_group = (read_bit(stream).alias("_group_bit"), "stream_offset") if stream is not None else ()
+        union = union.unionByName(rows(deliveries, delivery_bits, *per_group), allowMissingColumns=True)
         union = union.unionByName(rows(leftovers, F.lit(_LEFT)), allowMissingColumns=True)
         if dead_letters is not None:
             union = union.unionByName(
@@ -235,7 +245,22 @@ def message_facts(
             F.min("intended_ns").alias("_pub_intended_ns"),
             F.min("publish_ns").alias("_pub_publish_ns"),
             F.min_by("_dead_code", "received_ns").alias("_dead_code"),
+            *(
+                (F.bit_or("_group_bit").alias("_read_groups"), F.min("stream_offset").alias("_offset"))
+                if stream is not None
+                else ()
+            ),
         )
+        if stream is not None:
+            # one per group: a message each group acked once counts 1, as a message acked once elsewhere
+            extra = F.greatest(F.bit_count(F.coalesce(F.col("_read_groups"), F.lit(0).cast("long"))) - 1, F.lit(0))
+            grouped = grouped.withColumns(
+                {
+                    "_acks": F.greatest(F.col("_acks") - extra, F.lit(0)),
+                    "_processed": F.greatest(F.col("_processed") - extra, F.lit(0)),
+                    "_expected": expected_bits(stream, F.col("_offset")),
+                }
+            )
         return grouped.select(
             "message_id",
             "_publishes",
@@ -252,9 +277,14 @@ def message_facts(
             "_processed",
             *[has(bit).alias(name) for name, bit in _DELIVERY_FLAGS[3:]],
             "_dead_code",
+            *(_STREAM_FACTS if stream is not None else ()),
         )
 
     return _facts
+
+
+_STREAM_FACTS = ("_read_groups", "_offset", "_expected")
+"""A stream's facts of a message (message_facts): kept in the ledger for the stream block."""
 
 
 def classify(
@@ -262,6 +292,7 @@ def classify(
     publish_rejects: bool = False,
     restart_ns: int | None = None,
     delivery_limit: bool = False,
+    stream: bool = False,
 ) -> Transform:
     """Applied to message_facts: one row per *published* message id with its `account` class,
     whether any of its publishes was `confirmed`, and its publish `priority`.
@@ -294,6 +325,10 @@ def classify(
     it. With `publish_rejects` (the queue's `x-overflow` is reject-publish or
     reject-publish-dlx) a nacked publish is `publish_rejected_maxlen` instead of `publish_nacked`.
 
+    `stream` (message_facts was given the stream's groups): `acked` once every group that reads the
+    message acked it, and `not_yet_read` (where left_in_broker stands) while one has not, if the
+    broker confirmed it or a group read it: it is in the stream.
+
     `dropped_delivery_limit`: with `delivery_limit` (the queue has an `x-delivery-limit`), a message
     a consumer returned to the queue (nack-requeued, or held when its channel went) that is found
     nowhere afterwards: the broker dropped it past the limit (with a dead-letter exchange it would
@@ -311,7 +346,7 @@ def classify(
     def _classify(facts: DataFrame) -> DataFrame:
         return (
             facts.where(F.col("_publishes") > 0)
-            .transform(_with_account(events, publish_rejects, restart_ns, delivery_limit))
+            .transform(_with_account(events, publish_rejects, restart_ns, delivery_limit, stream))
             .select("message_id", "account", "confirmed", "priority")
         )
 
@@ -319,7 +354,11 @@ def classify(
 
 
 def _with_account(
-    events: DataFrame | None, publish_rejects: bool, restart_ns: int | None, delivery_limit: bool = False
+    events: DataFrame | None,
+    publish_rejects: bool,
+    restart_ns: int | None,
+    delivery_limit: bool = False,
+    stream: bool = False,
 ) -> Transform:
     """Add `account` (classify's rules) to message_facts rows of published ids."""
 
@@ -340,8 +379,13 @@ def _with_account(
             return F.coalesce(F.col(name), F.lit(False))
 
         nacked = flag("_nacked") & ~flag("_reached")
+        if stream:
+            read, expected = F.col("_read_groups"), F.col("_expected")
+            acked = F.coalesce((read != 0) & (read.bitwiseAND(expected) == expected), F.lit(False))
+        else:
+            acked = flag("_acked")
         account = (
-            F.when(flag("_acked"), "acked")
+            F.when(acked, "acked")
             .when(flag("_nack_discard"), "consumer_nack_discard")
             .when(flag("_rejected"), "consumer_reject")
             .when(flag("_egress_discard"), "egress_discard")
@@ -353,6 +397,8 @@ def _with_account(
         for code, account_class in enumerate(DEAD_LETTER_CLASSES.values()):
             account = account.when(F.col("_dead_code") == code, account_class)
         account = account.when(flag("_left"), "left_in_broker")
+        if stream:
+            account = account.when(flag("confirmed") | flag("_acked"), "not_yet_read")
         if delivery_limit:
             account = account.when(flag("_requeued") | flag("_held"), "dropped_delivery_limit")
         account = account.when(flag("_channel_closed"), "channel_closed").when(
@@ -379,6 +425,7 @@ def ledger(
     publish_rejects: bool = False,
     restart_ns: int | None = None,
     delivery_limit: bool = False,
+    stream: bool = False,
 ) -> Transform:
     """Applied to message_facts: the rows of the *notable* message ids (55,151 of a 10M-message
     synthetic run: its discards, leftovers, redeliveries, requeues and duplicates): message_id, `account`
@@ -412,10 +459,10 @@ def ledger(
             | looks_up(warmup_end_ns)  # attach_measured's lookups
         )
         return (
-            facts.transform(_with_account(events, publish_rejects, restart_ns, delivery_limit))
+            facts.transform(_with_account(events, publish_rejects, restart_ns, delivery_limit, stream))
             .withColumn("account", F.when(published, F.col("account")))
             .where(F.coalesce(notable, F.lit(True)))
-            .select("message_id", "account", "confirmed", "priority", *_LEDGER_FACTS)
+            .select("message_id", "account", "confirmed", "priority", *_LEDGER_FACTS, *(_STREAM_FACTS if stream else ()))
         )
 
     return _ledger

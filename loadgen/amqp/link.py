@@ -72,10 +72,11 @@ class ConsumerLink(Protocol):
 
     def set_prefetch(self, prefetch: int, global_qos: bool) -> None: ...
 
-    def consume(self, queue: str, auto_ack: bool, wait: bool = False) -> None:
-        """Subscribe; with `wait`, until consume-ok, a refusal (no such queue: 404) raising
-        BrokerOperationFailed with the broker's reply code (a join waits; a re-subscription for a
-        new prefetch does not, so the delivery in hand is processed meanwhile)."""
+    def consume(self, queue: str, auto_ack: bool, wait: bool = False, arguments: dict | None = None) -> None:
+        """Subscribe (with basic.consume `arguments`, e.g. a stream's x-stream-offset); with `wait`,
+        until consume-ok, a refusal (no such queue: 404) raising BrokerOperationFailed with the
+        broker's reply code (a join waits; a re-subscription for a new prefetch does not, so the
+        delivery in hand is processed meanwhile)."""
         ...
 
     def cancel(self, timeout_s: float) -> None: ...
@@ -153,14 +154,16 @@ class PikaConsumerLink:
             channel=channel,
         )
 
-    def consume(self, queue: str, auto_ack: bool, wait: bool = False) -> None:
+    def consume(self, queue: str, auto_ack: bool, wait: bool = False, arguments: dict | None = None) -> None:
         channel = self._channel
         if not wait:
-            self._consumer_tag = channel.basic_consume(queue, self._deliver, auto_ack=auto_ack)
+            self._consumer_tag = channel.basic_consume(queue, self._deliver, auto_ack=auto_ack, arguments=arguments)
             return
 
         def start(cb: Callable[..., None]) -> None:
-            self._consumer_tag = channel.basic_consume(queue, self._deliver, auto_ack=auto_ack, callback=cb)
+            self._consumer_tag = channel.basic_consume(
+                queue, self._deliver, auto_ack=auto_ack, arguments=arguments, callback=cb
+            )
 
         amqp.wait_for(start, "basic.consume", channel=channel)
 

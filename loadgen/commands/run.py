@@ -134,8 +134,13 @@ def format_summary(summary: dict, run_dir: str) -> str:
     lines = [
         f"run {summary.get('run', {}).get('run_id', '?')}  ({summary.get('run', {}).get('status', '?')})",
         f"  messages   published {m.get('published', 0):,}  acked {m.get('acked', 0):,}  "
-        f"discarded {m.get('discarded_total', 0):,}  left in broker {m.get('left_in_broker', 0):,}  "
-        f"unaccounted {m.get('unaccounted', 0):,}",
+        f"discarded {m.get('discarded_total', 0):,}  "
+        + (
+            f"not yet read {m.get('not_yet_read', 0):,}  "
+            if (summary.get("stream") or {}).get("groups")
+            else f"left in broker {m.get('left_in_broker', 0):,}  "
+        )
+        + f"unaccounted {m.get('unaccounted', 0):,}",
         f"  throughput publish {t.get('publish_per_s', 0) or 0:,.1f}/s  "
         f"deliver {t.get('deliver_per_s', 0) or 0:,.1f}/s  "
         f"ack {t.get('ack_per_s', 0) or 0:,.1f}/s",

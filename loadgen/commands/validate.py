@@ -112,6 +112,7 @@ def _validate_scenario(path: str, overrides: list[str]) -> int:
                 if g.outcomes
                 else ""
             )
+            + (f", reads the stream from {g.offset if g.offset is not None else 'next'}" if s.queue.stream else "")
         )
     if s.network is not None:
         print(

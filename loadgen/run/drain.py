@@ -1,11 +1,15 @@
 """The end of a run in one process: at the run's duration publishing stops (`draining`); once every
 participant here is idle and the queue (and the dead-letter capture queue) stayed empty for
 DRAIN_STABLE_CHECKS looks, or the drain timed out, consumers may leave (`drained`); meanwhile, a
-warning whenever publishes leave late. A part of RunContext (loadgen.run.runtime)."""
+warning whenever publishes leave late. A stream is never empty (nothing leaves it, and the broker
+says it holds 0 messages): there the drain waits until no consumer here received anything for
+STREAM_QUIET_S instead, each group having read to the stream's end. A part of RunContext
+(loadgen.run.runtime)."""
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -16,12 +20,13 @@ from loadgen.rules.lateness import Lateness
 from loadgen.rules.repeats import HeldBack
 from loadgen.run import guarded
 
-__all__ = ["Drain", "DRAIN_POLL_S", "DRAIN_STABLE_CHECKS", "LATENESS_EVERY_S"]
+__all__ = ["Drain", "DRAIN_POLL_S", "DRAIN_STABLE_CHECKS", "STREAM_QUIET_S", "LATENESS_EVERY_S"]
 
 log = logging.getLogger("sojourn")
 
 DRAIN_POLL_S = 0.25
 DRAIN_STABLE_CHECKS = 3
+STREAM_QUIET_S = 1.0
 LATENESS_EVERY_S = 5.0
 
 
@@ -29,6 +34,8 @@ class Idles(Protocol):
     """What the drain asks of a participant (loadgen.run.runtime.Participant)."""
 
     def idle(self) -> bool: ...
+
+    def last_receive_ns(self) -> int | None: ...
 
 
 class Drain:
@@ -78,6 +85,11 @@ class Drain:
             held = f"; {repeats.held:,} repeated warnings were held back" if repeats.held else ""
             log.warning("%s%s", line, held)
 
+    def _quiet(self, seconds: float) -> bool:
+        """No participant here received a delivery in the last `seconds`."""
+        since_ns = time.time_ns() - int(seconds * 1e9)
+        return all((p.last_receive_ns() or 0) < since_ns for p in self.participants)
+
     def _drain_monitor(self) -> None:
         run = self.scenario.run
         self.sleep_until(run.duration_s, self.stopping)
@@ -86,10 +98,14 @@ class Drain:
         deadline = run.duration_s + run.drain_timeout_s
         stable = 0
         reason = "timeout"
+        stream = self.scenario.queue.stream
         while self.elapsed_s() < deadline and not self.stopping.is_set():
             idle = all(p.idle() for p in self.participants)
-            depth = self.queue_depth() if idle else None
-            if depth == 0:  # a late dead-letter must be read before the capture stops
+            if stream:
+                depth = 0 if idle and self._quiet(STREAM_QUIET_S) else None
+            else:
+                depth = self.queue_depth() if idle else None
+            if depth == 0 and not stream:  # a late dead-letter must be read before the capture stops
                 depth = self._dead_letter_depth()
             stable = stable + 1 if idle and depth == 0 else 0
             if stable >= DRAIN_STABLE_CHECKS:

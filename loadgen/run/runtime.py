@@ -79,6 +79,10 @@ class Participant:
         """True when nothing of this participant's is still in flight."""
         return True
 
+    def last_receive_ns(self) -> int | None:
+        """When a consumer last received a delivery (None: never, or not a consumer)."""
+        return None
+
     def held(self) -> tuple[int, int] | None:
         """A consumer's deliveries waiting in its buffer, and all it holds unsettled (None: not a consumer)."""
         return None

@@ -6,7 +6,8 @@ consumers can take gets a warning naming the phase, the group and how fast the b
 
 Per consumer: throughput = min(prefetch / R, 1 / p), with R = p + the network's round trip (the
 proxy's latency both ways and half its jitter each way, plus LOOPBACK_ROUND_TRIP_MS for the
-machine's own hop); the groups on the queue share what the producers offer. A saturated group's
+machine's own hop); the groups on the queue share what the producers offer, except on a stream,
+where every group reads every message and so must take all of it alone. A saturated group's
 deliveries wait about (prefetch - R/p) x p in the buffer; an unsaturated one keeps no standing
 backlog (its waits come from bursts of arrivals, which the arithmetic leaves out).
 """
@@ -46,8 +47,9 @@ class GroupCapacity:
     round_trip_ms: float  # R = p + the network's round trip
     offered_per_s: float | None  # every producer's rate together (None: a replay, known from its file only)
     capacity_per_s: float | None  # this group's consumers together (None: no bound, prefetch 0 or auto-ack)
-    queue_capacity_per_s: float | None  # every group's on the queue together
+    queue_capacity_per_s: float | None  # every group's on the queue together (on a stream: this group's)
     buffer_wait_ms: float | None  # predicted buffer sojourn while saturated; 0 unsaturated
+    reads_all: bool = False  # a stream's group: it reads every message, sharing none with the others
 
     @property
     def utilisation(self) -> float | None:
@@ -110,6 +112,7 @@ def capacity_rows(scenario: Scenario) -> list[GroupCapacity]:
     """The check for every phase window of the run and every consumer group in it."""
     rows: list[GroupCapacity] = []
     single_active = scenario.queue.single_active_consumer
+    reads_all = scenario.queue.stream
     for phase, start_s, end_s in _windows(scenario):
         settings = scenario.settings_at(start_s)
         offered = _offered(scenario, start_s, end_s)
@@ -140,6 +143,8 @@ def capacity_rows(scenario: Scenario) -> list[GroupCapacity]:
         else:
             queue_capacity = sum(c for c in caps if c is not None)
         for group, p, r, capacity, wait in groups:
+            if reads_all:
+                queue_capacity = capacity
             saturated = offered is not None and queue_capacity is not None and offered >= queue_capacity - 1e-9
             rows.append(
                 GroupCapacity(
@@ -154,7 +159,8 @@ def capacity_rows(scenario: Scenario) -> list[GroupCapacity]:
                     offered_per_s=offered,
                     capacity_per_s=capacity,
                     queue_capacity_per_s=queue_capacity,
-                    buffer_wait_ms=(wait if saturated else 0.0) if wait is not None else None,
+                    buffer_wait_ms=(wait if saturated else 0.0) if wait is not None and group.count else None,
+                    reads_all=reads_all,
                 )
             )
     return rows
@@ -190,6 +196,21 @@ def capacity_warnings(rows: list[GroupCapacity]) -> list[str]:
     seen: set[tuple[str, float]] = set()
     for row in rows:
         growth = row.backlog_growth_per_s
+        if growth > 0 and row.reads_all and row.consumers == 0:
+            out.append(
+                f"phase {row.phase} ({row.start_s:g}-{row.end_s:g} s): consumer group {row.group} reads nothing "
+                f"(count 0): the {_num(growth * (row.end_s - row.start_s))} messages published meanwhile wait in "
+                "the stream for it"
+            )
+            continue
+        if growth > 0 and row.reads_all:
+            out.append(
+                f"phase {row.phase} ({row.start_s:g}-{row.end_s:g} s): the producers offer "
+                f"{_num(row.offered_per_s)} msg/s to the stream, more than consumer group {row.group} can read "
+                f"({_num(row.capacity_per_s)} msg/s): it falls behind by {_num(growth)} msg/s, "
+                f"{_num(growth * (row.end_s - row.start_s))} messages by the phase's end"
+            )
+            continue
         if growth <= 0 or (row.phase, row.start_s) in seen:
             continue
         seen.add((row.phase, row.start_s))
@@ -223,6 +244,7 @@ def capacity_records(rows: list[GroupCapacity]) -> list[dict[str, float | int | 
             "utilisation": r.utilisation,
             "buffer_wait_ms": r.buffer_wait_ms,
             "backlog_growth_per_s": r.backlog_growth_per_s,
+            "reads_all": r.reads_all,
         }
         for r in rows
     ]

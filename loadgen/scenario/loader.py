@@ -61,6 +61,7 @@ from loadgen.scenario.overrides import (
     tokens,
 )
 from loadgen.scenario.sections import network_phase_check, read_network
+from loadgen.scenario.streams import check_stream_consumers, stream_phase_refusal
 from loadgen.scenario.topology import read_bindings, read_exchanges, read_queue
 
 __all__ = ["load_scenario", "load_resolved", "from_resolved", "ENV_URL", "DEFAULT_URL", "MAX_SIZE_BYTES"]
@@ -247,7 +248,7 @@ def _build(
     run = RunSpec(**r.fields(RunSpec, duration_s=duration, warmup_s=warmup))
     consumers = tuple(_groups(top, "consumers", "consumer", ConsumerGroup, queue.name, resolved))
     network = read_network(top)
-    timeline = _timeline(top, run, producers, consumers, network is not None)
+    timeline = _timeline(top, run, producers, consumers, network is not None, queue.stream)
     _crash_needs_manual_ack(source, consumers)
     slo = top.field(Scenario, "slo")
     # Every declared field is read above, in the order the dependencies set; top.fields would read a
@@ -268,6 +269,7 @@ def _build(
         bindings=bindings,
     )
     scenario = Scenario(source_path=source, overrides=overrides, **read)
+    check_stream_consumers(source, queue.stream, consumers, lambda group: scenario.max_count("consumers", group))
     _derived_names_fit(source, scenario)
     if not run.beyond_limits:
         for path, value, reason in over_limits(scenario):
@@ -412,6 +414,7 @@ def _timeline(
     producers: Sequence[ProducerGroup],
     consumers: Sequence[ConsumerGroup],
     has_network: bool,
+    stream: bool = False,
 ) -> tuple[Phase, ...]:
     source, duration = top.source, run.duration_s
     entries: list[Any] = []
@@ -442,7 +445,7 @@ def _timeline(
                 end,
                 f"expected a number > start_s ({start:g}) and <= run.duration_s ({duration:g}), got {end:g}",
             )
-        settings = _phase_set(reader, f"timeline[{i}].set", producers, consumers, has_network)
+        settings = _phase_set(reader, f"timeline[{i}].set", producers, consumers, has_network, stream)
         entries.append((start, i, name, end, settings))
     entries.sort(key=lambda entry: (entry[0], entry[1]))
     phases = []
@@ -468,6 +471,7 @@ def _phase_set(
     producers: Sequence[ProducerGroup],
     consumers: Sequence[ConsumerGroup],
     has_network: bool,
+    stream: bool = False,
 ) -> tuple[tuple[str, Any], ...]:
     source, raw = reader.source, reader.raw.get("set")
     if raw is None:
@@ -529,6 +533,10 @@ def _phase_set(
             and group.ack_mode == "auto"
         ):
             _fail(source, key_path, value, f"consumer group {group.name!r} has ack_mode: auto; {_OUTCOMES_NEED_MANUAL}")
+        if stream and isinstance(group, ConsumerGroup):
+            refusal = stream_phase_refusal(field, out[canonical])
+            if refusal:
+                _fail(source, key_path, value, f"consumer group {group.name!r} reads a stream: {refusal}")
         written[canonical] = str(key)
     return tuple(sorted(out.items()))
 

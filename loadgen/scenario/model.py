@@ -31,6 +31,7 @@ from loadgen.scenario.errors import Invalid, show
 from loadgen.scenario.fields import LEAF, declared, layout, plain_dict, yaml
 from loadgen.scenario.handler import HandlerSpec
 from loadgen.scenario.outcomes import OutcomeRates, outcomes
+from loadgen.scenario.streams import stream_offset
 from loadgen.scenario.processing import PROCESSING_LAYOUT, PROCESSING_PARAMS, Processing, processing
 from loadgen.scenario.topology import BindingSpec, ExchangeSpec, FrozenMapping, QueueSpec
 
@@ -120,6 +121,10 @@ class ProducerGroup:
         return plain_dict(self)
 
 
+def _optional_offset(value: Any) -> str | int | None:
+    return None if value is None else stream_offset(value)
+
+
 @dataclass(frozen=True)
 class ConsumerGroup:
     name: str = field(metadata=yaml(identifier))
@@ -141,6 +146,10 @@ class ConsumerGroup:
     handler: HandlerSpec | None = field(default=None, metadata=yaml(None, layout="handler"))
     """None: simulated processing (`processing`); else the user's function (loadgen/scenario/handler.py),
     checked by the loader, which imports it from the scenario's directory."""
+    offset: str | int | None = field(default=None, metadata=yaml(_optional_offset))
+    """Where a stream consumer starts reading (`x-stream-offset`, loadgen/scenario/streams.py): first,
+    last, next, an offset or an ISO 8601 timestamp; None on a queue that is not a stream, and on a
+    stream the broker's default, next."""
 
     def to_dict(self) -> dict[str, Any]:
         return plain_dict(self)

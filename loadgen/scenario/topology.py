@@ -12,6 +12,7 @@ from typing import Any, cast
 from loadgen.scenario.checks import Check, Reader, amqp_name, boolean, choice, fail, integer, sub
 from loadgen.scenario.errors import Invalid, show
 from loadgen.scenario.fields import yaml
+from loadgen.scenario.streams import STREAM_ARGUMENT_CHECKS, STREAM_REFUSES
 
 __all__ = [
     "FrozenMapping",
@@ -27,7 +28,7 @@ __all__ = [
     "EXCHANGE_TYPES",
 ]
 
-QUEUE_TYPES = ("classic", "quorum")
+QUEUE_TYPES = ("classic", "quorum", "stream")
 EXCHANGE_TYPES = ("direct", "fanout", "topic", "headers")
 OVERFLOWS = ("drop-head", "reject-publish", "reject-publish-dlx")
 HEADERS_MATCH = ("all", "any", "all-with-x", "any-with-x")
@@ -78,6 +79,7 @@ _ARGUMENT_CHECKS: dict[str, Check] = {
     "x-dead-letter-routing-key": amqp_name(),
     "x-queue-type": choice(*QUEUE_TYPES),
     "x-single-active-consumer": boolean,
+    **STREAM_ARGUMENT_CHECKS,
 }
 
 # What a quorum queue refuses (RabbitMQ 3.10), with what to do instead.
@@ -148,6 +150,11 @@ class QueueSpec:
         return self.type or str(self.arguments.get("x-queue-type", "classic"))
 
     @property
+    def stream(self) -> bool:
+        """Whether the queue is a stream: an append-only log every consumer group reads whole."""
+        return self.queue_type == "stream"
+
+    @property
     def single_active_consumer(self) -> bool:
         """Whether the broker delivers to one consumer at a time (`x-single-active-consumer: true`)."""
         return self.arguments.get("x-single-active-consumer") is True
@@ -173,9 +180,11 @@ def read_queue(top: Reader) -> QueueSpec:
             f"conflicts with queue.arguments.x-queue-type ({explicit!r}); give the type once",
         )
     kind = given or explicit or "classic"
-    durable = q.field(QueueSpec, "durable", kind == "quorum")
+    durable = q.field(QueueSpec, "durable", kind in ("quorum", "stream"))
     auto_delete = q.field(QueueSpec, "auto_delete")
-    if kind == "quorum":
+    if kind == "stream":
+        _stream_rules(source, q, durable, auto_delete, args)
+    elif kind == "quorum":
         if not durable:
             fail(
                 source,
@@ -211,6 +220,32 @@ def read_queue(top: Reader) -> QueueSpec:
     return QueueSpec(
         **q.fields(QueueSpec, name=name, type=given, durable=durable, auto_delete=auto_delete, arguments=args)
     )
+
+
+def _stream_rules(source: str, q: Reader, durable: bool, auto_delete: bool, args: FrozenMapping) -> None:
+    """What a stream refuses: to be transient or auto-deleted, the arguments of queues that remove
+    messages (STREAM_REFUSES), and a purge (the broker can not purge a stream: it closes the
+    connection with NOT_IMPLEMENTED)."""
+    if not durable:
+        fail(source, "queue.durable", durable, "a stream is always durable; remove the key or set durable: true")
+    if auto_delete:
+        fail(
+            source,
+            "queue.auto_delete",
+            auto_delete,
+            "a stream can not be auto-deleted; use delete_on_end: true to remove it after the run",
+        )
+    for key, why in STREAM_REFUSES.items():
+        if key in args:
+            fail(source, f"queue.arguments.{key}", args[key], why)
+    if q.raw.get("purge_on_start") is True:
+        fail(
+            source,
+            "queue.purge_on_start",
+            True,
+            "RabbitMQ can not purge a stream; to start from an empty stream use a new queue.name, or "
+            "delete the old stream (sojourn never does), or leave the key out and read from offset: next",
+        )
 
 
 def _exchange_type(value: Any) -> str:

@@ -39,6 +39,7 @@ from loadgen.rules.codel import CoDel
 from loadgen.rules.egress import EgressBuffer
 from loadgen.rules.schedule import producer_rng
 from loadgen.run.runtime import Participant
+from loadgen.scenario.streams import consume_offset
 from loadgen.users.handler import Handler, Message, Result
 from loadgen.users.producer import Report
 
@@ -66,6 +67,7 @@ class Delivery(NamedTuple):
     priority: int | None  # the AMQP priority property
     read_ns: int  # when the callback ran (receive_ns is the kernel's stamp where there is one)
     raw: tuple | None = None  # a handler's group: (body, properties, routing key, exchange)
+    stream_offset: int | None = None  # on a stream: the message's offset (the x-stream-offset header)
 
 
 def header_int(value) -> int | None:
@@ -119,6 +121,7 @@ def delivery_row(
         d.read_ns,
         settled_by,
         handler_error,
+        d.stream_offset,
     )
 
 
@@ -188,6 +191,12 @@ class Consumer(Participant):
         self._single_active = ctx.scenario.queue.single_active_consumer
         self._awaiting_active = False
         self._last_receive_ns: int | None = None
+        # A stream: every consumer reads the whole log from where it attaches; after the first
+        # subscription it attaches again where it left off (the offset after the last one received).
+        self._stream = ctx.scenario.queue.stream
+        self._next_offset: int | None = None
+        self._reads_from: str | int = "next"
+        self._said_stream_ack = False
         self._rates = None  # the outcome rates in force (a phase may change them) and their bounds
         self._bounds = (0.0, 0.0, 0.0)
         self._outcome_rng: random.Random | None = None  # made on the first draw: one stream per consumer, all run
@@ -195,6 +204,9 @@ class Consumer(Participant):
     # -- Participant --------------------------------------------------------
     def idle(self) -> bool:
         return not self._buffer and not self._busy
+
+    def last_receive_ns(self) -> int | None:
+        return self._last_receive_ns
 
     def buffered(self) -> int:
         return len(self._buffer)
@@ -281,6 +293,7 @@ class Consumer(Participant):
                 "prefetch": settings.prefetch,
                 "ack_mode": settings.ack_mode,
                 "receive_stamp": self._link.receive_stamp,
+                **({"stream_offset": self._reads_from} if self._stream else {}),
             },
         )
 
@@ -331,7 +344,22 @@ class Consumer(Participant):
 
     def _consume(self, settings, wait: bool = False) -> None:
         assert self._link is not None
-        self._link.consume(self.ctx.scenario.queue.name, auto_ack=settings.ack_mode == "auto", wait=wait)
+        self._link.consume(
+            self.ctx.scenario.queue.name,
+            auto_ack=settings.ack_mode == "auto",
+            wait=wait,
+            arguments=self._stream_arguments(settings) if self._stream else None,
+        )
+
+    def _stream_arguments(self, settings) -> dict[str, Any] | None:
+        """A stream's x-stream-offset: the group's `offset` at the first subscription, then the offset
+        after the last delivery received (a re-subscription or a rejoin reads on, not again).
+        `_reads_from` keeps it as the consumer_join event says it."""
+        if self._next_offset is not None:
+            self._reads_from = self._next_offset
+        else:
+            self._reads_from = "next" if settings.offset is None else settings.offset
+        return {"x-stream-offset": consume_offset(self._reads_from)}
 
     def _change_prefetch(self, settings) -> None:
         """A phase changed the prefetch of a live consumer.
@@ -545,6 +573,7 @@ class Consumer(Participant):
             priority,
             read_ns,
             raw,
+            self._stream_offset(headers) if self._stream else None,
         )
         inline = self._inline_settings
         if inline is not None and t < self._inline_until and not self._buffer and not self._busy and not self._leaving:
@@ -559,6 +588,26 @@ class Consumer(Participant):
                 self._discard(discarded)
         self.ctx.counters["delivered"] += 1
         self._has_work.set()
+
+    def _acked_on_stream(self, chosen: str) -> str:
+        """A stream refuses nack and reject (the broker closes the connection): a handler's other
+        outcome is acked, and said once per consumer."""
+        if not self._said_stream_ack:
+            self._said_stream_ack = True
+            log.warning(
+                "consumer %s: the handler chose %s, but a stream refuses nack and reject: acked instead "
+                "(said once per consumer; the trace's settled_by still says the handler chose)",
+                self.name,
+                chosen,
+            )
+        return "ack"
+
+    def _stream_offset(self, headers) -> int | None:
+        """A stream delivery's offset (the broker's x-stream-offset header), noted as where to read on from."""
+        offset = header_int(headers.get("x-stream-offset"))
+        if offset is not None:
+            self._next_offset = offset + 1
+        return offset
 
     def _became_active(self, receive_ns: int) -> None:
         """The first delivery since this consumer joined a single-active-consumer queue: the broker
@@ -655,6 +704,8 @@ class Consumer(Participant):
                 settled_by = "handler" if handler_error is None else "handler_error"
             else:
                 chosen = "ack" if settings.outcomes is None else self._draw(settings.outcomes)
+            if self._stream and chosen != "ack":
+                chosen = self._acked_on_stream(chosen)
             if settings.ack_mode == "auto":
                 settle_ns, outcome = d.receive_ns, "auto_ack"
             elif d.link is self._link and d.link.is_open:

@@ -50,9 +50,9 @@ class Recording:
         self.calls.append(("qos", prefetch, global_qos))
         self.inner.set_prefetch(prefetch, global_qos)
 
-    def consume(self, queue: str, auto_ack: bool, wait: bool = False) -> None:
-        self.calls.append(("consume", queue, auto_ack))
-        self.inner.consume(queue, auto_ack, wait)
+    def consume(self, queue: str, auto_ack: bool, wait: bool = False, arguments: dict | None = None) -> None:
+        self.calls.append(("consume", queue, auto_ack) + ((arguments,) if arguments else ()))
+        self.inner.consume(queue, auto_ack, wait, arguments)
 
     def cancel(self, timeout_s: float) -> None:
         self.calls.append(("cancel",))

@@ -63,8 +63,8 @@ class FakeLink:
     def set_prefetch(self, prefetch: int, global_qos: bool) -> None:
         self.calls.append(("qos", prefetch, global_qos))
 
-    def consume(self, queue: str, auto_ack: bool, wait: bool = False) -> None:
-        self.calls.append(("consume", queue, auto_ack))
+    def consume(self, queue: str, auto_ack: bool, wait: bool = False, arguments: dict | None = None) -> None:
+        self.calls.append(("consume", queue, auto_ack) + ((arguments,) if arguments else ()))
         if queue in self.broker.gone:  # RabbitMQ closes the channel: 404 NOT_FOUND
             text = f"NOT_FOUND - no queue '{queue}' in vhost '/'"
             self.close_channel(404, text)

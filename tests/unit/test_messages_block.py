@@ -13,6 +13,7 @@ TOTALS = {
     "confirmed": 100,
     "acked": 80,
     "left_in_broker": 0,
+    "not_yet_read": 0,
     "unaccounted": 20,
     "redelivered": 3,
     "duplicates": 0,

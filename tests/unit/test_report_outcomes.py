@@ -1,5 +1,5 @@
-"""The report's consumer-outcomes and single-active-consumer sections, rendered from hand-built
-summaries (the `outcomes` and `single_active_consumer` blocks of docs/summary.md)."""
+"""The report's consumer-outcomes, single-active-consumer and stream sections, rendered from
+hand-built summaries (the `outcomes`, `single_active_consumer` and `stream` blocks of docs/summary.md)."""
 
 from __future__ import annotations
 
@@ -13,6 +13,13 @@ SINGLE_ACTIVE = {
     ],
     "failovers": [{"from": "a/h/0", "to": "b/h/1", "at_s": 12.01, "gap_ms": 9.9, "ended_by": "consumer_leave"}],
     "overlaps": 0,
+}
+
+STREAM = {
+    "groups": [
+        {"group": "live", "offset": "next", "first_offset": 0, "acked": 4000, "not_yet_read": 0},
+        {"group": "audit", "offset": "first", "first_offset": 0, "acked": 3100, "not_yet_read": 900},
+    ]
 }
 
 
@@ -70,3 +77,21 @@ def test_a_run_whose_consumers_only_acked_has_no_section():
     summary["outcomes"] = {}
     page = render_report(summary)
     assert 'id="outcomes"' not in page and 'href="#outcomes"' not in page
+
+
+def test_a_stream_shows_each_group_and_names_the_one_behind():
+    summary = make_summary()
+    summary["stream"] = STREAM
+    summary["messages"]["not_yet_read"] = 900
+    summary["messages"]["acked"] -= 900
+    page = render_report(summary)
+    text = section_text(page, "stream")
+    assert "1 group(s) had not read every message" in text and "audit" in text
+    assert "3,100" in text and "900" in text
+    accounting = section_text(page, "accounting")
+    assert "not yet read" in accounting and "the identity holds" in accounting
+
+
+def test_a_queue_that_is_not_a_stream_has_no_stream_section_and_no_not_yet_read_term():
+    page = render_report(make_summary())
+    assert 'id="stream"' not in page and "not yet read" not in page

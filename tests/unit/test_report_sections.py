@@ -14,7 +14,7 @@ from tests.unit.test_report_codel import codel_block
 from tests.unit.test_report_egress import egress_block
 from tests.unit.test_report_fidelity import replayed, synthetic
 from tests.unit.test_report_network import network_block
-from tests.unit.test_report_outcomes import SINGLE_ACTIVE, outcomes_block
+from tests.unit.test_report_outcomes import SINGLE_ACTIVE, STREAM, outcomes_block
 from tests.unit.test_report_priorities import FLOW, ROWS
 from tests.unit.test_report_slow_consumers import BLOCK, DEPTH
 
@@ -34,6 +34,7 @@ EVERY_SECTION = [
     "churn",
     "outcomes",
     "single_active",
+    "stream",
     "fidelity",
     "slow_consumers",
     "latency",
@@ -56,6 +57,7 @@ def full_summary() -> dict:
         consumers_churn=churn_block(),
         outcomes=outcomes_block(),
         single_active_consumer=SINGLE_ACTIVE,
+        stream=STREAM,
         fidelity={"orders": replayed(), "steady": synthetic()},
         slow_consumers=BLOCK,
         queue_depth=DEPTH,

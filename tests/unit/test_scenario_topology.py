@@ -111,7 +111,7 @@ def test_exchanges_used_but_not_declared_must_be_found_on_the_broker(tmp_path):
 @pytest.mark.parametrize(
     ("queue", "expected"),
     [
-        ("{name: q, type: stream}", "queue.type: expected one of classic, quorum, got 'stream'"),
+        ("{name: q, type: lazy}", "queue.type: expected one of classic, quorum, stream, got 'lazy'"),
         (
             "{name: q, type: quorum, arguments: {x-queue-type: classic}}",
             "queue.type: conflicts with queue.arguments.x-queue-type ('classic'); give the type once",
@@ -153,7 +153,7 @@ def test_queue_settings_the_broker_refuses_are_scenario_errors(tmp_path, queue, 
         ("{x-max-priority: 0}", "queue.arguments.x-max-priority: expected an integer between 1 and 255, got 0"),
         ("{x-max-priority: 256}", "queue.arguments.x-max-priority: expected an integer between 1 and 255, got 256"),
         ("{x-dead-letter-exchange: 5}", "queue.arguments.x-dead-letter-exchange: expected a string, got 5"),
-        ("{x-queue-type: stream}", "queue.arguments.x-queue-type: expected one of classic, quorum, got 'stream'"),
+        ("{x-queue-type: lazy}", "queue.arguments.x-queue-type: expected one of classic, quorum, stream, got 'lazy'"),
     ],
 )
 def test_discard_arguments_are_checked(tmp_path, arguments, expected):

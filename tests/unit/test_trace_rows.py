@@ -32,6 +32,7 @@ def test_a_delivery_row_puts_every_value_under_its_own_column():
         recorded_us=None,
         priority=4,
         read_ns=10_015,
+        stream_offset=42,
     )
     row = delivery_row(
         d,
@@ -76,6 +77,7 @@ def test_a_delivery_row_puts_every_value_under_its_own_column():
         "read_ns": 10_015,
         "settled_by": "handler_error",
         "handler_error": "builtins.ValueError",
+        "stream_offset": 42,
     }
 
 

@@ -323,6 +323,7 @@ def test_every_column_of_a_row_reads_back_as_written_nulls_included_and_only_rep
         25,
         "handler_error",
         "builtins.KeyError",
+        1234,
     )
     empty = (
         "m-2",
@@ -340,6 +341,7 @@ def test_every_column_of_a_row_reads_back_as_written_nulls_included_and_only_rep
         0,
         0,
         0,
+        None,
         None,
         None,
         None,
