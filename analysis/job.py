@@ -56,7 +56,7 @@ from analysis.summary.deliveries import delivery_rollup
 from analysis.summary.flow_control import flow_control_projections
 from analysis.summary.histogram import sojourn_histogram
 from analysis.summary.model import ack_to_delivery_rows
-from analysis.summary.streams import stream_block
+from analysis.summary.streams import stream_block, stream_starts
 from analysis.transforms import (
     DISCARD_CLASSES,
     attach_measured,
@@ -78,7 +78,6 @@ from analysis.transforms.codes import decoded, encoded
 from analysis.transforms.delivery_cube import publish_cells, publish_projections
 from analysis.transforms.fidelity import lateness_projections
 from analysis.transforms.model import ack_to_delivery, ack_to_delivery_projections
-from analysis.transforms.streams import stream_starts
 
 __all__ = [
     "analyze",

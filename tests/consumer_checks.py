@@ -36,11 +36,12 @@ def scenario(
     timeline: str = "",
     producer: str = "rate: 1, size_bytes: 100",
     duration_s: float = 60,
+    queue_type: str = "classic",
 ) -> Any:
     path.write_text(
         f"""
 name: consumer-checks
-queue: {{name: {queue}}}
+queue: {{name: {queue}, type: {queue_type}}}
 run: {{duration_s: {duration_s:g}}}
 producers: [{{name: p, {producer}}}]
 consumers:

@@ -25,8 +25,8 @@ from .network import has_network, network_body
 from .outcomes import has_outcomes, outcomes_body
 from .overview import key_numbers_body, verdict_body
 from .single_active import has_single_active, single_active_body
-from .stream import has_stream, stream_body
 from .slow_consumers import has_queue_samples, slow_consumers_body
+from .stream import has_stream, stream_body
 
 __all__ = ["Section", "SECTIONS", "shown_sections", "render_section"]
 

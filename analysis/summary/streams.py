@@ -6,9 +6,23 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from analysis.transforms.streams import StreamGroup
+from pyspark.sql import DataFrame
 
-__all__ = ["stream_block"]
+from analysis.transforms.streams import MAX_GROUPS, StreamGroup, least_offsets, reads_everything
+
+__all__ = ["stream_starts", "stream_block"]
+
+
+def stream_starts(deliveries: DataFrame, readers: Sequence[tuple[str, Any]]) -> list[StreamGroup]:
+    """Each group's start (one small query): 0 for a group reading from first (or offset 0), else the
+    least offset it read, None when it read nothing. `readers`: (group, offset) in the scenario's order."""
+    readers = list(readers)[:MAX_GROUPS]
+    if not readers:
+        return []
+    least = deliveries.transform(least_offsets(readers)).collect()[0]
+    return [
+        StreamGroup(name, spec, 0 if reads_everything(spec) else least[i]) for i, (name, spec) in enumerate(readers)
+    ]
 
 
 def stream_block(
@@ -16,13 +30,14 @@ def stream_block(
 ) -> dict[str, Any]:
     """From the stream's groups (transforms.streams.stream_starts), the ledger's rows (the messages
     not read by every group that reads them are all there: their class is not acked) and the
-    per-consumer rows (their acked deliveries)."""
+    per-consumer rows (their acked deliveries). A group's `not_yet_read` counts the messages of that
+    class it reads and had not acked."""
     if groups is None:
         return {}
     unread = [0] * len(groups)
     for row in ledger:
-        if row["account"] is None:
-            continue  # not this run's message: a stream that existed before the run
+        if row["account"] != "not_yet_read":
+            continue  # read by every group that reads it, or not in the stream (or not this run's message)
         missing = int(row.get("_expected") or 0) & ~int(row.get("_read_groups") or 0)
         for i in range(len(groups)):
             if missing >> i & 1:

@@ -462,7 +462,9 @@ def ledger(
             facts.transform(_with_account(events, publish_rejects, restart_ns, delivery_limit, stream))
             .withColumn("account", F.when(published, F.col("account")))
             .where(F.coalesce(notable, F.lit(True)))
-            .select("message_id", "account", "confirmed", "priority", *_LEDGER_FACTS, *(_STREAM_FACTS if stream else ()))
+            .select(
+                "message_id", "account", "confirmed", "priority", *_LEDGER_FACTS, *(_STREAM_FACTS if stream else ())
+            )
         )
 
     return _ledger

@@ -8,8 +8,9 @@ deliveries; a group that read nothing reads none). A message's offset is known f
 it; one no group read has none, and counts as unread by every group with a start.
 
 Each group is a bit of a long: the facts of a message carry the groups that acked it
-(`_read_groups`) and the groups that read it (`_expected`), computed from literals (the starts
-collected by one small query, stream_starts) in the grouping by message id.
+(`_read_groups`) and the groups that read it (`_expected`), computed from literals (the starts, of
+one small query: least_offsets, collected by summary.streams.stream_starts) in the grouping by
+message id.
 """
 
 from __future__ import annotations
@@ -19,9 +20,9 @@ from typing import Any, NamedTuple
 
 from pyspark.sql import Column, DataFrame, functions as F
 
-from ._common import is_acked
+from ._common import Transform, is_acked
 
-__all__ = ["StreamGroup", "MAX_GROUPS", "stream_starts", "read_bit", "expected_bits", "reads_everything"]
+__all__ = ["StreamGroup", "MAX_GROUPS", "least_offsets", "read_bit", "expected_bits", "reads_everything"]
 
 MAX_GROUPS = 62
 """Groups a stream's accounting follows (a bit of a long each)."""
@@ -34,18 +35,21 @@ class StreamGroup(NamedTuple):
 
 
 def reads_everything(offset: Any) -> bool:
-    return offset == "first" or offset == 0
+    """Whether a group starting at `offset` reads every message the stream holds (first, or offset 0)."""
+    return bool(offset == "first" or offset == 0)
 
 
-def stream_starts(deliveries: DataFrame, readers: Sequence[tuple[str, Any]]) -> list[StreamGroup]:
-    """Each group's start: one query, the least stream_offset of each group's deliveries."""
-    readers = list(readers)[:MAX_GROUPS]
+def least_offsets(readers: Sequence[tuple[str, Any]]) -> Transform:
+    """Applied to deliveries: one row, the least stream_offset of each group's deliveries (`g0`, `g1`,
+    ... in the order of `readers`, at most MAX_GROUPS; null for a group that read nothing)."""
     group, offset = F.col("consumer_group"), F.col("stream_offset")
-    row = deliveries.agg(*[F.min(F.when(group == name, offset)).alias(f"g{i}") for i, (name, _) in enumerate(readers)])
-    least = row.collect()[0] if readers else []
-    return [
-        StreamGroup(name, spec, 0 if reads_everything(spec) else least[i]) for i, (name, spec) in enumerate(readers)
-    ]
+
+    def _least(deliveries: DataFrame) -> DataFrame:
+        return deliveries.agg(
+            *[F.min(F.when(group == name, offset)).alias(f"g{i}") for i, (name, _) in enumerate(readers[:MAX_GROUPS])]
+        )
+
+    return _least
 
 
 def read_bit(groups: Sequence[StreamGroup]) -> Column:

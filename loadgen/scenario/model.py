@@ -31,8 +31,8 @@ from loadgen.scenario.errors import Invalid, show
 from loadgen.scenario.fields import LEAF, declared, layout, plain_dict, yaml
 from loadgen.scenario.handler import HandlerSpec
 from loadgen.scenario.outcomes import OutcomeRates, outcomes
-from loadgen.scenario.streams import stream_offset
 from loadgen.scenario.processing import PROCESSING_LAYOUT, PROCESSING_PARAMS, Processing, processing
+from loadgen.scenario.streams import stream_offset
 from loadgen.scenario.topology import BindingSpec, ExchangeSpec, FrozenMapping, QueueSpec
 
 __all__ = [

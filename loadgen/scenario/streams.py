@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from loadgen.scenario.checks import Check, fail, integer
@@ -61,7 +61,7 @@ STREAM_REFUSES = {
 
 def stream_offset(value: Any) -> str | int:
     """`consumers[].offset`: first, last, next, a non-negative offset, or an ISO 8601 timestamp with
-    a time zone (kept as written: run.json is JSON; consume_offset makes the AMQP value)."""
+    a time and a time zone (kept as written: run.json is JSON; consume_offset makes the AMQP value)."""
     if isinstance(value, bool):
         raise Invalid(f"expected first, last, next, an offset (an integer >= 0) or a timestamp, got {show(value)}")
     if isinstance(value, int):
@@ -70,11 +70,15 @@ def stream_offset(value: Any) -> str | int:
         return value
     if isinstance(value, _dt.datetime):  # YAML reads an unquoted timestamp as a datetime
         if value.tzinfo is None:
-            value = value.replace(tzinfo=_dt.timezone.utc)  # YAML's timestamps without a zone are UTC
+            raise Invalid(_NEEDS_ZONE.format(text=value.isoformat()))
         return value.isoformat()
+    if isinstance(value, _dt.date):  # and an unquoted date as a date
+        raise Invalid(_NEEDS_TIME.format(text=value.isoformat()))
     if isinstance(value, str):
         if value in OFFSET_WORDS:
             return value
+        if _DATE_ONLY.match(value):
+            raise Invalid(_NEEDS_TIME.format(text=value))
         try:
             stamp = _dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
         except ValueError:
@@ -82,11 +86,18 @@ def stream_offset(value: Any) -> str | int:
         if stamp is not None and stamp.tzinfo is not None:
             return value
         if stamp is not None:
-            raise Invalid(f"a timestamp needs a time zone (e.g. {value}Z or {value}+01:00), got {show(value)}")
+            raise Invalid(_NEEDS_ZONE.format(text=value))
     raise Invalid(
         f"expected first, last, next, an offset (an integer >= 0) or an ISO 8601 timestamp "
         f"(e.g. 2026-12-05T10:00:00Z), got {show(value)}"
     )
+
+
+_DATE_ONLY = re.compile(r"\d{4}-\d{2}-\d{2}([+-]\d{2}:?\d{2}|Z)?\Z")
+_NEEDS_TIME = (
+    "a date alone is no place in a stream: give a time and a time zone (e.g. {text:.10}T00:00:00Z), got {text!r}"
+)
+_NEEDS_ZONE = "a timestamp needs a time zone (e.g. {text}Z or {text}+01:00), got {text!r}"
 
 
 def consume_offset(offset: str | int) -> str | int | _dt.datetime:
@@ -97,7 +108,9 @@ def consume_offset(offset: str | int) -> str | int | _dt.datetime:
     return _dt.datetime.fromisoformat(offset.replace("Z", "+00:00"))
 
 
-def check_stream_consumers(source: str, stream: bool, consumers: Sequence[Any], max_count) -> None:
+def check_stream_consumers(
+    source: str, stream: bool, consumers: Sequence[Any], max_count: Callable[[str], int]
+) -> None:
     """On a stream every consumer is a reader of its own: a group reads with one consumer, a prefetch
     and manual acks, and settles by ack (a nack or reject removes nothing from a stream). Elsewhere
     `offset` has no meaning. `max_count(group)`: the group's largest count over the run."""

@@ -99,6 +99,7 @@ def test_totals_satisfy_the_accounting_identity(frame):
         "channel_closed": 0,
         "consumer_reject": 1,
         "dropped_delivery_limit": 0,
+        "not_yet_read": 0,
     }
     # published = acked + discarded_total + left_in_broker + unaccounted: 12 = 4 + 4 + 2 + 2
     assert totals["published"] == sum(totals[c] for c in ACCOUNT_CLASSES)

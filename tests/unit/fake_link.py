@@ -112,6 +112,7 @@ class FakeLink:
         crossed: bool = False,
         redelivered: bool = False,
         body: bytes = b"",
+        stream_offset: int | None = None,
     ) -> int:
         """Hand the consumer one delivery, as the I/O loop does; its delivery tag. On a link opened
         `with_message` (a handler's) the body and properties go along, routing key "k"."""
@@ -120,6 +121,8 @@ class FakeLink:
         if self.stamps is not None:
             self.stamps.kernel_ns = kernel_ns
         headers = {"sojourn-id": message_id, "sojourn-pub-ns": 1}
+        if stream_offset is not None:  # a stream's broker says where in the stream it is
+            headers["x-stream-offset"] = stream_offset
         deliver = self.on_crossed if crossed else self.on_message
         if self.with_message:
             properties = pika.BasicProperties(headers=headers, priority=priority)

@@ -18,12 +18,12 @@ from tests.unit.fake_link import FakeBroker, FakeLink
 QUEUE = "unit.consumer"
 
 
-def _make(tmp_path, clock=time.time_ns):
+def _make(tmp_path, clock=time.time_ns, queue_type="classic"):
     broker = FakeBroker()
 
     def make(consumer: str, timeline: str = "") -> Running:
         return Running(
-            consumer_checks.scenario(tmp_path / "s.yaml", QUEUE, consumer, timeline),
+            consumer_checks.scenario(tmp_path / "s.yaml", QUEUE, consumer, timeline, queue_type=queue_type),
             lambda *args, **callbacks: FakeLink(*args, broker=broker, **callbacks),
             lambda r, ids: [r.link.deliver(i) for i in ids],
             lambda r: r.link.left(),
@@ -312,3 +312,42 @@ def test_an_interrupted_consumer_leaves_what_it_holds_unsettled_for_the_broker_t
     outcomes = _by_tag(r)
     assert [outcomes[t] for t in tags[1:]] == ["unsettled", "unsettled"]
     assert r.link.nacks == [] and tags[1] not in r.link.acks
+
+
+def test_a_stream_consumer_starts_at_its_offset_and_reads_on_from_the_last_one_after_a_resubscription(tmp_path):
+    # offset: first at the join; a phase widens the prefetch at 5 s, which re-subscribes: from the
+    # offset after the last delivery received (12), not from first again. Each offset is traced.
+    timeline = "timeline:\n  - {name: wide, start_s: 5, set: {consumers.c.prefetch: 20}}\n"
+    r = _make(tmp_path, queue_type="stream")("prefetch: 10, offset: first", timeline)
+    for offset in (10, 11):
+        r.link.deliver(f"m{offset}", stream_offset=offset)
+    r.until(lambda: len(r.link.acks) == 2)
+    r.run.t = 6.0
+    r.until(lambda: any(e[0] == "prefetch_change" for e in r.run.events))
+    consumes = [c for c in r.link.calls if c[0] == "consume"]
+    assert consumes == [
+        ("consume", QUEUE, False, {"x-stream-offset": "first"}),
+        ("consume", QUEUE, False, {"x-stream-offset": 12}),
+    ]
+    [join] = [e for e in r.run.events if e[0] == "consumer_join"]
+    assert join[2]["stream_offset"] == "first"
+    assert [row["stream_offset"] for row in r.run.deliveries] == [10, 11]
+    r.stop()
+
+
+def test_on_a_stream_a_handlers_nack_or_reject_is_an_ack_since_the_broker_refuses_them(tmp_path, caplog):
+    r = _make(tmp_path, queue_type="stream")("prefetch: 20, " + HANDLER % ("inline", 1, "discard"))
+    bodies = ["ack", "requeue", "discard", "reject", "raise"]
+    tags = [r.link.deliver(f"m-{body}", body=body.encode(), stream_offset=i) for i, body in enumerate(bodies)]
+    r.until(lambda: len(r.link.settled()) == len(bodies))
+    assert sorted(r.link.acks) == sorted(tags) and r.link.nacks == [] and r.link.rejects == []
+    rows = {row["message_id"]: (row["outcome"], row["settled_by"]) for row in r.run.deliveries}
+    assert rows == {
+        "m-ack": ("ack", "handler"),
+        "m-requeue": ("ack", "handler"),
+        "m-discard": ("ack", "handler"),
+        "m-reject": ("ack", "handler"),
+        "m-raise": ("ack", "handler_error"),
+    }
+    assert sum("a stream refuses nack and reject" in m for m in caplog.messages) == 1  # once per consumer
+    r.stop()
