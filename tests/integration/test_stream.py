@@ -8,13 +8,17 @@ duplicate, and the report has the Stream section."""
 from __future__ import annotations
 
 import json
+import os
+import time
 import uuid
 from collections import Counter
 
+import pika
 import pytest
 
 from analysis.report import render_report
 from tests.integration.conftest import run_in_batch
+from loadgen.scenario.streams import consume_offset, stream_offset
 from tests.integration.traces import read_rows
 
 QUEUE = f"sojourn.it.stream-{uuid.uuid4().hex[:8]}"  # a stream can not be purged: a new one each run
@@ -76,3 +80,44 @@ def test_the_summary_counts_every_message_read_by_both_groups_and_the_report_sho
     assert (groups["audit"]["offset"], groups["audit"]["first_offset"]) == ("first", 0)
     page = render_report(summary)
     assert 'id="stream"' in page and "every group read every message it reads" in page
+
+
+def test_every_offset_form_a_scenario_takes_is_one_the_broker_takes_and_starts_where_the_docs_say():
+    # Six messages at offsets 0-5; each `offset` as the loader checks it and the consumer sends it.
+    queue = f"sojourn.it.stream-offsets-{uuid.uuid4().hex[:8]}"
+    conn = pika.BlockingConnection(
+        pika.URLParameters(os.environ.get("SOJOURN_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/"))
+    )
+    ch = conn.channel()
+    ch.queue_declare(queue, durable=True, arguments={"x-queue-type": "stream"})
+    try:
+        for i in range(6):
+            ch.basic_publish("", queue, f"m{i}".encode())
+        ch.basic_qos(prefetch_count=10)
+
+        def read_from(offset) -> list[int]:
+            got: list[int] = []
+
+            def on_message(channel, method, properties, _body) -> None:
+                got.append(int(properties.headers["x-stream-offset"]))
+                channel.basic_ack(method.delivery_tag)
+
+            tag = ch.basic_consume(
+                queue, on_message, arguments={"x-stream-offset": consume_offset(stream_offset(offset))}
+            )
+            deadline = time.monotonic() + 0.8
+            while time.monotonic() < deadline:
+                conn.process_data_events(0.1)
+            ch.basic_cancel(tag)
+            return got
+
+        assert read_from("first") == [0, 1, 2, 3, 4, 5]
+        assert read_from(4) == [4, 5]
+        assert read_from("2020-01-01T00:00:00Z") == [0, 1, 2, 3, 4, 5]  # every chunk is newer
+        assert read_from("2099-01-01T00:00:00+01:00") == []  # none is
+        assert read_from("next") == []  # only what comes after: nothing
+        last = read_from("last")
+        assert last and last == list(range(last[0], 6))  # the last chunk, to the end
+    finally:
+        ch.queue_delete(queue)
+        conn.close()
