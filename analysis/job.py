@@ -507,8 +507,11 @@ def summarize(
             overall = rollup.overall(window)
             consumers = [consumer_row(r) for r in rollup.consumers()]
             # docs/slow-consumers.md: from the cube's rows and the events', on this process
+            # a stream holds what was read: its message count is no backlog of ready messages to be slow on
             slow_consumers = (
-                slow_consumers_block(event_rows, t0, rollup.activity(), rollup.cells("outstanding")) if samples else {}
+                slow_consumers_block(event_rows, t0, rollup.activity(), rollup.cells("outstanding"))
+                if samples and stream is None
+                else {}
             )
 
         with step("following requeued, held and repeated messages by id"):
