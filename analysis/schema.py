@@ -14,6 +14,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "READABLE_VERSIONS",
     "READABLE_VERSIONS_TEXT",
+    "MAX_STREAM_GROUPS",
     "Column",
     "KINDS",
     "PUBLISH",
@@ -44,6 +45,10 @@ READABLE_VERSIONS_TEXT = " or ".join(
     filter(None, (", ".join(map(str, READABLE_VERSIONS[:-1])), str(READABLE_VERSIONS[-1])))
 )
 """READABLE_VERSIONS as an error message says it ("4, 5 or 6")."""
+
+MAX_STREAM_GROUPS = 62
+"""The consumer groups of a stream the analysis follows, a bit of a long each
+(analysis/transforms/streams.py): the scenario loader refuses more."""
 
 ColumnType = Literal["string", "int32", "int64", "float64", "bool"]
 

@@ -8,6 +8,7 @@ from typing import Any
 
 from ._format import as_list, as_number, dig, esc, fmt_count, fmt_exact, fmt_ms, fmt_rate
 from .model import processing_verdict
+from .stream import has_stream
 
 __all__ = ["verdict_body", "key_numbers_body", "status_class"]
 
@@ -162,7 +163,7 @@ def key_numbers_body(summary: Summary) -> str:
                 ("discarded", fmt_count(dig(m, "discarded_total"))),
                 (
                     ("not yet read", fmt_count(dig(m, "not_yet_read")))
-                    if dig(summary, "stream", "groups")
+                    if has_stream(summary)
                     else ("left in broker", fmt_count(dig(m, "left_in_broker")))
                 ),
                 ("unaccounted", f'<span class="{"bad" if unaccounted else ""}">{fmt_count(unaccounted)}</span>'),

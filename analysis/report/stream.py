@@ -32,18 +32,24 @@ _GROUPS = [
 
 
 def has_stream(summary: Summary) -> bool:
-    return bool(dig(summary, "stream", "groups"))
+    """Whether the run's queue was a stream: the summary's `stream` block is not empty."""
+    return bool(dig(summary, "stream", default={}))
 
 
 def stream_body(summary: Summary) -> str:
     groups = [g for g in as_list(dig(summary, "stream", "groups")) if isinstance(g, Mapping)]
     behind = [g for g in groups if as_number(dig(g, "not_yet_read"))]
+    idle = [g for g in groups if dig(g, "first_offset") is None]
     chip = (
         '<p class="chip good"><b>✓ every group read every message it reads</b></p>'
-        if not behind
-        else f'<p class="chip bad"><b>✗ {len(behind)} group(s) had not read every message</b>: '
-        + ", ".join(f"<code>{esc(dig(g, 'group'))}</code>" for g in behind)
-        + "</p>"
+        if not behind and not idle
+        else "".join(
+            f'<p class="chip bad"><b>✗ {len(some)} group(s) {why}</b>: '
+            + ", ".join(f"<code>{esc(dig(g, 'group'))}</code>" for g in some)
+            + "</p>"
+            for some, why in ((behind, "had not read every message"), (idle, "read nothing"))
+            if some
+        )
     )
     rows = [
         [

@@ -24,6 +24,7 @@ from ._format import (
 )
 from ._table import Column, html_table
 from .charts import phase_colours
+from .stream import has_stream
 
 __all__ = [
     "latency_table",
@@ -211,7 +212,7 @@ def accounting_table(summary: Summary) -> str:
             ]
         )
     rows.append(["+ left in broker", "still in the queue after the drain", fmt_count(dig(messages, "left_in_broker"))])
-    if dig(summary, "stream", "groups"):
+    if has_stream(summary):
         rows.append(
             [
                 "+ not yet read",

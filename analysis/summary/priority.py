@@ -55,7 +55,8 @@ def priority_rows(deliveries: DataFrame, classified: DataFrame, discard_classes:
             "published": F.count_if(is_class),
             "acked": F.count_if(is_class & (F.col("account") == "acked")),
             "discarded": F.count_if(is_class & F.col("account").isin(*discard_classes)),
-            "left_in_broker": F.count_if(is_class & (F.col("account") == "left_in_broker")),
+            # in the broker: left in the queue, or in a stream not yet read by every group that reads it
+            "left_in_broker": F.count_if(is_class & F.col("account").isin("left_in_broker", "not_yet_read")),
         },
         name="priorities",
     )

@@ -8,27 +8,31 @@ from typing import Any
 
 from pyspark.sql import DataFrame
 
-from analysis.transforms.streams import MAX_GROUPS, StreamGroup, least_offsets, reads_everything
+from analysis.transforms.streams import MAX_GROUPS, StreamGroup, fixed_start, least_offsets
 
 __all__ = ["stream_starts", "stream_block"]
 
 
 def stream_starts(deliveries: DataFrame, readers: Sequence[tuple[str, Any]]) -> list[StreamGroup]:
-    """Each group's start (one small query): 0 for a group reading from first (or offset 0), else the
-    least offset it read, None when it read nothing. `readers`: (group, offset) in the scenario's order."""
+    """Each group's start (one small query, transforms.streams.least_offsets): its fixed start
+    (first, an integer offset), else the least offset it read (None when it read nothing), and the
+    publish time of the message there. `readers`: (group, offset) in the scenario's order."""
     readers = list(readers)[:MAX_GROUPS]
     if not readers:
         return []
     least = deliveries.transform(least_offsets(readers)).collect()[0]
-    return [
-        StreamGroup(name, spec, 0 if reads_everything(spec) else least[i]) for i, (name, spec) in enumerate(readers)
-    ]
+    out = []
+    for i, (name, spec) in enumerate(readers):
+        fixed = fixed_start(spec)
+        start = fixed if fixed is not None else least[f"o{i}"]
+        out.append(StreamGroup(name, spec, start, None if spec == "first" else least[f"p{i}"]))
+    return out
 
 
 def stream_block(
     groups: Sequence[StreamGroup] | None, ledger: Iterable[Mapping[str, Any]], consumers: Sequence[Mapping[str, Any]]
 ) -> dict[str, Any]:
-    """From the stream's groups (transforms.streams.stream_starts), the ledger's rows (the messages
+    """From the stream's groups (stream_starts), the ledger's rows (the messages
     not read by every group that reads them are all there: their class is not acked) and the
     per-consumer rows (their acked deliveries). A group's `not_yet_read` counts the messages of that
     class it reads and had not acked."""

@@ -258,7 +258,7 @@ def message_facts(
                 {
                     "_acks": F.greatest(F.col("_acks") - extra, F.lit(0)),
                     "_processed": F.greatest(F.col("_processed") - extra, F.lit(0)),
-                    "_expected": expected_bits(stream, F.col("_offset")),
+                    "_expected": expected_bits(stream, F.col("_offset"), F.col("_pub_publish_ns")),
                 }
             )
         return grouped.select(
@@ -327,7 +327,7 @@ def classify(
 
     `stream` (message_facts was given the stream's groups): `acked` once every group that reads the
     message acked it, and `not_yet_read` (where left_in_broker stands) while one has not, if the
-    broker confirmed it or a group read it: it is in the stream.
+    broker confirmed it or some delivery of it carried its stream offset: it is in the stream.
 
     `dropped_delivery_limit`: with `delivery_limit` (the queue has an `x-delivery-limit`), a message
     a consumer returned to the queue (nack-requeued, or held when its channel went) that is found
@@ -398,7 +398,7 @@ def _with_account(
             account = account.when(F.col("_dead_code") == code, account_class)
         account = account.when(flag("_left"), "left_in_broker")
         if stream:
-            account = account.when(flag("confirmed") | flag("_acked"), "not_yet_read")
+            account = account.when(flag("confirmed") | F.col("_offset").isNotNull(), "not_yet_read")
         if delivery_limit:
             account = account.when(flag("_requeued") | flag("_held"), "dropped_delivery_limit")
         account = account.when(flag("_channel_closed"), "channel_closed").when(

@@ -137,7 +137,7 @@ def format_summary(summary: dict, run_dir: str) -> str:
         f"discarded {m.get('discarded_total', 0):,}  "
         + (
             f"not yet read {m.get('not_yet_read', 0):,}  "
-            if (summary.get("stream") or {}).get("groups")
+            if summary.get("stream")  # a stream's run (analysis.report.stream.has_stream; no analysis import here)
             else f"left in broker {m.get('left_in_broker', 0):,}  "
         )
         + f"unaccounted {m.get('unaccounted', 0):,}",

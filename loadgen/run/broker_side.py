@@ -154,7 +154,12 @@ class BrokerSide:
         where = f"{s.source_path}: queue.purge_on_start"
         with self._control_lock:
             found = self.queue_counts_if_exists(q.name) if purge else None
-            if purge and found is not None and start_policy(True, found[0], q.purge_on_start) == "refuse":
+            if (
+                purge
+                and found is not None
+                and not q.stream
+                and start_policy(True, found[0], q.purge_on_start) == "refuse"
+            ):
                 raise QueueHoldsMessages(where, q.name, found[0])
             for i, x in enumerate(s.exchanges):
                 existed = self._exchange_exists(x.name) if purge else True
@@ -188,14 +193,16 @@ class BrokerSide:
                 existed = found is not None
                 if not existed:
                     self.note_created("queue", q.name)
-                elif q.stream:  # a stream says 0 messages whatever it holds, and can not be purged
-                    log.warning(
-                        "stream %r existed before the run: a consumer group reading from first (or from an "
-                        "offset or a time before the run) reads what it held too; those deliveries are traced "
-                        "but are not this run's messages, so the accounting leaves them out",
-                        q.name,
-                    )
-                depth = self._start_on(q.name, existed, depth, consumers, q.purge_on_start, where)
+                if q.stream:  # kept as it is: a stream can not be purged, and reading it takes nothing away
+                    if existed:
+                        log.warning(
+                            "stream %r existed before the run: a consumer group reading from first (or from an "
+                            "offset or a time before the run) reads what it held too; those deliveries are "
+                            "traced but are not this run's messages, so the accounting leaves them out",
+                            q.name,
+                        )
+                else:
+                    depth = self._start_on(q.name, existed, depth, consumers, q.purge_on_start, where)
             for i, b in enumerate(s.bindings):
                 self._declare(
                     lambda ch, b=b: topology.bind_queue(ch, q.name, b.exchange, b.routing_key, b.arguments),

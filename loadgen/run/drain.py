@@ -1,10 +1,9 @@
 """The end of a run in one process: at the run's duration publishing stops (`draining`); once every
 participant here is idle and the queue (and the dead-letter capture queue) stayed empty for
 DRAIN_STABLE_CHECKS looks, or the drain timed out, consumers may leave (`drained`); meanwhile, a
-warning whenever publishes leave late. A stream is never empty (nothing leaves it, and the broker
-says it holds 0 messages): there the drain waits until no consumer here received anything for
-STREAM_QUIET_S instead, each group having read to the stream's end. A part of RunContext
-(loadgen.run.runtime)."""
+warning whenever publishes leave late. A stream is never empty (nothing leaves it): there the drain
+waits until every participant here is idle and no consumer here received anything for
+STREAM_QUIET_S instead. A part of RunContext (loadgen.run.runtime)."""
 
 from __future__ import annotations
 
@@ -117,7 +116,9 @@ class Drain:
         self.event("drain_end", "runner", self.worker, detail={"reason": reason})
         if reason == "timeout":
             log.warning(
-                "drain timed out after %.0f s; what is left is counted as left in the broker", run.drain_timeout_s
+                "drain timed out after %.0f s; what is left is counted as %s",
+                run.drain_timeout_s,
+                "not yet read (a stream)" if stream else "left in the broker",
             )
         self.drained.set()
         if not self.participants:  # everyone here had already left (e.g. a producer-only worker)

@@ -199,8 +199,8 @@ def capacity_warnings(rows: list[GroupCapacity]) -> list[str]:
         if growth > 0 and row.reads_all and row.consumers == 0:
             out.append(
                 f"phase {row.phase} ({row.start_s:g}-{row.end_s:g} s): consumer group {row.group} reads nothing "
-                f"(count 0): the {_num(growth * (row.end_s - row.start_s))} messages published meanwhile wait in "
-                "the stream for it"
+                f"(count 0): it reads the {_num(growth * (row.end_s - row.start_s))} messages published meanwhile "
+                "only if it starts from an offset before them (offset: first, or an offset or time)"
             )
             continue
         if growth > 0 and row.reads_all:

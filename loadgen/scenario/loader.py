@@ -269,7 +269,7 @@ def _build(
         bindings=bindings,
     )
     scenario = Scenario(source_path=source, overrides=overrides, **read)
-    check_stream_consumers(source, queue.stream, consumers, lambda group: scenario.max_count("consumers", group))
+    check_stream_consumers(source, queue.stream, consumers)
     _derived_names_fit(source, scenario)
     if not run.beyond_limits:
         for path, value, reason in over_limits(scenario):

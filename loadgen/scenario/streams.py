@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import datetime as _dt
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
+from analysis.schema import MAX_STREAM_GROUPS
 from loadgen.scenario.checks import Check, fail, integer
 from loadgen.scenario.errors import Invalid, show
 
@@ -22,6 +23,7 @@ __all__ = [
     "consume_offset",
     "STREAM_ARGUMENT_CHECKS",
     "STREAM_REFUSES",
+    "MAX_STREAM_GROUPS",
     "check_stream_consumers",
     "stream_phase_refusal",
 ]
@@ -108,12 +110,46 @@ def consume_offset(offset: str | int) -> str | int | _dt.datetime:
     return _dt.datetime.fromisoformat(offset.replace("Z", "+00:00"))
 
 
-def check_stream_consumers(
-    source: str, stream: bool, consumers: Sequence[Any], max_count: Callable[[str], int]
-) -> None:
-    """On a stream every consumer is a reader of its own: a group reads with one consumer, a prefetch
-    and manual acks, and settles by ack (a nack or reject removes nothing from a stream). Elsewhere
-    `offset` has no meaning. `max_count(group)`: the group's largest count over the run."""
+_NO_SETTLE_BUT_ACK = "a nack or reject removes nothing from a stream and requeues nothing"
+
+
+def _refusal(field: str, value: Any) -> str | None:
+    """Why a stream consumer group may not have `field` at `value` (None: it may). One rule per field,
+    for the group and for a phase that sets it."""
+    if field == "ack_mode" and value != "manual":
+        return "a stream consumer needs ack_mode: manual (RabbitMQ)"
+    if field == "prefetch" and value == 0:
+        return "a stream consumer needs a prefetch > 0 (RabbitMQ refuses an unbounded one)"
+    if field == "prefetch_scope" and value == "channel":
+        return (
+            "a stream consumer needs its own prefetch (prefetch_scope: consumer): RabbitMQ refuses to "
+            "subscribe to a stream under a channel-wide one"
+        )
+    if field == "count" and value > 1:
+        return (
+            "on a stream every consumer reads every message: a group of N consumers would read each message "
+            "N times; declare one group (count: 1) per reader"
+        )
+    if field in ("outcomes", "codel", "egress") and value is not None:
+        return f"{_NO_SETTLE_BUT_ACK} (the broker closes a consumer's connection for one): {field} has no meaning there"
+    if field == "leave" and value == "crash":
+        return "a dropped connection requeues nothing on a stream: leave: crash has no meaning there"
+    return None
+
+
+_GROUP_FIELDS = ("ack_mode", "prefetch", "prefetch_scope", "count", "outcomes", "codel", "egress", "leave")
+
+
+def check_stream_consumers(source: str, stream: bool, consumers: Sequence[Any]) -> None:
+    """On a stream every consumer is a reader of its own: a group reads with one consumer, its own
+    prefetch and manual acks, and settles by ack (_refusal). Elsewhere `offset` has no meaning."""
+    if stream and len(consumers) > MAX_STREAM_GROUPS:
+        fail(
+            source,
+            "consumers",
+            f"{len(consumers)} groups",
+            f"a stream's accounting follows at most {MAX_STREAM_GROUPS} consumer groups",
+        )
     for i, group in enumerate(consumers):
         where = f"consumers[{i}]"
         if not stream:
@@ -125,38 +161,12 @@ def check_stream_consumers(
                     "offset is where a consumer starts reading a stream: set queue.type: stream, or remove it",
                 )
             continue
-        if group.ack_mode != "manual":
-            fail(source, f"{where}.ack_mode", group.ack_mode, "a stream consumer needs ack_mode: manual (RabbitMQ)")
-        if group.prefetch == 0:
-            fail(
-                source,
-                f"{where}.prefetch",
-                0,
-                "a stream consumer needs a prefetch > 0 (RabbitMQ refuses an unbounded one)",
-            )
-        if max_count(group.name) > 1:
-            fail(
-                source,
-                f"{where}.count",
-                max_count(group.name),
-                "on a stream every consumer reads every message: a group of N consumers would read each "
-                "message N times; declare one group (count: 1) per reader",
-            )
-        clashes = {
-            "outcomes": group.outcomes is not None,
-            "codel": group.codel is not None,
-            "egress": group.egress is not None,
-            "leave": group.leave == "crash",
-        }
-        for key, clash in clashes.items():
-            if clash:
-                fail(
-                    source,
-                    f"{where}.{key}",
-                    getattr(group, key) if key == "leave" else None,
-                    f"consumer group {group.name!r} reads a stream, where a nack, reject or dropped connection "
-                    f"removes nothing and requeues nothing: {key} has no meaning there",
-                )
+        for field in _GROUP_FIELDS:
+            value = getattr(group, field)
+            refusal = _refusal(field, value)
+            if refusal:
+                shown = value if isinstance(value, (str, int)) else None
+                fail(source, f"{where}.{field}", shown, f"consumer group {group.name!r} reads a stream: {refusal}")
         if group.handler is not None and group.handler.on_error != "discard":
             fail(
                 source,
@@ -168,10 +178,4 @@ def check_stream_consumers(
 
 def stream_phase_refusal(field: str, value: Any) -> str | None:
     """Why a phase may not set `field` of a stream consumer group to `value` (None: it may)."""
-    if field == "prefetch" and value == 0:
-        return "a stream consumer needs a prefetch > 0 (RabbitMQ refuses an unbounded one)"
-    if field == "outcomes" and value is not None:
-        return "a nack or reject removes nothing from a stream and requeues nothing: outcomes have no meaning there"
-    if field == "leave" and value == "crash":
-        return "a dropped connection requeues nothing on a stream: leave: crash has no meaning there"
-    return None
+    return _refusal(field, value)

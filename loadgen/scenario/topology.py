@@ -184,7 +184,16 @@ def read_queue(top: Reader) -> QueueSpec:
     auto_delete = q.field(QueueSpec, "auto_delete")
     if kind == "stream":
         _stream_rules(source, q, durable, auto_delete, args)
-    elif kind == "quorum":
+    else:
+        for key in STREAM_ARGUMENT_CHECKS:
+            if key in args:
+                fail(
+                    source,
+                    f"queue.arguments.{key}",
+                    args[key],
+                    f"a stream's argument, which a {kind} queue does not apply: set queue.type: stream, or remove it",
+                )
+    if kind == "quorum":
         if not durable:
             fail(
                 source,

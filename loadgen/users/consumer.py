@@ -23,7 +23,6 @@ hub acks each discarded delivery as it admits the new one.
 from __future__ import annotations
 
 import logging
-import random
 import time
 from collections import deque
 from collections.abc import Callable
@@ -37,7 +36,9 @@ from loadgen.amqp.topology import NOT_FOUND
 from loadgen.errors import BrokerOperationFailed
 from loadgen.rules.codel import CoDel
 from loadgen.rules.egress import EgressBuffer
+from loadgen.rules.outcomes import OutcomeDraws
 from loadgen.rules.schedule import producer_rng
+from loadgen.rules.stream_position import StreamPosition
 from loadgen.run.runtime import Participant
 from loadgen.scenario.streams import consume_offset
 from loadgen.users.handler import Handler, Message, Result
@@ -191,18 +192,22 @@ class Consumer(Participant):
         self._single_active = ctx.scenario.queue.single_active_consumer
         self._awaiting_active = False
         self._last_receive_ns: int | None = None
-        # A stream: every consumer reads the whole log from where it attaches; after the first
-        # subscription it attaches again where it left off (the offset after the last one received).
+        # A stream: every consumer reads the whole log from where it attaches, the first time at its
+        # group's `offset`, then where it left off (loadgen.rules.stream_position).
         self._stream = ctx.scenario.queue.stream
-        self._next_offset: int | None = None
+        self._position = StreamPosition()
+        self._wanted = False  # its slot is in its group's count now: it should be subscribed
         self._reads_from: str | int = "next"
         self._said_stream_ack = False
-        self._rates = None  # the outcome rates in force (a phase may change them) and their bounds
-        self._bounds = (0.0, 0.0, 0.0)
-        self._outcome_rng: random.Random | None = None  # made on the first draw: one stream per consumer, all run
+        # The outcome rates' draws: one seeded stream per consumer for the whole run, made on the first draw.
+        self._outcomes = OutcomeDraws(
+            lambda seed: self.stream("outcomes") if seed is None else producer_rng(seed, f"{self.name}/outcomes")
+        )
 
     # -- Participant --------------------------------------------------------
     def idle(self) -> bool:
+        if self._stream and self._wanted and (self._link is None or self._fault is not None):
+            return False  # away from a stream it reads (rejoining): only it knows what it has not read
         return not self._buffer and not self._busy
 
     def last_receive_ns(self) -> int | None:
@@ -235,7 +240,8 @@ class Consumer(Participant):
                     valid_until = next((c for c in changes if c > t), float("inf"))
                     self._inline_settings = settings if self._settles_on_arrival(settings) else None
                     self._inline_until = valid_until
-                if self.slot >= settings.count:
+                self._wanted = self.slot < settings.count
+                if not self._wanted:
                     if self._link is not None and settings.leave == "crash":
                         self._crash(settings)
                     elif self._link is not None:
@@ -322,6 +328,7 @@ class Consumer(Participant):
 
     def _recreate_queue(self, exc: BrokerOperationFailed) -> None:
         name = self.ctx.scenario.queue.name
+        self._position.start_over()  # a stream declared again starts its offsets over
         log.warning("consumer %s: queue %r is gone (%s); declaring it again", self.name, name, exc)
         depth = self.ctx.declare_topology(purge=False)
         self.ctx.event(
@@ -335,11 +342,14 @@ class Consumer(Participant):
     def _rejoin(self, settings) -> None:
         """The broker closed this consumer's channel, or cancelled its subscription: leave that link
         (a cancelled one first processes and acks what it holds, on the channel still open; a
-        closed one's buffer is already traced unsettled, requeued by the broker) and close its
+        closed one's buffer is already traced unsettled, requeued by the broker, or on a stream read
+        again by the next subscription) and close its
         connection. The loop then joins again at once, as after a lost connection."""
         fault = self._fault
         assert fault is not None
         self._leave(clean=fault[0] == "cancelled", subscribed=False, reason=fault[0])
+        if fault[0] == "cancelled":  # the broker cancels when the queue is deleted: a stream starts over
+            self._position.start_over()
         self._fault = None
 
     def _consume(self, settings, wait: bool = False) -> None:
@@ -352,13 +362,9 @@ class Consumer(Participant):
         )
 
     def _stream_arguments(self, settings) -> dict[str, Any] | None:
-        """A stream's x-stream-offset: the group's `offset` at the first subscription, then the offset
-        after the last delivery received (a re-subscription or a rejoin reads on, not again).
-        `_reads_from` keeps it as the consumer_join event says it."""
-        if self._next_offset is not None:
-            self._reads_from = self._next_offset
-        else:
-            self._reads_from = "next" if settings.offset is None else settings.offset
+        """A stream's x-stream-offset (loadgen.rules.stream_position); `_reads_from` keeps it as the
+        consumer_join event says it."""
+        self._reads_from = self._position.reads_from(settings.offset, self._now_ns())
         return {"x-stream-offset": consume_offset(self._reads_from)}
 
     def _change_prefetch(self, settings) -> None:
@@ -500,12 +506,12 @@ class Consumer(Participant):
             detail={"reply_code": reply_code, "reply_text": reply_text, "unsettled": held},
         )
         log.warning(
-            "consumer %s: the broker closed its channel (%s %s); %d unsettled deliveries go back to the queue; "
-            "rejoining",
+            "consumer %s: the broker closed its channel (%s %s); %d unsettled deliveries %s; rejoining",
             self.name,
             reply_code,
             reply_text,
             held,
+            "are read again from the stream" if self._stream else "go back to the queue",
         )
         self._trace_unsettled_buffer()
         self._fault = ("channel_closed", {"reply_code": reply_code})
@@ -606,7 +612,7 @@ class Consumer(Participant):
         """A stream delivery's offset (the broker's x-stream-offset header), noted as where to read on from."""
         offset = header_int(headers.get("x-stream-offset"))
         if offset is not None:
-            self._next_offset = offset + 1
+            self._position.received(offset)
         return offset
 
     def _became_active(self, receive_ns: int) -> None:
@@ -703,7 +709,7 @@ class Consumer(Participant):
                 chosen, handler_error = result.outcome, result.error
                 settled_by = "handler" if handler_error is None else "handler_error"
             else:
-                chosen = "ack" if settings.outcomes is None else self._draw(settings.outcomes)
+                chosen = "ack" if settings.outcomes is None else self._outcomes.draw(settings.outcomes)
             if self._stream and chosen != "ack":
                 chosen = self._acked_on_stream(chosen)
             if settings.ack_mode == "auto":
@@ -743,24 +749,6 @@ class Consumer(Participant):
         if processing_ms > 0:
             self._simulate(processing_ms / 1000.0)
         return processing_ms, None
-
-    def _draw(self, rates) -> str:
-        """The outcome the group's outcome rates (loadgen.scenario.outcomes) give the next delivery:
-        one uniform draw from this consumer's own seeded stream."""
-        if rates is not self._rates:
-            self._rates, self._bounds = rates, rates.thresholds()
-            if self._outcome_rng is None:
-                self._outcome_rng = (
-                    self.stream("outcomes") if rates.seed is None else producer_rng(rates.seed, f"{self.name}/outcomes")
-                )
-        assert self._outcome_rng is not None
-        u = self._outcome_rng.random()
-        requeue, discard, reject = self._bounds
-        if u < requeue:
-            return "nack_requeue"
-        if u < discard:
-            return "nack_discard"
-        return "reject" if u < reject else "ack"
 
     def _controller(self, settings) -> CoDel | None:
         """This consumer's CoDel controller, or None: CoDel off, or auto-ack (nothing to nack)."""
@@ -825,7 +813,10 @@ class Consumer(Participant):
     ) -> None:
         """One delivery row; `codel_state` is the controller's state after deciding on `d`
         (loadgen.rules.codel.CoDelState), None when CoDel is off or never saw `d`; `egress` its
-        (class, length, units, discard indication) columns, all None without egress."""
+        (class, length, units, discard indication) columns, all None without egress. On a stream, a
+        delivery left unsettled is read again by the next subscription (StreamPosition.unsettled)."""
+        if outcome == "unsettled" and d.stream_offset is not None:
+            self._position.unsettled(d.stream_offset)
         self.ctx.writer.append(
             "delivery",
             delivery_row(

@@ -17,8 +17,8 @@ import pika
 import pytest
 
 from analysis.report import render_report
-from tests.integration.conftest import run_in_batch
 from loadgen.scenario.streams import consume_offset, stream_offset
+from tests.integration.conftest import run_in_batch
 from tests.integration.traces import read_rows
 
 QUEUE = f"sojourn.it.stream-{uuid.uuid4().hex[:8]}"  # a stream can not be purged: a new one each run

@@ -123,8 +123,9 @@ def test_a_group_that_reads_nothing_in_a_phase_is_warned_about_with_the_messages
     assert by["audit-joins", "audit"].queue_capacity_per_s == pytest.approx(_per_consumer_per_s(**FAST))
     waiting = OFFERED * joins_s
     assert capacity_warnings(rows) == [
-        f"phase base (0-{joins_s} s): consumer group audit reads nothing (count 0): the {_shown(waiting)} "
-        "messages published meanwhile wait in the stream for it"
+        f"phase base (0-{joins_s} s): consumer group audit reads nothing (count 0): it reads the "
+        f"{_shown(waiting)} messages published meanwhile only if it starts from an offset before them "
+        "(offset: first, or an offset or time)"
     ]
     assert "the 15,000 messages" in capacity_warnings(rows)[0]
 

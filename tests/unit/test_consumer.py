@@ -351,3 +351,18 @@ def test_on_a_stream_a_handlers_nack_or_reject_is_an_ack_since_the_broker_refuse
     }
     assert sum("a stream refuses nack and reject" in m for m in caplog.messages) == 1  # once per consumer
     r.stop()
+
+
+def test_a_stream_consumer_whose_channel_closes_reads_again_from_the_first_delivery_it_held(tmp_path):
+    # 300 ms per delivery: the channel closes while offset 7 is in hand and 8, 9 wait in the buffer.
+    # A stream gives nothing back by itself: the rejoin subscribes at 7, not at 10.
+    r = _make(tmp_path, queue_type="stream")("prefetch: 10, processing_ms: 300, offset: first")
+    for offset in (5, 6, 7, 8, 9):
+        r.link.deliver(f"m{offset}", stream_offset=offset)
+    r.until(lambda: len(r.link.acks) == 2)  # 5 and 6 acked, 7 in hand
+    r.link.close_channel(406, "PRECONDITION_FAILED - delivery acknowledgement timed out")
+    r.until(lambda: r.subscribed(2))
+    assert [c for c in r.links[-1].calls if c[0] == "consume"] == [("consume", QUEUE, False, {"x-stream-offset": 7})]
+    unsettled = sorted(row["stream_offset"] for row in r.run.deliveries if row["outcome"] == "unsettled")
+    assert unsettled == [7, 8, 9]
+    r.stop()

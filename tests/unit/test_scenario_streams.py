@@ -266,7 +266,8 @@ def test_a_segment_size_of_0_bytes_is_refused(tmp_path):
         ("outcomes: {requeue: 0.1}", "consumers[1].outcomes", "outcomes has no meaning there"),
         ("codel: {target_ms: 5, interval_ms: 100}", "consumers[1].codel", "codel has no meaning there"),
         ("egress: {}", "consumers[1].egress", "egress has no meaning there"),
-        ("leave: crash", "consumers[1].leave", "leave has no meaning there"),
+        ("leave: crash", "consumers[1].leave", "leave: crash has no meaning there"),
+        ("prefetch_scope: channel", "consumers[1].prefetch_scope", "needs its own prefetch"),
     ],
 )
 def test_a_stream_group_that_would_nack_requeue_or_read_unbounded_is_refused(tmp_path, group, path, message):
@@ -288,7 +289,7 @@ def test_a_group_a_phase_raises_from_0_to_2_on_a_stream_is_refused_too(tmp_path)
         extra="timeline:\n  - {name: join, start_s: 10, set: {consumers.audit.count: 2}}\n",
     )
     err = refusal(tmp_path, text)
-    assert (err.yaml_path, err.value) == ("consumers[1].count", 2)
+    assert (err.yaml_path, err.value) == ("timeline[0].set.consumers.audit.count", 2)  # where the 2 is written
     assert "every consumer reads every message" in err.message
 
 
@@ -305,7 +306,7 @@ def test_a_group_that_joins_later_with_one_consumer_is_accepted(tmp_path):
     ("setting", "message"),
     [
         ("consumers.audit.prefetch: 0", "a stream consumer needs a prefetch > 0"),
-        ("consumers.audit.outcomes: {requeue: 0.1}", "outcomes have no meaning there"),
+        ("consumers.audit.outcomes: {requeue: 0.1}", "outcomes has no meaning there"),
         ("consumers.audit.leave: crash", "leave: crash has no meaning there"),
     ],
 )
@@ -348,4 +349,21 @@ def test_validate_exits_2_naming_the_file_the_field_and_why(tmp_path, capsys):
     path = tmp_path / "bad.yaml"
     path.write_text(stream(consumers="  - {name: live, count: 3}\n"))
     assert main(["validate", str(path)]) == 2
-    assert f"{path}: consumers[0].count: on a stream every consumer reads every message" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert f"{path}: consumers[0].count: " in err and "on a stream every consumer reads every message" in err
+
+
+@pytest.mark.parametrize("argument", ["x-max-age: 7D", "x-stream-max-segment-size-bytes: 1000000"])
+@pytest.mark.parametrize("kind", ["classic", "quorum"])
+def test_a_streams_argument_on_another_queue_is_refused_rather_than_ignored(tmp_path, argument, kind):
+    text = f"name: t\nqueue: {{name: q, type: {kind}, arguments: {{{argument}}}}}\nrun: {{duration_s: 20}}\n{PRODUCER}"
+    err = refusal(tmp_path, text)
+    assert err.yaml_path == f"queue.arguments.{argument.split(':')[0]}"
+    assert "set queue.type: stream" in err.message
+
+
+def test_more_groups_than_the_accounting_follows_are_refused(tmp_path):
+    groups = "".join(f"  - {{name: g{i}}}\n" for i in range(63))
+    err = refusal(tmp_path, stream(consumers=groups))
+    assert err.yaml_path == "consumers" and "at most 62 consumer groups" in err.message
+    assert load(tmp_path, stream(consumers="".join(f"  - {{name: g{i}}}\n" for i in range(62))))
