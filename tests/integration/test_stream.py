@@ -21,6 +21,7 @@ from loadgen.scenario.streams import consume_offset, stream_offset
 from tests.integration.conftest import run_in_batch
 from tests.integration.traces import read_rows
 
+URL = os.environ.get("SOJOURN_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/")
 QUEUE = f"sojourn.it.stream-{uuid.uuid4().hex[:8]}"  # a stream can not be purged: a new one each run
 
 SCENARIO = f"""
@@ -38,6 +39,37 @@ timeline:
 """
 
 run_in_batch(__name__, "stream", SCENARIO)
+
+# A stream that existed before the run, holding 20 messages of an earlier run: kept, not refused
+# (there is no purging a stream); a group reading from first reads them too, outside the accounting.
+EXISTING = f"sojourn.it.stream-existing-{uuid.uuid4().hex[:8]}"
+OLD_MESSAGES = 20
+
+
+def _existing_stream() -> None:
+    conn = pika.BlockingConnection(pika.URLParameters(URL))
+    ch = conn.channel()
+    ch.queue_declare(EXISTING, durable=True, arguments={"x-queue-type": "stream"})
+    ch.confirm_delivery()
+    for i in range(OLD_MESSAGES):
+        ch.basic_publish("", EXISTING, b"old", pika.BasicProperties(headers={"sojourn-id": f"earlier-{i}"}))
+    conn.close()
+
+
+run_in_batch(
+    __name__,
+    "stream-existing",
+    f"""
+name: it-stream-existing
+queue: {{name: {EXISTING}, type: stream, delete_on_end: true}}
+run: {{duration_s: 3, drain_timeout_s: 30}}
+producers:
+  - {{name: p, rate: 50}}
+consumers:
+  - {{name: audit, prefetch: 20, offset: first}}
+""",
+    before=_existing_stream,
+)
 
 
 @pytest.fixture(scope="module")
@@ -85,9 +117,7 @@ def test_the_summary_counts_every_message_read_by_both_groups_and_the_report_sho
 def test_every_offset_form_a_scenario_takes_is_one_the_broker_takes_and_starts_where_the_docs_say():
     # Six messages at offsets 0-5; each `offset` as the loader checks it and the consumer sends it.
     queue = f"sojourn.it.stream-offsets-{uuid.uuid4().hex[:8]}"
-    conn = pika.BlockingConnection(
-        pika.URLParameters(os.environ.get("SOJOURN_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/"))
-    )
+    conn = pika.BlockingConnection(pika.URLParameters(URL))
     ch = conn.channel()
     ch.queue_declare(queue, durable=True, arguments={"x-queue-type": "stream"})
     try:
@@ -121,3 +151,17 @@ def test_every_offset_form_a_scenario_takes_is_one_the_broker_takes_and_starts_w
     finally:
         ch.queue_delete(queue)
         conn.close()
+
+
+def test_a_stream_that_existed_is_kept_and_its_earlier_messages_stay_out_of_the_accounting(batch, analyze_in_process):
+    ran = batch["stream-existing"]
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    assert "existed before the run" in ran.stderr
+    deliveries = read_rows(ran.run_dir, "delivery")
+    earlier = [d for d in deliveries if (d["message_id"] or "").startswith("earlier-")]
+    assert sorted(d["stream_offset"] for d in earlier) == list(range(OLD_MESSAGES))  # read first, from 0
+    summary = analyze_in_process(ran.run_dir)
+    m = summary["messages"]
+    assert m["published"] >= 140 and m["acked"] == m["published"] and m["unaccounted"] == m["not_yet_read"] == 0
+    (group,) = summary["stream"]["groups"]
+    assert group["acked"] == m["published"] + OLD_MESSAGES and group["not_yet_read"] == 0
