@@ -97,7 +97,7 @@ def run_census(url: str, queue: str) -> CensusResult:
     writer = _Writer()
     events: list = []
     ctx = SimpleNamespace(
-        scenario=SimpleNamespace(queue=SimpleNamespace(name=queue)),
+        scenario=SimpleNamespace(queue=SimpleNamespace(name=queue, stream=False)),
         new_channel=lambda: amqp.open_channel(conn),
         writer=writer,
         event=lambda *args: events.append(args),

@@ -819,6 +819,7 @@ def _messages_block(accounts: Mapping[str, int], fates: np.ndarray) -> dict[str,
         "discarded": discarded,
         "discarded_total": sum(discarded.values()),
         "left_in_broker": accounts["left_in_broker"],
+        "not_yet_read": 0,  # a stream's class; the generated run's queue is not one
         "unaccounted": 0,
         "unaccounted_ids": [],
         "unknown_after_crash": 0,  # the generated run ended: its run.json says completed

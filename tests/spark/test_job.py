@@ -126,6 +126,7 @@ def test_every_message_is_accounted_for(analysed):
         },
         "discarded_total": 1,
         "left_in_broker": 1,
+        "not_yet_read": 0,
         "unaccounted": 0,
         "unaccounted_ids": [],
         "unknown_after_crash": 0,
