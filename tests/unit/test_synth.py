@@ -97,6 +97,7 @@ def _recount(run_dir: Path, publish_rejects: bool = False) -> tuple[dict[str, in
         "discarded": discarded,
         "discarded_total": sum(discarded.values()),
         "left_in_broker": accounts["left_in_broker"],
+        "not_yet_read": 0,  # no stream here
         "unaccounted": accounts["unaccounted"],
         "unaccounted_ids": [],
         "unknown_after_crash": 0,  # the run ended (its run.json says so)
