@@ -212,10 +212,26 @@ def analysis_failures(log: str, spark: Mapping[str, Any] | None = None) -> Itera
     except Exception as exc:
         if not type(exc).__module__.startswith(("py4j", "pyspark", "grpc")):
             raise
+        if _during_interrupt(exc):  # Ctrl-C reached the JVM too: cancelling its jobs failed on the way out
+            raise KeyboardInterrupt from None
         if type(exc).__module__.startswith(("pyspark.errors.exceptions.connect", "grpc")):  # the JVM is a server's
             remote = (spark or {}).get("remote") or os.environ.get("SOJOURN_SPARK_REMOTE")
             log = "the Spark Connect server's own" if remote else str(state_dir() / "server.log")
         raise CliError(f"the Spark analysis failed: {spark_failure(exc, log)}", EXIT_ANALYSIS) from None
+
+
+def _during_interrupt(exc: BaseException) -> bool:
+    """Whether `exc` was raised while a KeyboardInterrupt was being handled (pyspark cancels the
+    JVM's jobs on Ctrl-C; when the same Ctrl-C stopped the JVM, that cancel fails with a py4j
+    error that would otherwise read as a failed analysis)."""
+    seen: set[int] = set()
+    link: BaseException | None = exc
+    while link is not None and id(link) not in seen:
+        if isinstance(link, KeyboardInterrupt):
+            return True
+        seen.add(id(link))
+        link = link.__context__ or link.__cause__
+    return False
 
 
 def recover_traces(run_dir: str) -> None:
