@@ -18,20 +18,23 @@ from analysis.slo import SloError, parse_slo
 __all__ = ["load_run_json", "slo_expressions", "queue_arguments", "stream_readers"]
 
 
+def _queue(scenario: object) -> dict[str, Any]:
+    """run.json's resolved `scenario.queue`; {} when the scenario or its queue is missing or not a mapping."""
+    queue = scenario.get("queue") if isinstance(scenario, dict) else None
+    return queue if isinstance(queue, dict) else {}
+
+
 def queue_arguments(scenario: object) -> dict[str, Any]:
     """The queue's arguments in run.json's resolved scenario (`scenario.queue.arguments`); {} when
     the scenario, its queue or the arguments are missing or not mappings."""
-    queue = scenario.get("queue") if isinstance(scenario, dict) else None
-    arguments = queue.get("arguments") if isinstance(queue, dict) else None
+    arguments = _queue(scenario).get("arguments")
     return arguments if isinstance(arguments, dict) else {}
 
 
 def stream_readers(scenario: object) -> list[tuple[str, Any]] | None:
     """On a stream (run.json's resolved `scenario.queue.type`, or its x-queue-type argument): each
     consumer group's (name, offset), in the scenario's order; None on any other queue."""
-    queue = scenario.get("queue") if isinstance(scenario, dict) else None
-    kind = queue.get("type") if isinstance(queue, dict) else None
-    if (kind or queue_arguments(scenario).get("x-queue-type")) != "stream":
+    if (_queue(scenario).get("type") or queue_arguments(scenario).get("x-queue-type")) != "stream":
         return None
     groups = scenario.get("consumers") if isinstance(scenario, dict) else None
     return [(g["name"], g.get("offset")) for g in groups or [] if isinstance(g, dict) and "name" in g]

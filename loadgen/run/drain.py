@@ -84,6 +84,16 @@ class Drain:
             held = f"; {repeats.held:,} repeated warnings were held back" if repeats.held else ""
             log.warning("%s%s", line, held)
 
+    def _done(self, stream: bool) -> bool:
+        """One look: every participant here idle, and the queue (then the dead-letter capture queue,
+        whose late dead-letters must be read before the capture stops) empty; on a stream, which is
+        never empty, no delivery here for STREAM_QUIET_S instead."""
+        if not all(p.idle() for p in self.participants):
+            return False
+        if stream:
+            return self._quiet(STREAM_QUIET_S)
+        return self.queue_depth() == 0 and self._dead_letter_depth() == 0
+
     def _quiet(self, seconds: float) -> bool:
         """No participant here received a delivery in the last `seconds`."""
         since_ns = time.time_ns() - int(seconds * 1e9)
@@ -99,14 +109,7 @@ class Drain:
         reason = "timeout"
         stream = self.scenario.queue.stream
         while self.elapsed_s() < deadline and not self.stopping.is_set():
-            idle = all(p.idle() for p in self.participants)
-            if stream:
-                depth = 0 if idle and self._quiet(STREAM_QUIET_S) else None
-            else:
-                depth = self.queue_depth() if idle else None
-            if depth == 0 and not stream:  # a late dead-letter must be read before the capture stops
-                depth = self._dead_letter_depth()
-            stable = stable + 1 if idle and depth == 0 else 0
+            stable = stable + 1 if self._done(stream) else 0
             if stable >= DRAIN_STABLE_CHECKS:
                 reason = "empty"
                 break

@@ -61,7 +61,7 @@ from loadgen.scenario.overrides import (
     tokens,
 )
 from loadgen.scenario.sections import network_phase_check, read_network
-from loadgen.scenario.streams import check_stream_consumers, stream_phase_refusal
+from loadgen.scenario.streams import check_stream_consumers, stream_group_refusal
 from loadgen.scenario.topology import read_bindings, read_exchanges, read_queue
 
 __all__ = ["load_scenario", "load_resolved", "from_resolved", "ENV_URL", "DEFAULT_URL", "MAX_SIZE_BYTES"]
@@ -534,7 +534,7 @@ def _phase_set(
         ):
             _fail(source, key_path, value, f"consumer group {group.name!r} has ack_mode: auto; {_OUTCOMES_NEED_MANUAL}")
         if stream and isinstance(group, ConsumerGroup):
-            refusal = stream_phase_refusal(field, out[canonical])
+            refusal = stream_group_refusal(field, out[canonical])
             if refusal:
                 _fail(source, key_path, value, f"consumer group {group.name!r} reads a stream: {refusal}")
         written[canonical] = str(key)

@@ -25,7 +25,7 @@ __all__ = [
     "STREAM_REFUSES",
     "MAX_STREAM_GROUPS",
     "check_stream_consumers",
-    "stream_phase_refusal",
+    "stream_group_refusal",
 ]
 
 OFFSET_WORDS = ("first", "last", "next")
@@ -113,9 +113,9 @@ def consume_offset(offset: str | int) -> str | int | _dt.datetime:
 _NO_SETTLE_BUT_ACK = "a nack or reject removes nothing from a stream and requeues nothing"
 
 
-def _refusal(field: str, value: Any) -> str | None:
+def stream_group_refusal(field: str, value: Any) -> str | None:
     """Why a stream consumer group may not have `field` at `value` (None: it may). One rule per field,
-    for the group and for a phase that sets it."""
+    for the group (check_stream_consumers) and for a phase that sets it (the loader's timeline)."""
     if field == "ack_mode" and value != "manual":
         return "a stream consumer needs ack_mode: manual (RabbitMQ)"
     if field == "prefetch" and value == 0:
@@ -142,7 +142,7 @@ _GROUP_FIELDS = ("ack_mode", "prefetch", "prefetch_scope", "count", "outcomes", 
 
 def check_stream_consumers(source: str, stream: bool, consumers: Sequence[Any]) -> None:
     """On a stream every consumer is a reader of its own: a group reads with one consumer, its own
-    prefetch and manual acks, and settles by ack (_refusal). Elsewhere `offset` has no meaning."""
+    prefetch and manual acks, and settles by ack (stream_group_refusal). Elsewhere `offset` has no meaning."""
     if stream and len(consumers) > MAX_STREAM_GROUPS:
         fail(
             source,
@@ -163,7 +163,7 @@ def check_stream_consumers(source: str, stream: bool, consumers: Sequence[Any]) 
             continue
         for field in _GROUP_FIELDS:
             value = getattr(group, field)
-            refusal = _refusal(field, value)
+            refusal = stream_group_refusal(field, value)
             if refusal:
                 shown = value if isinstance(value, (str, int)) else None
                 fail(source, f"{where}.{field}", shown, f"consumer group {group.name!r} reads a stream: {refusal}")
@@ -174,8 +174,3 @@ def check_stream_consumers(source: str, stream: bool, consumers: Sequence[Any]) 
                 group.handler.on_error,
                 "on a stream nothing is requeued: leave on_error at discard",
             )
-
-
-def stream_phase_refusal(field: str, value: Any) -> str | None:
-    """Why a phase may not set `field` of a stream consumer group to `value` (None: it may)."""
-    return _refusal(field, value)

@@ -210,9 +210,7 @@ def read_queue(top: Reader) -> QueueSpec:
                 "quorum queues can not be auto-deleted "
                 "(the broker refuses it); use delete_on_end: true to remove it after the run",
             )
-        for key, why in _QUORUM_REFUSES.items():
-            if key in args:
-                fail(source, f"queue.arguments.{key}", args[key], why)
+        _refuse(source, args, _QUORUM_REFUSES)
         if args.get("x-overflow") == "reject-publish-dlx":
             fail(
                 source,
@@ -223,12 +221,17 @@ def read_queue(top: Reader) -> QueueSpec:
                 "(dead-letters)",
             )
     else:
-        for key, why in _CLASSIC_REFUSES.items():
-            if key in args:
-                fail(source, f"queue.arguments.{key}", args[key], why)
+        _refuse(source, args, _CLASSIC_REFUSES)
     return QueueSpec(
         **q.fields(QueueSpec, name=name, type=given, durable=durable, auto_delete=auto_delete, arguments=args)
     )
+
+
+def _refuse(source: str, args: FrozenMapping, refuses: dict[str, str]) -> None:
+    """Fail on the first argument of `refuses` (argument -> why this queue type refuses it) in `args`."""
+    for key, why in refuses.items():
+        if key in args:
+            fail(source, f"queue.arguments.{key}", args[key], why)
 
 
 def _stream_rules(source: str, q: Reader, durable: bool, auto_delete: bool, args: FrozenMapping) -> None:
@@ -244,9 +247,7 @@ def _stream_rules(source: str, q: Reader, durable: bool, auto_delete: bool, args
             auto_delete,
             "a stream can not be auto-deleted; use delete_on_end: true to remove it after the run",
         )
-    for key, why in STREAM_REFUSES.items():
-        if key in args:
-            fail(source, f"queue.arguments.{key}", args[key], why)
+    _refuse(source, args, STREAM_REFUSES)
     if q.raw.get("purge_on_start") is True:
         fail(
             source,
