@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import os
 import signal
@@ -160,7 +161,7 @@ def run_in_batch(
     before=None,
 ) -> None:
     """Plan `case` for the session's batch: the short runs whose assertions do not depend on the
-    machine being idle (counts, outcomes, orderings, broker behaviour) start in waves of AT_ONCE,
+    machine being idle (counts, outcomes, orderings, broker behaviour) run AT_ONCE at a time,
     before the first test that needs one, and all have finished before that test goes on, so none
     runs beside a test that measures timing. Each would otherwise cost its own 5-30 s of mostly waiting.
     Only the cases of modules with a selected test are started."""
@@ -220,71 +221,66 @@ def _argv(case: str, plan: _Planned, base: Path) -> list[str]:
 
 
 AT_ONCE = 4
-"""How many planned runs start together. Each run's start-up (three Python processes importing
+"""How many planned runs go at once. Each run's start-up (three Python processes importing
 Locust, gevent, pika and pyarrow) takes a core for seconds; with all fifteen of the batch at once on
 two cores, start-up outlasted short runs' schedules, whose producers then joined after their
 publishing had ended (five batch tests failed so in one fresh-clone run). The start barrier
 (loadgen/rules/barrier.py) now holds t0 until every participant is ready, so a slow start no longer eats
-a schedule; the waves stay, so that the runs' own load on two cores stays moderate."""
+a schedule; the limit stays, so that the runs' own load on two cores stays moderate."""
 
 
 def start_together(
     base: Path, plans: dict[str, _Planned], timeout: float = 240, at_once: int = AT_ONCE
 ) -> dict[str, Ran]:
-    """Start the planned runs `at_once` at a time, one process each, into `base/<case>`; wait for
-    each wave (and their `during` actions) before the next; a run still going after `timeout` is
-    killed and fails its tests."""
-    cases = list(plans)
-    out: dict[str, Ran] = {}
-    for i in range(0, len(cases), at_once):
-        out |= _start_wave(base, {case: plans[case] for case in cases[i : i + at_once]}, timeout)
-    return out
+    """Run the planned runs, one process each, into `base/<case>`, `at_once` of them at a time: the
+    next one starts as soon as any has ended (with its `during` action), in the order planned, rather
+    than waiting for the slowest of a wave. A run still going after `timeout` is killed and fails its
+    tests."""
+    with concurrent.futures.ThreadPoolExecutor(max_workers=at_once, thread_name_prefix="planned-run") as pool:
+        futures = {case: pool.submit(_ran, base, case, plan, timeout) for case, plan in plans.items()}
+        return {case: future.result() for case, future in futures.items()}
 
 
-def _start_wave(base: Path, plans: dict[str, _Planned], timeout: float) -> dict[str, Ran]:
-    procs, threads, failures = {}, [], {}
+def _ran(base: Path, case: str, plan: _Planned, timeout: float) -> Ran:
+    """`case` run to its end (killed after `timeout`), its `during` action beside it on a thread."""
+    if plan.before is not None:
+        plan.before()
+    proc = subprocess.Popen(
+        _argv(case, plan, base),
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        env=_cli_env({key: value.format(base=base) for key, value in plan.env.items()}),
+    )
+    failure: list[str] = []
     try:
-        for case, plan in plans.items():
-            if plan.before is not None:
-                plan.before()
-            procs[case] = subprocess.Popen(
-                _argv(case, plan, base),
-                cwd=REPO,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-                start_new_session=True,
-                env=_cli_env({key: value.format(base=base) for key, value in plan.env.items()}),
-            )
-            if plan.during is not None:
+        thread = None
+        if plan.during is not None:
 
-                def act(case=case, plan=plan):
-                    try:
-                        plan.during(procs[case], base / case)
-                    except BaseException as exc:  # noqa: BLE001 - reported as the case's failure
-                        failures[case] = f"its action during the run failed: {exc!r}"
+            def act() -> None:
+                try:
+                    plan.during(proc, base / case)
+                except BaseException as exc:  # noqa: BLE001 - reported as the case's failure
+                    failure.append(f"its action during the run failed: {exc!r}")
 
-                thread = threading.Thread(target=act, daemon=True)
-                thread.start()
-                threads.append(thread)
-        out = {}
-        for case, proc in procs.items():
-            try:
-                stdout, stderr = proc.communicate(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                stdout, stderr = proc.communicate()
-                stderr += f"\n(killed after {timeout} s)"
-            out[case] = Ran(base / case, proc.returncode, stdout, stderr)
-        for thread in threads:
+            thread = threading.Thread(target=act, daemon=True)
+            thread.start()
+        try:
+            stdout, stderr = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            stdout, stderr = proc.communicate()
+            stderr += f"\n(killed after {timeout} s)"
+        if thread is not None:
             thread.join(timeout)
-        for case, message in failures.items():
-            out[case] = Ran(out[case].run_dir, -1, out[case].stdout, out[case].stderr + "\n" + message)
-        return out
+        if failure:
+            return Ran(base / case, -1, stdout, stderr + "\n" + failure[0])
+        return Ran(base / case, proc.returncode, stdout, stderr)
     finally:
-        for proc in procs.values():
-            if proc.poll() is None:
-                proc.kill()
+        if proc.poll() is None:
+            proc.kill()
 
 
 def load_generator_pid(run_dir: Path) -> int:
