@@ -1,8 +1,9 @@
 """The warm local Spark server (`sojourn spark up|status|down`, analysis.server) and the analysis on it.
 
-Each test has a server directory and port of its own (not the test session's shared server), and
-stops what it started. The analyses are of the recorded quickstart run, whose summary before the
-job's restructuring is known (tests/data/runs/README.md): the server's analysis must give it too.
+Each test that starts, stops or kills a server has a server directory and port of its own (not the
+test session's shared server) and stops what it started; the token's test asks the shared one. The
+analyses are of the recorded quickstart run, whose summary before the job's restructuring is known
+(tests/data/runs/README.md): the server's analysis must give it too.
 """
 
 from __future__ import annotations
@@ -118,11 +119,13 @@ def test_a_port_in_use_is_named_and_exits_2(own_server):
     assert "Traceback" not in result.stderr
 
 
-def test_a_client_without_the_token_is_refused(own_server):
-    assert sojourn("spark", "up", "--no-warm", env=own_server, timeout=180).returncode == 0
-    port = own_server["SOJOURN_SPARK_PORT"]
-    token = (Path(own_server["SOJOURN_SPARK_DIR"]) / "token").read_text().strip()
-    assert (Path(own_server["SOJOURN_SPARK_DIR"]) / "token").stat().st_mode & 0o077 == 0  # the owner's alone
+def test_a_client_without_the_token_is_refused():
+    # the test session's server (tests/conftest.py), as `sojourn spark up` started it: asking changes nothing
+    shared = {key: os.environ[key] for key in ("SOJOURN_SPARK_DIR", "SOJOURN_SPARK_PORT")}
+    assert sojourn("spark", "up", "--no-warm", env=shared, timeout=180).returncode == 0
+    port = shared["SOJOURN_SPARK_PORT"]
+    token = (Path(shared["SOJOURN_SPARK_DIR"]) / "token").read_text().strip()
+    assert (Path(shared["SOJOURN_SPARK_DIR"]) / "token").stat().st_mode & 0o077 == 0  # the owner's alone
     client = (
         "import sys\n"
         "from pyspark.sql import SparkSession\n"

@@ -1,7 +1,10 @@
-"""One Spark session for the whole tests/spark suite, and a builder for tiny trace frames."""
+"""The tests/spark suite's Spark: a session on the test session's shared server (a Spark of this process
+for the few tests that read its JVM), and a builder for tiny trace frames."""
 
 from __future__ import annotations
 
+import contextlib
+import os
 from pathlib import Path
 
 import pytest
@@ -82,17 +85,56 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.spark)
 
 
-@pytest.fixture(scope="session")
-def spark():
+@pytest.fixture(scope="package")
+def spark(spark_server_dir):
+    """A session on the test session's warm Spark server (tests/conftest.py), the one the integration
+    tests' analyses and `sojourn` commands use: one JVM for the whole suite, warm from the first
+    test on (these tests took 127-129 s in a Spark of their own, 93-95 s here, the server's start
+    included; docs/testing.md). Package-scoped: pyspark is in Connect mode while it lasts, and the
+    tests after this package's (tests/unit, their child processes) must not inherit that."""
+    from analysis import server
+    from analysis.session import connected
+
+    directory = server.state_dir()
+    with connected(server.url_of(server.ensure(directory), directory)) as session:
+        session.conf.set("spark.sql.shuffle.partitions", "1")
+        yield session
+
+
+@contextlib.contextmanager
+def _classic_mode():
+    """pyspark out of Spark Connect mode while inside (its `functions` build classic columns), however
+    long the server's session lasts around it."""
+    marker = os.environ.pop("SPARK_CONNECT_MODE_ENABLED", None)
+    try:
+        yield
+    finally:
+        if marker is not None:
+            os.environ["SPARK_CONNECT_MODE_ENABLED"] = marker
+
+
+@pytest.fixture(scope="package")
+def _classic_session():
     from analysis.session import get_spark, stop_spark
 
-    session = get_spark("local[1]", app_name="sojourn-tests")
-    session.conf.set("spark.sql.shuffle.partitions", "1")
+    with _classic_mode():
+        session = get_spark("local[1]", app_name="sojourn-tests")
+        session.conf.set("spark.sql.shuffle.partitions", "1")
     yield session
-    stop_spark(session)
+    with _classic_mode():
+        stop_spark(session)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture
+def classic_spark(_classic_session):
+    """A Spark of this process, for the few tests that read what only its JVM shows (the status
+    tracker's jobs, the context's parallelism and local properties); pyspark in classic mode for
+    the test."""
+    with _classic_mode():
+        yield _classic_session
+
+
+@pytest.fixture(scope="package")
 def frame(spark):
     """frame("delivery", {"message_id": "m1", "receive_ns": 10}, ...) -> DataFrame."""
 

@@ -7,7 +7,8 @@ import collections
 from benchmarks.actions import task_times, timing
 
 
-def test_the_tasks_of_an_action_are_charged_to_its_caller_and_the_description_is_cleared(spark):
+def test_the_tasks_of_an_action_are_charged_to_its_caller_and_the_description_is_cleared(classic_spark):
+    spark = classic_spark
     actions: dict[str, list[float]] = collections.defaultdict(list)
     undo = timing(actions, caller=lambda: "here:1")
     try:

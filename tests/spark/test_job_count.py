@@ -16,7 +16,8 @@ PLAIN_RUN_JOBS = 5
 tests' in-process session: every action and the jobs adaptive execution submits for its stages."""
 
 
-def test_a_plain_run_takes_no_more_spark_jobs_than_the_plan_has(spark, tmp_path):
+def test_a_plain_run_takes_no_more_spark_jobs_than_the_plan_has(classic_spark, tmp_path):
+    spark = classic_spark
     run_dir = tmp_path / "quickstart"
     shutil.copytree(RUNS / "quickstart", run_dir)
     analyze(run_dir, spark=spark)  # compiled and cached once: the count below is of a warm session

@@ -29,7 +29,8 @@ def parts(tmp_path_factory):
 
 @pytest.mark.spark
 @pytest.mark.parametrize("split_kib", [250, 300, 450, 700, 4096])  # each above the largest file (no file is cut)
-def test_the_simulated_packing_is_sparks(spark, parts, split_kib):
+def test_the_simulated_packing_is_sparks(classic_spark, parts, split_kib):
+    spark = classic_spark
     keys = ("spark.sql.files.maxPartitionBytes", "spark.sql.files.openCostInBytes")
     before = {key: spark.conf.get(key, None) for key in keys}
     spark.conf.set(keys[0], str(split_kib * KIB))
