@@ -128,8 +128,8 @@ def _classic_session():
 @pytest.fixture
 def classic_spark(_classic_session):
     """A Spark of this process, for the few tests that read what only its JVM shows (the status
-    tracker's jobs, the context's parallelism and local properties); pyspark in classic mode for
-    the test."""
+    tracker's jobs, the context's parallelism and local properties) or wrap the classic DataFrame's
+    actions (benchmarks.actions.timing); pyspark in classic mode for the test."""
     with _classic_mode():
         yield _classic_session
 
