@@ -36,3 +36,12 @@ def spark_server_dir():
                     os.environ.pop(key, None)
                 else:
                     os.environ[key] = value
+
+
+def shared_server_url() -> str:
+    """The Spark Connect URL of the test session's server (SOJOURN_SPARK_DIR, set by
+    spark_server_dir), started, unwarmed, if none runs yet."""
+    from analysis import server
+
+    directory = server.state_dir()
+    return server.url_of(server.ensure(directory), directory)

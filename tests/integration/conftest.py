@@ -18,6 +18,7 @@ import pytest
 
 from loadgen.broker.local import free_loopback_port, port_free
 from loadgen.broker.managed import DIST_PORT_OFFSET
+from tests.conftest import shared_server_url
 
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -337,11 +338,9 @@ def analyze_in_process():
     commands the tests start use too: one JVM for all of them. (A Spark of the tests' own had been
     a second JVM, cold, beside the server.) The end-to-end tests of `sojourn run` and `sojourn
     nightly` keep the command-line path."""
-    from analysis import server
     from analysis.job import analyze
 
     def _analyze(run_dir):
-        directory = server.state_dir()
-        return analyze(run_dir, remote=server.url_of(server.ensure(directory), directory))
+        return analyze(run_dir, remote=shared_server_url())
 
     return _analyze

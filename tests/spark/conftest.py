@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from analysis.schema import SCHEMA_VERSION, column_names, spark_schema
+from tests.conftest import shared_server_url
 
 _HERE = Path(__file__).parent
 
@@ -92,11 +93,9 @@ def spark(spark_server_dir):
     test on (these tests took 127-129 s in a Spark of their own, 93-95 s here, the server's start
     included; docs/testing.md). Package-scoped: pyspark is in Connect mode while it lasts, and the
     tests after this package's (tests/unit, their child processes) must not inherit that."""
-    from analysis import server
     from analysis.session import connected
 
-    directory = server.state_dir()
-    with connected(server.url_of(server.ensure(directory), directory)) as session:
+    with connected(shared_server_url()) as session:
         session.conf.set("spark.sql.shuffle.partitions", "1")
         yield session
 
