@@ -32,6 +32,14 @@ from pyspark.sql import SparkSession
 from analysis import py4j_log
 from analysis.splits import DEFAULT_SPLIT_BYTES, balanced_split_bytes
 
+# gRPC's fork handlers, which Spark Connect's client brings, restart gRPC's poller in a child made by
+# fork() (pyspark's own JVM launch with its preexec_fn, multiprocessing's fork); the child then
+# sometimes aborts before it execs: 22 and 55 of 400 such children with a Connect session open
+# (grpcio 1.85, 2026-12-05; grpc/grpc#43055), none of 400 with the handlers off. Neither sojourn nor
+# such a child uses gRPC after a fork, so the handlers go, unless the process's environment says
+# otherwise. Read when grpc is imported, which only a Connect session here does (connected).
+os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
+
 __all__ = [
     "get_spark",
     "connected",
