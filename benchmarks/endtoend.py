@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 
 from benchmarks.cpu import CpuSampler
+from benchmarks.scratch import scratch_dir
 
 REPO = Path(__file__).resolve().parent.parent
 BODY_BYTES = 100
@@ -84,7 +85,7 @@ def bare_pair(url: str, seconds: float) -> dict:
     """Run the pair once; acked msg/s at the consumer over the steady window."""
     queue = _queue_name("pair")
     warmup = warmup_for(seconds)
-    work = Path(tempfile.mkdtemp(prefix="sojourn-bench-pair-"))
+    work = Path(scratch_dir("sojourn-bench-pair-"))
     start_file = str(work / "start")
     _declare(url, queue)
     common = {"url": url, "queue": queue, "seconds": seconds, "warmup_s": warmup, "start_file": start_file}

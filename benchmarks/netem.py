@@ -30,11 +30,11 @@ import statistics
 import struct
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
 
+from benchmarks.scratch import scratch_dir
 from loadgen.netem import LinkSettings, NetemProcess, NetworkState, Step
 from loadgen.netem.measure import Histogram
 
@@ -97,7 +97,7 @@ def _proxy_stats(run_dir: str) -> dict[str, dict]:
 def measure_error(rate: float, seconds: float, latency_ms: float, size: int = 100, connections: int = 2) -> dict:
     """Send `rate` msg/s (split over `connections`) through the proxy to an echo server and back."""
     echo, echo_port = _start_echo()
-    run_dir = tempfile.mkdtemp(prefix="sojourn-bench-netem-")
+    run_dir = scratch_dir("sojourn-bench-netem-")
     link = LinkSettings(latency_ms)
     proxy = NetemProcess.start(
         f"amqp://127.0.0.1:{echo_port}/",

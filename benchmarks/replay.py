@@ -26,8 +26,9 @@ import os
 import platform
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
+
+from benchmarks.scratch import scratch_dir
 
 REPO = Path(__file__).resolve().parent.parent
 DOC = REPO / "docs" / "replay.md"
@@ -86,7 +87,7 @@ def bursty_offsets(seconds: float, quiet_rate: float, burst_rate: float, quiet_s
 def measure_bursty(seconds: float) -> dict:
     """Replay a bursty file with two producers over two worker processes, analyse the run, and
     return its fidelity figures (the summary's `fidelity.replay` block, and the run's counts)."""
-    work = Path(tempfile.mkdtemp(prefix="sojourn-bench-bursty-"))
+    work = Path(scratch_dir("sojourn-bench-bursty-"))
     offsets = bursty_offsets(seconds, **BURSTY)
     with open(work / "trace.csv", "w") as f:
         f.write("offset_s,size_bytes\n")
@@ -166,7 +167,7 @@ def measure(rate: int, seconds: float, confirms: bool = False) -> dict:
     """Replay `rate` msg/s for `seconds` and return lateness percentiles in ms."""
     import pyarrow.parquet as pq
 
-    work = Path(tempfile.mkdtemp(prefix="sojourn-bench-replay-"))
+    work = Path(scratch_dir("sojourn-bench-replay-"))
     n = int(rate * seconds)
     with open(work / "trace.csv", "w") as f:
         f.write("offset_s,size_bytes\n")

@@ -18,10 +18,11 @@ monkey.patch_all()
 import json  # noqa: E402
 import statistics  # noqa: E402
 import sys  # noqa: E402
-import tempfile  # noqa: E402
 import time  # noqa: E402
 
 import gevent  # noqa: E402
+
+from benchmarks.scratch import scratch_dir  # noqa: E402
 
 PROBE_S = 0.0005
 RUN_ROWS = 20  # rows appended between two turns of the loop
@@ -64,7 +65,7 @@ def trial(variant: str, rows: int, flushes: int) -> dict:
     from loadgen.trace import TraceWriter
 
     writer = TraceWriter(
-        tempfile.mkdtemp(prefix="sojourn-stall-"),
+        scratch_dir("sojourn-stall-"),
         "stall",
         "w",
         offload=lambda fn: gevent.get_hub().threadpool.spawn(fn),

@@ -25,7 +25,6 @@ import json  # noqa: E402
 import os  # noqa: E402
 import resource  # noqa: E402
 import sys  # noqa: E402
-import tempfile  # noqa: E402
 import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 
@@ -34,6 +33,7 @@ import pika  # noqa: E402
 from gevent.event import Event  # noqa: E402
 
 from benchmarks.cpu import TICK_S, _machine_ticks, _stat  # noqa: E402
+from benchmarks.scratch import scratch_dir  # noqa: E402
 from loadgen.users.producer import WRITE_BUFFER_LIMIT  # noqa: E402
 
 QUEUE = os.environ.get("SOJOURN_BENCH_QUEUE", "sojourn.bench.loadpath")  # set by python -m benchmarks
@@ -224,7 +224,7 @@ def _context(url: str, seconds: float, producer: str, consumer: str, trace: bool
         f"run: {{duration_s: {seconds}, warmup_s: 0, drain_timeout_s: 5}}\n"
         f"producers:\n  - {{name: p, {producer}}}\nconsumers:\n  - {{name: c, {consumer}}}\n"
     )
-    run_dir = tempfile.mkdtemp(prefix="sojourn-bench-")
+    run_dir = scratch_dir("sojourn-bench-")
     Path(run_dir, "bench.yaml").write_text(yaml)
     scenario = load_scenario(Path(run_dir, "bench.yaml"), env={})
     env = Environment()
