@@ -32,14 +32,6 @@ from pyspark.sql import SparkSession
 from analysis import py4j_log
 from analysis.splits import DEFAULT_SPLIT_BYTES, balanced_split_bytes
 
-# gRPC's fork handlers, which Spark Connect's client brings, restart gRPC's poller in a child made by
-# fork() (pyspark's own JVM launch with its preexec_fn, multiprocessing's fork); the child then
-# sometimes aborts before it execs: 22 and 55 of 400 such children with a Connect session open
-# (grpcio 1.85, 2026-12-05; grpc/grpc#43055), none of 400 with the handlers off. Neither sojourn nor
-# such a child uses gRPC after a fork, so the handlers go, unless the process's environment says
-# otherwise. Read when grpc is imported, which only a Connect session here does (connected).
-os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
-
 __all__ = [
     "get_spark",
     "connected",
@@ -215,7 +207,16 @@ def connected(url: str, alive: Callable[[], bool] | None = None) -> Iterator[Spa
 
     `alive`: whether the server's process still runs (a local server's). The client retries a call
     the server did not answer for up to ten minutes, for a network's sake; with `alive` it retries
-    only while the server runs, so that an analysis on a server that died fails at once."""
+    only while the server runs, so that an analysis on a server that died fails at once.
+
+    gRPC's fork handlers, which the Connect client brings, restart gRPC's poller in a child made by
+    fork() (pyspark's own JVM launch with its preexec_fn, multiprocessing's fork), which then
+    sometimes aborted or hung before it could exec: 22 and 55 of 400 such children with a session
+    open (grpcio 1.85, 2026-12-05; grpc/grpc#43055), none of 400 with the handlers off. Neither
+    sojourn nor such a child uses gRPC after a fork, so the handlers go, unless the environment says
+    otherwise: set here, before the client's first import of grpc, which reads it then, and only in
+    a process that becomes a Connect client (not in a load generator's, nor its users' code)."""
+    os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
     marked = "SPARK_CONNECT_MODE_ENABLED" in os.environ
     spark = SparkSession.builder.remote(url).create()
     try:

@@ -3,7 +3,7 @@ that way (a `preexec_fn`), as the tests' local Spark does beside the shared serv
 
 With gRPC's fork handlers on, such a child aborted or hung before it could exec: 22 and 55 of 400
 aborted (grpcio 1.85; 2026-12-05), and one such abort once failed the start of a local Spark in
-CI; analysis.session turns the handlers off."""
+CI; analysis.session.connected turns the handlers off."""
 
 from __future__ import annotations
 
