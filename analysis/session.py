@@ -215,7 +215,10 @@ def connected(url: str, alive: Callable[[], bool] | None = None) -> Iterator[Spa
     open (grpcio 1.85, 2026-12-05; grpc/grpc#43055), none of 400 with the handlers off. Neither
     sojourn nor such a child uses gRPC after a fork, so the handlers go, unless the environment says
     otherwise: set here, before the client's first import of grpc, which reads it then, and only in
-    a process that becomes a Connect client (not in a load generator's, nor its users' code)."""
+    a process that becomes a Connect client (not in a load generator's, nor its users' code). gRPC
+    keeps what it read for the process; the variable goes again at the end, so that the children
+    this process starts later (a sweep's next load generator) get the environment they had."""
+    forks_unset = "GRPC_ENABLE_FORK_SUPPORT" not in os.environ
     os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
     marked = "SPARK_CONNECT_MODE_ENABLED" in os.environ
     spark = SparkSession.builder.remote(url).create()
@@ -229,6 +232,8 @@ def connected(url: str, alive: Callable[[], bool] | None = None) -> Iterator[Spa
             spark.stop()
         if not marked:
             os.environ.pop("SPARK_CONNECT_MODE_ENABLED", None)
+        if forks_unset:
+            os.environ.pop("GRPC_ENABLE_FORK_SUPPORT", None)
 
 
 def _retrying_while(alive: Callable[[], bool]) -> Any:

@@ -15,6 +15,11 @@ import threading
 from collections import Counter
 from pathlib import Path
 
+import pytest
+
+from analysis.session import connected
+from tests.conftest import shared_server_url
+
 CHILDREN = 200  # at the rate seen (5-14 %), all of 200 start by chance with a probability under 1e-4
 HUNG = "hung before exec"
 
@@ -57,3 +62,18 @@ def test_children_forked_while_a_connect_session_is_open_all_start(spark):
             os.kill(pid, signal.SIGKILL)
         forking.join(timeout=60)
     assert ended == Counter({0: CHILDREN}), f"how {CHILDREN} children ended: {dict(ended)}"
+
+
+@pytest.mark.parametrize("before", [None, "true"])
+def test_a_session_leaves_the_environment_as_it_found_it(before, monkeypatch, spark):
+    """The variable `connected` sets is the process's while the session lasts; the children started
+    after it (a sweep's next load generator, its users' code) get the environment they had, and a
+    value the user set is neither overridden nor taken away."""
+    if before is None:
+        monkeypatch.delenv("GRPC_ENABLE_FORK_SUPPORT", raising=False)
+    else:
+        monkeypatch.setenv("GRPC_ENABLE_FORK_SUPPORT", before)
+    with connected(shared_server_url()) as session:
+        assert session.range(4).count() == 4
+        assert os.environ.get("GRPC_ENABLE_FORK_SUPPORT") == (before or "false")
+    assert os.environ.get("GRPC_ENABLE_FORK_SUPPORT") == before
