@@ -3,8 +3,9 @@ and is delivered to alone; two standbys subscribe at 1 s and get nothing; at 3 s
 and the broker fails over to one standby, which receives everything after, the primary's unacked
 deliveries included. The primary takes 20 ms a message against one arriving every 10 ms, so its
 prefetch window is full when it crashes (at 5 ms a message it often held none: the crash then
-requeued nothing and the redelivery could not be checked). The summary's failover and its gap match the delivery traces read with pyarrow,
-the events say who became active when, the report shows it, and every message is accounted for."""
+requeued nothing and the redelivery could not be checked). The summary's failover and its gap
+match the delivery traces read with pyarrow, the events say who became active when, the report
+shows it, and every message is accounted for."""
 
 from __future__ import annotations
 
