@@ -35,7 +35,7 @@ from loadgen.netem import NetemError
 from loadgen.redact import mask_text, mask_url
 from loadgen.replay.sources import describe
 from loadgen.rules.barrier import START_MARGIN_DISTRIBUTED_S, START_MARGIN_S, START_TIMEOUT_S, StartBarrier
-from loadgen.run import finish, guarded, locust_stats, shipping, webui
+from loadgen.run import finish, guarded, locust_stats, shipping, webui, worker_files
 from loadgen.run.census import census_then_cleanup
 from loadgen.run.deadletter import capture_warnings
 from loadgen.run.locust_output import write_csv_stats, write_html_report
@@ -62,12 +62,7 @@ FINISH_GRACE_S = 30.0
 PROGRESS_EVERY_S = 5.0
 _READY_MSG = "sojourn_ready"  # a worker's count of ready participants, to the master (loadgen.rules.barrier)
 _T0_MSG = "sojourn_t0"  # the master's t0 and start-up detail, to every worker
-_FINISHED_MSG = "sojourn_finished"
-_CONVERTED_MSG = "sojourn_converted"  # a worker's traces are converted (after _FINISHED_MSG)
-_FILE_MSG = "sojourn_file"  # a chunk of a worker's file, to a master that does not share its disk
 _FAULT_MSG = "sojourn_fault"  # a guarded greenlet of a worker failed (loadgen.run.guarded): the master ends the run
-WORKERS_CONVERT_S = 120.0
-"""How long the master waits, once the test has stopped, for finished workers to convert their traces."""
 
 
 @dataclass(frozen=True)
@@ -85,9 +80,6 @@ class _State:
     scenario: Any = None
     ctx: RunContext | None = None
     role = "local"
-    finished_workers: ClassVar[set[str]] = set()
-    converted_workers: ClassVar[set[str]] = set()
-    remote_workers: ClassVar[set[str]] = set()  # workers that write into directories of their own
     ended = False
     failed = False  # the start failed (e.g. a refused declaration): no census, no deletion at the end
     fault: dict[str, str] | None = None  # the guarded greenlet whose failure ended the run (_end_on_fault)
@@ -109,9 +101,8 @@ class _State:
     quitting = False  # Locust is exiting: the closing lines come last (after_exit), not at the stop
     metrics_port: int | None = None  # --metrics-port: the base port of the live metrics (loadgen.metrics)
     metrics_socket: Any = None  # this process's listening socket, kept for every run of the process
-    receiver: shipping.Receiver | None = None  # the master's: files from workers on other hosts
-    shipped = False  # a worker's: its files were sent to the master (loadgen.run.shipping)
-    own_dir = False  # a worker's: it writes into a directory of its own, not the master's (_worker_dir)
+    master = worker_files.Master()  # the master's: which workers finished and sent their traces
+    worker = worker_files.Worker()  # a worker's: where it writes, and whether it told the master
 
 
 def _role(runner) -> str:
@@ -147,11 +138,7 @@ def init(environment, scenario, scenario_path: str, overrides: list[str]) -> Non
         environment.host = mask_url(scenario.broker.url)
     if _State.role == "master":
         environment.runner.register_message(_READY_MSG, _worker_ready)
-        environment.runner.register_message(
-            _FINISHED_MSG, lambda msg, **_kw: _State.finished_workers.add(str(msg.data))
-        )
-        environment.runner.register_message(_CONVERTED_MSG, _worker_converted)
-        environment.runner.register_message(_FILE_MSG, _file_from_worker)
+        _State.master.register(environment.runner)
         environment.runner.register_message(_FAULT_MSG, lambda msg, **_kw: _end_on_fault(environment, dict(msg.data)))
     if _State.role == "worker":
         environment.runner.register_message(_T0_MSG, lambda msg, **_kw: _t0_from_master(environment, msg.data))
@@ -184,7 +171,7 @@ def reporter(environment):
 def all_finished(runner) -> bool:
     ctx = _State.ctx
     if _State.role == "master":
-        return runner is not None and 0 < runner.worker_count <= len(_State.finished_workers)
+        return runner is not None and 0 < runner.worker_count <= len(_State.master.finished)
     return ctx is not None and ctx.finished.is_set()
 
 
@@ -201,14 +188,10 @@ def start(environment) -> None:
             opts.run_dir, opts.run_id, opts.sojourn_token = run_dir, run_id, token
         if role == "master":  # a worker that finds the token there writes into the directory itself
             shipping.write_token(run_dir, token)
-            _State.receiver = shipping.Receiver(run_dir)
-        _State.finished_workers = set()
-        _State.converted_workers = set()
-        _State.remote_workers = set()
+            _State.master.new_run(run_dir)
     else:
         run_id = opts.run_id
-        run_dir = _worker_dir(opts.run_dir, run_id, getattr(opts, "sojourn_token", ""))
-        _State.own_dir, _State.shipped = run_dir != opts.run_dir, False
+        run_dir = _State.worker.place(opts.run_dir, run_id, getattr(opts, "sojourn_token", ""))
     _State.ended = False
     _State.failed = False
     _State.fault = None
@@ -243,7 +226,7 @@ def start(environment) -> None:
     freeze_heap()  # set up: keep the collector from walking all of it mid-run
     if role == "worker":
         ctx.on_ready = lambda ready: environment.runner.send_message(
-            _READY_MSG, {"worker": ctx.worker, "ready": ready, "own_dir": _State.own_dir}
+            _READY_MSG, {"worker": ctx.worker, "ready": ready, "own_dir": _State.worker.own_dir}
         )
         guarded.spawn("finish_reporter", _report_finished, environment, ctx)
     elif barrier is not None:
@@ -270,8 +253,7 @@ def _metrics_fd(environment) -> int | None:
 
 
 def _worker_ready(msg, **_kwargs) -> None:
-    if msg.data.get("own_dir"):  # it takes part, and sends its files at the end: the master waits for them
-        _State.remote_workers.add(str(msg.data["worker"]))
+    _State.master.worker_ready(str(msg.data["worker"]), bool(msg.data.get("own_dir")))
     if _State.barrier is not None:
         _State.barrier.report(str(msg.data["worker"]), int(msg.data["ready"]))
 
@@ -427,61 +409,9 @@ def _report_finished(environment, ctx: RunContext) -> None:
     send_stats = getattr(environment.runner, "_send_stats", None)  # the last results, before the master ends
     if send_stats is not None:
         send_stats()
-    environment.runner.send_message(_FINISHED_MSG, ctx.worker)
+    _State.worker.finished(environment.runner, ctx)
     _close(ctx)
-    _ship_once(environment, ctx)
-
-
-def _worker_dir(master_dir: str, run_id: str, token: str) -> str:
-    """Where a worker writes the run's files: the master's run directory when it sees it (the same
-    disk: --processes, a shared mount), else a directory of its own, whose files go to the master
-    at the end (loadgen.run.shipping)."""
-    if not token or shipping.shares_run_dir(master_dir, token):
-        return master_dir
-    local = os.path.abspath(os.path.join("runs", f"{run_id}-worker-{worker_name()}"))
-    log.warning(
-        "sojourn: this worker does not see the master's %s; its files go to %s and then to the master",
-        master_dir,
-        local,
-    )
-    return local
-
-
-def _ship_once(environment, ctx: RunContext) -> None:
-    """Tell the master this worker's traces are converted; when it writes into a directory of its own,
-    send them first, file by file (once, whichever of the run's end or test_stop comes first)."""
-    if _State.shipped:
-        return
-    _State.shipped = True
-    files: dict[str, str] | None = None
-    if _State.own_dir:
-        files = {}
-        for rel in shipping.files_to_ship(ctx.run_dir):
-            for chunk in shipping.chunks(ctx.run_dir, rel):
-                environment.runner.send_message(_FILE_MSG, {"worker": ctx.worker, **chunk})
-                gevent.sleep(0)  # the heartbeat and the master's other messages go in between
-                if "sha256" in chunk:
-                    files[rel] = chunk["sha256"]
-        log.warning("sojourn: sent %d files of the run to the master (a copy stays in %s)", len(files), ctx.run_dir)
-    environment.runner.send_message(_CONVERTED_MSG, {"worker": ctx.worker, "files": files})
-
-
-def _worker_converted(msg, **_kwargs) -> None:
-    data = msg.data if isinstance(msg.data, dict) else {"worker": msg.data, "files": None}
-    worker = str(data["worker"])
-    if data.get("files") is not None and _State.receiver is not None:
-        _State.receiver.manifest(worker, data["files"])
-    _State.converted_workers.add(worker)
-
-
-def _file_from_worker(msg, **_kwargs) -> None:
-    receiver = _State.receiver
-    if receiver is None:
-        return
-    try:
-        receiver.chunk(str(msg.data["worker"]), msg.data)
-    except (OSError, shipping.ShippingError) as exc:
-        log.error("sojourn: a file from worker %s could not be written: %s", msg.data.get("worker"), exc)
+    _State.worker.ship_once(environment.runner, ctx)
 
 
 def _timeline(environment, ctx: RunContext) -> None:
@@ -538,7 +468,7 @@ def stop(environment) -> None:
     if _State.role == "worker":
         _write_memory(ctx)
         _close(ctx)
-        _ship_once(environment, ctx)
+        _State.worker.ship_once(environment.runner, ctx)
         return
     if _State.failed:
         # After a failed start the queue may be someone else's (a 406 on declare): counting or
@@ -567,7 +497,7 @@ def stop(environment) -> None:
     _close(ctx)
     files = ["traces/", "run.json", *_write_locust_outputs(environment, ctx.run_dir)]
     if _State.role == "master":
-        missing = _wait_for_workers()
+        missing = _State.master.wait(_say, progress_every_s=PROGRESS_EVERY_S)
         if missing:
             update_run_json(ctx.run_dir, workers_missing=missing)
     if not _State.driven:  # `sojourn run` merges once every process of the run has exited
@@ -623,54 +553,6 @@ def _write_locust_outputs(environment, run_dir: str) -> list[str]:
     except Exception as exc:  # noqa: BLE001 - the traces are what matters; say what is missing
         log.error("sojourn: could not write Locust's report into %s: %s", run_dir, exc)
     return written
-
-
-def _wait_for_workers(timeout_s: float = WORKERS_CONVERT_S) -> list[dict[str, Any]]:
-    """Until every worker that finished the run has converted its traces and, writing into a directory
-    of its own, sent them whole; at most `timeout_s` without news from any of them. The workers whose
-    files are not all here, with what is missing (the closing lines then name a complete run
-    directory, or say what it lacks)."""
-    receiver = _State.receiver
-    news: tuple[int, int] = (-1, -1)  # (workers converted, bytes received) when they last changed
-    last_news = told_s = time.monotonic()
-    while waiting := _still_waiting(receiver):
-        now = time.monotonic()
-        state = (len(_State.converted_workers), receiver.received_bytes() if receiver is not None else 0)
-        if state != news:
-            news, last_news = state, now
-        if now - last_news > timeout_s:
-            remote = sorted(waiting & _State.remote_workers)
-            local = sorted(waiting - _State.remote_workers)
-            if local:  # on this disk: what they spilled is there, and `sojourn analyze` converts it
-                _say(
-                    [
-                        f"[sojourn] {len(local)} worker process(es) did not report their traces converted; "
-                        "`sojourn analyze` converts what they left"
-                    ]
-                )
-            if remote:
-                _say(
-                    [
-                        f"[sojourn] {len(remote)} worker(s) did not send all their traces within {timeout_s:.0f} s "
-                        f"of the last news: {', '.join(remote)}; run.json names them (workers_missing)"
-                    ]
-                )
-            return [{"worker": w, "missing": receiver.missing(w) if receiver else []} for w in remote]
-        if now - told_s >= PROGRESS_EVERY_S:
-            _say(
-                [f"[sojourn] waiting for {len(waiting)} worker process(es)' traces ({state[1] / 1e6:.1f} MB received)"]
-            )
-            told_s = now
-        gevent.sleep(0.2)
-    return []
-
-
-def _still_waiting(receiver: shipping.Receiver | None) -> set[str]:
-    """Finished workers not yet converted, and workers writing into directories of their own (finished or
-    not: one that died mid-run is waited for, then named) whose files have not all arrived whole."""
-    unconverted = _State.finished_workers - _State.converted_workers
-    unsent = {w for w in _State.remote_workers if receiver is None or not receiver.complete(w)}
-    return unconverted | unsent
 
 
 def _say(lines: list[str]) -> None:

@@ -6,7 +6,7 @@ the last chunk of a file with the file's SHA-256, then a manifest naming every f
 digest. The master writes each chunk under its run directory at the same relative path (a hidden
 temporary name, renamed once the digest matches), and a worker is complete when every file of
 its manifest has arrived whole. Pure bookkeeping and file I/O: the messages themselves are sent
-and received by loadgen.run.locust_session.
+and received by loadgen.run.worker_files.
 """
 
 from __future__ import annotations
