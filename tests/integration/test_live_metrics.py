@@ -1,7 +1,8 @@
 """Live metrics scraped by a real Prometheus: `sojourn run --metrics-port P --processes 2` serves on
 P (the master) and P+1, P+2 (the two workers, one with the producer, one with the consumer); a
 Prometheus server of the test's own (Debian's `prometheus`, loopback only) scrapes all three
-every second, and its query API gives the run's ack rate within 5 % of summary.json's."""
+every second, and its query API gives the run's ack rate within 5 % of summary.json's (and the one
+trace flush by which the counters move at a time)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from loadgen.broker.local import port_free
+from loadgen.run.runtime import FLUSH_EVERY_S
 from tests.integration.conftest import free_port, run_in_batch
 
 pytestmark = [
@@ -142,15 +144,19 @@ def test_prometheus_scrapes_every_process_and_reads_the_summarys_ack_rate(batch,
         METRICS_PORT + 1,
         METRICS_PORT + 2,
     ], up
-    # the ack rate over the steady part of the run, summed over the processes
+    # the ack rate over the steady part of the run, summed over the processes: within 5 %, and one
+    # flush: the counters move when the trace writer's rows arrive, once every FLUSH_EVERY_S and a few
+    # ms (a flush waits a second after the last one ended), so the window's samples, scraped on the
+    # second, can span one flush fewer than their seconds (7 in 8 s: 12.5 % under)
     window_s = DURATION_S - WARMUP_S - 3
+    expected = summary["throughput"]["ack_per_s"]
+    tolerance = (0.05 + FLUSH_EVERY_S / (window_s - SCRAPE_S)) * expected
     (rate,) = _query(f"sum(rate(sojourn_acked_total[{window_s}s]))", end_s)
     live = float(rate["value"][1])
-    expected = summary["throughput"]["ack_per_s"]
     print(f"\n[live metrics] ack rate: Prometheus {live:.2f}/s, summary.json {expected:.2f}/s")
-    assert abs(live - expected) <= 0.05 * expected, (live, expected)
+    assert abs(live - expected) <= tolerance, (live, expected)
     # the buffer-sojourn histogram counts the same deliveries, and the phase was "base" then
     (count,) = _query(f"sum(rate(sojourn_buffer_sojourn_seconds_count[{window_s}s]))", end_s)
-    assert abs(float(count["value"][1]) - expected) <= 0.05 * expected
+    assert abs(float(count["value"][1]) - expected) <= tolerance
     phases = _query("sojourn_phase == 1", end_s)
     assert {r["metric"]["phase"] for r in phases} == {"base"}

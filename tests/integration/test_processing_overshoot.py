@@ -20,6 +20,7 @@ import textwrap
 import time
 from pathlib import Path
 
+from analysis.summary.model import OVERSHOOT_LIMIT
 from tests.integration.conftest import start_sojourn, wait_for_t0, write_scenario
 from tests.integration.traces import read_rows
 
@@ -80,17 +81,16 @@ def _expected(deliveries: list[dict], phase: str) -> dict:
     return {"count": len(rows), "drawn": drawn, "achieved": achieved, "overshoot": achieved / drawn - 1}
 
 
-def test_contention_in_the_load_generator_is_flagged_for_its_phase_and_the_model_uses_achieved_time(
-    tmp_path: Path, analyze_in_process
-):
-    site, flag, run_dir = tmp_path / "site", tmp_path / "contend", tmp_path / "run"
-    site.mkdir()
+def _run_with_the_hog(base: Path) -> tuple[Path, dict, dict]:
+    """One run with the hog turned on at t0 + QUIET_S: its directory, the quiet and contended phases."""
+    site, flag, run_dir = base / "site", base / "contend", base / "run"
+    site.mkdir(parents=True)
     (site / "sitecustomize.py").write_text(textwrap.dedent(CPU_HOG))
     env = {
         "PYTHONPATH": os.pathsep.join(p for p in (str(site), os.environ.get("PYTHONPATH")) if p),
         "SOJOURN_TEST_CPU_HOG_FLAG": str(flag),
     }
-    scenario = write_scenario(tmp_path / "s.yaml", SCENARIO)
+    scenario = write_scenario(base / "s.yaml", SCENARIO)
     proc = start_sojourn("run", scenario, "--out", str(run_dir), "--no-analyze", env=env)
     try:
         t0 = wait_for_t0(proc, run_dir)
@@ -102,11 +102,22 @@ def test_contention_in_the_load_generator_is_flagged_for_its_phase_and_the_model
             proc.kill()
             proc.communicate()
     assert proc.returncode == 0, stderr[-3000:]
-
     deliveries = read_rows(run_dir, "delivery")
-    quiet, contended = _expected(deliveries, "quiet"), _expected(deliveries, "contended")
+    return run_dir, _expected(deliveries, "quiet"), _expected(deliveries, "contended")
+
+
+def test_contention_in_the_load_generator_is_flagged_for_its_phase_and_the_model_uses_achieved_time(
+    tmp_path: Path, analyze_in_process
+):
+    # The analysis flags a phase over OVERSHOOT_LIMIT (5 %); one stall of 36 ms in the quiet phase's
+    # 160 sleeps does that on a busy host: the run is made once more, and a second quiet phase over it
+    # fails the test (a load generator slow every time).
+    run_dir, quiet, contended = _run_with_the_hog(tmp_path / "attempt1")
+    if quiet["overshoot"] >= OVERSHOOT_LIMIT:
+        print(f"attempt 1: the quiet phase ran {quiet['overshoot']:.1%} long (a busy host): once more")
+        run_dir, quiet, contended = _run_with_the_hog(tmp_path / "attempt2")
     # What the hog is for: the contended phase's processing ran well over 5 % long, the quiet one's not.
-    assert contended["overshoot"] > 0.25 and quiet["overshoot"] < 0.05, (quiet, contended)
+    assert contended["overshoot"] > 0.25 and quiet["overshoot"] < OVERSHOOT_LIMIT, (quiet, contended)
 
     summary = analyze_in_process(run_dir)
     rows = {row["phase"]: row for row in summary["model"]["phases"] if row["group"] == "c"}
