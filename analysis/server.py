@@ -6,8 +6,8 @@ server that analyses then reach as clients; `sojourn analyze`, `run`, `sweep` an
 one when none runs (`ensure`), and it stops itself once no analysis has used it for its idle time,
 the way Gradle's daemon does.
 
-The server is three processes in a process group of their own: a supervisor (this module run as
-`python -m analysis.server serve`) and its children, the JVM (`spark-submit` of Spark's
+The server is three processes in a process group of their own: a supervisor (analysis.supervisor,
+run as `python -m analysis.supervisor`) and its children, the JVM (`spark-submit` of Spark's
 SparkConnectServer, `local[*]`) and the analyst (analysis.analyst: the analysis kept imported and
 connected, which warms the JVM and serves the commands' analyses). The supervisor starts them,
 watches for idleness, and stops them when told to (SIGTERM) or when idle; `stop` signals the group
@@ -43,10 +43,8 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from pathlib import Path
-
-from analysis.analyst import SOCKET_NAME, STALE_EXIT
 
 __all__ = [
     "DEFAULT_PORT",
@@ -94,9 +92,8 @@ at most: one analysis left the first real one paying the JIT (2026-12-05, after 
 run's next analyses took 5.8, 4.7, 4.0, 4.2 s, then 3.2-3.8 s)."""
 
 LOCAL_MASTER = "local[*]"
-_CHECK_EVERY_S = 2.0
-_STOP_WAIT_S = 30.0
-_CONNECT_SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
+STOP_WAIT_S = 30.0
+"""How long a process is given to end after SIGTERM, before SIGKILL."""
 
 
 class ServerError(Exception):
@@ -187,7 +184,8 @@ def heap_mib(machine_bytes: int) -> int:
     return max(1024, int(HEAP_SHARE * machine_bytes) >> 20)
 
 
-def _spark_home() -> Path:
+def spark_home() -> Path:
+    """The installed pyspark's directory, which holds Spark's jars and spark-submit."""
     import importlib.util
 
     spec = importlib.util.find_spec("pyspark")
@@ -196,7 +194,8 @@ def _spark_home() -> Path:
     return Path(spec.origin).parent
 
 
-def _spark_version() -> str:
+def spark_version() -> str:
+    """The installed pyspark's version: a server's and its clients' must agree."""
     from importlib.metadata import version
 
     return version("pyspark")
@@ -250,7 +249,8 @@ def running(info: ServerInfo) -> bool:
     return alive(info.jvm_pid)
 
 
-def _write_state(directory: Path, info: ServerInfo) -> None:
+def write_state(directory: Path, info: ServerInfo) -> None:
+    """server.json, replaced whole (a reader never sees half of it)."""
     tmp = directory / f".server.json.{os.getpid()}.tmp"
     tmp.write_text(json.dumps(asdict(info), indent=2) + "\n")
     os.replace(tmp, directory / "server.json")
@@ -317,8 +317,7 @@ def start(
         command = [
             sys.executable,
             "-m",
-            "analysis.server",
-            "serve",
+            "analysis.supervisor",
             "--dir",
             str(directory),
             "--port",
@@ -399,10 +398,10 @@ def stop(directory: Path | None = None) -> ServerInfo | None:
 
 def _stop_group(pid: int, jvm_pid: int | None = None) -> None:
     """SIGTERM to the supervisor's process group (the supervisor stops the JVM), SIGKILL to what is
-    left after _STOP_WAIT_S."""
+    left after STOP_WAIT_S."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, signal.SIGTERM)
-    deadline = time.monotonic() + _STOP_WAIT_S
+    deadline = time.monotonic() + STOP_WAIT_S
     while time.monotonic() < deadline and (alive(pid) or alive(jvm_pid)):
         _reap(pid)
         time.sleep(0.1)
@@ -442,148 +441,18 @@ def ensure(
     directory = directory or state_dir(master)
     running = status(directory)
     if running is not None and running.state == "ready":
-        if running.spark_version == _spark_version():
+        if running.spark_version == spark_version():
             return running
         if progress is not None:
             progress(
                 f"the running Spark server is Spark {running.spark_version}, this client "
-                f"{_spark_version()}: replacing it"
+                f"{spark_version()}: replacing it"
             )
         stop(directory)
     return start(warm=False, directory=directory, progress=progress, master=master)
 
 
-# --- the supervisor ----------------------------------------------------------
-
-
-def _serve(directory: Path, port: int, idle_s: float, warm: bool, master: str) -> int:
-    from analysis.session import max_result_size, total_memory_bytes
-
-    started = time.time()
-    stopping = False
-
-    def on_signal(_signo: int, _frame: object) -> None:
-        nonlocal stopping
-        stopping = True
-
-    for signo in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(signo, on_signal)
-
-    heap = heap_mib(total_memory_bytes())
-    info = ServerInfo(
-        pid=os.getpid(),
-        jvm_pid=None,
-        port=port,
-        state="starting",
-        started=started,
-        ready_after_s=None,
-        idle_s=idle_s,
-        heap_mib=heap,
-        log=str(directory / "server.log"),
-        spark_version=_spark_version(),
-        master=master,
-    )
-    _write_state(directory, info)
-    token = (directory / "token").read_text().strip()
-    home = _spark_home()
-    command = [
-        str(home / "bin" / "spark-submit"),
-        "--class",
-        _CONNECT_SERVER_CLASS,
-        "--name",
-        "sojourn analysis server",
-        "--master",
-        master,
-        "--driver-memory",
-        f"{heap}m",
-        "--conf",
-        f"spark.driver.maxResultSize={max_result_size(heap)}",
-        "--conf",
-        "spark.connect.grpc.binding.address=127.0.0.1",
-        "--conf",
-        f"spark.connect.grpc.binding.port={port}",
-        "--conf",
-        f"spark.local.dir={directory / 'tmp'}",
-        "--conf",
-        "spark.driver.host=127.0.0.1",
-        "--conf",
-        "spark.driver.bindAddress=127.0.0.1",
-        "--conf",
-        "spark.ui.enabled=false",
-        # At INFO the server logs each client call in several lines (40,000 lines for one small analysis)
-        "--conf",
-        "spark.log.level=WARN",
-        "--conf",
-        "spark.sql.session.timeZone=UTC",
-        # The Connect client reads it once per process: when on, every `functions` call walks the
-        # Python stack for its call site and tries to import IPython (0.1 s of a warm quickstart
-        # analysis's 1.0 s in the analyst, 2026-12-05). The analysis's own errors name the file.
-        "--conf",
-        "spark.python.sql.dataFrameDebugging.enabled=false",
-        # The shuffle files' checksums diagnose corruption on a cluster's disks and network; a local
-        # shuffle is written and read by one JVM within seconds.
-        "--conf",
-        "spark.shuffle.checksum.enabled=false",
-        "--conf",
-        "spark.sql.shuffle.orderIndependentChecksum.enabled=false",
-    ]
-    # The token reaches the JVM in its environment (Spark reads SPARK_CONNECT_AUTHENTICATE_TOKEN),
-    # not on its command line, which every user of the machine can read.
-    env = {
-        **os.environ,
-        "SPARK_HOME": str(home),
-        "SPARK_LOCAL_IP": "127.0.0.1",
-        "SPARK_CONNECT_AUTHENTICATE_TOKEN": token,
-    }
-    jvm = subprocess.Popen(command, stdin=subprocess.DEVNULL, env=env)
-    info = replace(info, jvm_pid=jvm.pid)
-    _write_state(directory, info)
-    _say(f"the JVM (pid {jvm.pid}) starts, heap up to {heap:,} MiB")
-    # the analyst imports the analysis while the JVM starts, then warms it (analysis.analyst)
-    analyst = _start_analyst(directory, port, warm, env, jvm.pid)
-    try:
-        while not listening(port):
-            if stopping or jvm.poll() is not None:
-                _say("the JVM ended before it listened" if jvm.poll() is not None else "stopped while starting")
-                return 1
-            time.sleep(0.1)
-        _write_state(directory, info := replace(info, state="warming" if warm else "starting"))
-        while not (directory / SOCKET_NAME).exists() and analyst.poll() is None:
-            if stopping or jvm.poll() is not None:
-                _say("the JVM ended while the analyst started" if jvm.poll() is not None else "stopped while starting")
-                return 1
-            time.sleep(0.1)
-        if analyst.poll() is not None:
-            _say(f"the analyst ended (exit status {analyst.returncode}): analyses run in their own processes")
-        info = replace(info, state="ready", ready_after_s=round(time.time() - started, 2))
-        (directory / "last-used").touch()
-        _write_state(directory, info)
-        _say(f"ready on 127.0.0.1:{port} after {info.ready_after_s:.1f} s; stops after {idle_s / 60:g} min idle")
-        while not stopping:
-            if jvm.poll() is not None:
-                _say(f"the JVM ended (exit status {jvm.returncode})")
-                return 1
-            if analyst.poll() == STALE_EXIT:  # its code changed: a new one runs the new code
-                analyst = _start_analyst(directory, port, False, env, jvm.pid)
-            if _idle_for(directory) >= idle_s and _stop_if_unused(directory, jvm, idle_s):
-                return 0
-            time.sleep(_CHECK_EVERY_S)
-        _say("stopping (asked to)")
-        return 0
-    finally:
-        _end_process(analyst)
-        (directory / SOCKET_NAME).unlink(missing_ok=True)
-        _end_process(jvm)
-        _remove_state(directory, os.getpid())
-
-
-def _start_analyst(directory: Path, port: int, warm: bool, env: dict[str, str], jvm_pid: int) -> subprocess.Popen:
-    """The analyst (analysis.analyst), once a socket an earlier one left is gone: the server is ready
-    when the new one's appears."""
-    (directory / SOCKET_NAME).unlink(missing_ok=True)
-    command = [sys.executable, "-m", "analysis.analyst", "--dir", str(directory), "--port", str(port)]
-    command += ["--jvm-pid", str(jvm_pid)]
-    return subprocess.Popen([*command, "--warm"] if warm else command, stdin=subprocess.DEVNULL, env=env)
+# --- idleness -----------------------------------------------------------------
 
 
 def listening(port: int) -> bool:
@@ -602,76 +471,18 @@ def idle_seconds(directory: Path | None = None) -> float | None:
         except BlockingIOError:
             return None
         fcntl.flock(handle, fcntl.LOCK_UN)
-    return _idle_for(directory)
+    return idle_for(directory)
 
 
-def _idle_for(directory: Path) -> float:
+def idle_for(directory: Path) -> float:
+    """Seconds since an analysis last ended (last-used), whether or not one runs now."""
     try:
         return time.time() - (directory / "last-used").stat().st_mtime
     except OSError:
         return 0.0
 
 
-def _stop_if_unused(directory: Path, jvm: subprocess.Popen, idle_s: float) -> bool:
-    """Stop the JVM if no analysis holds the server; True when it was stopped. The state file goes
-    first and the lock is held until the JVM has exited, so an analysis that waits for the lock
-    finds no server and starts a new one."""
-    with open(directory / "in-use.lock", "a+") as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return False
-        if _idle_for(directory) < idle_s:  # an analysis ended while we waited
-            return False
-        _remove_state(directory, os.getpid())
-        _say(f"idle for {idle_s / 60:g} min: stopping")
-        _end_process(jvm)
-        return True
-
-
-def _end_process(process: subprocess.Popen) -> None:
-    if process.poll() is not None:
-        return
-    process.terminate()
-    try:
-        process.wait(timeout=_STOP_WAIT_S)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
-
-
-def _remove_state(directory: Path, pid: int) -> None:
-    """Remove server.json if it is this supervisor's."""
-    with contextlib.suppress(OSError, ValueError):
-        path = directory / "server.json"
-        if json.loads(path.read_text()).get("pid") == pid:
-            path.unlink()
-
-
-def _say(message: str) -> None:
-    print(f"[sojourn spark {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
-
-
 def warmed(took: Sequence[float]) -> bool:
     """Whether the warm-up, whose analyses took `took` seconds so far, is over: WARM_ANALYSES of them,
     or the last took no less than WARM_SETTLED of the one before."""
     return len(took) >= WARM_ANALYSES or (len(took) >= 2 and took[-1] >= WARM_SETTLED * took[-2])
-
-
-def main(argv: list[str] | None = None) -> int:
-    import argparse
-
-    parser = argparse.ArgumentParser(prog="python -m analysis.server", description=__doc__.splitlines()[0])
-    actions = parser.add_subparsers(dest="action", required=True)
-    serve = actions.add_parser("serve", help="the supervisor (started by `sojourn spark up`)")
-    serve.add_argument("--dir", required=True)
-    serve.add_argument("--port", type=int, required=True)
-    serve.add_argument("--idle-s", type=float, required=True)
-    serve.add_argument("--no-warm", action="store_true")
-    serve.add_argument("--master", default=LOCAL_MASTER)
-    args = parser.parse_args(argv)
-    return _serve(Path(args.dir), args.port, args.idle_s, not args.no_warm, args.master)
-
-
-if __name__ == "__main__":
-    sys.exit(main())
