@@ -20,7 +20,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from analysis import server
-from analysis.analyst import SOCKET_NAME, STALE_EXIT
+from analysis.analyst import SOCKET_NAME, STALE_EXIT, serving
 
 __all__ = ["serve", "main"]
 
@@ -120,7 +120,7 @@ def serve(directory: Path, port: int, idle_s: float, warm: bool, master: str) ->
                 return 1
             time.sleep(0.1)
         server.write_state(directory, info := replace(info, state="warming" if warm else "starting"))
-        while not (directory / SOCKET_NAME).exists() and analyst.poll() is None:
+        while not serving(directory) and analyst.poll() is None:  # its socket's file comes before it accepts
             if stopping or jvm.poll() is not None:
                 _say("the JVM ended while the analyst started" if jvm.poll() is not None else "stopped while starting")
                 return 1

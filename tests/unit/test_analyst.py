@@ -49,7 +49,7 @@ def serving(tmp_path):
     )
     process.start()
     deadline = time.monotonic() + 30
-    while not (tmp_path / analyst.SOCKET_NAME).exists():
+    while not analyst.serving(tmp_path):  # the socket's file comes a moment before it accepts
         assert time.monotonic() < deadline, "the analyst did not listen"
         time.sleep(0.02)
     yield process
@@ -145,7 +145,9 @@ def test_an_analyst_whose_code_changed_on_disk_says_stale_and_ends(tmp_path, mon
         target=lambda: os._exit(analyst.serve(tmp_path, "sc://localhost:1", None, _analyze)), daemon=True
     )
     process.start()
-    while not (tmp_path / analyst.SOCKET_NAME).exists():
+    deadline = time.monotonic() + 30
+    while not analyst.serving(tmp_path):
+        assert time.monotonic() < deadline, "the analyst did not listen"
         time.sleep(0.02)
     # the client's fingerprint is the one the analyst started with, but its files have changed since:
     # the client analyses on its own, the analyst ends

@@ -272,10 +272,13 @@ def test_a_thread_handler_blocks_no_greenlet_and_runs_its_threads_at_once(tmp_pa
     r.until(lambda: len(r.link.acks) == 6)
     took = time.monotonic() - began
     ticker.kill()
-    assert 0.39 <= took < 1.0, took
+    assert 0.39 <= took < 1.2, took  # one thread after another would take 1.2 s at least
     during = [t for t in ticks if began <= t <= began + took]
     assert len(during) >= took / 0.01 / 3  # the hub was never held for long
-    assert all(abs(row["processing_ms"] - 200) < 50 for row in r.run.deliveries)
+    # each its handler's 200 ms, never less, and not the second round's wait for a thread (~400 ms)
+    assert all(200 <= row["processing_ms"] < 300 for row in r.run.deliveries), [
+        row["processing_ms"] for row in r.run.deliveries
+    ]
     r.stop()
 
 
