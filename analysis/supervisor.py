@@ -29,6 +29,11 @@ _CONNECT_SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer
 
 
 def serve(directory: Path, port: int, idle_s: float, warm: bool, master: str) -> int:
+    """Run the server from `directory` (its token already there) on 127.0.0.1:`port` until told to
+    stop or idle for `idle_s`; `warm`: the analyst warms it before it is ready. server.json says
+    each state (starting, warming, ready) and goes at the end; the exit status is 0 for a stop
+    asked for once ready or for idleness, 1 when the JVM ended by itself or a stop came before the
+    server was ready."""
     from analysis.session import max_result_size, total_memory_bytes
 
     started = time.time()
