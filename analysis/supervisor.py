@@ -156,7 +156,7 @@ def serve(directory: Path, port: int, idle_s: float, warm: bool, master: str) ->
 
 def _start_analyst(directory: Path, port: int, warm: bool, env: dict[str, str], jvm_pid: int) -> subprocess.Popen:
     """The analyst (analysis.analyst), once a socket an earlier one left is gone: the server is ready
-    when the new one's appears."""
+    when the new one accepts on its socket."""
     (directory / SOCKET_NAME).unlink(missing_ok=True)
     command = [sys.executable, "-m", "analysis.analyst", "--dir", str(directory), "--port", str(port)]
     command += ["--jvm-pid", str(jvm_pid)]

@@ -56,10 +56,11 @@ class Master:
             self.remote.add(worker)
 
     def wait(
-        self, say: Callable[[list[str]], None], timeout_s: float = WORKERS_CONVERT_S, progress_every_s: float = 5.0
+        self, say: Callable[[list[str]], None], progress_every_s: float, timeout_s: float = WORKERS_CONVERT_S
     ) -> list[dict[str, Any]]:
         """Until every worker that finished the run has converted its traces and, writing into a
-        directory of its own, sent them whole; at most `timeout_s` without news from any of them.
+        directory of its own, sent them whole; at most `timeout_s` without news from any of them,
+        saying every `progress_every_s` how much has come (`say`, as the run's other progress lines).
         The workers whose files are not all here, with what is missing (the closing lines then name a
         complete run directory, or say what it lacks)."""
         receiver = self.receiver

@@ -41,6 +41,15 @@ def _analyze(run_dir: str, url: str, progress, gone) -> tuple[dict, dict[str, st
     return summary, {"summary.json": json.dumps(summary), "report.html": f"<p>{name}</p>"}
 
 
+def _until_serving(directory) -> None:
+    """Until the analyst accepts on its socket (30 s at most): the socket's file comes a moment
+    before it listens."""
+    deadline = time.monotonic() + 30
+    while not analyst.serving(directory):
+        assert time.monotonic() < deadline, "the analyst did not listen"
+        time.sleep(0.02)
+
+
 @pytest.fixture
 def serving(tmp_path):
     """An analyst process serving on tmp_path/analyst.sock; ended after the test."""
@@ -48,10 +57,7 @@ def serving(tmp_path):
         target=analyst.serve, args=(tmp_path, "sc://localhost:1", None, _analyze), daemon=True
     )
     process.start()
-    deadline = time.monotonic() + 30
-    while not analyst.serving(tmp_path):  # the socket's file comes a moment before it accepts
-        assert time.monotonic() < deadline, "the analyst did not listen"
-        time.sleep(0.02)
+    _until_serving(tmp_path)
     yield process
     process.kill()
     process.join()
@@ -145,10 +151,7 @@ def test_an_analyst_whose_code_changed_on_disk_says_stale_and_ends(tmp_path, mon
         target=lambda: os._exit(analyst.serve(tmp_path, "sc://localhost:1", None, _analyze)), daemon=True
     )
     process.start()
-    deadline = time.monotonic() + 30
-    while not analyst.serving(tmp_path):
-        assert time.monotonic() < deadline, "the analyst did not listen"
-        time.sleep(0.02)
+    _until_serving(tmp_path)
     # the client's fingerprint is the one the analyst started with, but its files have changed since:
     # the client analyses on its own, the analyst ends
     assert analyst.request(tmp_path, tmp_path / "good") is None

@@ -38,7 +38,7 @@ def test_a_complete_run_ends_the_wait_at_once(tmp_path):
     master, digest = _master(tmp_path, {"remote-1"})
     master.receiver.manifest("remote-1", {"traces/publish/part-r-1.parquet": digest})
     said: list[str] = []
-    assert master.wait(said.extend, timeout_s=30) == []
+    assert master.wait(said.extend, progress_every_s=1.0, timeout_s=30) == []
     assert said == []
 
 
@@ -48,7 +48,7 @@ def test_a_remote_worker_missing_a_file_and_one_never_heard_from_are_named(tmp_p
         "remote-1", {"traces/publish/part-r-1.parquet": digest, "traces/delivery/part-r-2.parquet": "ab"}
     )
     said: list[str] = []
-    missing = master.wait(said.extend, timeout_s=0.3)
+    missing = master.wait(said.extend, progress_every_s=1.0, timeout_s=0.3)
     assert missing == [
         {"worker": "remote-1", "missing": ["traces/delivery/part-r-2.parquet"]},
         {"worker": "remote-dead", "missing": ["(its manifest)"]},
@@ -61,7 +61,7 @@ def test_a_local_worker_that_never_converted_is_not_named_missing(tmp_path):
     master.finished = {"local-1", "local-2"}
     master.converted = {"local-1"}
     said: list[str] = []
-    assert master.wait(said.extend, timeout_s=0.3) == []
+    assert master.wait(said.extend, progress_every_s=1.0, timeout_s=0.3) == []
     assert any("`sojourn analyze` converts what they left" in line for line in said)
 
 
@@ -112,4 +112,4 @@ def test_a_worker_that_does_not_see_the_run_directory_sends_its_files_whole(tmp_
     for rel, data in written.items():
         assert (master_dir / rel).read_bytes() == data
     assert master.receiver.received_bytes() == sum(map(len, written.values()))
-    assert master.wait(lambda lines: None, timeout_s=0.3) == []
+    assert master.wait(lambda lines: None, progress_every_s=1.0, timeout_s=0.3) == []
